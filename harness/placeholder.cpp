@@ -1,0 +1,2 @@
+// Placeholder translation unit until the harness library has sources.
+namespace gpt::harness {}
