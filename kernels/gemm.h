@@ -1,0 +1,37 @@
+#pragma once
+// Matrix products, row-major, optionally batched (RECIPE §0.4: bf16 operands, fp32 accumulation, result stored in
+// C's dtype). The CUDA implementation goes through cuBLASLt.
+//
+//   C[b] = alpha · op(A[b]) · op(B[b]) + beta · C[b]
+//
+// A: [M, K] or [K, M] when trans_a; B: [K, N] or [N, K] when trans_b; C: [M, N]. Any operand may carry one leading
+// batch dimension [batch, ...]; a 2-D operand is shared by every batch. A and B have the same dtype (f64, f32 or bf16);
+// C has that dtype or f32 (fp32 gradients of bf16 products). beta = 0 ignores C's contents (NaN-safe).
+#include "kernels/tensor.h"
+
+namespace gpt {
+
+struct GemmArgs {
+  bool trans_a = false;
+  bool trans_b = false;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+};
+
+void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmArgs& args = {});
+
+// Shape bookkeeping shared by both backends.
+struct GemmShape {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool a_batched = false, b_batched = false, c_batched = false;
+};
+GemmShape gemm_shape(const Tensor& a, const Tensor& b, const Tensor& c, const GemmArgs& args);
+
+namespace cpu {
+void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmArgs& args);
+}
+namespace cuda {
+void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmArgs& args);
+}
+
+}  // namespace gpt
