@@ -1,0 +1,68 @@
+#include <gtest/gtest.h>
+
+#include "kernels/rmsnorm.h"
+#include "tests/common/gradcheck.h"
+#include "trainer/model/tape.h"
+
+namespace gpt {
+namespace {
+
+TEST(Tape, ReplaysInReverseOrder) {
+  Tape tape;
+  std::vector<int> order;
+  tape.push([&] { order.push_back(1); });
+  tape.push([&] { order.push_back(2); });
+  tape.backward();
+  EXPECT_EQ(order, (std::vector<int>{2, 1}));
+  EXPECT_EQ(tape.size(), 0u);
+}
+
+TEST(Tape, DisabledTapeRecordsNothing) {
+  Tape tape;
+  tape.set_enabled(false);
+  tape.push([] { FAIL() << "must not run"; });
+  tape.backward();
+}
+
+TEST(Var, GradientIsZeroAllocatedOnFirstUse) {
+  Var v(Tensor::zeros({2, 3}, DType::f32));
+  EXPECT_FALSE(v.has_grad());
+  Tensor& g = v.grad();
+  EXPECT_TRUE(v.has_grad());
+  EXPECT_EQ(g.shape(), (Shape{2, 3}));
+  for (double x : g.to_doubles()) EXPECT_EQ(x, 0.0);
+}
+
+TEST(Var, CopiesShareTheGradientSlot) {
+  Var a(Tensor::zeros({2}, DType::f32));
+  Var b = a;  // closures capture Vars by value
+  b.grad().data<float>()[0] = 3.0f;
+  EXPECT_EQ(a.grad().data<float>()[0], 3.0f);
+}
+
+TEST(Var, NoGradientForConstants) {
+  Var c(Tensor::zeros({2}, DType::f32), /*requires_grad=*/false);
+  EXPECT_THROW(c.grad(), Error);
+}
+
+// Two uses of one value accumulate: y = norm(x), z = norm(x); loss = <y, w1> + <z, w2>.
+TEST(Tape, ValueUsedTwiceAccumulatesGradients) {
+  Var x(testing::random_tensor({2, 8}, DType::f64, 1));
+  const Tensor w1 = testing::random_tensor({2, 8}, DType::f64, 2);
+  const Tensor w2 = testing::random_tensor({2, 8}, DType::f64, 3);
+  Tape tape;
+  Tensor r = Tensor::empty({2}, DType::f64);
+  Tensor y = Tensor::empty({2, 8}, DType::f64);
+  rmsnorm_forward(x.value(), y, r);
+  for (const Tensor* w : {&w1, &w2}) {
+    tape.push([x, r, w]() mutable { rmsnorm_backward(*w, x.value(), r, x.grad()); });
+  }
+  tape.backward();
+  Tensor expected = Tensor::zeros({2, 8}, DType::f64);
+  rmsnorm_backward(w1, x.value(), r, expected);
+  rmsnorm_backward(w2, x.value(), r, expected);
+  EXPECT_LT(testing::max_relative_error(x.grad().to_doubles(), expected.to_doubles()), 1e-15);
+}
+
+}  // namespace
+}  // namespace gpt
