@@ -22,6 +22,7 @@ uint8_t encode(float v, const Fp8Format& f) {
   if (std::isnan(v)) return static_cast<uint8_t>(sign | f.nan_bits);
   double a = std::fabs(static_cast<double>(v));
   if (a == 0.0) return sign;
+  if (std::isinf(a)) a = f.max_finite;  // saturation; ilogb(inf) would not give a usable exponent
   const int min_exponent = 1 - f.bias;  // exponent of the smallest normal
   int e = std::ilogb(a);
   if (e < min_exponent) e = min_exponent;  // subnormal range shares the smallest normal's quantum
