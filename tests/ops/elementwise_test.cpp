@@ -1,0 +1,177 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/elementwise.h"
+#include "tests/common/gradcheck.h"
+
+namespace gpt {
+namespace {
+
+using testing::random_tensor;
+
+Tensor scalar(double v, DType dtype = DType::f64) { return Tensor::from_doubles(std::vector<double>{v}, {1}, dtype); }
+
+TEST(Mix, ForwardMatchesHandComputedResidualMix) {
+  // x ← ρ·x + π·a + g0_t·x0 + gb_t·Bg with lanes 0 (g0) and 1 (gb) of a [2, 3] gate output.
+  Tensor x = Tensor::from_doubles(std::vector<double>{1, 2, 3, 4}, {2, 2}, DType::f64);
+  Tensor a = Tensor::from_doubles(std::vector<double>{10, 20, 30, 40}, {2, 2}, DType::f64);
+  Tensor x0 = Tensor::from_doubles(std::vector<double>{1, 1, 2, 2}, {2, 2}, DType::f64);
+  Tensor bg = Tensor::from_doubles(std::vector<double>{5, 6, 7, 8}, {2, 2}, DType::f64);
+  Tensor gate = Tensor::from_doubles(std::vector<double>{0.5, -1, 9, 2, 0.25, 9}, {2, 3}, DType::f64);
+  Tensor out = Tensor::empty({2, 2}, DType::f64);
+  const std::vector<MixTerm> terms = {{x, Coef::of_scalar(scalar(0.5))},
+                                      {a, Coef::of_scalar(scalar(2.0))},
+                                      {x0, Coef::of_lane(gate, 0)},
+                                      {bg, Coef::of_lane(gate, 1)}};
+  mix_forward(terms, out);
+  // row 0: 0.5·x + 2·a + 0.5·x0 − 1·bg; row 1: 0.5·x + 2·a + 2·x0 + 0.25·bg
+  EXPECT_EQ(out.to_doubles(), (std::vector<double>{0.5 + 20 + 0.5 - 5, 1 + 40 + 0.5 - 6, 1.5 + 60 + 4 + 1.75,
+                                                   2 + 80 + 4 + 2}));
+}
+
+TEST(Mix, GroupsOffsetAndSigmoidScalar) {
+  // out = σ(0)·(1 + G[t, 1 + block])·x with two column blocks of 2.
+  Tensor x = Tensor::from_doubles(std::vector<double>{1, 2, 3, 4}, {1, 4}, DType::f64);
+  Tensor gate = Tensor::from_doubles(std::vector<double>{7, 1, 3}, {1, 3}, DType::f64);
+  Tensor out = Tensor::empty({1, 4}, DType::f64);
+  const MixTerm term{x, Coef::sigmoid_scalar(scalar(0.0)).times_lane(gate, 1, 2).plus(1.0f)};
+  mix_forward({&term, 1}, out);
+  EXPECT_EQ(out.to_doubles(), (std::vector<double>{0.5 * 2 * 1, 0.5 * 2 * 2, 0.5 * 4 * 3, 0.5 * 4 * 4}));
+}
+
+TEST(Mix, Bf16RoundsFp32ScalarFirst) {
+  // bf16(1.0039) = 1, so 3·bf16(ρ) = 3; an unrounded ρ would give 3.0117 -> bf16 3.015625.
+  Tensor x = Tensor::from_doubles(std::vector<double>{3.0}, {1, 1}, DType::bf16);
+  Tensor out = Tensor::empty({1, 1}, DType::bf16);
+  const MixTerm term{x, Coef::of_scalar(scalar(1.0039, DType::f32))};
+  mix_forward({&term, 1}, out);
+  EXPECT_EQ(out.to_doubles()[0], 3.0);
+  Tensor x32 = Tensor::from_doubles(std::vector<double>{3.0}, {1, 1}, DType::f32);
+  Tensor out32 = Tensor::empty({1, 1}, DType::f32);
+  const MixTerm term32{x32, Coef::of_scalar(scalar(1.0039, DType::f32))};
+  mix_forward({&term32, 1}, out32);
+  EXPECT_FLOAT_EQ(static_cast<float>(out32.to_doubles()[0]), 3.0f * 1.0039f);
+}
+
+TEST(Mix, Bf16SumIsRoundedOnce) {
+  // 1 + 3·2^-9: rounding after each add would stay at 1 (bf16 spacing at 1 is 2^-7); one fp32 sum rounds to
+  // 1 + 2^-7.
+  const double e = 1.0 / 512;
+  Tensor one = Tensor::from_doubles(std::vector<double>{1.0}, {1, 1}, DType::bf16);
+  Tensor small = Tensor::from_doubles(std::vector<double>{e}, {1, 1}, DType::bf16);
+  Tensor out = Tensor::empty({1, 1}, DType::bf16);
+  const std::vector<MixTerm> terms = {{one, Coef::one()}, {small, Coef::one()}, {small, Coef::one()},
+                                      {small, Coef::one()}};
+  mix_forward(terms, out);
+  EXPECT_EQ(out.to_doubles()[0], 1.0 + 1.0 / 128);
+}
+
+TEST(Mix, InPlaceForward) {
+  Tensor x = Tensor::from_doubles(std::vector<double>{1, 2, 3, 4, 5, 6}, {3, 2}, DType::f32);
+  Tensor a = Tensor::from_doubles(std::vector<double>{1, 1, 1, 1, 1, 1}, {3, 2}, DType::f32);
+  const std::vector<MixTerm> terms = {{x, Coef::of_scalar(scalar(2.0, DType::f32))}, {a, Coef::one()}};
+  mix_forward(terms, x);
+  EXPECT_EQ(x.to_doubles(), (std::vector<double>{3, 5, 7, 9, 11, 13}));
+}
+
+TEST(Mix, BackwardMatchesFiniteDifferencesForEveryInput) {
+  const int64_t rows = 3, n = 4;
+  Tensor x = random_tensor({rows, n}, DType::f64, 1);
+  Tensor a = random_tensor({rows, n}, DType::f64, 2);
+  Tensor x0 = random_tensor({rows, n}, DType::f64, 3);
+  Tensor bg = random_tensor({rows, n}, DType::f64, 4);
+  Tensor rho = scalar(0.7), pi = scalar(-1.3), skip = scalar(0.4);
+  Tensor gate = random_tensor({rows, 5}, DType::f64, 5);
+  const Tensor w = random_tensor({rows, n}, DType::f64, 6);
+  Tensor out = Tensor::empty({rows, n}, DType::f64);
+  const std::vector<MixTerm> terms = {{x, Coef::of_scalar(rho)},
+                                      {a, Coef::of_scalar(pi)},
+                                      {x0, Coef::of_lane(gate, 0, 2).plus(1.0f)},
+                                      {bg, Coef::sigmoid_scalar(skip).times_lane(gate, 3)}};
+  auto loss = [&] {
+    mix_forward(terms, out);
+    return testing::dot(out, w);
+  };
+  std::vector<Tensor> dxs;
+  for (int k = 0; k < 4; ++k) dxs.push_back(Tensor::zeros({rows, n}, DType::f64));
+  Tensor drho = scalar(0.0), dpi = scalar(0.0), dskip = scalar(0.0);
+  Tensor dgate = Tensor::zeros({rows, 5}, DType::f64);
+  const std::vector<MixGrad> grads = {{.dx = dxs[0], .dscalar = drho},
+                                      {.dx = dxs[1], .dscalar = dpi},
+                                      {.dx = dxs[2], .dlanes = dgate},
+                                      {.dx = dxs[3], .dscalar = dskip, .dlanes = dgate}};
+  loss();
+  mix_backward(w, terms, grads);
+  std::vector<Tensor*> inputs = {&x, &a, &x0, &bg};
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_LT(testing::max_relative_error(dxs[k].to_doubles(), testing::numeric_gradient(loss, *inputs[k])), 1e-8)
+        << "term " << k;
+  }
+  EXPECT_LT(testing::max_relative_error(drho.to_doubles(), testing::numeric_gradient(loss, rho)), 1e-8);
+  EXPECT_LT(testing::max_relative_error(dpi.to_doubles(), testing::numeric_gradient(loss, pi)), 1e-8);
+  EXPECT_LT(testing::max_relative_error(dskip.to_doubles(), testing::numeric_gradient(loss, skip)), 1e-8);
+  const auto expected_dgate = testing::numeric_gradient(loss, gate);
+  EXPECT_LT(testing::max_relative_error(dgate.to_doubles(), expected_dgate), 1e-8);
+  EXPECT_EQ(dgate.to_doubles()[2], 0.0);  // lane 2 is read by no term
+  EXPECT_EQ(dgate.to_doubles()[4], 0.0);
+}
+
+TEST(Mix, BackwardOverwriteMayAliasDout) {
+  // Residual gradient in place: dx = ρ·dout written over dout, while a second term still sees the old dout.
+  Tensor dout = Tensor::from_doubles(std::vector<double>{1, 2}, {1, 2}, DType::f64);
+  Tensor x = Tensor::from_doubles(std::vector<double>{3, 4}, {1, 2}, DType::f64);
+  Tensor a = Tensor::from_doubles(std::vector<double>{5, 6}, {1, 2}, DType::f64);
+  Tensor da = Tensor::from_doubles(std::vector<double>{10, 10}, {1, 2}, DType::f64);
+  const std::vector<MixTerm> terms = {{x, Coef::of_scalar(scalar(0.5))}, {a, Coef::of_scalar(scalar(3.0))}};
+  const std::vector<MixGrad> grads = {{.dx = dout, .overwrite_dx = true}, {.dx = da}};
+  mix_backward(dout, terms, grads);
+  EXPECT_EQ(dout.to_doubles(), (std::vector<double>{0.5, 1.0}));
+  EXPECT_EQ(da.to_doubles(), (std::vector<double>{13, 16}));
+}
+
+TEST(Mix, ScaleWeightForwardAndBackward) {
+  Tensor w = random_tensor({4, 3}, DType::f64, 7);
+  Tensor lambda = scalar(1.7);
+  Tensor w_out = Tensor::empty({4, 3}, DType::f64);
+  const Tensor upstream = random_tensor({4, 3}, DType::f64, 8);
+  auto loss = [&] {
+    scale_weight_forward(w, lambda, w_out);
+    return testing::dot(w_out, upstream);
+  };
+  loss();
+  EXPECT_DOUBLE_EQ(w_out.to_doubles()[5], 1.7 * w.to_doubles()[5]);
+  Tensor dw = Tensor::zeros({4, 3}, DType::f64), dl = scalar(0.0);
+  scale_weight_backward(upstream, w, lambda, dw, dl);
+  EXPECT_LT(testing::max_relative_error(dw.to_doubles(), testing::numeric_gradient(loss, w)), 1e-8);
+  EXPECT_LT(testing::max_relative_error(dl.to_doubles(), testing::numeric_gradient(loss, lambda)), 1e-8);
+}
+
+TEST(Mix, ScaleWeightBf16UsesRoundedLambda) {
+  Tensor w = Tensor::from_doubles(std::vector<double>{3.0}, {1, 1}, DType::bf16);
+  Tensor out = Tensor::empty({1, 1}, DType::bf16);
+  scale_weight_forward(w, scalar(1.0039, DType::f32), out);
+  EXPECT_EQ(out.to_doubles()[0], 3.0);
+}
+
+TEST(Mix, RejectsBadArguments) {
+  Tensor x = Tensor::zeros({2, 4}, DType::f32);
+  Tensor out = Tensor::zeros({2, 4}, DType::f32);
+  Tensor gate = Tensor::zeros({2, 3}, DType::f32);
+  const MixTerm lane_outside{x, Coef::of_lane(gate, 2, 2)};
+  EXPECT_THROW(mix_forward({&lane_outside, 1}, out), Error);
+  const MixTerm groups_not_dividing{x, Coef::of_lane(gate, 0, 3)};
+  EXPECT_THROW(mix_forward({&groups_not_dividing, 1}, out), Error);
+  const MixTerm f64_scalar{x, Coef::of_scalar(scalar(1.0))};  // f32 activations need an f32 scalar
+  EXPECT_THROW(mix_forward({&f64_scalar, 1}, out), Error);
+  Tensor wrong = Tensor::zeros({2, 5}, DType::f32);
+  const MixTerm wrong_shape{wrong, Coef::one()};
+  EXPECT_THROW(mix_forward({&wrong_shape, 1}, out), Error);
+  const std::vector<MixTerm> two = {{x, Coef::one()}, {x, Coef::one()}};
+  const std::vector<MixGrad> both_overwrite = {{.dx = out, .overwrite_dx = true}, {.dx = out, .overwrite_dx = true}};
+  EXPECT_THROW(mix_backward(x, two, both_overwrite), Error);
+}
+
+}  // namespace
+}  // namespace gpt
