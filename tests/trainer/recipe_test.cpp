@@ -1,0 +1,158 @@
+// Recipe files, inheritance, --set overrides, errors and the recipe hash.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+
+#include "kernels/check.h"
+#include "trainer/recipe/recipe.h"
+
+namespace gpt {
+namespace {
+
+// Runs f and returns the gpt::Error message it throws ("" when it does not throw).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Recipe, HeadMatchesReference) {
+  const Recipe r = load_recipe("head");
+  EXPECT_EQ(r.name, "head");
+  EXPECT_EQ(r.model.model_dim, 768);
+  EXPECT_EQ(r.model.vocab_size, 50304);
+  EXPECT_EQ(r.model.bigram_rows, 377280);
+  EXPECT_DOUBLE_EQ(r.model.init_bound, 1.0 / 32);
+  EXPECT_DOUBLE_EQ(r.model.init_bound, std::sqrt(3.0) * 0.5 / std::sqrt(768.0));
+  ASSERT_EQ(r.schedule.stages.size(), 4u);
+  EXPECT_EQ(r.schedule.stages[2].batch_tokens, 393216);
+  EXPECT_DOUBLE_EQ(r.schedule.stages[1].lr_mul, 1.52);
+  EXPECT_EQ(r.slices_per_call, 8);
+  EXPECT_TRUE(r.fp8);
+  EXPECT_DOUBLE_EQ(r.target_loss, 3.28);
+  EXPECT_DOUBLE_EQ(r.optimizer.bank_lr, 0.023);
+  EXPECT_DOUBLE_EQ(r.optimizer.adam_lr, 0.008);
+  EXPECT_EQ(r.optimizer.adam.size(), 16u);
+  const AdamGroupConfig& lm = r.optimizer.adam.at("lm_head");
+  EXPECT_DOUBLE_EQ(lm.beta1, 0.5);
+  EXPECT_DOUBLE_EQ(lm.wd_mul, 150);
+  EXPECT_TRUE(lm.sharded);
+  EXPECT_FALSE(r.optimizer.adam.at("_mudd_gate_scale").sharded);
+  EXPECT_DOUBLE_EQ(r.optimizer.adam.at("bigram_embed").lr_mul, 75);
+  EXPECT_DOUBLE_EQ(r.optimizer.banks.at("mlp_bank").odd_matrix_lr_mul, 2);
+  EXPECT_EQ(r.validation.tokens, 10'485'760);
+}
+
+TEST(Recipe, TinyInheritsAndOverrides) {
+  const Recipe r = load_recipe("tiny");
+  EXPECT_EQ(r.name, "tiny");
+  EXPECT_EQ(r.model.model_dim, 96);
+  EXPECT_EQ(r.model.head_dim, 16);
+  EXPECT_EQ(r.model.vocab_size, 50304);  // inherited
+  EXPECT_EQ(r.model.bigram_rows, 50304);
+  EXPECT_NEAR(r.model.init_bound, std::sqrt(3.0) * 0.5 / std::sqrt(96.0), 1e-16);
+  EXPECT_EQ(r.schedule.stages[0].batch_tokens, 512);
+  EXPECT_DOUBLE_EQ(r.schedule.stages[1].lr_mul, 1.52);               // inherited element-wise
+  EXPECT_EQ(r.schedule.stages[0].mtp_start.size(), 3u);
+  EXPECT_FALSE(r.fp8);
+  EXPECT_EQ(r.slices_per_call, 1);
+}
+
+TEST(Recipe, Track1IsHead) {
+  const Recipe head = load_recipe("head"), track1 = load_recipe("track1");
+  EXPECT_EQ(track1.name, "track1");
+  EXPECT_EQ(track1.canonical(), head.canonical());
+  EXPECT_EQ(track1.hash(), head.hash());
+}
+
+TEST(Recipe, HashIsStableAndSensitive) {
+  const Recipe a = load_recipe("head"), b = load_recipe("head");
+  EXPECT_EQ(a.hash(), b.hash());
+  EXPECT_EQ(a.hash().size(), 16u);
+  EXPECT_NE(a.hash(), load_recipe("tiny").hash());
+  EXPECT_NE(a.hash(), load_recipe("head", {"optimizer.adam_eps=1e-9"}).hash());
+  // Writing the same value explicitly resolves to the same configuration.
+  EXPECT_EQ(a.hash(), load_recipe("head", {"target_loss=3.28"}).hash());
+}
+
+TEST(Recipe, Overrides) {
+  const Recipe r = load_recipe("head", {"schedule.stages.1.lmax=1024", "optimizer.adam.lm_head.beta1=0.6",
+                                        "target_loss=3", "fp8=false", "schedule.stage_durations=[1, 2, 1]",
+                                        "validation.every=0"});
+  EXPECT_EQ(r.schedule.stages[1].lmax, 1024);
+  EXPECT_EQ(r.schedule.stages[0].lmax, 896);
+  EXPECT_DOUBLE_EQ(r.optimizer.adam.at("lm_head").beta1, 0.6);
+  EXPECT_DOUBLE_EQ(r.target_loss, 3.0);  // an integer is accepted where a number is expected
+  EXPECT_FALSE(r.fp8);
+  EXPECT_EQ(r.schedule.stage_durations, (std::vector<double>{1, 2, 1}));
+  EXPECT_EQ(r.validation.every, 0);
+}
+
+TEST(Recipe, OverrideErrorsNameTheKey) {
+  std::string msg = error_of([] { load_recipe("head", {"model.foo=1"}); });
+  EXPECT_NE(msg.find("model.foo"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unknown key"), std::string::npos) << msg;
+
+  msg = error_of([] { load_recipe("head", {"model.model_dim=1.5"}); });
+  EXPECT_NE(msg.find("model.model_dim"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("integer"), std::string::npos) << msg;
+
+  msg = error_of([] { load_recipe("head", {"model.model_dim=abc"}); });
+  EXPECT_NE(msg.find("model.model_dim"), std::string::npos) << msg;
+
+  msg = error_of([] { load_recipe("head", {"schedule.momentum_max=1.5"}); });
+  EXPECT_NE(msg.find("schedule.momentum_max"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[0, 1)"), std::string::npos) << msg;
+
+  msg = error_of([] { load_recipe("head", {"schedule.stages.7.lmax=3"}); });
+  EXPECT_NE(msg.find("[0, 4)"), std::string::npos) << msg;
+
+  msg = error_of([] { load_recipe("head", {"model.vocab_size=0"}); });
+  EXPECT_NE(msg.find("model.vocab_size"), std::string::npos) << msg;
+
+  msg = error_of([] { load_recipe("head", {"fp8=1"}); });
+  EXPECT_NE(msg.find("boolean"), std::string::npos) << msg;
+
+  msg = error_of([] { load_recipe("head", {"no_equals_sign"}); });
+  EXPECT_NE(msg.find("key=value"), std::string::npos) << msg;
+
+  msg = error_of([] { load_recipe("head", {"model=3"}); });
+  EXPECT_NE(msg.find("table"), std::string::npos) << msg;
+
+  msg = error_of([] { load_recipe("head", {"schedule.stages.0.mtp_start=[1.0]"}); });
+  EXPECT_NE(msg.find("mtp_start"), std::string::npos) << msg;  // lengths of start/end lists differ
+}
+
+TEST(Recipe, FileErrors) {
+  std::string msg = error_of([] { load_recipe("no_such_recipe"); });
+  EXPECT_NE(msg.find("no_such_recipe"), std::string::npos) << msg;
+
+  msg = error_of([] { parse_recipe("inherits = \"tiny\"\n[model]\nwidth = 3\n", "bad.toml"); });
+  EXPECT_NE(msg.find("unknown key 'model.width'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bad.toml"), std::string::npos) << msg;
+
+  msg = error_of([] { parse_recipe("[model]\nmodel_dim = 3\n", "partial.toml"); });
+  EXPECT_NE(msg.find("missing key"), std::string::npos) << msg;
+
+  msg = error_of([] { parse_recipe("inherits = \"head\"\n[model\n", "broken.toml"); });
+  EXPECT_NE(msg.find("syntax error at line 2"), std::string::npos) << msg;
+
+  msg = error_of([] { parse_recipe("inherits = \"head\"\nslices_per_call = 3\n", "odd.toml"); });
+  EXPECT_NE(msg.find("slices_per_call"), std::string::npos) << msg;
+}
+
+TEST(Recipe, ParseFromTextWithInheritance) {
+  const Recipe r = parse_recipe("inherits = \"tiny\"\n[schedule]\nnum_extension = 4\n", "custom.toml");
+  EXPECT_EQ(r.name, "custom");
+  EXPECT_EQ(r.schedule.num_extension, 4);
+  EXPECT_EQ(r.model.model_dim, 96);
+}
+
+}  // namespace
+}  // namespace gpt

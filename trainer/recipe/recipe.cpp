@@ -1,0 +1,439 @@
+#include "trainer/recipe/recipe.h"
+
+#include <toml++/toml.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "kernels/check.h"
+
+namespace gpt {
+
+namespace {
+
+// ---- loading and merging the TOML tree ---------------------------------------------------------------------
+
+toml::table parse_text(const std::string& text, const std::string& source) {
+  try {
+    return toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    GPT_FAIL("recipe ", source, ": TOML syntax error at line ", e.source().begin.line, ", column ",
+             e.source().begin.column, ": ", e.description());
+  }
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  GPT_CHECK(in.good(), "recipe file ", path.string(), " cannot be read");
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+std::filesystem::path resolve_recipe_path(const std::string& name_or_path, const std::filesystem::path& dir) {
+  std::filesystem::path p(name_or_path);
+  if (p.extension() == ".toml" || p.has_parent_path()) return p;
+  return dir / (name_or_path + ".toml");
+}
+
+// Overlays `over` on `base`: tables merge key by key, arrays of tables of equal length merge element by element,
+// anything else replaces.
+void merge_into(toml::table& base, const toml::table& over) {
+  for (const auto& [key, node] : over) {
+    toml::node* existing = base.get(key.str());
+    if (existing != nullptr && existing->is_table() && node.is_table()) {
+      merge_into(*existing->as_table(), *node.as_table());
+      continue;
+    }
+    if (existing != nullptr && existing->is_array_of_tables() && node.is_array_of_tables() &&
+        existing->as_array()->size() == node.as_array()->size()) {
+      toml::array& dst = *existing->as_array();
+      const toml::array& src = *node.as_array();
+      for (size_t i = 0; i < src.size(); ++i) merge_into(*dst.get(i)->as_table(), *src.get(i)->as_table());
+      continue;
+    }
+    node.visit([&](const auto& value) { base.insert_or_assign(key.str(), value); });
+  }
+}
+
+toml::table load_tree(const std::string& text, const std::string& source, const std::filesystem::path& dir,
+                      int depth) {
+  GPT_CHECK(depth < 8, "recipe ", source, ": `inherits` chain deeper than 8 (a cycle?)");
+  toml::table tree = parse_text(text, source);
+  const toml::node* parent = tree.get("inherits");
+  if (parent == nullptr) return tree;
+  GPT_CHECK(parent->is_string(), "recipe ", source, ": key 'inherits' must be a recipe name (string)");
+  const std::filesystem::path base_path = resolve_recipe_path(parent->value<std::string>().value(), dir);
+  toml::table merged = load_tree(read_file(base_path), base_path.string(), base_path.parent_path(), depth + 1);
+  tree.erase("inherits");
+  merge_into(merged, tree);
+  return merged;
+}
+
+const char* node_type_name(const toml::node& n) {
+  if (n.is_table()) return "a table";
+  if (n.is_array()) return "an array";
+  if (n.is_integer()) return "an integer";
+  if (n.is_floating_point()) return "a number";
+  if (n.is_boolean()) return "a boolean";
+  if (n.is_string()) return "a string";
+  return "a date/time";
+}
+
+// Applies one "dotted.key=value" override in place.
+void apply_override(toml::table& tree, const std::string& assignment, const std::string& source) {
+  const size_t eq = assignment.find('=');
+  GPT_CHECK(eq != std::string::npos && eq > 0, "--set ", assignment, ": expected key=value");
+  const std::string key = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  std::vector<std::string> parts;
+  for (size_t b = 0;;) {
+    const size_t e = key.find('.', b);
+    parts.push_back(key.substr(b, e == std::string::npos ? std::string::npos : e - b));
+    if (e == std::string::npos) break;
+    b = e + 1;
+  }
+  // Walk to the parent container of the last part.
+  toml::node* parent = &tree;
+  toml::node* target = nullptr;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& part = parts[i];
+    if (auto* t = parent->as_table()) {
+      target = t->get(part);
+    } else if (auto* a = parent->as_array()) {
+      char* end = nullptr;
+      const long idx = std::strtol(part.c_str(), &end, 10);
+      GPT_CHECK(!part.empty() && *end == '\0' && idx >= 0 && static_cast<size_t>(idx) < a->size(), "--set ", key,
+                ": '", part, "' must be an index in [0, ", a->size(), ") of an array");
+      target = a->get(static_cast<size_t>(idx));
+    } else {
+      GPT_FAIL("--set ", key, ": '", part, "' is below a value that is neither a table nor an array");
+    }
+    GPT_CHECK(target != nullptr, "--set ", key, ": unknown key '", part, "' in recipe ", source);
+    if (i + 1 < parts.size()) parent = target;
+  }
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + text, "--set " + key);
+  } catch (const toml::parse_error& e) {
+    GPT_FAIL("--set ", key, ": value '", text, "' is not a TOML value (", e.description(), "); expected ",
+             node_type_name(*target));
+  }
+  const toml::node& value = *parsed.get("v");
+  GPT_CHECK(!target->is_table(), "--set ", key, ": is a table; set its keys one by one");
+  const bool int_to_float = target->is_floating_point() && value.is_integer();
+  GPT_CHECK(int_to_float || target->type() == value.type(), "--set ", key, ": expected ", node_type_name(*target),
+            ", got '", text, "'");
+  auto assign = [&](auto&& replacement) {
+    if (auto* t = parent->as_table()) {
+      t->insert_or_assign(parts.back(), std::forward<decltype(replacement)>(replacement));
+    } else {
+      toml::array& a = *parent->as_array();
+      const auto idx = static_cast<ptrdiff_t>(std::strtol(parts.back().c_str(), nullptr, 10));
+      a.replace(a.cbegin() + idx, std::forward<decltype(replacement)>(replacement));
+    }
+  };
+  if (int_to_float) {
+    assign(static_cast<double>(value.value<int64_t>().value()));
+  } else {
+    value.visit([&](const auto& v) { assign(v); });
+  }
+}
+
+// ---- typed reading with strict key checks -----------------------------------------------------------------
+
+class Reader {
+ public:
+  Reader(const toml::table& table, std::string path, std::string source)
+      : table_(table), path_(std::move(path)), source_(std::move(source)) {}
+
+  // Rejects keys that no getter asked for.
+  void finish() const {
+    for (const auto& [key, node] : table_) {
+      GPT_CHECK(used_.count(std::string(key.str())) != 0, "recipe ", source_, ": unknown key '", full(key.str()), "'");
+    }
+  }
+
+  int64_t integer(const std::string& key, int64_t lo, int64_t hi = INT64_MAX) {
+    const toml::node& n = get(key);
+    GPT_CHECK(n.is_integer(), "recipe ", source_, ": key '", full(key), "' must be an integer in [", lo, ", ", hi,
+              "], got ", node_type_name(n));
+    const int64_t v = n.value<int64_t>().value();
+    GPT_CHECK(v >= lo && v <= hi, "recipe ", source_, ": key '", full(key), "' must be an integer in [", lo, ", ", hi,
+              "], got ", v);
+    return v;
+  }
+
+  double number(const std::string& key, double lo, double hi, bool open_hi = false) {
+    const toml::node& n = get(key);
+    GPT_CHECK(n.is_number(), "recipe ", source_, ": key '", full(key), "' must be a number, got ", node_type_name(n));
+    const double v = n.value<double>().value();
+    const bool ok = std::isfinite(v) && v >= lo && (open_hi ? v < hi : v <= hi);
+    GPT_CHECK(ok, "recipe ", source_, ": key '", full(key), "' must be a number in [", lo, ", ", hi, open_hi ? ")" : "]",
+              ", got ", v);
+    return v;
+  }
+
+  bool boolean(const std::string& key) {
+    const toml::node& n = get(key);
+    GPT_CHECK(n.is_boolean(), "recipe ", source_, ": key '", full(key), "' must be true or false, got ",
+              node_type_name(n));
+    return n.value<bool>().value();
+  }
+
+  std::vector<double> numbers(const std::string& key, double lo, double hi) {
+    const toml::node& n = get(key);
+    GPT_CHECK(n.is_array(), "recipe ", source_, ": key '", full(key), "' must be an array of numbers");
+    std::vector<double> out;
+    for (const toml::node& e : *n.as_array()) {
+      GPT_CHECK(e.is_number(), "recipe ", source_, ": key '", full(key), "' must be an array of numbers, found ",
+                node_type_name(e));
+      const double v = e.value<double>().value();
+      GPT_CHECK(std::isfinite(v) && v >= lo && v <= hi, "recipe ", source_, ": key '", full(key),
+                "' entries must lie in [", lo, ", ", hi, "], got ", v);
+      out.push_back(v);
+    }
+    return out;
+  }
+
+  Reader table(const std::string& key) {
+    const toml::node& n = get(key);
+    GPT_CHECK(n.is_table(), "recipe ", source_, ": key '", full(key), "' must be a table, got ", node_type_name(n));
+    return Reader(*n.as_table(), full(key), source_);
+  }
+
+  std::vector<Reader> tables(const std::string& key) {
+    const toml::node& n = get(key);
+    GPT_CHECK(n.is_array_of_tables(), "recipe ", source_, ": key '", full(key), "' must be an array of tables");
+    std::vector<Reader> out;
+    const toml::array& a = *n.as_array();
+    for (size_t i = 0; i < a.size(); ++i) out.emplace_back(*a.get(i)->as_table(), full(key) + "." + std::to_string(i), source_);
+    return out;
+  }
+
+  std::vector<std::string> keys() {
+    std::vector<std::string> out;
+    for (const auto& [key, node] : table_) out.emplace_back(key.str());
+    return out;
+  }
+
+  const std::string& source() const { return source_; }
+  std::string full(std::string_view key) const { return path_.empty() ? std::string(key) : path_ + "." + std::string(key); }
+
+ private:
+  const toml::node& get(const std::string& key) {
+    const toml::node* n = table_.get(key);
+    GPT_CHECK(n != nullptr, "recipe ", source_, ": missing key '", full(key), "'");
+    used_.insert(key);
+    return *n;
+  }
+
+  const toml::table& table_;
+  std::string path_, source_;
+  std::set<std::string> used_;
+};
+
+StageConfig read_stage(Reader r) {
+  StageConfig s;
+  s.batch_tokens = r.integer("batch_tokens", 1);
+  s.lmax = r.integer("lmax", 1);
+  s.ws_short = r.integer("ws_short", 1);
+  s.ws_long = r.integer("ws_long", 1);
+  s.lr_mul = r.number("lr_mul", 0, 1e6);
+  s.mtp_start = r.numbers("mtp_start", 0, 1e6);
+  s.mtp_end = r.numbers("mtp_end", 0, 1e6);
+  s.prefix_start = r.number("prefix_start", 0, 1e6);
+  s.prefix_end = r.number("prefix_end", 0, 1e6);
+  GPT_CHECK(!s.mtp_start.empty() && s.mtp_start.size() == s.mtp_end.size(), "recipe ", r.source(), ": keys '",
+            r.full("mtp_start"), "' and '", r.full("mtp_end"), "' must be non-empty lists of equal length");
+  r.finish();
+  return s;
+}
+
+Recipe read_recipe(const toml::table& tree, const std::string& name, const std::string& source) {
+  Reader root(tree, "", source);
+  Recipe rc;
+  rc.name = name;
+  {
+    Reader m = root.table("model");
+    rc.model.model_dim = m.integer("model_dim", 1);
+    rc.model.num_heads = m.integer("num_heads", 1);
+    rc.model.head_dim = m.integer("head_dim", 4);
+    rc.model.num_layers = m.integer("num_layers", 11, 11);
+    rc.model.mlp_hidden = m.integer("mlp_hidden", 1);
+    rc.model.mudd_hidden = m.integer("mudd_hidden", 1);
+    rc.model.vocab_size = m.integer("vocab_size", 50257);
+    rc.model.bigram_rows = m.integer("bigram_rows", 2);
+    rc.model.init_bound = m.number("init_bound", 0, 1);
+    rc.model.rotary_base = m.number("rotary_base", 1, 1e9);
+    m.finish();
+    GPT_CHECK(rc.model.num_heads * rc.model.head_dim == rc.model.model_dim, "recipe ", source,
+              ": model.num_heads × model.head_dim must equal model.model_dim");
+    GPT_CHECK(rc.model.head_dim % 4 == 0, "recipe ", source, ": model.head_dim must be a multiple of 4");
+  }
+  {
+    Reader s = root.table("schedule");
+    ScheduleConfig& sc = rc.schedule;
+    sc.num_scheduled = s.integer("num_scheduled", 1);
+    sc.num_extension = s.integer("num_extension", 0);
+    sc.stage_durations = s.numbers("stage_durations", 1e-9, 1e9);
+    for (Reader st : s.tables("stages")) sc.stages.push_back(read_stage(st));
+    sc.window_block = s.integer("window_block", 1);
+    sc.cooldown_frac = s.number("cooldown_frac", 0, 1);
+    sc.lr_floor = s.number("lr_floor", 0, 1e6);
+    sc.split_stage = s.integer("split_stage", 0);
+    sc.momentum_warmup_steps = s.integer("momentum_warmup_steps", 0);
+    sc.momentum_cooldown_steps = s.integer("momentum_cooldown_steps", 0);
+    sc.momentum_min = s.number("momentum_min", 0, 1, true);
+    sc.momentum_max = s.number("momentum_max", 0, 1, true);
+    sc.final_ws_short = s.integer("final_ws_short", 1);
+    sc.final_ws_long = s.integer("final_ws_long", 1);
+    s.finish();
+    GPT_CHECK(sc.stages.size() == sc.stage_durations.size() + 1, "recipe ", source,
+              ": schedule.stages must hold one entry per schedule.stage_durations entry plus the extension (",
+              sc.stage_durations.size() + 1, "), got ", sc.stages.size());
+    GPT_CHECK(sc.split_stage < static_cast<int64_t>(sc.stages.size()), "recipe ", source,
+              ": schedule.split_stage must name a stage in [0, ", sc.stages.size(), ")");
+  }
+  {
+    Reader o = root.table("optimizer");
+    OptimizerConfig& oc = rc.optimizer;
+    oc.bank_lr = o.number("bank_lr", 0, 10);
+    oc.bank_wd = o.number("bank_wd", 0, 1e3);
+    oc.bank_beta2 = o.number("bank_beta2", 0, 1, true);
+    oc.adam_lr = o.number("adam_lr", 0, 10);
+    oc.adam_wd = o.number("adam_wd", 0, 1e3);
+    oc.adam_eps = o.number("adam_eps", 0, 1);
+    Reader groups = o.table("adam");
+    for (const std::string& key : groups.keys()) {
+      Reader g = groups.table(key);
+      AdamGroupConfig a;
+      a.beta1 = g.number("beta1", 0, 1, true);
+      a.beta2 = g.number("beta2", 0, 1, true);
+      a.lr_mul = g.number("lr_mul", 0, 1e6);
+      a.wd_mul = g.number("wd_mul", 0, 1e6);
+      a.sharded = g.boolean("sharded");
+      g.finish();
+      oc.adam[key] = a;
+    }
+    groups.finish();
+    Reader banks = o.table("banks");
+    for (const std::string& key : banks.keys()) {
+      Reader b = banks.table(key);
+      oc.banks[key].odd_matrix_lr_mul = b.number("odd_matrix_lr_mul", 0, 1e6);
+      b.finish();
+    }
+    banks.finish();
+    o.finish();
+  }
+  {
+    Reader v = root.table("validation");
+    rc.validation.every = v.integer("every", 0);
+    rc.validation.tokens = v.integer("tokens", 1);
+    rc.validation.batch_tokens = v.integer("batch_tokens", 1);
+    rc.validation.cu_rows = v.integer("cu_rows", 2);
+    v.finish();
+    GPT_CHECK(rc.validation.tokens % rc.validation.batch_tokens == 0, "recipe ", source,
+              ": validation.tokens must be a multiple of validation.batch_tokens");
+  }
+  rc.slices_per_call = root.integer("slices_per_call", 1, 8);
+  for (size_t i = 0; i < rc.schedule.stages.size(); ++i) {
+    GPT_CHECK(rc.schedule.stages[i].batch_tokens % rc.slices_per_call == 0, "recipe ", source, ": schedule.stages.", i,
+              ".batch_tokens must be a multiple of slices_per_call (", rc.slices_per_call, ")");
+  }
+  rc.fp8 = root.boolean("fp8");
+  rc.target_loss = root.number("target_loss", 0, 100);
+  root.finish();
+  return rc;
+}
+
+toml::array to_array(const std::vector<double>& v) {
+  toml::array a;
+  for (double x : v) a.push_back(x);
+  return a;
+}
+
+}  // namespace
+
+std::string Recipe::canonical() const {
+  toml::table model_t{{"model_dim", model.model_dim},     {"num_heads", model.num_heads},
+                      {"head_dim", model.head_dim},       {"num_layers", model.num_layers},
+                      {"mlp_hidden", model.mlp_hidden},   {"mudd_hidden", model.mudd_hidden},
+                      {"vocab_size", model.vocab_size},   {"bigram_rows", model.bigram_rows},
+                      {"init_bound", model.init_bound},   {"rotary_base", model.rotary_base}};
+  toml::array stages_a;
+  for (const StageConfig& s : schedule.stages) {
+    stages_a.push_back(toml::table{{"batch_tokens", s.batch_tokens}, {"lmax", s.lmax}, {"ws_short", s.ws_short},
+                                   {"ws_long", s.ws_long}, {"lr_mul", s.lr_mul}, {"mtp_start", to_array(s.mtp_start)},
+                                   {"mtp_end", to_array(s.mtp_end)}, {"prefix_start", s.prefix_start},
+                                   {"prefix_end", s.prefix_end}});
+  }
+  const ScheduleConfig& sc = schedule;
+  toml::table schedule_t{{"num_scheduled", sc.num_scheduled},
+                         {"num_extension", sc.num_extension},
+                         {"stage_durations", to_array(sc.stage_durations)},
+                         {"stages", stages_a},
+                         {"window_block", sc.window_block},
+                         {"cooldown_frac", sc.cooldown_frac},
+                         {"lr_floor", sc.lr_floor},
+                         {"split_stage", sc.split_stage},
+                         {"momentum_warmup_steps", sc.momentum_warmup_steps},
+                         {"momentum_cooldown_steps", sc.momentum_cooldown_steps},
+                         {"momentum_min", sc.momentum_min},
+                         {"momentum_max", sc.momentum_max},
+                         {"final_ws_short", sc.final_ws_short},
+                         {"final_ws_long", sc.final_ws_long}};
+  toml::table adam_t, banks_t;
+  for (const auto& [k, a] : optimizer.adam) {
+    adam_t.insert(k, toml::table{{"beta1", a.beta1}, {"beta2", a.beta2}, {"lr_mul", a.lr_mul}, {"wd_mul", a.wd_mul},
+                                 {"sharded", a.sharded}});
+  }
+  for (const auto& [k, b] : optimizer.banks) banks_t.insert(k, toml::table{{"odd_matrix_lr_mul", b.odd_matrix_lr_mul}});
+  toml::table optimizer_t{{"bank_lr", optimizer.bank_lr}, {"bank_wd", optimizer.bank_wd},
+                          {"bank_beta2", optimizer.bank_beta2}, {"adam_lr", optimizer.adam_lr},
+                          {"adam_wd", optimizer.adam_wd}, {"adam_eps", optimizer.adam_eps},
+                          {"adam", adam_t}, {"banks", banks_t}};
+  toml::table validation_t{{"every", validation.every}, {"tokens", validation.tokens},
+                           {"batch_tokens", validation.batch_tokens}, {"cu_rows", validation.cu_rows}};
+  toml::table root{{"model", model_t},          {"schedule", schedule_t}, {"optimizer", optimizer_t},
+                   {"validation", validation_t}, {"slices_per_call", slices_per_call}, {"fp8", fp8},
+                   {"target_loss", target_loss}};
+  std::ostringstream os;
+  os << toml::toml_formatter(root, toml::format_flags::none);
+  return os.str();
+}
+
+std::string Recipe::hash() const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a 64 offset basis
+  for (unsigned char c : canonical()) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::filesystem::path default_recipe_dir() { return std::filesystem::path(SPEEDRUN_SOURCE_DIR) / "trainer" / "recipes"; }
+
+Recipe parse_recipe(const std::string& toml_text, const std::string& source_name,
+                    const std::vector<std::string>& overrides, const std::filesystem::path& recipe_dir) {
+  toml::table tree = load_tree(toml_text, source_name, recipe_dir, 0);
+  for (const std::string& o : overrides) apply_override(tree, o, source_name);
+  const std::string name = std::filesystem::path(source_name).stem().string();
+  return read_recipe(tree, name, source_name);
+}
+
+Recipe load_recipe(const std::string& name_or_path, const std::vector<std::string>& overrides,
+                   const std::filesystem::path& recipe_dir) {
+  const std::filesystem::path path = resolve_recipe_path(name_or_path, recipe_dir);
+  GPT_CHECK(std::filesystem::exists(path), "recipe '", name_or_path, "' not found (looked for ", path.string(), ")");
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : recipe_dir;
+  return parse_recipe(read_file(path), path.string(), overrides, dir);
+}
+
+}  // namespace gpt

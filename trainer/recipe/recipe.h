@@ -1,0 +1,107 @@
+#pragma once
+// A training recipe (RECIPE §0.2, §5.1, §R): every number the trainer needs that is not hard-wired to the
+// 11-layer topology. Recipes are TOML files under trainer/recipes/ (`head`, `tiny`, `mini`, `track1` = head);
+// a recipe may start from another with `inherits = "NAME"` and override only what differs. Every key can be
+// overridden from the command line with `--set dotted.key=value` (array elements by index, e.g.
+// `schedule.stages.1.lmax=1024`). All keys are required after inheritance; unknown keys are errors.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gpt {
+
+struct ModelConfig {
+  int64_t model_dim = 0;    // d
+  int64_t num_heads = 0;    // H
+  int64_t head_dim = 0;     // Dh
+  int64_t num_layers = 0;   // L (11; the topology of §2.1 is fixed)
+  int64_t mlp_hidden = 0;   // 4d
+  int64_t mudd_hidden = 0;  // hidden width of the MUDD MLPs (§2.6, §2.7)
+  int64_t vocab_size = 0;   // padded V
+  int64_t bigram_rows = 0;  // rows of bigram_embed (M = rows − 1)
+  double init_bound = 0;    // bank init U(−bound, bound)
+  double rotary_base = 0;   // ω_k = base^(−k/(F−1)), F = Dh/4 frequencies
+};
+
+// One row of the stage table (§5.1). The last stage is the extension.
+struct StageConfig {
+  int64_t batch_tokens = 0;  // B: tokens per optimizer step over all slices
+  int64_t lmax = 0;          // maximum document length
+  int64_t ws_short = 0;      // short window in blocks
+  int64_t ws_long = 0;       // long window in blocks
+  double lr_mul = 0;
+  std::vector<double> mtp_start, mtp_end;  // MTP weights at the stage start and end (same length)
+  double prefix_start = 0, prefix_end = 0;
+};
+
+struct ScheduleConfig {
+  int64_t num_scheduled = 0;             // steps of the scheduled stages (all but the extension)
+  int64_t num_extension = 0;             // steps of the extension stage
+  std::vector<double> stage_durations;   // relative durations of the scheduled stages
+  std::vector<StageConfig> stages;       // scheduled stages, then the extension
+  int64_t window_block = 0;              // tokens per window block
+  double cooldown_frac = 0;              // η decays over the last cooldown_frac of the scheduled steps
+  double lr_floor = 0;                   // η at the end of the cooldown
+  int64_t split_stage = 0;               // embed/lm_head split at stage_start(split_stage) | 1
+  int64_t momentum_warmup_steps = 0;     // μ ramps 0.85 → 0.95 over these steps
+  int64_t momentum_cooldown_steps = 0;   // μ falls back over the last steps
+  double momentum_min = 0, momentum_max = 0;
+  int64_t final_ws_short = 0, final_ws_long = 0;  // windows of the final validation (§5.5)
+};
+
+struct AdamGroupConfig {
+  double beta1 = 0, beta2 = 0, lr_mul = 0, wd_mul = 0;
+  bool sharded = false;  // reduce-scatter rows (true) or all-reduce (false) when W > 1
+};
+
+struct BankConfig {
+  double odd_matrix_lr_mul = 1;  // mat_mult of odd global matrix indices (2 for mlp_bank's W2)
+};
+
+struct OptimizerConfig {
+  double bank_lr = 0, bank_wd = 0, bank_beta2 = 0;  // NorMuon (§4.2, §4.3)
+  double adam_lr = 0, adam_wd = 0, adam_eps = 0;    // Adam (§4.5)
+  std::map<std::string, AdamGroupConfig> adam;      // by parameter name
+  std::map<std::string, BankConfig> banks;          // by parameter name
+};
+
+struct ValidationConfig {
+  int64_t every = 0;          // validate at multiples of this (0: only at the end)
+  int64_t tokens = 0;         // tokens per validation
+  int64_t batch_tokens = 0;   // tokens per forward per rank (Tv)
+  int64_t cu_rows = 0;        // cu_seqlens rows of a validation forward
+};
+
+struct Recipe {
+  std::string name;
+  ModelConfig model;
+  ScheduleConfig schedule;
+  OptimizerConfig optimizer;
+  ValidationConfig validation;
+  int64_t slices_per_call = 0;  // slices per loader call; T = B / slices_per_call
+  bool fp8 = false;
+  double target_loss = 0;
+
+  // Canonical TOML text of the resolved recipe (sorted keys, every value present).
+  std::string canonical() const;
+  // FNV-1a 64 of canonical(), as 16 hex digits: identifies the resolved configuration in run summaries.
+  std::string hash() const;
+};
+
+// Directory of the shipped recipes (trainer/recipes in the source tree).
+std::filesystem::path default_recipe_dir();
+
+// Loads NAME (a recipe in `recipe_dir`) or a path to a .toml file, applies `overrides` ("dotted.key=value",
+// the value in TOML syntax; bare words are taken as strings), validates every field. Throws gpt::Error naming
+// the file, key and expectation on any problem.
+Recipe load_recipe(const std::string& name_or_path, const std::vector<std::string>& overrides = {},
+                   const std::filesystem::path& recipe_dir = default_recipe_dir());
+
+// Same, from TOML text (for tests); `inherits` is resolved in `recipe_dir`.
+Recipe parse_recipe(const std::string& toml_text, const std::string& source_name,
+                    const std::vector<std::string>& overrides = {},
+                    const std::filesystem::path& recipe_dir = default_recipe_dir());
+
+}  // namespace gpt
