@@ -23,7 +23,7 @@
 //
 // Paired heads (§2.9 step 7) are not a separate op: the model views (T, 6, D) as (2T, 3, D), passes
 // double_cu_seqlens(cu_seqlens) and the same window; row 2t holds heads 0–2 of token t and row 2t+1
-// heads 3–5, so a query of head g+3 at token t sees the key of head g at token t.
+// heads 3–5, so a query of head g+3 at token t sees the key of head g at token t. lse is then [3, 2T].
 #include <cstdint>
 
 #include "kernels/tensor.h"
