@@ -1,5 +1,8 @@
 #include "kernels/gemm.h"
 
+#include <cmath>
+#include <limits>
+
 #include "kernels/dispatch.h"
 
 namespace gpt {
@@ -34,6 +37,45 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmArgs& args) {
   gemm_shape(a, b, c, args);
   check_same_device({&a, &b, &c}, "gemm");
   GPT_BACKEND_CALL(c.device(), gemm, a, b, c, args);
+}
+
+void gemm_fp8(const Tensor& a, const Tensor& b, Tensor& c, const Tensor& scale_a, const Tensor& scale_b,
+              const Fp8GemmArgs& args) {
+  GPT_CHECK(a.ndim() == 2 && b.ndim() == 2 && c.ndim() == 2, "gemm_fp8: A [M, K], B [N, K] and C [M, N] must be 2-D, got ",
+            a.describe(), ", ", b.describe(), ", ", c.describe());
+  const bool a_fp8 = a.dtype() == DType::e4m3 || a.dtype() == DType::e5m2;
+  const bool b_fp8 = b.dtype() == DType::e4m3 || b.dtype() == DType::e5m2;
+  GPT_CHECK(a_fp8 && b_fp8, "gemm_fp8: A and B must be e4m3 or e5m2, got ", a.describe(), " and ", b.describe());
+  GPT_CHECK(!(a.dtype() == DType::e5m2 && b.dtype() == DType::e5m2), "gemm_fp8: e5m2×e5m2 is not supported");
+  GPT_CHECK(a.size(1) == b.size(1), "gemm_fp8: A [M, K] and B [N, K] differ in K: ", a.describe(), ", ", b.describe());
+  check_shape(c, {a.size(0), b.size(0)}, "gemm_fp8: C");
+  GPT_CHECK(c.dtype() == DType::bf16 || c.dtype() == DType::f32, "gemm_fp8: C must be bf16 or f32, got ",
+            c.describe());
+  check_shape(scale_a, {1}, "gemm_fp8: scale_a");
+  check_shape(scale_b, {1}, "gemm_fp8: scale_b");
+  check_dtype(scale_a, DType::f32, "gemm_fp8: scale_a");
+  check_dtype(scale_b, DType::f32, "gemm_fp8: scale_b");
+  check_same_device({&a, &b, &c, &scale_a, &scale_b}, "gemm_fp8");
+  GPT_BACKEND_CALL(c.device(), gemm_fp8, a, b, c, scale_a, scale_b, args);
+}
+
+float e4m3_to_float(uint8_t bits) {
+  const float sign = (bits & 0x80) ? -1.0f : 1.0f;
+  const int exponent = (bits >> 3) & 0xf;
+  const int mantissa = bits & 0x7;
+  if (exponent == 0xf && mantissa == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -9);  // subnormal: m/8 · 2^-6
+  return sign * std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
+}
+
+float e5m2_to_float(uint8_t bits) {
+  const float sign = (bits & 0x80) ? -1.0f : 1.0f;
+  const int exponent = (bits >> 2) & 0x1f;
+  const int mantissa = bits & 0x3;
+  if (exponent == 0x1f) return mantissa == 0 ? sign * std::numeric_limits<float>::infinity()
+                                             : std::numeric_limits<float>::quiet_NaN();
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -16);  // subnormal: m/4 · 2^-14
+  return sign * std::ldexp(1.0f + static_cast<float>(mantissa) / 4.0f, exponent - 15);
 }
 
 }  // namespace gpt

@@ -27,11 +27,36 @@ struct GemmShape {
 };
 GemmShape gemm_shape(const Tensor& a, const Tensor& b, const Tensor& c, const GemmArgs& args);
 
+// FP8 product for RECIPE §7:  C = alpha · (scale_a · A) · (scale_b · B)ᵀ + beta · C
+//
+// A: [M, K], B: [N, K] (both K-contiguous: the only layout the FP8 tensor-core path takes, so x·Wᵀ with W stored
+// [out, in]); dtypes e4m3×e4m3, e5m2×e4m3 or e4m3×e5m2 (e5m2×e5m2 has no kernel). C: [M, N] bf16 or f32.
+// scale_a, scale_b: f32 [1] tensors on C's device holding the dequantization scales (device pointers on CUDA, so
+// delayed scales never need a host sync); on CUDA each must be 16-byte aligned (ANCHORS.md: cuBLASLt refuses
+// others), e.g. one tensor of its own or a slice at a multiple of 4 floats.
+// fast_accum: the tensor cores' reduced-precision accumulation (§7.1 lm_head); ignored by the CPU reference.
+struct Fp8GemmArgs {
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  bool fast_accum = false;
+};
+
+void gemm_fp8(const Tensor& a, const Tensor& b, Tensor& c, const Tensor& scale_a, const Tensor& scale_b,
+              const Fp8GemmArgs& args = {});
+
+// Host decoding of one fp8 value (OCP formats: e4m3 "FN" has no infinities, 0x7f/0xff are NaN; e5m2 is IEEE-like).
+float e4m3_to_float(uint8_t bits);
+float e5m2_to_float(uint8_t bits);
+
 namespace cpu {
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmArgs& args);
-}
+void gemm_fp8(const Tensor& a, const Tensor& b, Tensor& c, const Tensor& scale_a, const Tensor& scale_b,
+              const Fp8GemmArgs& args);
+}  // namespace cpu
 namespace cuda {
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmArgs& args);
-}
+void gemm_fp8(const Tensor& a, const Tensor& b, Tensor& c, const Tensor& scale_a, const Tensor& scale_b,
+              const Fp8GemmArgs& args);
+}  // namespace cuda
 
 }  // namespace gpt

@@ -136,6 +136,23 @@ Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   return t;
 }
 
+Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, size_t offset, Shape shape, DType dtype) {
+  GPT_CHECK(storage != nullptr, "from_storage: null storage");
+  for (int64_t s : shape) GPT_CHECK(s >= 0, "negative dimension in shape ", shape_string(shape));
+  GPT_CHECK(offset % dtype_size(dtype) == 0, "from_storage: offset ", offset, " is not a multiple of ",
+            dtype_name(dtype), "'s size");
+  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  GPT_CHECK(offset + bytes <= storage->bytes(), "from_storage: ", dtype_name(dtype), shape_string(shape), " at offset ",
+            offset, " overruns a storage of ", storage->bytes(), " bytes");
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.device_ = storage->device();
+  t.offset_ = offset;
+  t.storage_ = std::move(storage);
+  return t;
+}
+
 Tensor Tensor::zeros(Shape shape, DType dtype, Device device) {
   Tensor t = empty(std::move(shape), dtype, device);
   t.zero_();

@@ -69,6 +69,9 @@ class Tensor {
   // Host values converted to `dtype` (rounded for bf16), then placed on `device`.
   static Tensor from_floats(std::span<const float> values, Shape shape, DType dtype, Device device = Device::cpu);
   static Tensor from_doubles(std::span<const double> values, Shape shape, DType dtype, Device device = Device::cpu);
+  // A tensor over bytes [offset, offset + nbytes) of an existing storage, which it keeps alive. The one hook for
+  // carving many tensors out of one allocation (kernels/arena.h); offset must suit the dtype's alignment.
+  static Tensor from_storage(std::shared_ptr<Storage> storage, size_t offset, Shape shape, DType dtype);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

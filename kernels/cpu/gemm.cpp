@@ -1,6 +1,11 @@
 // CPU reference of kernels/gemm.h through OpenBLAS. bf16 operands are widened to fp32 (exact), multiplied with
 // fp32 accumulation and rounded once when stored, which is the §0.4 contract.
+//
+// Builds without BLAS (SPEEDRUN_GPU_ONLY on device machines that lack OpenBLAS) use a plain loop with the same
+// accumulation type instead; it is only meant for test-sized products.
+#ifdef SPEEDRUN_HAVE_BLAS
 #include <cblas.h>
+#endif
 
 #include <vector>
 
@@ -18,6 +23,7 @@ std::vector<float> widen(const Tensor& t) {
   return out;
 }
 
+#ifdef SPEEDRUN_HAVE_BLAS
 template <typename S>
 void blas(const GemmShape& s, const GemmArgs& args, const S* a, const S* b, S* c, float beta) {
   const auto ta = args.trans_a ? CblasTrans : CblasNoTrans;
@@ -36,6 +42,35 @@ void blas(const GemmShape& s, const GemmArgs& args, const S* a, const S* b, S* c
     }
   }
 }
+#else
+// C = alpha·op(A)·op(B) + beta·C per batch; op(B) is first copied K-major so the inner loop runs along C's rows.
+template <typename S>
+void blas(const GemmShape& s, const GemmArgs& args, const S* a, const S* b, S* c, float beta) {
+  const int64_t m = s.m, n = s.n, k = s.k;
+  std::vector<S> bt(static_cast<size_t>(k * n));
+  for (int64_t i = 0; i < s.batch; ++i) {
+    const S* ai = a + (s.a_batched ? i * m * k : 0);
+    const S* bi = b + (s.b_batched ? i * k * n : 0);
+    S* ci = c + (s.c_batched ? i * m * n : 0);
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < n; ++j) bt[p * n + j] = args.trans_b ? bi[j * k + p] : bi[p * n + j];
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < m; ++r) {
+      std::vector<S> row(static_cast<size_t>(n), S(0));
+      for (int64_t p = 0; p < k; ++p) {
+        const S x = args.trans_a ? ai[p * m + r] : ai[r * k + p];
+        const S* bp = bt.data() + p * n;
+        for (int64_t j = 0; j < n; ++j) row[j] += x * bp[j];
+      }
+      S* cr = ci + r * n;
+      for (int64_t j = 0; j < n; ++j) {
+        const S scaled = static_cast<S>(args.alpha) * row[j];
+        cr[j] = beta == 0.0f ? scaled : scaled + static_cast<S>(beta) * cr[j];  // beta = 0 ignores C (NaN-safe)
+      }
+    }
+  }
+}
+#endif
 
 }  // namespace
 
@@ -58,6 +93,31 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmArgs& args) {
   // bf16 output: accumulate in an fp32 buffer seeded with C (for beta), round once.
   std::vector<float> cf = args.beta != 0.0f ? widen(c) : std::vector<float>(static_cast<size_t>(c.numel()), 0.0f);
   blas<float>(s, args, af.data(), bf.data(), cf.data(), args.beta);
+  bf16* cp = c.data<bf16>();
+  for (size_t i = 0; i < cf.size(); ++i) cp[i] = bf16(cf[i]);
+}
+
+void gemm_fp8(const Tensor& a, const Tensor& b, Tensor& c, const Tensor& scale_a, const Tensor& scale_b,
+              const Fp8GemmArgs& args) {
+  // Dequantize (fp8 values are exact in f32; times the scale: one f32 rounding per element), then an f32 product
+  // C = A·Bᵀ, which is the same math as the tensor cores' fp32 accumulation up to summation order.
+  auto decode = [](const Tensor& t, float scale) {
+    const auto* p = static_cast<const uint8_t*>(t.raw());
+    const bool e4m3 = t.dtype() == DType::e4m3;
+    std::vector<float> out(static_cast<size_t>(t.numel()));
+    for (size_t i = 0; i < out.size(); ++i) out[i] = (e4m3 ? e4m3_to_float(p[i]) : e5m2_to_float(p[i])) * scale;
+    return out;
+  };
+  const std::vector<float> af = decode(a, scale_a.data<float>()[0]);
+  const std::vector<float> bf = decode(b, scale_b.data<float>()[0]);
+  const GemmShape s{.batch = 1, .m = a.size(0), .n = b.size(0), .k = a.size(1)};
+  const GemmArgs g{.trans_a = false, .trans_b = true, .alpha = args.alpha, .beta = args.beta};
+  if (c.dtype() == DType::f32) {
+    blas<float>(s, g, af.data(), bf.data(), c.data<float>(), args.beta);
+    return;
+  }
+  std::vector<float> cf = args.beta != 0.0f ? widen(c) : std::vector<float>(static_cast<size_t>(c.numel()), 0.0f);
+  blas<float>(s, g, af.data(), bf.data(), cf.data(), args.beta);
   bf16* cp = c.data<bf16>();
   for (size_t i = 0; i < cf.size(); ++i) cp[i] = bf16(cf[i]);
 }

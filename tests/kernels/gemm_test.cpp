@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "kernels/gemm.h"
@@ -75,6 +77,60 @@ TEST(Gemm, RejectsMismatchedInnerDimension) {
   Tensor b = Tensor::zeros({4, 2}, DType::f32);
   Tensor c = Tensor::zeros({4, 2}, DType::f32);
   EXPECT_THROW(gemm(a, b, c), Error);
+}
+
+}  // namespace
+}  // namespace gpt
+
+namespace gpt {
+namespace {
+
+TEST(Fp8Decode, E4m3KnownValues) {
+  EXPECT_EQ(e4m3_to_float(0x38), 1.0f);
+  EXPECT_EQ(e4m3_to_float(0xB8), -1.0f);
+  EXPECT_EQ(e4m3_to_float(0x7E), 448.0f);              // largest finite
+  EXPECT_EQ(e4m3_to_float(0x01), std::ldexp(1.0f, -9));  // smallest subnormal
+  EXPECT_EQ(e4m3_to_float(0x08), std::ldexp(1.0f, -6));  // smallest normal
+  EXPECT_EQ(e4m3_to_float(0x00), 0.0f);
+  EXPECT_TRUE(std::isnan(e4m3_to_float(0x7F)));
+  EXPECT_TRUE(std::isnan(e4m3_to_float(0xFF)));
+}
+
+TEST(Fp8Decode, E5m2KnownValues) {
+  EXPECT_EQ(e5m2_to_float(0x3C), 1.0f);
+  EXPECT_EQ(e5m2_to_float(0x7B), 57344.0f);  // largest finite
+  EXPECT_EQ(e5m2_to_float(0x01), std::ldexp(1.0f, -16));
+  EXPECT_EQ(e5m2_to_float(0x7C), INFINITY);
+  EXPECT_EQ(e5m2_to_float(0xFC), -INFINITY);
+  EXPECT_TRUE(std::isnan(e5m2_to_float(0x7D)));
+}
+
+Tensor fp8_from_bits(const std::vector<uint8_t>& bits, Shape shape, DType dtype) {
+  Tensor t = Tensor::empty(std::move(shape), dtype);
+  std::copy(bits.begin(), bits.end(), static_cast<uint8_t*>(t.raw()));
+  return t;
+}
+
+TEST(GemmFp8, ComputesScaledProductWithSecondOperandTransposed) {
+  // A = [[1, 2], [-1, 0.5]] (e4m3), B = [[1, 1], [2, -1], [0.5, 4]] as [N=3, K=2] (e5m2).
+  const Tensor a = fp8_from_bits({0x38, 0x40, 0xB8, 0x30}, {2, 2}, DType::e4m3);
+  const Tensor b = fp8_from_bits({0x3C, 0x3C, 0x40, 0xBC, 0x38, 0x44}, {3, 2}, DType::e5m2);
+  const float sa_v[1] = {0.5f}, sb_v[1] = {3.0f};
+  const Tensor sa = Tensor::from_floats(sa_v, {1}, DType::f32), sb = Tensor::from_floats(sb_v, {1}, DType::f32);
+  Tensor c = Tensor::empty({2, 3}, DType::f32);
+  gemm_fp8(a, b, c, sa, sb, {.alpha = 2.0f});
+  // A·Bᵀ = [[3, 0, 8.5], [-0.5, -2.5, 1.5]], times alpha·sa·sb = 3.
+  const std::vector<double> expected = {9, 0, 25.5, -1.5, -7.5, 4.5};
+  EXPECT_EQ(c.to_doubles(), expected);
+}
+
+TEST(GemmFp8, RejectsE5m2TimesE5m2AndWrongShapes) {
+  const Tensor a = Tensor::zeros({2, 4}, DType::e5m2), b = Tensor::zeros({3, 4}, DType::e5m2);
+  const Tensor s = Tensor::zeros({1}, DType::f32);
+  Tensor c = Tensor::empty({2, 3}, DType::f32);
+  EXPECT_THROW(gemm_fp8(a, b, c, s, s), Error);
+  const Tensor a4 = Tensor::zeros({2, 4}, DType::e4m3), b5 = Tensor::zeros({3, 5}, DType::e4m3);
+  EXPECT_THROW(gemm_fp8(a4, b5, c, s, s), Error);
 }
 
 }  // namespace

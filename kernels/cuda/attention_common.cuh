@@ -1,0 +1,114 @@
+#pragma once
+// Shared pieces of the CUDA attention kernels (kernels/attention.h): bf16 tensor-core fragments (mma.sync
+// m16n8k16, fp32 accumulation), shared-memory tile loads and the per-token key range.
+//
+// Fragment layouts of mma.m16n8k16.row.col (g = lane / 4, c = lane % 4):
+//   A (16×16, row-major): a0 = (g, 2c..2c+1), a1 = (g+8, 2c..), a2 = (g, 2c+8..), a3 = (g+8, 2c+8..)
+//   B (16×8, k-major per column n): b0 = (k = 2c..2c+1, n = g), b1 = (k = 2c+8.., n = g)
+//   C (16×8, fp32): c0, c1 = (g, 2c..2c+1), c2, c3 = (g+8, 2c..2c+1)
+// Two adjacent C tiles (16 columns) hold exactly an A fragment of those 16 columns, which is how P or dS feed the
+// next product without a trip through shared memory.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace gpt::cuda::attn {
+
+inline constexpr int kHeadDim = 128;
+inline constexpr int kRowStride = kHeadDim + 8;  // bf16 elements; +16 bytes makes fragment loads conflict-free
+inline constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8×8 b16 matrices, each transposed on the way: with rows = k and columns = n in shared memory this yields
+// B fragments (k-major) of two n-tiles. `row_ptr` is this lane's row address (16-byte aligned).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16* row_ptr) {
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(row_ptr));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ uint32_t load_pair(const __nv_bfloat16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// A fragment of rows [row0, row0+16) and columns [col0, col0+16) of a row-major shared tile.
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const __nv_bfloat16* tile, int row0, int col0, int lane) {
+  const int g = lane >> 2, c = lane & 3;
+  const __nv_bfloat16* p = tile + (row0 + g) * kRowStride + col0 + 2 * c;
+  a[0] = load_pair(p);
+  a[1] = load_pair(p + 8 * kRowStride);
+  a[2] = load_pair(p + 8);
+  a[3] = load_pair(p + 8 * kRowStride + 8);
+}
+
+// B fragment where B[k][n] = tile[n0 + n][k0 + k] (the tile's rows are the product's columns: K for Q·Kᵀ).
+__device__ __forceinline__ void load_b_rows(uint32_t& b0, uint32_t& b1, const __nv_bfloat16* tile, int n0, int k0,
+                                            int lane) {
+  const int g = lane >> 2, c = lane & 3;
+  const __nv_bfloat16* p = tile + (n0 + g) * kRowStride + k0 + 2 * c;
+  b0 = load_pair(p);
+  b1 = load_pair(p + 8);
+}
+
+// B fragments of two n-tiles where B[k][n] = tile[k0 + k][n0 + n] (rows are the reduction: V for P·V).
+__device__ __forceinline__ void load_b_cols_x2(uint32_t (&b)[4], const __nv_bfloat16* tile, int k0, int n0, int lane) {
+  const int matrix = lane >> 3, row = lane & 7;
+  ldmatrix_x4_trans(b, tile + (k0 + row + (matrix & 1) * 8) * kRowStride + n0 + (matrix >> 1) * 8);
+}
+
+// Copies `rows` rows of one head ([T, H, 128] bf16, starting at token `first`) into a padded shared tile;
+// rows past `last_valid` (exclusive) are zero-filled so that no garbage (or NaN) reaches the tensor cores.
+template <int kThreads>
+__device__ __forceinline__ void load_tile(__nv_bfloat16* tile, const __nv_bfloat16* base, int64_t first, int rows,
+                                          int64_t last_valid, int heads, int head) {
+  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+  for (int i = threadIdx.x; i < rows * kChunks; i += kThreads) {
+    const int r = i / kChunks, chunk = i % kChunks;
+    const int64_t token = first + r;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (token >= 0 && token < last_valid) {
+      v = *reinterpret_cast<const uint4*>(base + (token * heads + head) * kHeadDim + chunk * 8);
+    }
+    *reinterpret_cast<uint4*>(tile + r * kRowStride + chunk * 8) = v;
+  }
+}
+
+// First token of the segment that holds token t: the last cu_seqlens entry ≤ t (empty segments repeat values,
+// so the last one is the segment that really contains t). `cu` has r entries in shared memory.
+__device__ __forceinline__ int segment_begin(const int* cu, int r, int64_t t) {
+  int lo = 0, hi = r - 1;  // invariant: cu[lo] ≤ t < cu[hi] (cu[r-1] = T > t)
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) >> 1;
+    if (cu[mid] <= t) lo = mid; else hi = mid;
+  }
+  return cu[lo];
+}
+
+// One past the last token of the segment that holds token t.
+__device__ __forceinline__ int segment_end(const int* cu, int r, int64_t t) {
+  int lo = 0, hi = r - 1;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) >> 1;
+    if (cu[mid] <= t) lo = mid; else hi = mid;
+  }
+  return cu[hi];
+}
+
+// Lowest key a query t may attend: max(segment start, t − window).
+__device__ __forceinline__ int64_t first_key(const int* cu, int r, int64_t t, int64_t window) {
+  const int64_t b = segment_begin(cu, r, t);
+  return b > t - window ? b : t - window;
+}
+
+}  // namespace gpt::cuda::attn

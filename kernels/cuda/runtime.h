@@ -1,0 +1,107 @@
+#pragma once
+// RAII for the CUDA runtime objects the backend uses: streams, events, pinned host buffers, and the
+// per-thread "current stream" every CUDA op launches on.
+//
+// Ops take no stream argument: they run on gpt::cuda::current_stream(), which is the legacy default stream
+// unless a StreamGuard says otherwise. Streams created here are blocking (they synchronize with the legacy
+// default stream), so the synchronous Tensor copies of kernels/tensor.h stay ordered with kernel work.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <span>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/tensor.h"
+
+namespace gpt::cuda {
+
+class Stream {
+ public:
+  // non_blocking: does not synchronize with the legacy default stream (use only when every copy is explicit).
+  // priority: lower numbers are higher priority (cudaDeviceGetStreamPriorityRange); 0 is the default.
+  explicit Stream(bool non_blocking = false, int priority = 0);
+  ~Stream();
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  cudaStream_t get() const { return stream_; }
+  void synchronize() const;
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+class Event {
+ public:
+  // timing = false makes record/wait cheaper (cudaEventDisableTiming); elapsed_ms needs timing = true.
+  explicit Event(bool timing = false);
+  ~Event();
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  cudaEvent_t get() const { return event_; }
+  void record(cudaStream_t stream);
+  void synchronize() const;
+  bool done() const;  // cudaEventQuery: true when all work before the record has finished
+  // Milliseconds from `start` to `end` (both recorded with timing = true and finished).
+  static float elapsed_ms(const Event& start, const Event& end);
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// Makes `stream` wait (on the device) for everything recorded in `event`.
+void stream_wait(cudaStream_t stream, const Event& event);
+
+// The stream CUDA ops of this thread launch on.
+cudaStream_t current_stream();
+
+// Sets the current stream of this thread for its lifetime and restores the previous one after.
+class StreamGuard {
+ public:
+  explicit StreamGuard(cudaStream_t stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  cudaStream_t previous_;
+};
+
+// Page-locked host memory: the only kind an asynchronous host<->device copy overlaps with kernels.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(size_t bytes);
+  ~PinnedBuffer();
+  PinnedBuffer(PinnedBuffer&& other) noexcept;
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  template <typename T>
+  std::span<T> as() {
+    return {static_cast<T*>(data_), bytes_ / sizeof(T)};
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Asynchronous copies between a pinned buffer (from byte `offset`) and a whole CUDA tensor, on `stream`.
+// The caller keeps both alive and unchanged until the stream has passed the copy (record an Event).
+void copy_to_device_async(Tensor& dst, const PinnedBuffer& src, size_t offset, cudaStream_t stream);
+void copy_to_host_async(PinnedBuffer& dst, size_t offset, const Tensor& src, cudaStream_t stream);
+
+// Properties of the current device, read once per device.
+const cudaDeviceProp& device_properties();
+
+}  // namespace gpt::cuda
