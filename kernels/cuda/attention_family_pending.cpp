@@ -18,14 +18,6 @@ namespace {
 }
 }  // namespace
 
-void attention_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, int64_t, float) {
-  no_kernel("attention_forward");
-}
-void attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                        const Tensor&, Tensor&, Tensor&, Tensor&, int64_t, float) {
-  no_kernel("attention_backward");
-}
-void double_cu_seqlens(const Tensor&, Tensor&) { no_kernel("double_cu_seqlens"); }
 
 void rotary_forward(const Tensor&, const Tensor&, const Tensor&, RotaryLayout, Tensor&) { no_kernel("rotary_forward"); }
 void rotary_backward(const Tensor&, const Tensor&, const Tensor&, RotaryLayout, Tensor&) {
