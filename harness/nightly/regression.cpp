@@ -112,7 +112,7 @@ std::string format_findings(const std::vector<RegressionFinding>& findings) {
     if (f.previous_mean == f.previous_mean) {
       os << " vs previous " << f.previous_mean << " (" << std::showpos << std::setprecision(2)
          << 100.0 * (f.latest_mean - f.previous_mean) / std::abs(f.previous_mean) << "%" << std::noshowpos
-         << ", Welch p=" << std::setprecision(4) << f.welch_p << (f.welch_regression ? ", BH-significant" : "")
+         << ", Welch p=" << std::scientific << std::setprecision(2) << f.welch_p << std::fixed << (f.welch_regression ? ", BH-significant" : "")
          << ")";
     }
     if (!f.change_points.empty()) {
