@@ -1,0 +1,127 @@
+#include "harness/logparse/run_summary.h"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "kernels/check.h"
+
+namespace gpt::harness {
+
+namespace {
+
+using nlohmann::json;
+
+struct Reader {
+  const std::string& source;
+
+  [[noreturn]] void wrong(const std::string& field, const char* expected) const {
+    GPT_FAIL("run summary '", source, "': field '", field, "' should be ", expected);
+  }
+
+  std::optional<double> loss(const json& obj, const std::string& field) const {
+    if (!obj.contains(field)) return std::nullopt;
+    const json& v = obj.at(field);
+    if (v.is_number()) return v.get<double>();
+    if (v.is_null()) return std::numeric_limits<double>::quiet_NaN();
+    if (v.is_string()) {
+      const std::string s = v.get<std::string>();
+      if (s == "nan" || s == "NaN") return std::numeric_limits<double>::quiet_NaN();
+      if (s == "inf" || s == "Infinity") return std::numeric_limits<double>::infinity();
+      if (s == "-inf" || s == "-Infinity") return -std::numeric_limits<double>::infinity();
+    }
+    wrong(field, "a number (or null/\"nan\"/\"inf\")");
+  }
+
+  std::optional<double> number(const json& obj, const std::string& field) const {
+    if (!obj.contains(field) || obj.at(field).is_null()) return std::nullopt;
+    if (!obj.at(field).is_number()) wrong(field, "a number");
+    return obj.at(field).get<double>();
+  }
+
+  std::optional<std::int64_t> integer(const json& obj, const std::string& field) const {
+    if (!obj.contains(field) || obj.at(field).is_null()) return std::nullopt;
+    if (!obj.at(field).is_number_integer()) wrong(field, "an integer");
+    return obj.at(field).get<std::int64_t>();
+  }
+
+  std::string text(const json& obj, const std::string& field) const {
+    if (!obj.contains(field) || obj.at(field).is_null()) return "";
+    if (!obj.at(field).is_string()) wrong(field, "a string");
+    return obj.at(field).get<std::string>();
+  }
+};
+
+}  // namespace
+
+RunSummary parse_run_summary(const std::string& text, const std::string& source) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    GPT_FAIL("run summary '", source, "' is not valid JSON: ", e.what());
+  }
+  GPT_CHECK(doc.is_object(), "run summary '", source, "' should hold a JSON object");
+  const Reader r{source};
+  RunSummary s;
+  if (auto v = r.integer(doc, "schema_version")) s.schema_version = static_cast<int>(*v);
+  s.run_id = r.text(doc, "run_id");
+  s.seed = r.integer(doc, "seed");
+  if (doc.contains("recipe") && doc.at("recipe").is_object()) {
+    s.recipe = r.text(doc.at("recipe"), "name");
+  } else {
+    s.recipe = r.text(doc, "recipe");
+  }
+  s.status = r.text(doc, "status");
+  s.final_val_loss = r.loss(doc, "final_val_loss");
+  s.train_time_ms = r.number(doc, "train_time_ms");
+  s.steps = r.integer(doc, "steps");
+  s.total_steps = r.integer(doc, "total_steps");
+  s.tokens = r.integer(doc, "tokens");
+  if (doc.contains("val_history")) {
+    const json& history = doc.at("val_history");
+    if (!history.is_array()) r.wrong("val_history", "an array of {step, val_loss, train_time_ms}");
+    for (const json& point : history) {
+      if (!point.is_object()) r.wrong("val_history", "an array of {step, val_loss, train_time_ms}");
+      auto step = r.integer(point, "step");
+      auto loss = r.loss(point, "val_loss");
+      if (!step || !loss) r.wrong("val_history", "entries with both step and val_loss");
+      s.val_history.push_back({*step, *loss, r.number(point, "train_time_ms")});
+    }
+  }
+  s.peak_memory_mib = r.number(doc, "peak_memory_mib");
+  if (!s.peak_memory_mib && doc.contains("peak_memory") && doc.at("peak_memory").is_object()) {
+    s.peak_memory_mib = r.number(doc.at("peak_memory"), "allocated_mib");
+  }
+  if (auto v = r.integer(doc, "world_size")) s.world_size = static_cast<int>(*v);
+  s.backend = r.text(doc, "backend");
+  if (doc.contains("environment") && doc.at("environment").is_object()) {
+    const json& e = doc.at("environment");
+    Environment env;
+    env.gpu = r.text(e, "gpu");
+    env.driver = r.text(e, "driver");
+    env.cuda = r.text(e, "cuda");
+    env.nccl = r.text(e, "nccl");
+    env.cpu_model = r.text(e, "cpu");
+    env.compiler = r.text(e, "compiler");
+    env.build_flags = r.text(e, "build_flags");
+    env.git_commit = r.text(e, "git_commit");
+    if (env.git_commit.empty()) env.git_commit = r.text(doc, "git_commit");
+    env.git_dirty = e.contains("git_dirty") && e.at("git_dirty").is_boolean() && e.at("git_dirty").get<bool>();
+    env.hostname = r.text(e, "hostname");
+    s.environment = env;
+  }
+  return s;
+}
+
+RunSummary read_run_summary(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  GPT_CHECK(in.good(), "cannot read run summary '", path.string(), "'");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return parse_run_summary(buffer.str(), path.string());
+}
+
+}  // namespace gpt::harness

@@ -1,2 +1,0 @@
-// Placeholder translation unit until the harness library has sources.
-namespace gpt::harness {}

@@ -1,0 +1,178 @@
+#include "harness/store/sqlite.h"
+
+#include <system_error>
+
+#include "kernels/check.h"
+
+namespace gpt::harness::sql {
+
+void Database::fail(int rc, std::string_view context) const {
+  const int primary = rc & 0xff;
+  const std::string where = "database '" + path_.string() + "'";
+  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
+    GPT_FAIL(where, " is locked by another process (gave up after ", busy_timeout_ms_, " ms while trying to ",
+             context, "); wait for the other harness to finish or raise --db-timeout");
+  }
+  if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) {
+    GPT_FAIL(where, " is not a valid SQLite database (corrupt, or another kind of file): ", context,
+             ": ", sqlite3_errstr(rc));
+  }
+  if (primary == SQLITE_READONLY) {
+    GPT_FAIL(where, " is read-only here (", context, "): ", db_ ? sqlite3_errmsg(db_.get()) : sqlite3_errstr(rc));
+  }
+  GPT_FAIL(where, ": ", context, ": ", db_ ? sqlite3_errmsg(db_.get()) : sqlite3_errstr(rc));
+}
+
+Database Database::open(const std::filesystem::path& path, const OpenOptions& options) {
+  GPT_CHECK(!path.empty(), "--db: the database path is empty");
+  if (options.read_only) {
+    GPT_CHECK(std::filesystem::exists(path), "--db: no database at '", path.string(), "'");
+  } else if (path.has_parent_path()) {
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    GPT_CHECK(!ec, "--db: cannot create folder '", path.parent_path().string(), "': ", ec.message());
+  }
+  sqlite3* raw = nullptr;
+  const int flags = (options.read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) |
+                    SQLITE_OPEN_NOMUTEX;
+  const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  std::unique_ptr<sqlite3, Closer> handle(raw);
+  Database db(std::move(handle), path, options.read_only, options.busy_timeout_ms);
+  if (rc != SQLITE_OK) db.fail(rc, "open");
+  sqlite3_extended_result_codes(db.handle(), 1);
+  db.check(sqlite3_busy_timeout(db.handle(), options.busy_timeout_ms), "set the busy timeout");
+  // Reading the schema is the first access to the file: this is where a corrupt file shows itself.
+  db.exec("SELECT count(*) FROM sqlite_master");
+  if (!options.read_only) {
+    db.exec("PRAGMA journal_mode=WAL");
+  } else {
+    db.exec("PRAGMA query_only=1");
+  }
+  db.exec("PRAGMA foreign_keys=ON");
+  return db;
+}
+
+void Database::exec(std::string_view sql) {
+  std::string text(sql);
+  char* message = nullptr;
+  const int rc = sqlite3_exec(db_.get(), text.c_str(), nullptr, nullptr, &message);
+  std::unique_ptr<char, decltype(&sqlite3_free)> owned(message, &sqlite3_free);
+  if (rc != SQLITE_OK) fail(rc, "run '" + text.substr(0, 60) + "'");
+}
+
+Table Database::query(std::string_view sql) {
+  Statement stmt = prepare(sql);
+  Table table;
+  for (int c = 0; c < stmt.column_count(); ++c) table.columns.push_back(stmt.column_name(c));
+  while (stmt.step()) {
+    std::vector<Value> row;
+    for (int c = 0; c < stmt.column_count(); ++c) {
+      switch (stmt.column_type(c)) {
+        case SQLITE_NULL: row.emplace_back(std::monostate{}); break;
+        case SQLITE_INTEGER: row.emplace_back(stmt.column_int(c)); break;
+        case SQLITE_FLOAT: row.emplace_back(stmt.column_double(c)); break;
+        default: row.emplace_back(stmt.column_text(c)); break;
+      }
+    }
+    table.rows.push_back(std::move(row));
+  }
+  return table;
+}
+
+std::int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_.get()); }
+int Database::changes() const { return sqlite3_changes(db_.get()); }
+
+int Database::user_version() {
+  Statement stmt = prepare("PRAGMA user_version");
+  GPT_CHECK(stmt.step(), "database '", path_.string(), "': PRAGMA user_version returned nothing");
+  return static_cast<int>(stmt.column_int(0));
+}
+
+void Database::set_user_version(int version) { exec("PRAGMA user_version=" + std::to_string(version)); }
+
+Statement::Statement(Database& db, std::string_view sql) : db_(&db), sql_(sql) {
+  sqlite3_stmt* raw = nullptr;
+  const int rc = sqlite3_prepare_v2(db.handle(), sql_.data(), static_cast<int>(sql_.size()), &raw, nullptr);
+  stmt_.reset(raw);
+  if (rc != SQLITE_OK) db.fail(rc, "prepare '" + sql_.substr(0, 80) + "'");
+  GPT_CHECK(stmt_ != nullptr, "database '", db.path().string(), "': empty SQL statement");
+}
+
+Statement& Statement::bind(int index, std::int64_t value) {
+  db_->check(sqlite3_bind_int64(stmt_.get(), index, value), "bind a parameter");
+  return *this;
+}
+Statement& Statement::bind(int index, double value) {
+  db_->check(sqlite3_bind_double(stmt_.get(), index, value), "bind a parameter");
+  return *this;
+}
+Statement& Statement::bind(int index, std::string_view value) {
+  db_->check(sqlite3_bind_text(stmt_.get(), index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT),
+             "bind a parameter");
+  return *this;
+}
+Statement& Statement::bind_null(int index) {
+  db_->check(sqlite3_bind_null(stmt_.get(), index), "bind a parameter");
+  return *this;
+}
+
+bool Statement::step() {
+  const int rc = sqlite3_step(stmt_.get());
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  db_->fail(rc, "run '" + sql_.substr(0, 80) + "'");
+}
+
+void Statement::run() {
+  while (step()) {
+  }
+}
+
+void Statement::reset() {
+  sqlite3_reset(stmt_.get());
+  sqlite3_clear_bindings(stmt_.get());
+}
+
+int Statement::column_count() const { return sqlite3_column_count(stmt_.get()); }
+std::string Statement::column_name(int col) const {
+  const char* name = sqlite3_column_name(stmt_.get(), col);
+  return name ? name : "";
+}
+bool Statement::is_null(int col) const { return sqlite3_column_type(stmt_.get(), col) == SQLITE_NULL; }
+std::int64_t Statement::column_int(int col) const { return sqlite3_column_int64(stmt_.get(), col); }
+double Statement::column_double(int col) const { return sqlite3_column_double(stmt_.get(), col); }
+std::string Statement::column_text(int col) const {
+  const auto* text = sqlite3_column_text(stmt_.get(), col);
+  return text ? std::string(reinterpret_cast<const char*>(text), sqlite3_column_bytes(stmt_.get(), col)) : "";
+}
+std::optional<std::int64_t> Statement::column_opt_int(int col) const {
+  if (is_null(col)) return std::nullopt;
+  return column_int(col);
+}
+std::optional<double> Statement::column_opt_double(int col) const {
+  if (is_null(col)) return std::nullopt;
+  return column_double(col);
+}
+int Statement::column_type(int col) const { return sqlite3_column_type(stmt_.get(), col); }
+
+std::string to_string(const Value& v) {
+  if (std::holds_alternative<std::monostate>(v)) return "";
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&v)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.10g", *d);
+    return buf;
+  }
+  return std::get<std::string>(v);
+}
+
+Transaction::Transaction(Database& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
+Transaction::~Transaction() {
+  if (!done_) sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+}
+void Transaction::commit() {
+  db_.exec("COMMIT");
+  done_ = true;
+}
+
+}  // namespace gpt::harness::sql
