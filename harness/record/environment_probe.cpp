@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -35,6 +36,20 @@ std::string cpu_model() {
   return "";
 }
 
+// The longest-versioned libnccl.so.X.Y.Z in the usual library folders ("" when NCCL is absent).
+std::string nccl_version() {
+  std::string best;
+  for (const char* dir : {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/local/cuda/lib64"}) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      constexpr std::string_view prefix = "libnccl.so.";
+      if (name.rfind(prefix, 0) == 0 && name.size() - prefix.size() > best.size()) best = name.substr(prefix.size());
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 Environment probe_environment() {
@@ -46,7 +61,7 @@ Environment probe_environment() {
   }
   const std::string nvcc = command_output("nvcc --version | grep release");
   if (const auto pos = nvcc.find("release "); pos != std::string::npos) e.cuda = nvcc.substr(pos + 8, nvcc.find(',', pos) - pos - 8);
-  e.nccl = command_output("ls /usr/lib/x86_64-linux-gnu/libnccl.so.* 2>/dev/null | sed 's/.*libnccl.so.//' | sort -V | tail -1");
+  e.nccl = nccl_version();
   e.cpu_model = cpu_model();
 #if defined(__clang__)
   e.compiler = "clang " __clang_version__;
