@@ -45,6 +45,9 @@ Database Database::open(const std::filesystem::path& path, const OpenOptions& op
   db.exec("SELECT count(*) FROM sqlite_master");
   if (!options.read_only) {
     db.exec("PRAGMA journal_mode=WAL");
+    // In WAL mode NORMAL keeps every committed run across a crash or kill of the harness; only an OS crash
+    // or power loss may drop the last commits.
+    db.exec("PRAGMA synchronous=NORMAL");
   } else {
     db.exec("PRAGMA query_only=1");
   }

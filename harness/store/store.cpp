@@ -1,5 +1,6 @@
 #include "harness/store/store.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -203,6 +204,8 @@ std::int64_t Store::add_run(const RunRecord& run, bool replace) {
   const std::int64_t id = db_.last_insert_rowid();
   auto point = db_.prepare("INSERT OR REPLACE INTO val_points (run, step, val_loss, train_time_ms) VALUES (?,?,?,?)");
   for (const ValPoint& p : run.val_points) {
+    // SQLite turns NaN into NULL; a non-finite point is left out (the run's status and reason carry it).
+    if (!std::isfinite(p.val_loss)) continue;
     point.reset();
     point.bind(1, id).bind(2, p.step).bind(3, p.val_loss).bind(4, p.train_time_ms);
     point.run();

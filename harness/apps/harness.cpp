@@ -1,0 +1,33 @@
+// The `harness` program: seeded sweeps and record checks, imports and queries over the results database.
+// Exit codes are documented in harness/commands/common.h.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "harness/commands/common.h"
+#include "kernels/check.h"
+
+int main(int argc, char** argv) {
+  using namespace gpt::harness;
+  CLI::App app{"harness: reproducibility and benchmarking for the NanoGPT speedrun trainer"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  GlobalOptions options;
+  add_global_options(app, options);
+  add_record_command(app, options);
+  add_import_command(app, options);
+  add_query_command(app, options);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : kExitUsage;
+  } catch (const gpt::Error& e) {
+    std::cerr << "harness: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "harness: error: " << e.what() << "\n";
+    return kExitFail;
+  }
+  return options.exit_code;
+}

@@ -1,0 +1,111 @@
+// `harness query`: sweeps, runs, benchmark history, environments, or any read-only SQL.
+#include <iostream>
+
+#include "harness/commands/common.h"
+#include "harness/report/table_format.h"
+#include "kernels/check.h"
+
+namespace gpt::harness {
+
+namespace {
+
+struct QueryOptions {
+  std::string format = "table";
+  std::string sweep;
+  std::string bench;
+  std::int64_t env_id = 0;
+  std::string sql;
+};
+
+int print(const sql::Table& table, const QueryOptions& o) {
+  std::cout << format_table(table, o.format);
+  return kExitPass;
+}
+
+sql::Table sweeps_table(Store& store) {
+  return store.db().query(
+      "SELECT s.id, s.name, s.kind, s.recipe, s.created_at, s.runs_planned AS planned, "
+      "COUNT(r.id) AS stored, SUM(r.status = 'ok') AS ok, ROUND(AVG(CASE WHEN r.status = 'ok' THEN r.final_val_loss END), 4) "
+      "AS mean_val_loss, s.target FROM sweeps s LEFT JOIN runs r ON r.sweep_id = s.id GROUP BY s.id ORDER BY s.id");
+}
+
+sql::Table runs_table(Store& store, const std::string& sweep) {
+  std::string text =
+      "SELECT r.id, s.name AS sweep, r.arm, r.seed, r.run_id, r.status, r.exit_code, r.final_val_loss, r.train_time_ms, "
+      "r.steps, r.total_steps, r.peak_memory_mib, r.finished_at, r.reason FROM runs r JOIN sweeps s ON s.id = r.sweep_id";
+  if (sweep.empty()) return store.db().query(text + " ORDER BY r.id");
+  auto found = store.find_sweep(sweep);
+  GPT_CHECK(found.has_value(), "--sweep: no sweep '", sweep, "'");
+  return store.db().query(text + " WHERE r.sweep_id = " + std::to_string(found->id) + " ORDER BY r.arm, r.seed, r.id");
+}
+
+sql::Table history_table(Store& store, const std::string& bench) {
+  sql::Table table;
+  table.columns = {"id", "suite", "name", "revision", "value", "unit", "repetitions", "recorded_at", "run"};
+  for (const auto& b : store.benchmark_history(bench)) {
+    table.rows.push_back({b.id, b.suite, b.name, b.revision, b.value, b.unit, static_cast<std::int64_t>(b.repetitions),
+                          b.recorded_at, b.run ? sql::Value(*b.run) : sql::Value(std::monostate{})});
+  }
+  return table;
+}
+
+sql::Table env_table(Store& store, std::int64_t id) {
+  auto env = store.environment(id);
+  GPT_CHECK(env.has_value(), "query env: no environment with id ", id);
+  sql::Table table;
+  table.columns = {"field", "value"};
+  const std::pair<const char*, std::string> fields[] = {
+      {"gpu", env->gpu}, {"driver", env->driver}, {"cuda", env->cuda}, {"nccl", env->nccl}, {"cpu_model", env->cpu_model},
+      {"compiler", env->compiler}, {"build_flags", env->build_flags}, {"git_commit", env->git_commit},
+      {"git_dirty", env->git_dirty ? "yes" : "no"}, {"hostname", env->hostname}, {"fingerprint", env->fingerprint()}};
+  for (const auto& [k, v] : fields) table.rows.push_back({std::string(k), v});
+  return table;
+}
+
+}  // namespace
+
+void add_query_command(CLI::App& app, GlobalOptions& global) {
+  auto o = std::make_shared<QueryOptions>();
+  CLI::App* query = app.add_subcommand("query", "look back at stored sweeps, runs, benchmarks and environments");
+  query->require_subcommand(1);
+  query->add_option("--format", o->format, "output format")->check(CLI::IsMember({"table", "csv", "json"}));
+  auto fmt = [&](CLI::App* sub) {
+    sub->add_option("--format", o->format, "output format")->check(CLI::IsMember({"table", "csv", "json"}));
+  };
+  CLI::App* sweeps = query->add_subcommand("sweeps", "all sweeps with run counts");
+  fmt(sweeps);
+  sweeps->callback([o, &global] {
+    Store store = open_store(global);
+    global.exit_code = print(sweeps_table(store), *o);
+  });
+  CLI::App* runs = query->add_subcommand("runs", "runs (of one sweep with --sweep)");
+  fmt(runs);
+  runs->add_option("--sweep", o->sweep, "sweep id or name");
+  runs->callback([o, &global] {
+    Store store = open_store(global);
+    global.exit_code = print(runs_table(store, o->sweep), *o);
+  });
+  CLI::App* history = query->add_subcommand("history", "results of one benchmark over time (SUITE/NAME or NAME)");
+  fmt(history);
+  history->add_option("bench", o->bench, "benchmark")->required();
+  history->callback([o, &global] {
+    Store store = open_store(global);
+    global.exit_code = print(history_table(store, o->bench), *o);
+  });
+  CLI::App* env = query->add_subcommand("env", "one environment fingerprint");
+  fmt(env);
+  env->add_option("id", o->env_id, "environment id")->required();
+  env->callback([o, &global] {
+    Store store = open_store(global);
+    global.exit_code = print(env_table(store, o->env_id), *o);
+  });
+  CLI::App* sql = query->add_subcommand("sql", "any SQL statement, on a read-only connection");
+  fmt(sql);
+  sql->add_option("statement", o->sql, "SQL text")->required();
+  sql->callback([o, &global] {
+    Store store = open_store(global, /*read_only=*/true);
+    global.exit_code = print(store.db().query(o->sql), *o);
+  });
+}
+
+}  // namespace gpt::harness

@@ -1,0 +1,222 @@
+// `harness record`: N seeded runs of the trainer (or of any command), each stored as it finishes, then the
+// record report (one-sided t-test of the mean final val loss against the target).
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "harness/commands/common.h"
+#include "harness/record/environment_probe.h"
+#include "harness/record/sweep_runner.h"
+#include "harness/report/sweep_report.h"
+#include "kernels/check.h"
+
+namespace gpt::harness {
+
+namespace {
+
+struct RecordOptions {
+  int runs = 0;
+  std::string recipe = "tiny";
+  int gpus = 0;  // 0: not passed to the trainer
+  double target = 3.28;
+  double alpha = 0.01;
+  std::string resume;
+  double timeout_s = 0;  // 0: none
+  int parallel = 1;
+  bool track3 = false;
+  std::string format = "text";
+  std::string data;
+  std::string trainer;
+  std::string name;
+  std::int64_t first_seed = 0;
+  bool quiet = false;
+  std::vector<std::string> command;
+};
+
+// The corpus a recipe trains on when --data is not given.
+std::string default_data_dir(const std::string& recipe) {
+  if (recipe == "tiny") return "data/default";
+  return "data/fineweb10B";
+}
+
+std::filesystem::path default_trainer() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (ec ? std::filesystem::path(".") : self.parent_path()) / "train_gpt";
+}
+
+std::string substitute(std::string text, const std::map<std::string, std::string>& values) {
+  for (const auto& [key, value] : values) {
+    const std::string pattern = "{" + key + "}";
+    for (size_t pos = text.find(pattern); pos != std::string::npos; pos = text.find(pattern, pos + value.size())) {
+      text.replace(pos, pattern.size(), value);
+    }
+  }
+  return text;
+}
+
+std::string timestamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+  return buf;
+}
+
+std::string unique_sweep_name(Store& store, const std::string& base) {
+  std::string name = base;
+  for (int i = 2; store.find_sweep(name); ++i) name = base + "-" + std::to_string(i);
+  return name;
+}
+
+// The command template of a new sweep: the user's CMD, or train_gpt with the contract's flags.
+std::vector<std::string> command_template(const RecordOptions& o) {
+  if (!o.command.empty()) return o.command;
+  const std::filesystem::path trainer = o.trainer.empty() ? default_trainer() : std::filesystem::path(o.trainer);
+  GPT_CHECK(std::filesystem::exists(trainer), "record: no trainer at '", trainer.string(),
+            "' (build the train_gpt target, pass --trainer PATH, or give a command after --)");
+  std::vector<std::string> argv = {trainer.string(), "--recipe", "{recipe}", "--data", "{data}", "--seed", "{seed}",
+                                   "--run-id", "{run_id}", "--out", "{out}"};
+  if (o.gpus > 0) argv.insert(argv.end(), {"--gpus", "{gpus}"});
+  return argv;
+}
+
+int run_record(const RecordOptions& cli, GlobalOptions& global) {
+  Store store = open_store(global);
+  RecordOptions o = cli;
+  SweepInfo sweep;
+  std::vector<std::string> argv_template;
+  if (!o.resume.empty()) {
+    auto found = store.find_sweep(o.resume);
+    GPT_CHECK(found.has_value(), "--resume: no sweep '", o.resume, "' in '", resolve_db_path(global.db).string(), "'");
+    GPT_CHECK(found->kind == "record", "--resume: sweep '", o.resume, "' is a ", found->kind, " sweep, not a record sweep");
+    sweep = *found;
+    const auto p = store.params(OwnerKind::sweep, sweep.id);
+    auto get = [&](const std::string& key) {
+      GPT_CHECK(p.count(key), "--resume: sweep '", sweep.name, "' lacks its '", key, "' parameter");
+      return p.at(key);
+    };
+    o.runs = sweep.runs_planned;
+    o.first_seed = std::stoll(get("first_seed"));
+    o.recipe = sweep.recipe;
+    o.data = get("data");
+    o.gpus = sweep.gpus;
+    o.timeout_s = std::stod(get("timeout_s"));
+    o.track3 = get("track3") == "1";
+    if (sweep.target) o.target = *sweep.target;
+    if (sweep.alpha) o.alpha = *sweep.alpha;
+    argv_template = nlohmann::json::parse(sweep.command).get<std::vector<std::string>>();
+  } else {
+    GPT_CHECK(o.runs >= 1, "--runs: give the number of runs (>= 1), or --resume SWEEP");
+    if (o.data.empty()) o.data = default_data_dir(o.recipe);
+    argv_template = command_template(o);
+    sweep.name = unique_sweep_name(store, o.name.empty() ? "record-" + o.recipe + "-" + timestamp() : o.name);
+    sweep.kind = "record";
+    sweep.recipe = o.recipe;
+    sweep.command = nlohmann::json(argv_template).dump();
+    sweep.target = o.target;
+    sweep.alpha = o.alpha;
+    sweep.runs_planned = o.runs;
+    sweep.gpus = o.gpus;
+    sweep.environment_id = store.upsert_environment(probe_environment());
+    sweep.id = store.create_sweep(sweep);
+    sweep = *store.find_sweep(std::to_string(sweep.id));
+    store.set_param(OwnerKind::sweep, sweep.id, "first_seed", std::to_string(o.first_seed));
+    store.set_param(OwnerKind::sweep, sweep.id, "data", o.data);
+    store.set_param(OwnerKind::sweep, sweep.id, "timeout_s", std::to_string(o.timeout_s));
+    store.set_param(OwnerKind::sweep, sweep.id, "track3", o.track3 ? "1" : "0");
+    if (o.track3) store.add_tag(OwnerKind::sweep, sweep.id, "track3");
+  }
+
+  // Seeds already finished (anything but killed) are skipped: --resume runs only what is missing.
+  std::set<std::int64_t> done;
+  for (const auto& r : store.runs(sweep.id)) {
+    if (r.seed && r.status != RunStatus::killed) done.insert(*r.seed);
+  }
+  const auto run_root = results_dir(global) / "runs" / sweep.name;
+  std::vector<RunPlan> plans;
+  for (std::int64_t seed = o.first_seed; seed < o.first_seed + o.runs; ++seed) {
+    if (done.count(seed)) continue;
+    RunPlan plan;
+    plan.seed = seed;
+    plan.run_id = sweep.name + "-seed" + std::to_string(seed);
+    plan.out_dir = run_root / plan.run_id;
+    plan.log_path = plan.out_dir / "console.log";
+    const std::map<std::string, std::string> values = {
+        {"seed", std::to_string(seed)}, {"run_id", plan.run_id}, {"out", plan.out_dir.string()},
+        {"recipe", o.recipe},           {"data", o.data},        {"gpus", std::to_string(std::max(o.gpus, 1))}};
+    for (const auto& arg : argv_template) plan.argv.push_back(substitute(arg, values));
+    if (std::filesystem::exists(plan.log_path)) std::filesystem::remove(plan.log_path);  // a killed attempt's log
+    plans.push_back(std::move(plan));
+  }
+
+  SweepRunOptions run_options;
+  run_options.parallel = o.parallel;
+  if (o.timeout_s > 0) run_options.timeout_s = o.timeout_s;
+  if (o.parallel > 1) run_options.device_partitions = device_partitions(o.parallel, std::max(o.gpus, 1), std::getenv("CUDA_VISIBLE_DEVICES"));
+  run_options.environment_id = sweep.environment_id;
+  if (!o.quiet) {
+    run_options.progress = &std::cerr;
+    run_options.progress_is_tty = ::isatty(STDERR_FILENO) != 0;
+    std::cerr << "sweep " << sweep.id << " \"" << sweep.name << "\": " << plans.size() << " run(s) to go of " << o.runs
+              << ", outputs in " << run_root.string() << "\n";
+  }
+  SweepRunResult ran;
+  {
+    InterruptGuard guard;
+    ran = run_sweep(store, sweep.id, plans, run_options);
+  }
+
+  const SweepReport report = build_sweep_report(store, sweep, ReportOptions{o.target, o.alpha, o.track3});
+  const auto md = write_report_files(report, results_dir(global) / "reports" / sweep.name);
+  if (o.format == "json") {
+    auto doc = to_json(report);
+    doc["interrupted"] = ran.interrupted;
+    doc["report_path"] = md.string();
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    std::cout << render_text(report) << "report: " << md.string() << "\n";
+  }
+  if (ran.interrupted) {
+    std::cerr << "interrupted: " << ran.finished << " run(s) of this call stored; continue with "
+              << "`harness record --resume " << sweep.name << "`\n";
+    return kExitInterrupted;
+  }
+  return report.pass ? kExitPass : kExitFail;
+}
+
+}  // namespace
+
+void add_record_command(CLI::App& app, GlobalOptions& global) {
+  auto opts = std::make_shared<RecordOptions>();
+  CLI::App* sub = app.add_subcommand("record", "run N seeded runs and test the mean val loss against the target");
+  sub->add_option("--runs", opts->runs, "number of seeded runs")->check(CLI::PositiveNumber);
+  sub->add_option("--recipe", opts->recipe, "trainer recipe (default tiny)");
+  sub->add_option("--gpus", opts->gpus, "GPUs per run (passed as --gpus; partitions devices with --parallel)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--target", opts->target, "target val loss (default 3.28)");
+  sub->add_option("--alpha", opts->alpha, "significance level (default 0.01)")->check(CLI::Range(1e-12, 0.999999));
+  sub->add_option("--resume", opts->resume, "continue this sweep (id or name): run only the missing seeds");
+  sub->add_option("--timeout", opts->timeout_s, "seconds per run before its process group is killed")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--parallel", opts->parallel, "runs at once (CUDA_VISIBLE_DEVICES partitions)")->check(CLI::PositiveNumber);
+  sub->add_flag("--track3", opts->track3, "judge with the track-3 rule (target - mean) * sqrt(n) >= 0.004");
+  sub->add_option("--format", opts->format, "report format")->check(CLI::IsMember({"text", "json"}));
+  sub->add_option("--data", opts->data, "data folder (default: the recipe's corpus, data/default for tiny)");
+  sub->add_option("--trainer", opts->trainer, "trainer binary (default: train_gpt beside harness)");
+  sub->add_option("--name", opts->name, "sweep name (default record-RECIPE-TIMESTAMP)");
+  sub->add_option("--first-seed", opts->first_seed, "seed of the first run; run i uses first-seed + i");
+  sub->add_flag("--quiet", opts->quiet, "no progress output");
+  sub->add_option("command", opts->command, "command to run instead of train_gpt (after --); may use {seed}, "
+                                            "{run_id}, {out}, {data}, {recipe}, {gpus}");
+  sub->callback([opts, &global] { global.exit_code = run_record(*opts, global); });
+}
+
+}  // namespace gpt::harness

@@ -1,0 +1,60 @@
+#pragma once
+// Child processes for training runs: started with posix_spawn in a process group of their own (so a
+// timeout or Ctrl-C can stop the whole tree a launcher script forks), stdout and stderr appended to one
+// log file, extra environment variables on top of ours. The Process object owns the child: destroying
+// it while the child runs kills the group and reaps it, so no run outlives the harness unnoticed.
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpt::harness {
+
+struct LaunchSpec {
+  std::vector<std::string> argv;  // argv[0] is looked up in PATH unless it contains a '/'
+  std::filesystem::path log_path;
+  std::vector<std::pair<std::string, std::string>> environment;  // added or overridden variables
+};
+
+struct ExitInfo {
+  bool exited = false;  // normal exit (exit_code valid) vs. killed by a signal (signal valid)
+  int exit_code = 0;
+  int signal = 0;
+  double wall_time_s = 0;
+  std::string describe() const;  // "exit code 1", "signal 11 (Segmentation fault)"
+};
+
+class Process {
+ public:
+  // Throws gpt::Error (naming the program and the reason) if the log cannot be opened or the program
+  // cannot be started.
+  static Process start(const LaunchSpec& spec);
+
+  Process(Process&& other) noexcept;
+  Process& operator=(Process&& other) noexcept;
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+  ~Process();
+
+  pid_t pid() const { return pid_; }
+  bool running() const { return pid_ > 0 && !exit_; }
+  double elapsed_s() const;
+
+  std::optional<ExitInfo> poll();  // non-blocking; the exit info once the child has ended
+  ExitInfo wait();                 // blocking
+  // Sends SIGTERM to the group, waits up to `grace` for the child to end, then SIGKILLs the group.
+  ExitInfo terminate(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+
+ private:
+  Process(pid_t pid, std::chrono::steady_clock::time_point started) : pid_(pid), started_(started) {}
+  void kill_group(int sig) const;
+  pid_t pid_ = -1;
+  std::chrono::steady_clock::time_point started_;
+  std::optional<ExitInfo> exit_;
+};
+
+}  // namespace gpt::harness

@@ -1,0 +1,139 @@
+#include "harness/record/harvest.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "harness/logparse/run_summary.h"
+#include "kernels/check.h"
+
+namespace gpt::harness {
+
+namespace {
+
+void fill_from_log(RunRecord& r, const ParsedLog& log) {
+  r.final_val_loss = log.final_val_loss;
+  r.train_time_ms = log.final_train_time_ms;
+  r.steps = log.final_step;
+  r.total_steps = log.total_steps;
+  r.peak_memory_mib = log.peak_memory_mib;
+  r.val_points.clear();
+  for (const auto& p : log.val_points) r.val_points.push_back({p.step, p.val_loss, p.train_time_ms});
+}
+
+// The summary is authoritative for what it contains; the log fills the rest.
+void fill_from_summary(RunRecord& r, const RunSummary& s) {
+  if (s.final_val_loss) r.final_val_loss = s.final_val_loss;
+  if (s.train_time_ms) r.train_time_ms = s.train_time_ms;
+  if (s.steps) r.steps = s.steps;
+  if (s.total_steps) r.total_steps = s.total_steps;
+  if (s.tokens) r.tokens = s.tokens;
+  if (s.peak_memory_mib) r.peak_memory_mib = s.peak_memory_mib;
+  if (r.val_points.empty()) {
+    for (const auto& p : s.val_history) r.val_points.push_back({p.step, p.val_loss, p.train_time_ms});
+  }
+}
+
+std::string with_last_line(std::string reason, const std::filesystem::path& log) {
+  const std::string last = last_output_line(log);
+  if (!last.empty()) reason += "; last output: \"" + last + "\"";
+  return reason;
+}
+
+}  // namespace
+
+std::string last_output_line(const std::filesystem::path& path, std::size_t max_chars) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  std::string text = buffer.str();
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
+  const auto nl = text.find_last_of('\n');
+  std::string line = nl == std::string::npos ? text : text.substr(nl + 1);
+  for (char& c : line) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) == 0x7f) c = '?';
+  }
+  if (line.size() > max_chars) line = line.substr(0, max_chars) + "...";
+  return line;
+}
+
+RunRecord record_from_log(const ParsedLog& log, const std::filesystem::path& log_path) {
+  RunRecord r;
+  r.log_path = log_path.string();
+  fill_from_log(r, log);
+  switch (log.outcome) {
+    case LogOutcome::complete: r.status = RunStatus::ok; break;
+    case LogOutcome::diverged: r.status = RunStatus::diverged; break;
+    case LogOutcome::incomplete: r.status = RunStatus::incomplete; break;
+  }
+  r.reason = log.reason;
+  return r;
+}
+
+RunRecord harvest_run(const RunPlan& plan, const ExitInfo& exit, RunEnd end, std::optional<double> timeout_s) {
+  RunRecord r;
+  r.arm = plan.arm;
+  r.seed = plan.seed;
+  r.run_id = plan.run_id;
+  r.log_path = plan.log_path.string();
+  r.wall_time_s = exit.wall_time_s;
+  if (exit.exited) r.exit_code = exit.exit_code;
+
+  // The console log is what we captured; the trainer's own OUT/ID.txt is the fallback for foreign
+  // launchers that write the log only to a file.
+  std::vector<ParsedLog> runs;
+  try {
+    runs = parse_log_file(plan.log_path);
+  } catch (const gpt::Error&) {
+    runs = parse_log("");
+  }
+  ParsedLog log = runs.back();
+  const auto own_log = plan.out_dir / (plan.run_id + ".txt");
+  if (log.step_lines == 0 && std::filesystem::exists(own_log)) {
+    log = parse_log_file(own_log).back();
+  }
+  fill_from_log(r, log);
+
+  std::string summary_problem;
+  const auto summary_path = plan.out_dir / (plan.run_id + ".json");
+  if (std::filesystem::exists(summary_path)) {
+    try {
+      fill_from_summary(r, read_run_summary(summary_path));
+    } catch (const gpt::Error& e) {
+      summary_problem = std::string("; ignored the run summary: ") + e.what();
+    }
+  }
+
+  const bool finite_result = r.final_val_loss && std::isfinite(*r.final_val_loss);
+  if (end == RunEnd::timed_out) {
+    r.status = RunStatus::timeout;
+    r.reason = "no exit within the " + (timeout_s ? std::to_string(static_cast<long long>(*timeout_s)) + " s " : "") +
+               "timeout; process group killed (" + exit.describe() + ")";
+  } else if (end == RunEnd::interrupted) {
+    r.status = RunStatus::killed;
+    r.reason = "interrupted by the user; process group killed";
+  } else if (!exit.exited) {
+    r.status = RunStatus::failed;
+    r.reason = with_last_line("crashed: " + exit.describe(), plan.log_path);
+  } else if (exit.exit_code == 3 || log.outcome == LogOutcome::diverged ||
+             (exit.exit_code == 0 && r.final_val_loss && !finite_result)) {
+    r.status = RunStatus::diverged;
+    r.reason = log.reason.empty() ? "trainer reported divergence (exit code 3)" : log.reason;
+  } else if (exit.exit_code == 2) {
+    r.status = RunStatus::failed;
+    r.reason = with_last_line("trainer rejected its input (exit code 2)", plan.log_path);
+  } else if (exit.exit_code != 0) {
+    r.status = RunStatus::failed;
+    r.reason = with_last_line("trainer failed (" + exit.describe() + ")", plan.log_path);
+  } else if (log.outcome == LogOutcome::complete || finite_result) {
+    r.status = RunStatus::ok;
+  } else {
+    r.status = RunStatus::incomplete;
+    r.reason = with_last_line("exited 0 but " + log.reason, plan.log_path);
+  }
+  r.reason += summary_problem;
+  return r;
+}
+
+}  // namespace gpt::harness

@@ -1,0 +1,39 @@
+#pragma once
+// Turning a finished child process into a stored run: how it ended (exit code, signal, timeout,
+// interruption), what its log says (harness/logparse) and what its OUT/ID.json summary says.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/launcher/process.h"
+#include "harness/logparse/logparse.h"
+#include "harness/store/store.h"
+
+namespace gpt::harness {
+
+// One run of a sweep, as planned before launch.
+struct RunPlan {
+  std::string arm;
+  std::int64_t seed = 0;
+  std::string run_id;
+  std::filesystem::path out_dir;   // passed to the trainer as --out / {out}
+  std::filesystem::path log_path;  // console output (stdout + stderr) of the child
+  std::vector<std::string> argv;
+};
+
+enum class RunEnd { exited, timed_out, interrupted };
+
+// Builds the record of a finished run. Exit 0 with a complete log is ok; exit 3 (or a nan/inf final loss)
+// is diverged; a signal or another exit code is failed; exit 0 without a final result is incomplete.
+// The reason names what went wrong and quotes the last line of output.
+RunRecord harvest_run(const RunPlan& plan, const ExitInfo& exit, RunEnd end, std::optional<double> timeout_s = {});
+
+// A run read from an existing log file (import): status from the parsed log alone.
+RunRecord record_from_log(const ParsedLog& log, const std::filesystem::path& log_path);
+
+// The last non-empty line of a file (at most `max_chars`), for error messages.
+std::string last_output_line(const std::filesystem::path& path, std::size_t max_chars = 160);
+
+}  // namespace gpt::harness
