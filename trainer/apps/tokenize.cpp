@@ -5,11 +5,14 @@
 
 #include "kernels/check.h"
 #include "trainer/tools/ids_command.h"
+#include "trainer/tools/shards_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"GPT-2 tokenizer tools"};
   app.require_subcommand(1);
   gpt::register_ids_command(app);
+  gpt::register_shards_command(app);
+  gpt::register_synthetic_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
