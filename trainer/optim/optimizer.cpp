@@ -1,0 +1,181 @@
+#include "trainer/optim/optimizer.h"
+
+#include "kernels/adam.h"
+#include "kernels/transpose.h"
+
+namespace gpt {
+
+namespace {
+
+// A bank viewed as its stack of matrices [count, rows, cols] (mlp_bank 12×2×3072×768 → 24×3072×768).
+Tensor as_stack(const Tensor& t) { return t.view({-1, t.size(-2), t.size(-1)}); }
+
+Tensor chunk(const Tensor& t, int rank, int64_t per_rank) { return t.slice(rank * per_rank, (rank + 1) * per_rank); }
+
+}  // namespace
+
+Optimizer::Optimizer(ParameterSet& params, const Recipe& recipe, Comm& comm)
+    : params_(params), recipe_(recipe), comm_(comm) {
+  const int world = comm_.world_size();
+  const int rank = comm_.rank();
+  for (Parameter& p : params_.all()) {
+    if (p.kind == ParamKind::bank) {
+      auto it = recipe_.optimizer.banks.find(p.name);
+      GPT_CHECK(it != recipe_.optimizer.banks.end(), "optimizer: bank '", p.name, "' has no entry optimizer.banks.",
+                p.name, " in recipe '", recipe_.name, "'");
+      const int64_t count = as_stack(p.value).size(0);
+      GPT_CHECK(count % world == 0, "optimizer: bank '", p.name, "' has ", count,
+                " matrices, not divisible by the world size ", world, " (pad the bank, RECIPE §2.2)");
+      BankSlot slot;
+      slot.param = &p;
+      slot.config = it->second;
+      slot.per_rank = count / world;
+      slot.state = NorMuonState::zeros(chunk(as_stack(p.value), rank, slot.per_rank));
+      banks_.push_back(std::move(slot));
+    } else {
+      auto it = recipe_.optimizer.adam.find(p.name);
+      GPT_CHECK(it != recipe_.optimizer.adam.end(), "optimizer: parameter '", p.name,
+                "' has no Adam group optimizer.adam.", p.name, " in recipe '", recipe_.name, "'");
+      AdamSlot slot;
+      slot.param = &p;
+      slot.group = it->second;
+      Shape shape = p.value.shape();
+      if (slot.group.sharded) {
+        GPT_CHECK(p.value.ndim() >= 1 && p.value.size(0) % world == 0, "optimizer: sharded parameter '", p.name, "' ",
+                  p.value.describe(), " needs a leading dimension divisible by the world size ", world);
+        slot.rows_per_rank = p.value.size(0) / world;
+        shape[0] = slot.rows_per_rank;
+      }
+      const DType sd = stat_dtype(p.value.dtype());
+      slot.state.m = Tensor::zeros(shape, sd, p.value.device());
+      slot.state.v = Tensor::zeros(shape, sd, p.value.device());
+      adam_.push_back(std::move(slot));
+    }
+  }
+  has_tied_pair_ = params_.contains("embed") && params_.contains("lm_head");
+  if (has_tied_pair_) {
+    const Tensor& e = params_.get("embed").value;
+    const Tensor& l = params_.get("lm_head").value;
+    GPT_CHECK(e.ndim() == 2 && l.ndim() == 2 && e.size(0) == l.size(1) && e.size(1) == l.size(0),
+              "optimizer: embed ", e.describe(), " must be the transpose shape of lm_head ", l.describe());
+  }
+  tied_ = has_tied_pair_;
+}
+
+Optimizer::AdamSlot* Optimizer::find_adam(const std::string& name) {
+  for (AdamSlot& s : adam_) {
+    if (s.param->name == name) return &s;
+  }
+  return nullptr;
+}
+
+const Optimizer::AdamState& Optimizer::adam_state(const std::string& name) const {
+  for (const AdamSlot& s : adam_) {
+    if (s.param->name == name) return s.state;
+  }
+  GPT_FAIL("optimizer: no Adam parameter named '", name, "'");
+}
+
+const NorMuonState& Optimizer::bank_state(const std::string& name) const {
+  for (const BankSlot& s : banks_) {
+    if (s.param->name == name) return s.state;
+  }
+  GPT_FAIL("optimizer: no bank named '", name, "'");
+}
+
+void Optimizer::step(const StepSchedule& s) {
+  step_banks(s);
+  if (s.adam_step) step_adam(s);
+  if (s.split_step && tied_) untie();
+}
+
+void Optimizer::step_banks(const StepSchedule& s) {
+  const int rank = comm_.rank();
+  for (BankSlot& slot : banks_) {
+    Tensor value = as_stack(slot.param->value);
+    Tensor grad = as_stack(slot.param->grad);
+    Tensor value_chunk = chunk(value, rank, slot.per_rank);
+    Tensor grad_chunk = chunk(grad, rank, slot.per_rank);
+    comm_.reduce_scatter(grad, grad_chunk, ReduceOp::avg);
+    NorMuonArgs args;
+    args.momentum = s.momentum;
+    args.lr = recipe_.optimizer.bank_lr * s.lr_mult;
+    args.weight_decay = recipe_.optimizer.bank_wd;
+    args.beta2 = recipe_.optimizer.bank_beta2;
+    args.odd_matrix_lr_mul = slot.config.odd_matrix_lr_mul;
+    args.first_matrix = rank * slot.per_rank;
+    normuon_update(value_chunk, grad_chunk, slot.state, args);
+    comm_.all_gather(value_chunk, value);
+    slot.param->grad.zero_();
+  }
+}
+
+void Optimizer::update_adam(AdamSlot& slot, double lr_mult) {
+  Parameter& p = *slot.param;
+  AdamArgs args;
+  args.lr = recipe_.optimizer.adam_lr * lr_mult * slot.group.lr_mul;
+  args.beta1 = slot.group.beta1;
+  args.beta2 = slot.group.beta2;
+  args.eps = recipe_.optimizer.adam_eps;
+  args.weight_decay = recipe_.optimizer.adam_wd * slot.group.wd_mul;
+  args.step = ++slot.state.steps;
+  if (slot.group.sharded) {
+    const int rank = comm_.rank();
+    Tensor grad_rows = chunk(p.grad, rank, slot.rows_per_rank);
+    Tensor value_rows = chunk(p.value, rank, slot.rows_per_rank);
+    comm_.reduce_scatter(p.grad, grad_rows, ReduceOp::avg);
+    adam_update(value_rows, grad_rows, slot.state.m, slot.state.v, args);
+    comm_.all_gather(value_rows, p.value);
+  } else {
+    comm_.all_reduce(p.grad, ReduceOp::avg);
+    adam_update(p.value, p.grad, slot.state.m, slot.state.v, args);
+  }
+  p.grad.zero_();
+}
+
+void Optimizer::step_adam(const StepSchedule& s) {
+  if (tied_) {
+    Parameter& embed = params_.get("embed");
+    Parameter& lm_head = params_.get("lm_head");
+    add_transposed(embed.grad, lm_head.grad);  // both accumulated over the two steps
+    embed.grad.zero_();
+  }
+  for (AdamSlot& slot : adam_) {
+    if (tied_ && slot.param->name == "embed") continue;
+    update_adam(slot, s.lr_mult);
+  }
+  if (tied_) transpose(params_.get("lm_head").value, params_.get("embed").value);
+}
+
+void Optimizer::untie() {
+  AdamSlot& lm = *find_adam("lm_head");
+  AdamSlot& em = *find_adam("embed");
+  const int world = comm_.world_size();
+  const int rank = comm_.rank();
+  const Tensor& lm_value = lm.param->value;
+  // lm_head's state is sharded by its rows, embed's by its rows (lm_head's columns): gather, transpose, keep ours.
+  for (auto [src, dst] : {std::pair{&lm.state.m, &em.state.m}, std::pair{&lm.state.v, &em.state.v}}) {
+    Tensor full = src->view(src->shape());
+    if (lm.group.sharded && world > 1) {
+      full = Tensor::empty(lm_value.shape(), src->dtype(), src->device());
+      comm_.all_gather(*src, full);
+    }
+    Tensor full_t = Tensor::empty({lm_value.size(1), lm_value.size(0)}, src->dtype(), src->device());
+    transpose(full, full_t);
+    dst->copy_from(em.group.sharded ? chunk(full_t, rank, em.rows_per_rank) : full_t);
+  }
+  em.state.steps = lm.state.steps;
+  tied_ = false;
+}
+
+void Optimizer::reset() {
+  for (AdamSlot& s : adam_) {
+    s.state.m.zero_();
+    s.state.v.zero_();
+    s.state.steps = 0;
+  }
+  for (BankSlot& s : banks_) s.state.zero_();
+  tied_ = has_tied_pair_;
+}
+
+}  // namespace gpt

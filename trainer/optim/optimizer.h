@@ -1,0 +1,74 @@
+#pragma once
+// The optimizer step of RECIPE §4 with the distributed semantics of §8:
+//  - banks (ParamKind::bank): every step, reduce-scatter (avg) along the matrix axis, NorMuon on the rank's chunk
+//    of count/W matrices (state for that chunk only), all-gather the bank, clear the gradient;
+//  - Adam parameters: only on odd steps, on the gradient accumulated over the two steps; groups from the
+//    recipe's optimizer.adam table; `sharded` groups reduce-scatter rows (avg), update the rank's rows (state for
+//    them only) and all-gather; the others all-reduce (avg) and update the whole tensor on every rank;
+//  - tied embedding (§4.6) while step ≤ split: grad(lm_head) += grad(embed)ᵀ, only lm_head is reduced and
+//    updated, then embed ← lm_headᵀ; at the end of the split step embed takes lm_head's Adam state transposed
+//    (same step counter) and the two are untied.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/normuon.h"
+#include "trainer/comm/comm.h"
+#include "trainer/optim/parameter_set.h"
+#include "trainer/recipe/recipe.h"
+#include "trainer/schedule/schedule.h"
+
+namespace gpt {
+
+class Optimizer {
+ public:
+  // Builds state for every parameter of `params` (which must outlive the optimizer). Throws when a parameter
+  // has no group in the recipe or its bank count / row count is not divisible by the world size.
+  Optimizer(ParameterSet& params, const Recipe& recipe, Comm& comm);
+
+  // One optimizer step for schedule entry `s` (reads step, lr_mult, momentum, adam_step, split_step).
+  void step(const StepSchedule& s);
+
+  // §9.1 reset: zero every state and step counter and re-tie embed to lm_head.
+  void reset();
+
+  bool tied() const { return tied_; }
+
+  // State views for tests and checkpoints (the rank's shard).
+  struct AdamState {
+    Tensor m, v;
+    int64_t steps = 0;
+  };
+  const AdamState& adam_state(const std::string& name) const;
+  const NorMuonState& bank_state(const std::string& name) const;
+
+ private:
+  struct AdamSlot {
+    Parameter* param = nullptr;
+    AdamGroupConfig group;
+    int64_t rows_per_rank = 0;  // sharded groups: rows owned by each rank
+    AdamState state;
+  };
+  struct BankSlot {
+    Parameter* param = nullptr;
+    BankConfig config;
+    int64_t per_rank = 0;  // matrices owned by each rank
+    NorMuonState state;
+  };
+
+  void step_banks(const StepSchedule& s);
+  void step_adam(const StepSchedule& s);
+  void update_adam(AdamSlot& slot, double lr_mult);
+  void untie();
+  AdamSlot* find_adam(const std::string& name);
+
+  ParameterSet& params_;
+  Recipe recipe_;
+  Comm& comm_;
+  std::vector<AdamSlot> adam_;
+  std::vector<BankSlot> banks_;
+  bool has_tied_pair_ = false;
+  bool tied_ = false;
+};
+
+}  // namespace gpt
