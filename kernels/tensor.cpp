@@ -1,6 +1,7 @@
 #include "kernels/tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -10,7 +11,9 @@ namespace gpt {
 #ifdef SPEEDRUN_HAVE_CUDA
 namespace cuda {
 void* malloc_device(size_t bytes);
-void free_device(void* ptr) noexcept;
+void free_device(void* ptr, size_t bytes) noexcept;
+MemoryStats memory_stats();
+void reset_peak_memory_stats();
 void copy(void* dst, bool dst_on_device, const void* src, bool src_on_device, size_t bytes);
 void memset_zero(void* ptr, size_t bytes);
 bool available();
@@ -62,12 +65,52 @@ int64_t shape_numel(const Shape& shape) {
 
 // ---- raw memory ------------------------------------------------------------------------------------
 
+namespace {
+// Host allocations are not cached; allocated == reserved.
+struct HostCounters {
+  std::atomic<size_t> allocated{0}, peak{0};
+  void add(size_t n) {
+    const size_t now = allocated.fetch_add(n) + n;
+    size_t peak_seen = peak.load();
+    while (now > peak_seen && !peak.compare_exchange_weak(peak_seen, now)) {
+    }
+  }
+};
+HostCounters& host_counters() {
+  static HostCounters counters;
+  return counters;
+}
+}  // namespace
+
+MemoryStats memory_stats(Device device) {
+  if (device == Device::cpu) {
+    const size_t a = host_counters().allocated.load(), p = host_counters().peak.load();
+    return {a, a, p, p};
+  }
+#ifdef SPEEDRUN_HAVE_CUDA
+  return cuda::memory_stats();
+#else
+  return {};
+#endif
+}
+
+void reset_peak_memory_stats(Device device) {
+  if (device == Device::cpu) {
+    host_counters().peak.store(host_counters().allocated.load());
+    return;
+  }
+#ifdef SPEEDRUN_HAVE_CUDA
+  cuda::reset_peak_memory_stats();
+#endif
+}
+
 void* device_alloc(Device device, size_t bytes) {
   if (bytes == 0) bytes = 1;
   if (device == Device::cpu) {
     // 64-byte alignment for vector loads; aligned_alloc needs a size multiple of the alignment.
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     GPT_CHECK(p != nullptr, "host allocation of ", bytes, " bytes failed");
+    host_counters().add(bytes);
     return p;
   }
 #ifdef SPEEDRUN_HAVE_CUDA
@@ -77,14 +120,16 @@ void* device_alloc(Device device, size_t bytes) {
 #endif
 }
 
-void device_free(Device device, void* ptr) noexcept {
+void device_free(Device device, void* ptr, size_t bytes) noexcept {
   if (ptr == nullptr) return;
+  if (bytes == 0) bytes = 1;
   if (device == Device::cpu) {
     std::free(ptr);
+    host_counters().allocated.fetch_sub(bytes);
     return;
   }
 #ifdef SPEEDRUN_HAVE_CUDA
-  cuda::free_device(ptr);
+  cuda::free_device(ptr, bytes);
 #endif
 }
 
@@ -122,7 +167,7 @@ bool cuda_available() {
 }
 
 Storage::Storage(Device device, size_t bytes) : device_(device), bytes_(bytes), data_(device_alloc(device, bytes)) {}
-Storage::~Storage() { device_free(device_, data_); }
+Storage::~Storage() { device_free(device_, data_, bytes_); }
 
 // ---- Tensor ------------------------------------------------------------------------------------------
 

@@ -132,8 +132,18 @@ void check_dtype(const Tensor& t, DType expected, const char* what);
 void check_same_device(std::initializer_list<const Tensor*> tensors, const char* op);
 
 // Raw device memory primitives; the CUDA ones live in kernels/cuda/memory.cu.
+// CUDA memory comes from a caching pool (kernels/cuda/memory.cu): freed blocks are kept for reuse by later
+// allocations of the same rounded size, so a training step allocates nothing from the driver after the first.
 void* device_alloc(Device device, size_t bytes);
-void device_free(Device device, void* ptr) noexcept;
+void device_free(Device device, void* ptr, size_t bytes) noexcept;
+
+// Bytes held by live tensors (allocated) and by the allocator including its cache (reserved), with peaks since
+// the last reset: the trainer's `peak memory allocated: … reserved: …` line.
+struct MemoryStats {
+  size_t allocated = 0, reserved = 0, peak_allocated = 0, peak_reserved = 0;
+};
+MemoryStats memory_stats(Device device);
+void reset_peak_memory_stats(Device device);
 void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 void device_memset_zero(void* ptr, Device device, size_t bytes);
 bool cuda_available();  // built with CUDA and at least one device visible
