@@ -33,7 +33,8 @@ TEST_P(SmearCuda, ForwardAndBackwardMatchCpu) {
   smear_forward(eg, wg, lg, out_gpu, sig_gpu);
   const double tol = tolerance_for(dtype);
   EXPECT_LT(rel_error(out_gpu, out_cpu), tol);
-  EXPECT_LT(rel_error(sig_gpu, sig_cpu), dtype == DType::f64 ? 1e-12 : 1e-5);
+  // bf16: z is rounded to bf16 before σ, and a different summation order can flip that rounding on rare rows.
+  EXPECT_LT(rel_error(sig_gpu, sig_cpu), dtype == DType::bf16 ? tol : dtype == DType::f64 ? 1e-12 : 1e-5);
 
   const Tensor dout = random_tensor({rows, d}, dtype, 53);
   Tensor de_cpu = random_tensor({rows, d}, dtype, 54), de_gpu = gpu(de_cpu);
