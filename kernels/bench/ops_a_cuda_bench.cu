@@ -1,0 +1,163 @@
+// Google Benchmark cases for the CUDA memory-bound ops (embedding, mix, activations, softcap loss, fp8, transpose).
+// Each iteration is timed with CUDA events (manual time); the GB/s counter counts the fewest bytes the op must move
+// (each input read once, each output written once), so it compares directly with the device's copy bandwidth.
+#include <benchmark/benchmark.h>
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "kernels/activation.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/fp8.h"
+#include "kernels/softcap_loss.h"
+#include "kernels/transpose.h"
+
+namespace gpt {
+namespace {
+
+Tensor random_device(const Shape& shape, DType dtype, uint64_t seed, double scale = 1.0) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> dist(0.0, scale);
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (double& x : v) x = dist(rng);
+  return Tensor::from_doubles(v, shape, dtype, Device::cuda);
+}
+
+Tensor random_ids_device(int64_t n, int64_t hi, DType dtype, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> dist(0, hi - 1);
+  Tensor t = Tensor::empty({n}, dtype);
+  for (int64_t i = 0; i < n; ++i) {
+    if (dtype == DType::i32) {
+      t.data<int32_t>()[i] = static_cast<int32_t>(dist(rng));
+    } else {
+      t.data<int64_t>()[i] = dist(rng);
+    }
+  }
+  return t.to(Device::cuda);
+}
+
+// Times fn with CUDA events per iteration after a warm-up call; bytes = minimal traffic of one call.
+void run_timed(benchmark::State& state, double bytes, const std::function<void()>& fn) {
+  fn();
+  GPT_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaEvent_t start, stop;
+  GPT_CUDA_CHECK(cudaEventCreate(&start));
+  GPT_CUDA_CHECK(cudaEventCreate(&stop));
+  for (auto _ : state) {
+    GPT_CUDA_CHECK(cudaEventRecord(start));
+    fn();
+    GPT_CUDA_CHECK(cudaEventRecord(stop));
+    GPT_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    GPT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    state.SetIterationTime(ms / 1e3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  state.counters["GB/s"] = benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
+constexpr int64_t kTokens = 16384, kDim = 768, kVocab = 50304, kLossRows = 49152 / 8;
+
+void BM_EmbeddingForward(benchmark::State& state) {
+  const Tensor table = random_device({kVocab, kDim}, DType::bf16, 1);
+  const Tensor ids = random_ids_device(kTokens, kVocab, DType::i32, 2);
+  Tensor out = Tensor::empty({kTokens, kDim}, DType::bf16, Device::cuda);
+  run_timed(state, 2.0 * kTokens * kDim * 2, [&] { embedding_forward(table, ids, out); });
+}
+
+void BM_EmbeddingBackward(benchmark::State& state) {
+  const Tensor dout = random_device({kTokens, kDim}, DType::bf16, 3);
+  const Tensor ids = random_ids_device(kTokens, kVocab, DType::i32, 4);
+  Tensor dtable = Tensor::zeros({kVocab, kDim}, DType::bf16, Device::cuda);
+  run_timed(state, 3.0 * kTokens * kDim * 2, [&] { embedding_backward(dout, ids, dtable); });
+}
+
+void BM_MixForward3(benchmark::State& state) {
+  const Tensor x0 = random_device({kTokens, kDim}, DType::bf16, 5), x1 = random_device({kTokens, kDim}, DType::bf16, 6);
+  const Tensor x2 = random_device({kTokens, kDim}, DType::bf16, 7);
+  const Tensor s = random_device({1}, DType::f32, 8), lanes = random_device({kTokens, 32}, DType::bf16, 9);
+  const std::vector<MixTerm> terms{{x0, Coef::of_scalar(s)}, {x1, Coef::sigmoid_scalar(s).times_lane(lanes, 3)},
+                                   {x2, Coef::of_lane(lanes, 10, 6).plus(1.0f)}};
+  Tensor out = Tensor::empty({kTokens, kDim}, DType::bf16, Device::cuda);
+  run_timed(state, 4.0 * kTokens * kDim * 2, [&] { mix_forward(terms, out); });
+}
+
+void BM_ReluSquareForward(benchmark::State& state) {
+  const Tensor pre = random_device({kTokens, 4 * kDim}, DType::bf16, 10);
+  Tensor post = Tensor::empty(pre.shape(), DType::bf16, Device::cuda);
+  run_timed(state, 2.0 * pre.numel() * 2, [&] { relu_square_forward(pre, post); });
+}
+
+void BM_GeluBackward(benchmark::State& state) {
+  const Tensor x = random_device({kTokens, kDim}, DType::bf16, 11), dy = random_device({kTokens, kDim}, DType::bf16, 12);
+  Tensor dx = Tensor::zeros(x.shape(), DType::bf16, Device::cuda);
+  run_timed(state, 4.0 * x.numel() * 2, [&] { gelu_backward(dy, x, dx); });
+}
+
+void BM_BiasBackward(benchmark::State& state) {
+  const Tensor dy = random_device({kTokens, kDim}, DType::bf16, 13);
+  Tensor db = Tensor::zeros({kDim}, DType::bf16, Device::cuda);
+  run_timed(state, 1.0 * dy.numel() * 2, [&] { bias_backward(dy, db); });
+}
+
+// §3 training loss on one microbatch of 49152/8 positions: read z_raw once, write dz_raw once.
+void BM_SoftcapTrainLoss(benchmark::State& state) {
+  const bool e5m2 = state.range(0) != 0;
+  const Tensor z = random_device({kLossRows, kVocab}, DType::bf16, 14, 8.0);
+  const Tensor y = random_ids_device(kLossRows, kVocab, DType::i64, 15);
+  Tensor loss = Tensor::empty({1}, DType::f32, Device::cuda);
+  Tensor dz = Tensor::empty({kLossRows, kVocab}, e5m2 ? DType::e5m2 : DType::bf16, Device::cuda);
+  TrainLossConfig cfg{.mtp_weights = {1.0f, 0.5f, 0.25f}, .loss_scale = 1.0f / 8, .grad_scale = 0.75f / 448 / 8};
+  const double bytes = static_cast<double>(kLossRows) * kVocab * (2 + (e5m2 ? 1 : 2));
+  run_timed(state, bytes, [&] { softcap_train_loss(z, y, Tensor{}, cfg, loss, dz); });
+}
+
+void BM_ValidationLossRows(benchmark::State& state) {
+  const Tensor z = random_device({kLossRows, kVocab}, DType::bf16, 16, 8.0);
+  const Tensor y = random_ids_device(kLossRows, kVocab, DType::i64, 17);
+  Tensor sum = Tensor::zeros({1}, DType::f32, Device::cuda);
+  run_timed(state, static_cast<double>(kLossRows) * kVocab * 2, [&] { validation_loss_rows_add(z, y, sum); });
+}
+
+void BM_QuantizeE4m3(benchmark::State& state) {
+  const Tensor x = random_device({kTokens, 4 * kDim}, DType::bf16, 18);
+  const Tensor scale = Tensor::from_floats(std::vector<float>{0.01f}, {1}, DType::f32, Device::cuda);
+  Tensor q = Tensor::empty(x.shape(), DType::e4m3, Device::cuda);
+  run_timed(state, 3.0 * x.numel(), [&] { quantize_fp8(x, scale, q); });
+}
+
+void BM_Amax(benchmark::State& state) {
+  const Tensor x = random_device({kTokens, 4 * kDim}, DType::bf16, 19);
+  Tensor m = Tensor::empty({1}, DType::f32, Device::cuda);
+  run_timed(state, 2.0 * x.numel(), [&] { amax(x, m); });
+}
+
+void BM_AddTransposed(benchmark::State& state) {
+  const Tensor src = random_device({kVocab, kDim}, DType::bf16, 20);
+  Tensor dst = Tensor::zeros({kDim, kVocab}, DType::bf16, Device::cuda);
+  run_timed(state, 3.0 * src.numel() * 2, [&] { add_transposed(src, dst); });
+}
+
+BENCHMARK(BM_EmbeddingForward)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_EmbeddingBackward)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MixForward3)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ReluSquareForward)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GeluBackward)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_BiasBackward)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SoftcapTrainLoss)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ValidationLossRows)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_QuantizeE4m3)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Amax)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AddTransposed)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace gpt
+
+BENCHMARK_MAIN();

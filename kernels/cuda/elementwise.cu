@@ -1,0 +1,255 @@
+// CUDA kernels of kernels/elementwise.h (mix_forward / mix_backward). One warp per row, 16-byte packs when every
+// row and coefficient block is 16-byte aligned. Coefficients are formed as in the CPU reference: S = f(s) rounded
+// for out's dtype, coef = (S · L) in double, then cast to the accumulation type. Reductions run in a fixed order
+// (lane layout, then rows in order) and are reproducible run to run.
+#include "kernels/cuda/ops_common.cuh"
+#include "kernels/elementwise.h"
+
+namespace gpt::cuda {
+
+namespace {
+
+constexpr int kMaxTerms = 16;
+constexpr int kWarps = 8;
+
+struct TermArgs {
+  const void* x = nullptr;
+  const void* scalar = nullptr;  // A [1] or null
+  const void* lanes = nullptr;   // T [rows, lane_stride] or null
+  void* dx = nullptr;
+  void* dlanes = nullptr;
+  void* dscalar = nullptr;  // A [1] or null
+  int64_t lane_stride = 0, lane = 0, groups = 1;
+  double offset = 0.0;
+  int sigmoid = 0;
+  int overwrite_dx = 0;
+  int want_coef_grad = 0;
+};
+
+struct MixArgs {
+  int n_terms = 0;
+  TermArgs t[kMaxTerms];
+};
+
+// S and f'(s) of one term (identical in every thread).
+template <typename T, typename A>
+__device__ __forceinline__ double term_scalar(const TermArgs& a, double* ds_ds) {
+  if (a.scalar == nullptr) {
+    *ds_ds = 0.0;
+    return 1.0;
+  }
+  double s = static_cast<double>(static_cast<const A*>(a.scalar)[0]);
+  if (a.sigmoid) {
+    s = sigmoid_d(s);
+    *ds_ds = s * (1.0 - s);
+  } else {
+    *ds_ds = 1.0;
+  }
+  return scalar_for<T>(s);
+}
+
+template <typename T>
+__device__ __forceinline__ double lane_value(const TermArgs& a, int64_t row, int64_t g) {
+  if (a.lanes == nullptr) return 1.0;
+  const T* l = static_cast<const T*>(a.lanes);
+  return a.offset + static_cast<double>(to_acc<float>(l[row * a.lane_stride + a.lane + g]));
+}
+// f64 lanes keep full precision.
+template <>
+__device__ __forceinline__ double lane_value<double>(const TermArgs& a, int64_t row, int64_t g) {
+  if (a.lanes == nullptr) return 1.0;
+  return a.offset + static_cast<const double*>(a.lanes)[row * a.lane_stride + a.lane + g];
+}
+
+template <typename T, typename A, int VEC>
+__global__ void mix_forward_kernel(const __grid_constant__ MixArgs args, T* out, int64_t rows, int64_t n) {
+  __shared__ double s_scalar[kMaxTerms];
+  if (threadIdx.x < args.n_terms) {
+    double unused;
+    s_scalar[threadIdx.x] = term_scalar<T, A>(args.t[threadIdx.x], &unused);
+  }
+  __syncthreads();
+  const int lane = threadIdx.x % 32;
+  for (int64_t row = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32; row < rows; row += gridDim.x * int64_t{kWarps}) {
+    for (int64_t c = lane * VEC; c < n; c += 32 * VEC) {
+      A acc[VEC];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) acc[j] = A(0);
+      for (int k = 0; k < args.n_terms; ++k) {
+        const TermArgs& a = args.t[k];
+        const A coef = static_cast<A>(s_scalar[k] * lane_value<T>(a, row, c / (n / a.groups)));
+        const Pack<T, VEC> x = load_pack<T, VEC>(static_cast<const T*>(a.x) + row * n + c);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) acc[j] += coef * to_acc<A>(x.v[j]);
+      }
+      Pack<T, VEC> o;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) o.v[j] = from_acc<T>(acc[j]);
+      store_pack<T, VEC>(out + row * n + c, o);
+    }
+  }
+}
+
+// Per row: coefficient gradients first (they read dout, which an overwriting dx may replace), then dx.
+template <typename T, typename A, int VEC>
+__global__ void mix_backward_kernel(const __grid_constant__ MixArgs args, const T* dout, int64_t rows, int64_t n,
+                                    double* scalar_partial) {
+  __shared__ double s_scalar[kMaxTerms];
+  if (threadIdx.x < args.n_terms) {
+    double unused;
+    s_scalar[threadIdx.x] = term_scalar<T, A>(args.t[threadIdx.x], &unused);
+  }
+  __syncthreads();
+  const int lane = threadIdx.x % 32;
+  for (int64_t row = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32; row < rows; row += gridDim.x * int64_t{kWarps}) {
+    const T* d = dout + row * n;
+    for (int k = 0; k < args.n_terms; ++k) {
+      const TermArgs& a = args.t[k];
+      if (!a.want_coef_grad) continue;
+      const T* x = static_cast<const T*>(a.x) + row * n;
+      const int64_t block = n / a.groups;
+      double row_sum = 0.0;
+      for (int64_t g = 0; g < a.groups; ++g) {
+        A dot = 0;
+        for (int64_t c = g * block + lane * VEC; c < (g + 1) * block; c += 32 * VEC) {
+          const Pack<T, VEC> dv = load_pack<T, VEC>(d + c), xv = load_pack<T, VEC>(x + c);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) dot += to_acc<A>(dv.v[j]) * to_acc<A>(xv.v[j]);
+        }
+        dot = warp_sum(dot);
+        if (lane == 0 && a.dlanes != nullptr) {
+          T& slot = static_cast<T*>(a.dlanes)[row * a.lane_stride + a.lane + g];
+          slot = from_acc<T>(to_acc<A>(slot) + static_cast<A>(s_scalar[k]) * dot);
+        }
+        row_sum += lane_value<T>(a, row, g) * static_cast<double>(dot);
+      }
+      if (lane == 0 && a.dscalar != nullptr) scalar_partial[k * rows + row] = row_sum;
+    }
+    __syncwarp();
+    for (int64_t c = lane * VEC; c < n; c += 32 * VEC) {
+      const Pack<T, VEC> dv = load_pack<T, VEC>(d + c);
+      for (int k = 0; k < args.n_terms; ++k) {
+        const TermArgs& a = args.t[k];
+        if (a.dx == nullptr) continue;
+        const A coef = static_cast<A>(s_scalar[k] * lane_value<T>(a, row, c / (n / a.groups)));
+        T* dx = static_cast<T*>(a.dx) + row * n + c;
+        Pack<T, VEC> o;
+        if (a.overwrite_dx) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) o.v[j] = from_acc<T>(coef * to_acc<A>(dv.v[j]));
+        } else {
+          o = load_pack<T, VEC>(dx);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) o.v[j] = from_acc<T>(to_acc<A>(o.v[j]) + coef * to_acc<A>(dv.v[j]));
+        }
+        store_pack<T, VEC>(dx, o);
+      }
+    }
+  }
+}
+
+// dscalar_k += f'(s_k) · Σ_rows partial[k][row]: one block per term, fixed-order tree in double.
+template <typename T, typename A>
+__global__ void mix_scalar_grad_kernel(const __grid_constant__ MixArgs args, const double* scalar_partial,
+                                       int64_t rows) {
+  __shared__ double shared32[32];
+  const int k = blockIdx.x;
+  A* ds = static_cast<A*>(args.t[k].dscalar);
+  if (ds == nullptr) return;
+  double sum = 0.0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) sum += scalar_partial[k * rows + r];
+  sum = block_sum(sum, shared32);
+  if (threadIdx.x == 0) {
+    double ds_ds;
+    term_scalar<T, A>(args.t[k], &ds_ds);
+    ds[0] = static_cast<A>(static_cast<double>(ds[0]) + ds_ds * sum);
+  }
+}
+
+MixArgs pack_terms(std::span<const MixTerm> terms, const char* op) {
+  GPT_CHECK(terms.size() <= static_cast<size_t>(kMaxTerms), op, ": at most ", kMaxTerms, " terms on CUDA, got ",
+            terms.size());
+  MixArgs args;
+  args.n_terms = static_cast<int>(terms.size());
+  for (size_t k = 0; k < terms.size(); ++k) {
+    const Coef& c = terms[k].coef;
+    TermArgs& a = args.t[k];
+    a.x = terms[k].x.raw();
+    if (c.scalar.defined()) {
+      GPT_CHECK(c.scalar.device() == Device::cuda, op, ": scalar of term ", k, " must be on the GPU");
+      a.scalar = c.scalar.raw();
+      a.sigmoid = c.fn == ScalarFn::sigmoid ? 1 : 0;
+    }
+    if (c.lanes.defined()) {
+      a.lanes = c.lanes.raw();
+      a.lane_stride = c.lanes.size(1);
+      a.lane = c.lane;
+      a.groups = c.groups;
+      a.offset = c.offset;
+    }
+  }
+  return args;
+}
+
+// 16-byte packs need every row, every coefficient block and every base pointer aligned.
+template <typename T>
+bool can_pack(const MixArgs& args, int64_t n, const void* out) {
+  constexpr int kVec = kVec16<T>;
+  if (n % kVec != 0 || !aligned16(out)) return false;
+  for (int k = 0; k < args.n_terms; ++k) {
+    const TermArgs& a = args.t[k];
+    if ((n / a.groups) % kVec != 0 || !aligned16(a.x) || (a.dx != nullptr && !aligned16(a.dx))) return false;
+  }
+  return true;
+}
+
+unsigned row_blocks(int64_t rows) { return blocks_for(rows, kWarps, 1 << 20); }
+
+}  // namespace
+
+void mix_forward(std::span<const MixTerm> terms, Tensor& out) {
+  const int64_t rows = out.size(0), n = out.numel() / rows;
+  const MixArgs args = pack_terms(terms, "mix_forward");
+  dispatch_floating_cuda(out.dtype(), "mix_forward", [&]<typename T, typename A>() {
+    if (can_pack<T>(args, n, out.raw())) {
+      mix_forward_kernel<T, A, kVec16<T>><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(out), rows, n);
+    } else {
+      mix_forward_kernel<T, A, 1><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(out), rows, n);
+    }
+  });
+  GPT_CUDA_CHECK_LAUNCH();
+}
+
+void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads) {
+  const int64_t rows = dout.size(0), n = dout.numel() / rows;
+  MixArgs args = pack_terms(terms, "mix_backward");
+  bool any_scalar_grad = false;
+  for (size_t k = 0; k < grads.size(); ++k) {
+    TermArgs& a = args.t[k];
+    if (grads[k].dx.defined()) a.dx = const_cast<void*>(grads[k].dx.raw());
+    a.overwrite_dx = grads[k].overwrite_dx ? 1 : 0;
+    if (grads[k].dlanes.defined()) a.dlanes = const_cast<void*>(grads[k].dlanes.raw());
+    if (grads[k].dscalar.defined()) {
+      a.dscalar = const_cast<void*>(grads[k].dscalar.raw());
+      any_scalar_grad = true;
+    }
+    a.want_coef_grad = (grads[k].dlanes.defined() || grads[k].dscalar.defined()) ? 1 : 0;
+  }
+  DeviceScratch partial(any_scalar_grad ? static_cast<size_t>(rows) * args.n_terms * sizeof(double) : 0);
+  double* partial_ptr = partial.as<double>();
+  dispatch_floating_cuda(dout.dtype(), "mix_backward", [&]<typename T, typename A>() {
+    if (can_pack<T>(args, n, dout.raw())) {
+      mix_backward_kernel<T, A, kVec16<T>><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, n,
+                                                                              partial_ptr);
+    } else {
+      mix_backward_kernel<T, A, 1><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, n,
+                                                                      partial_ptr);
+    }
+    GPT_CUDA_CHECK_LAUNCH();
+    if (!any_scalar_grad) return;
+    mix_scalar_grad_kernel<T, A><<<args.n_terms, 256>>>(args, partial_ptr, rows);
+    GPT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace gpt::cuda

@@ -1,0 +1,100 @@
+// CUDA embedding / value-embedding / bigram gathers and scatter-add backwards against the CPU reference.
+#include <gtest/gtest.h>
+
+#include "kernels/bigram.h"
+#include "kernels/embedding.h"
+#include "tests/gpu/ops_cuda_test_util.h"
+
+namespace gpt {
+namespace {
+
+using namespace ops_cuda_testing;
+using testing::random_tensor;
+
+struct EmbedCase {
+  DType dtype;
+  int64_t rows, d, tokens, id_range;  // ids drawn from [0, id_range): small ranges force repeated rows
+};
+
+class EmbeddingCuda : public ::testing::TestWithParam<EmbedCase> {};
+
+TEST_P(EmbeddingCuda, ForwardAndBackwardMatchCpu) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  const auto [dtype, rows, d, n, range] = GetParam();
+  const Tensor table = random_tensor({rows, d}, dtype, 21);
+  const Tensor ids = random_ids(n, 0, range, 22);
+  const Tensor dout = random_tensor({n, d}, dtype, 23);
+  Tensor out_cpu = Tensor::empty({n, d}, dtype);
+  embedding_forward(table, ids, out_cpu);
+  Tensor out_gpu = Tensor::empty({n, d}, dtype, Device::cuda);
+  poison(out_gpu);
+  embedding_forward(gpu(table), gpu(ids), out_gpu);
+  EXPECT_EQ(rel_error(out_gpu, out_cpu), 0.0) << "a gather copies exactly";
+
+  Tensor dtable_cpu = random_tensor({rows, d}, dtype, 24);  // backward adds: start from non-zero
+  Tensor dtable_gpu = gpu(dtable_cpu), dtable_again = gpu(dtable_cpu);
+  embedding_backward(dout, ids, dtable_cpu);
+  const Tensor dout_g = gpu(dout), ids_g = gpu(ids);
+  embedding_backward(dout_g, ids_g, dtable_gpu);
+  embedding_backward(dout_g, ids_g, dtable_again);
+  // Same per-row order and rounding points as the CPU: identical in every dtype.
+  EXPECT_EQ(rel_error(dtable_gpu, dtable_cpu), 0.0);
+  EXPECT_EQ(dtable_gpu.to_doubles(), dtable_again.to_doubles()) << "backward must be deterministic";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, EmbeddingCuda,
+    ::testing::Values(EmbedCase{DType::f64, 70, 24, 300, 40}, EmbedCase{DType::f32, 70, 24, 300, 40},
+                      EmbedCase{DType::bf16, 70, 24, 300, 40}, EmbedCase{DType::bf16, 33, 13, 77, 33},
+                      EmbedCase{DType::f32, 50304, 768, 2048, 50304}, EmbedCase{DType::bf16, 50304, 768, 16384, 2000},
+                      EmbedCase{DType::f32, 50304, 768, 16384, 50304}));
+
+TEST(EmbeddingCuda, ValuePlaneTouchesOnlyItsRows) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  const int64_t vocab = 50, d = 16, planes = 3, n = 64;
+  const Tensor table = random_tensor({planes * vocab, d}, DType::bf16, 31);
+  const Tensor ids = random_ids(n, 0, vocab, 32);
+  const Tensor dout = random_tensor({n, d}, DType::bf16, 33);
+  Tensor out_cpu = Tensor::empty({n, d}, DType::bf16), out_gpu = Tensor::empty({n, d}, DType::bf16, Device::cuda);
+  poison(out_gpu);
+  value_embedding_forward(table, ids, 2, out_cpu, vocab);
+  value_embedding_forward(gpu(table), gpu(ids), 2, out_gpu, vocab);
+  EXPECT_EQ(rel_error(out_gpu, out_cpu), 0.0);
+  Tensor dt_cpu = random_tensor({planes * vocab, d}, DType::bf16, 34), dt_gpu = gpu(dt_cpu);
+  value_embedding_backward(dout, ids, 1, dt_cpu, vocab);
+  value_embedding_backward(gpu(dout), gpu(ids), 1, dt_gpu, vocab);
+  EXPECT_EQ(rel_error(dt_gpu, dt_cpu), 0.0);
+}
+
+class BigramCuda : public ::testing::TestWithParam<EmbedCase> {};
+
+TEST_P(BigramCuda, ForwardAndBackwardMatchCpu) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  const auto [dtype, rows, d, n, range] = GetParam();
+  const int64_t sign_rows = 17;
+  const Tensor embed = random_tensor({rows, d}, dtype, 41);
+  std::vector<double> signs(static_cast<size_t>(sign_rows * d));
+  for (size_t i = 0; i < signs.size(); ++i) signs[i] = ((i * 2654435761u) >> 7) % 2 == 0 ? 1.0 : -1.0;
+  const Tensor sign = Tensor::from_doubles(signs, {sign_rows, d}, dtype);
+  const Tensor ids = random_ids(n, 0, range, 42), sign_ids = random_ids(n, 0, sign_rows, 43);
+  Tensor out_cpu = Tensor::empty({n, d}, dtype), out_gpu = Tensor::empty({n, d}, dtype, Device::cuda);
+  poison(out_gpu);
+  bigram_forward(embed, sign, ids, sign_ids, out_cpu);
+  bigram_forward(gpu(embed), gpu(sign), gpu(ids), gpu(sign_ids), out_gpu);
+  EXPECT_EQ(rel_error(out_gpu, out_cpu), 0.0) << "±1 products are exact";
+
+  const Tensor dout = random_tensor({n, d}, dtype, 44);
+  Tensor de_cpu = random_tensor({rows, d}, dtype, 45), de_gpu = gpu(de_cpu);
+  bigram_backward(dout, sign, ids, sign_ids, de_cpu);
+  bigram_backward(gpu(dout), gpu(sign), gpu(ids), gpu(sign_ids), de_gpu);
+  EXPECT_EQ(rel_error(de_gpu, de_cpu), 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, BigramCuda,
+                         ::testing::Values(EmbedCase{DType::f64, 60, 24, 200, 30},
+                                           EmbedCase{DType::f32, 60, 24, 200, 30},
+                                           EmbedCase{DType::bf16, 60, 20, 200, 30},
+                                           EmbedCase{DType::bf16, 50304, 768, 8192, 50304}));
+
+}  // namespace
+}  // namespace gpt
