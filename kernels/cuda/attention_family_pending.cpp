@@ -5,8 +5,6 @@
 #include "kernels/attention.h"
 #include "kernels/dc_attention.h"
 #include "kernels/head_gate.h"
-#include "kernels/key_offset.h"
-#include "kernels/rotary.h"
 #include "kernels/value_gate.h"
 #include "kernels/xsa.h"
 
@@ -26,14 +24,6 @@ void attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tenso
   no_kernel("attention_backward");
 }
 void double_cu_seqlens(const Tensor&, Tensor&) { no_kernel("double_cu_seqlens"); }
-
-void rotary_forward(const Tensor&, const Tensor&, const Tensor&, RotaryLayout, Tensor&) { no_kernel("rotary_forward"); }
-void rotary_backward(const Tensor&, const Tensor&, const Tensor&, RotaryLayout, Tensor&) {
-  no_kernel("rotary_backward");
-}
-
-void key_offset_forward(const Tensor&, Tensor&) { no_kernel("key_offset_forward"); }
-void key_offset_backward(const Tensor&, Tensor&) { no_kernel("key_offset_backward"); }
 
 void value_gate_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
   no_kernel("value_gate_forward");
