@@ -39,13 +39,15 @@ void normuon_normalize(Tensor& x) {
   dispatch_floating(x.dtype(), "normuon_normalize", [&]<typename T>() {
     using A = acc_t<T>;
     T* xp = x.data<T>();
-    // One matrix per iteration; the sum runs serially within a matrix so the result is deterministic.
+    // One matrix per iteration; the sum runs serially within a matrix so the result is deterministic. It is
+    // accumulated in double: a serial fp32 sum over millions of squares drifts by ~1e-4 relative, more than
+    // the GPU's tree reduction, and the reference must be the more accurate of the two.
 #pragma omp parallel for schedule(static)
     for (int64_t k = 0; k < count; ++k) {
       T* xm = xp + k * per;
-      A ss = 0;
-      for (int64_t i = 0; i < per; ++i) ss += load(xm[i]) * load(xm[i]);
-      const A norm = round_to<T>(std::sqrt(ss));
+      double ss = 0;
+      for (int64_t i = 0; i < per; ++i) ss += static_cast<double>(load(xm[i])) * static_cast<double>(load(xm[i]));
+      const A norm = round_to<T>(static_cast<A>(std::sqrt(ss)));
       const A denom = round_to<T>(round_to<T>(norm * A(1.02)) + A(1e-6));
       for (int64_t i = 0; i < per; ++i) xm[i] = store<T>(load(xm[i]) / denom);
     }
