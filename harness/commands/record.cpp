@@ -103,6 +103,8 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
       GPT_CHECK(p.count(key), "--resume: sweep '", sweep.name, "' lacks its '", key, "' parameter");
       return p.at(key);
     };
+    GPT_CHECK(o.runs == 0 || o.runs == sweep.runs_planned, "--runs ", o.runs, " conflicts with --resume: sweep '",
+              sweep.name, "' was planned with ", sweep.runs_planned, " runs");
     o.runs = sweep.runs_planned;
     o.first_seed = std::stoll(get("first_seed"));
     o.recipe = sweep.recipe;

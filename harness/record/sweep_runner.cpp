@@ -15,6 +15,9 @@ namespace gpt::harness {
 namespace {
 
 volatile std::sig_atomic_t g_stop_requested = 0;
+using SignalHandler = void (*)(int);
+SignalHandler g_previous_int = SIG_DFL;
+SignalHandler g_previous_term = SIG_DFL;
 extern "C" void on_stop_signal(int) { g_stop_requested = 1; }
 
 std::string format_duration(double seconds) {
@@ -129,12 +132,12 @@ class Progress {
 
 InterruptGuard::InterruptGuard() {
   g_stop_requested = 0;
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  g_previous_int = std::signal(SIGINT, on_stop_signal);
+  g_previous_term = std::signal(SIGTERM, on_stop_signal);
 }
 InterruptGuard::~InterruptGuard() {
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  std::signal(SIGINT, g_previous_int == SIG_ERR ? SIG_DFL : g_previous_int);
+  std::signal(SIGTERM, g_previous_term == SIG_ERR ? SIG_DFL : g_previous_term);
 }
 bool InterruptGuard::requested() { return g_stop_requested != 0; }
 void InterruptGuard::request() { g_stop_requested = 1; }
