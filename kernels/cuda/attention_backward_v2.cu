@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_v2_kernel(
   const int s_last = min(s0 + kKeysPerBlock, tokens) - 1;
   // Queries that can see a key s: [s, min(segment end − 1, s + window)]; the block's union ends at s_last's bound.
   const int seg_last = segment_end(cu, r, s_last) - 1;
-  const int q_end = min(seg_last, s_last + window);
+  const int q_end = s_last + min(seg_last - s_last, window);  // no int overflow near T = 2^31
   const int tiles = (q_end - s0) / kQueryTile + 1;
 
   auto load_queries = [&](int n) {
