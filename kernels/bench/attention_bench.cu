@@ -102,7 +102,7 @@ int64_t count_documents(const std::vector<int32_t>& cu) {
 }
 
 // Benchmark argument 0 = kernel version index into kAttentionForwardVariants / kAttentionBackwardVariants (the
-// label names it; the last index is the promoted one), argument 1 = window.
+// label names it and marks the promoted one), argument 1 = window.
 void BM_AttentionForward(benchmark::State& state) {
   const auto& variant = cuda::kAttentionForwardVariants[state.range(0)];
   const int64_t window = state.range(1);
@@ -111,9 +111,7 @@ void BM_AttentionForward(benchmark::State& state) {
   const double flops = 4.0 * kDim * kHeads * allowed_pairs(in.cu_host, window);
   const double elems = static_cast<double>(kTokens * kHeads * kDim);
   bench::time_with_events(state, [&] { variant.fn(in.q, in.k, in.v, in.cu, in.y, in.lse, window, scale); }, flops);
-  state.SetLabel(std::string(variant.name) +
-                 (state.range(0) + 1 == static_cast<int64_t>(std::size(cuda::kAttentionForwardVariants)) ? " (promoted)"
-                                                                                                         : ""));
+  state.SetLabel(std::string(variant.name) + (state.range(0) == cuda::kPromotedForward ? " (promoted)" : ""));
   state.counters["vs_dense_gemm"] = state.counters["TFLOP/s"] / dense_gemm_tflops();
   set_floor(state, flops, 4 * 2 * elems + 4.0 * kTokens * kHeads);  // q, k, v, y bf16 + lse f32
   state.counters["documents"] = static_cast<double>(count_documents(in.cu_host));
@@ -130,10 +128,7 @@ void BM_AttentionBackward(benchmark::State& state) {
   bench::time_with_events(
       state,
       [&] { variant.fn(in.dy, in.q, in.k, in.v, in.cu, in.y, in.lse, in.dq, in.dk, in.dv, window, scale); }, flops);
-  state.SetLabel(std::string(variant.name) +
-                 (state.range(0) + 1 == static_cast<int64_t>(std::size(cuda::kAttentionBackwardVariants))
-                      ? " (promoted)"
-                      : ""));
+  state.SetLabel(std::string(variant.name) + (state.range(0) == cuda::kPromotedBackward ? " (promoted)" : ""));
   state.counters["vs_dense_gemm"] = state.counters["TFLOP/s"] / dense_gemm_tflops();
   // dy, q, k, v, y read + dq, dk, dv read and written (they accumulate), bf16; lse read, f32.
   set_floor(state, flops, (5 + 2 * 3) * 2 * elems + 4.0 * kTokens * kHeads);

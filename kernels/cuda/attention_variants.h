@@ -6,10 +6,13 @@
 //   forward v1: 64 queries × 4 warps per block, synchronous tile loads, per-element masks on every tile.
 //   forward v2: 128 queries × 8 warps, cp.async double-buffered K/V, ldmatrix fragments, masks only on boundary
 //               tiles, per-warp skipping of tiles the warp cannot see, exp2 with the scale folded into one FFMA.
+//   forward v3: v2 with 4 warps × 32 rows (two 16-row tiles per warp share every K/V fragment: half the
+//               shared-memory reads per FLOP, twice the accumulator registers).
 //   backward v1: dK/dV pass (64 keys × 4 warps) + dQ pass (64 queries × 4 warps), synchronous tile loads.
 //   backward v2: the same two passes with cp.async double-buffered tiles, ldmatrix fragments, boundary-only masks
 //                and per-warp tile skipping.
 #include <cstdint>
+#include <iterator>
 
 #include "kernels/tensor.h"
 
@@ -24,6 +27,8 @@ using AttentionBackwardFn = void (*)(const Tensor& dy, const Tensor& q, const Te
 void attention_forward_v1(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                           Tensor& lse, int64_t window, float scale);
 void attention_forward_v2(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                          Tensor& lse, int64_t window, float scale);
+void attention_forward_v3(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                           Tensor& lse, int64_t window, float scale);
 void attention_backward_v1(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
@@ -41,10 +46,14 @@ struct AttentionBackwardVariant {
   AttentionBackwardFn fn;
 };
 
-// Every version, oldest first; the last one is what cuda::attention_forward / attention_backward run.
-inline constexpr AttentionForwardVariant kAttentionForwardVariants[] = {{"v1", attention_forward_v1},
-                                                                        {"v2", attention_forward_v2}};
+// Every version, oldest first; cuda::attention_forward / attention_backward run the one marked promoted.
+inline constexpr AttentionForwardVariant kAttentionForwardVariants[] = {
+    {"v1", attention_forward_v1}, {"v2", attention_forward_v2}, {"v3", attention_forward_v3}};
+inline constexpr int kPromotedForward = 1;  // v2 until a device run shows v3 faster (kernels/cuda/NOTES.md)
 inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {{"v1", attention_backward_v1},
                                                                           {"v2", attention_backward_v2}};
+inline constexpr int kPromotedBackward = 1;
+static_assert(kPromotedForward < static_cast<int>(std::size(kAttentionForwardVariants)));
+static_assert(kPromotedBackward < static_cast<int>(std::size(kAttentionBackwardVariants)));
 
 }  // namespace gpt::cuda
