@@ -5,15 +5,20 @@
 // FLOPs count allowed (query, key) pairs only: 4·D per pair forward (Q·Kᵀ and P·V), 10·D per pair backward (the
 // standard five products; the kernel itself recomputes two more for its atomic-free dQ pass).
 // "vs_dense_gemm" divides by the dense bf16 GEMM rate measured once in this process (8192³ through gpt::gemm).
+// Every kernel version of kernels/cuda/attention_variants.h is timed (label v1, v2, ...; "(promoted)" marks the one
+// the model calls), so one run shows before and after; targets: forward ≥ 0.40, backward ≥ 0.30 of the dense rate.
 //   ./attention_bench --benchmark_format=json
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <iterator>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/attention.h"
 #include "kernels/bench/bench_util.cuh"
+#include "kernels/cuda/attention_variants.h"
 #include "kernels/gemm.h"
 
 namespace gpt {
@@ -81,37 +86,69 @@ struct Inputs {
   }
 };
 
+// FLOP and byte floors of one call (kernels/cuda/NOTES.md): the bytes are each input read once and each output
+// written once; "floor_us" is the larger of FLOPs / (this run's dense GEMM rate) and bytes / 3.94 TB/s (ANCHORS.md
+// copy rate), i.e. the time of a kernel as efficient as the dense GEMM.
+void set_floor(benchmark::State& state, double flops, double bytes) {
+  state.counters["GFLOP"] = flops / 1e9;
+  state.counters["MB"] = bytes / 1e6;
+  state.counters["floor_us"] = std::max(flops / (dense_gemm_tflops() * 1e12), bytes / 3.94e12) * 1e6;
+}
+
+int64_t count_documents(const std::vector<int32_t>& cu) {
+  int64_t n = 0;
+  for (size_t i = 0; i + 1 < cu.size(); ++i) n += cu[i + 1] > cu[i];
+  return n;
+}
+
+// Benchmark argument 0 = kernel version index into kAttentionForwardVariants / kAttentionBackwardVariants (the
+// label names it and marks the promoted one), argument 1 = window.
 void BM_AttentionForward(benchmark::State& state) {
-  const int64_t window = state.range(0);
+  const auto& variant = cuda::kAttentionForwardVariants[state.range(0)];
+  const int64_t window = state.range(1);
   Inputs in;
   const float scale = 0.12f;
   const double flops = 4.0 * kDim * kHeads * allowed_pairs(in.cu_host, window);
-  bench::time_with_events(state, [&] { attention_forward(in.q, in.k, in.v, in.cu, in.y, in.lse, window, scale); },
-                          flops);
+  const double elems = static_cast<double>(kTokens * kHeads * kDim);
+  bench::time_with_events(state, [&] { variant.fn(in.q, in.k, in.v, in.cu, in.y, in.lse, window, scale); }, flops);
+  state.SetLabel(std::string(variant.name) + (state.range(0) == cuda::kPromotedForward ? " (promoted)" : ""));
   state.counters["vs_dense_gemm"] = state.counters["TFLOP/s"] / dense_gemm_tflops();
-  state.counters["documents"] = static_cast<double>(std::count_if(in.cu_host.begin() + 1, in.cu_host.end(),
-                                                                  [&, prev = 0](int32_t c) mutable {
-                                                                    const bool nonempty = c > prev;
-                                                                    prev = c;
-                                                                    return nonempty;
-                                                                  }));
+  set_floor(state, flops, 4 * 2 * elems + 4.0 * kTokens * kHeads);  // q, k, v, y bf16 + lse f32
+  state.counters["documents"] = static_cast<double>(count_documents(in.cu_host));
 }
 
 void BM_AttentionBackward(benchmark::State& state) {
-  const int64_t window = state.range(0);
+  const auto& variant = cuda::kAttentionBackwardVariants[state.range(0)];
+  const int64_t window = state.range(1);
   Inputs in;
   const float scale = 0.12f;
-  attention_forward(in.q, in.k, in.v, in.cu, in.y, in.lse, window, scale);
+  cuda::attention_forward(in.q, in.k, in.v, in.cu, in.y, in.lse, window, scale);
   const double flops = 10.0 * kDim * kHeads * allowed_pairs(in.cu_host, window);
+  const double elems = static_cast<double>(kTokens * kHeads * kDim);
   bench::time_with_events(
       state,
-      [&] { attention_backward(in.dy, in.q, in.k, in.v, in.cu, in.y, in.lse, in.dq, in.dk, in.dv, window, scale); },
-      flops);
+      [&] { variant.fn(in.dy, in.q, in.k, in.v, in.cu, in.y, in.lse, in.dq, in.dk, in.dv, window, scale); }, flops);
+  state.SetLabel(std::string(variant.name) + (state.range(0) == cuda::kPromotedBackward ? " (promoted)" : ""));
   state.counters["vs_dense_gemm"] = state.counters["TFLOP/s"] / dense_gemm_tflops();
+  // dy, q, k, v, y read + dq, dk, dv read and written (they accumulate), bf16; lse read, f32.
+  set_floor(state, flops, (5 + 2 * 3) * 2 * elems + 4.0 * kTokens * kHeads);
 }
 
-BENCHMARK(BM_AttentionForward)->ArgName("window")->Arg(640)->Arg(1408)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_AttentionBackward)->ArgName("window")->Arg(640)->Arg(1408)->UseManualTime()->Unit(benchmark::kMillisecond);
+void variants_and_windows(benchmark::internal::Benchmark* b, int64_t variants) {
+  b->ArgNames({"variant", "window"});
+  for (int64_t window : {640, 1408}) {
+    for (int64_t v = 0; v < variants; ++v) b->Args({v, window});
+  }
+}
+
+BENCHMARK(BM_AttentionForward)
+    ->Apply([](benchmark::internal::Benchmark* b) { variants_and_windows(b, std::size(cuda::kAttentionForwardVariants)); })
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AttentionBackward)
+    ->Apply([](benchmark::internal::Benchmark* b) { variants_and_windows(b, std::size(cuda::kAttentionBackwardVariants)); })
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace gpt

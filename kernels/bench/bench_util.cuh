@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 
@@ -58,11 +59,17 @@ inline void fill_uniform(Tensor& t, uint64_t seed, float scale = 1.0f) {
   GPT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-// Times `call` once per benchmark iteration with CUDA events on the current stream (after `warmup` untimed calls)
-// and sets the manual time; adds a TFLOP/s counter from `flops` per call.
+// Times `call` once per benchmark iteration with CUDA events on the current stream and sets the manual time; adds
+// a TFLOP/s counter from `flops` per call. Warm-up: at least `warmup` untimed calls and at least 0.2 s of them, so
+// that the first benchmark of a process does not time an idle GPU ramping its clocks (the 2026-12-02 run measured
+// the 8192³ GEMM at 660 TFLOP/s as the first benchmark and ≈770 inside attention_bench after warm-up).
 inline void time_with_events(benchmark::State& state, const std::function<void()>& call, double flops,
                              int warmup = 3) {
-  for (int i = 0; i < warmup; ++i) call();
+  const auto warm_start = std::chrono::steady_clock::now();
+  for (int i = 0; i < warmup || std::chrono::steady_clock::now() - warm_start < std::chrono::milliseconds(200); ++i) {
+    call();
+    if (i >= warmup) GPT_CUDA_CHECK(cudaStreamSynchronize(cuda::current_stream()));  // time, not queue depth
+  }
   GPT_CUDA_CHECK(cudaDeviceSynchronize());
   cuda::Event start(true), stop(true);
   double total_s = 0;

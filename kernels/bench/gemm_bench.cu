@@ -1,9 +1,11 @@
 // cuBLASLt GEMM rates at the ANCHORS.md shapes (bf16 and FP8 e4m3 in, bf16 out, fp32 accumulation), through
-// gpt::gemm / gpt::gemm_fp8 with the x·Wᵀ layout (A [M, K], B [N, K]) the model uses.
+// gpt::gemm / gpt::gemm_fp8 with the x·Wᵀ layout (A [M, K], B [N, K]) the model uses. The first (warm-up) call of
+// each shape autotunes among cuBLASLt's heuristic candidates (kernels/cuda/gemm.cpp); the label names the choice.
 //   ./gemm_bench --benchmark_format=json   (compare the TFLOP/s counter with ANCHORS.md)
 #include <benchmark/benchmark.h>
 
 #include "kernels/bench/bench_util.cuh"
+#include "kernels/cuda/gemm_selection.h"
 #include "kernels/gemm.h"
 
 namespace gpt {
@@ -17,6 +19,7 @@ void BM_GemmBf16(benchmark::State& state) {
   bench::fill_uniform(a, 1);
   bench::fill_uniform(b, 2);
   bench::time_with_events(state, [&] { gemm(a, b, c, {.trans_b = true}); }, 2.0 * m * n * k);
+  state.SetLabel(cuda::gemm_selection());
 }
 
 void BM_GemmFp8E4m3(benchmark::State& state) {
@@ -30,6 +33,7 @@ void BM_GemmFp8E4m3(benchmark::State& state) {
   bench::fill_uniform(scales, 5, 1e-2f);
   const Tensor sa = scales.slice(0, 1), sb = scales.slice(0, 1);
   bench::time_with_events(state, [&] { gemm_fp8(a, b, c, sa, sb); }, 2.0 * m * n * k);
+  state.SetLabel(cuda::gemm_selection());
 }
 
 void anchor_shapes(benchmark::internal::Benchmark* b) {

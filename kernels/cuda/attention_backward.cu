@@ -1,4 +1,5 @@
-// CUDA backward of kernels/attention.h (bf16, head dim 128), the recomputation form with the saved lse:
+// CUDA backward of kernels/attention.h, version 1 (kept for comparison: attention_variants.h; the promoted version
+// is in attention_backward_v2.cu) (bf16, head dim 128), the recomputation form with the saved lse:
 //   1. D[h, t] = ⟨dy_th, y_th⟩ (fp32);
 //   2. per block of 64 keys: dK, dV over the queries that can see them (P and dS recomputed from q, k, lse);
 //   3. per block of 64 queries: dQ over the keys they see (P and dS recomputed once more).
@@ -13,6 +14,7 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_launch.h"
+#include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/runtime.h"
 
@@ -24,10 +26,6 @@ using namespace attn;
 
 constexpr int kWarps = 4, kThreads = kWarps * 32;
 
-struct StreamFree {
-  cudaStream_t stream;
-  void operator()(float* p) const noexcept { cudaFreeAsync(p, stream); }
-};
 constexpr int kTileElems = 64 * kRowStride;
 
 // D[h, t] = Σ_d dy·y, one warp per (token, head).
@@ -252,20 +250,32 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(
 
 }  // namespace
 
-void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                        Tensor& dv, int64_t window, float scale) {
-  const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_backward");
+AttentionScratch attention_row_dot(const Tensor& dy, const Tensor& y, const AttentionProblem& p) {
   const cudaStream_t stream = current_stream();
   // Stream-ordered scratch for D: no device-wide synchronization on allocation or release.
-  float* dsum_raw = nullptr;
-  GPT_CUDA_CHECK(cudaMallocAsync(&dsum_raw, static_cast<size_t>(p.heads * p.tokens) * sizeof(float), stream));
-  const std::unique_ptr<float, StreamFree> dsum(dsum_raw, StreamFree{stream});
-  const auto* lse_p = static_cast<const float*>(lse.raw());
+  float* raw = nullptr;
+  GPT_CUDA_CHECK(cudaMallocAsync(&raw, static_cast<size_t>(p.heads * p.tokens) * sizeof(float), stream));
+  AttentionScratch dsum(raw, StreamFree{stream});
   const int64_t rows = p.tokens * p.heads;
   row_dot_kernel<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(device_bf16(dy), device_bf16(y),
                                                                             dsum.get(), p.tokens, p.heads);
   GPT_CUDA_CHECK_LAUNCH();
+  return dsum;
+}
+
+void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
+                        Tensor& dv, int64_t window, float scale) {
+  kAttentionBackwardVariants[kPromotedBackward].fn(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
+}
+
+void attention_backward_v1(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
+                           Tensor& dv, int64_t window, float scale) {
+  const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_backward");
+  const cudaStream_t stream = current_stream();
+  const AttentionScratch dsum = attention_row_dot(dy, y, p);
+  const auto* lse_p = static_cast<const float*>(lse.raw());
 
   const size_t dkdv_smem = (2 * kTileElems + 2 * kQueryTile * kRowStride) * sizeof(__nv_bfloat16) +
                            kQueryTile * (2 * sizeof(float) + sizeof(int64_t)) + static_cast<size_t>(p.r) * sizeof(int);

@@ -84,6 +84,67 @@ __device__ __forceinline__ void load_tile(__nv_bfloat16* tile, const __nv_bfloat
   }
 }
 
+// ---- Pieces of the pipelined kernels (v2) ----------------------------------------------------------------
+
+// 16-byte asynchronous global→shared copy; with `valid` false the 16 bytes are zero-filled (src-size 0) and
+// nothing is read, so rows past the end of the range never reach the tensor cores as garbage.
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Starts copying `rows` rows of one head ([T, H, 128] bf16) from token `first` into a padded shared tile; rows at
+// or past `end` are zero-filled. Completion: cp_async_commit + cp_async_wait + a barrier.
+template <int kThreads, int kRows>
+__device__ __forceinline__ void load_tile_async(__nv_bfloat16* tile, const __nv_bfloat16* base, int first, int end,
+                                                int heads, int head) {
+  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
+  static_assert(kRows * kChunks % kThreads == 0, "whole chunks per thread");
+#pragma unroll
+  for (int j = 0; j < kRows * kChunks / kThreads; ++j) {
+    const int i = threadIdx.x + j * kThreads;
+    const int r = i / kChunks, chunk = i % kChunks;
+    const int token = first + r;
+    const bool valid = token < end;
+    const __nv_bfloat16* src = base + ((static_cast<int64_t>(valid ? token : 0) * heads + head) * kHeadDim + chunk * 8);
+    cp_async_16(tile + r * kRowStride + chunk * 8, src, valid);
+  }
+}
+
+// Four 8×8 b16 matrices, not transposed.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* row_ptr) {
+  const auto addr = static_cast<uint32_t>(__cvta_generic_to_shared(row_ptr));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// A fragment (rows [row0, row0+16), columns [col0, col0+16) of a row-major padded tile) in one ldmatrix.
+__device__ __forceinline__ void ldmatrix_a(uint32_t (&a)[4], const __nv_bfloat16* tile, int row0, int col0, int lane) {
+  const int matrix = lane >> 3, row = lane & 7;
+  ldmatrix_x4(a, tile + (row0 + row + (matrix & 1) * 8) * kRowStride + col0 + (matrix >> 1) * 8);
+}
+
+// B fragments of two n-tiles where B[k][n] = tile[n0 + n][k0 + k] (rows are the product's columns), in one
+// ldmatrix: b[0], b[1] for columns n0..n0+7, b[2], b[3] for n0+8..n0+15.
+__device__ __forceinline__ void ldmatrix_b_rows_x2(uint32_t (&b)[4], const __nv_bfloat16* tile, int n0, int k0,
+                                                   int lane) {
+  const int matrix = lane >> 3, row = lane & 7;
+  ldmatrix_x4(b, tile + (n0 + row + (matrix >> 1) * 8) * kRowStride + k0 + (matrix & 1) * 8);
+}
+
+// 2^x on the special-function unit (ex2.approx, ≈2^-22 relative; 2^-inf = +0).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // First token of the segment that holds token t: the last cu_seqlens entry ≤ t (empty segments repeat values,
 // so the last one is the segment that really contains t). `cu` has r entries in shared memory.
 __device__ __forceinline__ int segment_begin(const int* cu, int r, int64_t t) {

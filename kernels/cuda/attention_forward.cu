@@ -1,4 +1,5 @@
-// CUDA forward of kernels/attention.h: a flash-attention kernel for bf16, head dim 128, varlen causal sliding
+// CUDA forward of kernels/attention.h, version 1 (kept for comparison: attention_variants.h; the promoted version
+// is in attention_forward_v2.cu): a flash-attention kernel for bf16, head dim 128, varlen causal sliding
 // window, fp32 online softmax.
 //
 // One block = 64 consecutive tokens of the packed sequence × one head; 4 warps own 16 query rows each. The
@@ -12,6 +13,7 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_launch.h"
+#include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/runtime.h"
 
@@ -158,6 +160,11 @@ __global__ void double_cu_seqlens_kernel(const int* __restrict__ in, int* __rest
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                        Tensor& lse, int64_t window, float scale) {
+  kAttentionForwardVariants[kPromotedForward].fn(q, k, v, cu_seqlens, y, lse, window, scale);
+}
+
+void attention_forward_v1(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                          Tensor& lse, int64_t window, float scale) {
   const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
   const size_t smem = 3 * kTileElems * sizeof(__nv_bfloat16) + static_cast<size_t>(p.r) * sizeof(int);
   set_smem_limit(attention_forward_kernel, smem, "attention_forward");

@@ -3,6 +3,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <memory>
+
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/tensor.h"
@@ -31,6 +33,16 @@ void set_smem_limit(Kernel kernel, size_t bytes, const char* op) {
             " (too many cu_seqlens entries?)");
   GPT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
+
+// Stream-ordered f32 scratch (cudaMallocAsync / cudaFreeAsync on the stream that uses it).
+struct StreamFree {
+  cudaStream_t stream;
+  void operator()(float* p) const noexcept { cudaFreeAsync(p, stream); }
+};
+using AttentionScratch = std::unique_ptr<float, StreamFree>;
+
+// D[h, t] = ⟨dy_th, y_th⟩ in f32, head-major [H, T], on the current stream (step 1 of every backward version).
+AttentionScratch attention_row_dot(const Tensor& dy, const Tensor& y, const AttentionProblem& p);
 
 inline __nv_bfloat16* device_bf16(const Tensor& t) {
   GPT_CHECK(t.device() == Device::cuda && t.dtype() == DType::bf16, "expected a bf16 CUDA tensor, got ", t.describe());

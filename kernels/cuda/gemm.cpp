@@ -6,10 +6,23 @@
 // the only one its FP8 kernels take.
 //
 // Per device: one handle, a 32 MiB workspace per stream (streams may run GEMMs concurrently), and a plan cache:
-// descriptors, layouts and the heuristic's algorithm are built once per distinct problem (shape, dtypes, batch
-// strides, operand alignment) and reused by every later call.
+// descriptors, layouts and the algorithm are chosen once per distinct problem (shape, dtypes, batch strides,
+// operand alignment) and reused by every later call.
+//
+// Autotuning: the heuristic's first answer ran at 0.78–0.93 of the cuBLASLt rates of ANCHORS.md on the H200, so the
+// first call of a new problem asks for up to 8 candidates and times each on the call's own operands (one warm-up,
+// then the best of 3 event-timed runs) and keeps the fastest. The timed runs write C with beta = 0, so they run
+// only when the call's beta is 0 (C is about to be overwritten anyway) and the stream is not being captured into a
+// graph; otherwise the heuristic's first candidate is kept. SPEEDRUN_GEMM_AUTOTUNE=0 turns autotuning off.
+// gemm_selection() (kernels/cuda/gemm_selection.h) describes the plan of the latest call for the benchmarks.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -18,6 +31,7 @@
 
 #include "kernels/cuda/cublaslt.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm_selection.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/gemm.h"
 
@@ -61,9 +75,40 @@ struct PlanKey {
 struct Plan {
   lt::MatmulDesc desc;
   lt::Layout first, second, out;  // cuBLASLt roles: first = our B, second = our A, out = C (= D)
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;  // usable heuristic answers, best guess first
   cublasLtMatmulAlgo_t algo{};
   size_t workspace_bytes = 0;
+  bool tuned = false;       // candidates were timed (or there was nothing to choose)
+  std::string selection;    // what was chosen and why, for gemm_selection()
 };
+
+thread_local std::string t_last_selection;
+
+int algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  int value = 0;  // the attributes read here are 16- or 32-bit; zero-filled int covers both (little endian)
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &value, sizeof(value), &written) != CUBLAS_STATUS_SUCCESS) {
+    return -1;
+  }
+  return value;
+}
+
+std::string describe_algo(const cublasLtMatmulAlgo_t& algo) {
+  std::ostringstream os;
+  os << "algo " << algo_attribute(algo, CUBLASLT_ALGO_CONFIG_ID) << " tile " << algo_attribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID)
+     << " stages " << algo_attribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID) << " splitK "
+     << algo_attribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) << " cluster "
+     << algo_attribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
+  return os.str();
+}
+
+bool autotune_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("SPEEDRUN_GEMM_AUTOTUNE");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
+}
 
 class DeviceContext {
  public:
@@ -71,7 +116,7 @@ class DeviceContext {
 
   cublasLtHandle_t handle() const { return handle_.get(); }
 
-  const Plan& plan(const PlanKey& key) {
+  Plan& plan(const PlanKey& key) {
     auto it = plans_.find(key);
     if (it == plans_.end()) it = plans_.emplace(key, build_plan(key)).first;
     return *it->second;
@@ -140,8 +185,17 @@ std::unique_ptr<Plan> DeviceContext::build_plan(const PlanKey& key) const {
             " batch ", key.batch, " (", dtype_name(key.a), "x", dtype_name(key.b), " -> ", dtype_name(key.c),
             ", trans_a ", key.trans_a, ", trans_b ", key.trans_b, ", alignments ", key.align_a, "/", key.align_b, "/",
             key.align_c, " bytes)");
-  plan->algo = usable->algo;
-  plan->workspace_bytes = usable->workspaceSize;
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= kWorkspaceBytes) {
+      plan->candidates.push_back(results[i]);
+    }
+  }
+  GPT_CHECK(!plan->candidates.empty(), "gemm: every cuBLASLt candidate needs more than ", kWorkspaceBytes,
+            " bytes of workspace");
+  plan->algo = plan->candidates.front().algo;
+  plan->workspace_bytes = plan->candidates.front().workspaceSize;
+  plan->tuned = plan->candidates.size() == 1;
+  plan->selection = "heuristic #0 of " + std::to_string(found) + " (" + describe_algo(plan->algo) + ")";
   return plan;
 }
 
@@ -163,6 +217,49 @@ struct Operands {
   const float* scale_b = nullptr;
 };
 
+// Times every candidate of `plan` on the call's operands (beta must be 0: the runs overwrite C) and keeps the
+// fastest. Skipped while the stream is being captured into a graph (nothing may synchronize then).
+void autotune(DeviceContext& ctx, Plan& plan, const Operands& ops, const void* alpha_p, const void* beta_p) {
+  const cudaStream_t stream = current_stream();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  GPT_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return;
+  void* workspace = ctx.workspace(stream);
+  Event start(true), stop(true);
+  float best_ms = 0, first_ms = 0;
+  size_t best = 0;
+  for (size_t i = 0; i < plan.candidates.size(); ++i) {
+    const auto& cand = plan.candidates[i];
+    auto launch = [&] {
+      return cublasLtMatmul(ctx.handle(), plan.desc.get(), alpha_p, ops.b, plan.first.get(), ops.a, plan.second.get(),
+                            beta_p, ops.c, plan.out.get(), ops.c, plan.out.get(), &cand.algo, workspace,
+                            cand.workspaceSize, stream);
+    };
+    if (launch() != CUBLAS_STATUS_SUCCESS) continue;  // a candidate that refuses to run is not a choice
+    float ms = INFINITY;
+    for (int rep = 0; rep < 3; ++rep) {
+      start.record(stream);
+      GPT_CUBLAS_CHECK(launch());
+      stop.record(stream);
+      stop.synchronize();
+      ms = std::min(ms, Event::elapsed_ms(start, stop));
+    }
+    if (i == 0) first_ms = ms;
+    if (best_ms == 0 || ms < best_ms) {
+      best_ms = ms;
+      best = i;
+    }
+  }
+  GPT_CUDA_CHECK(cudaGetLastError());
+  plan.algo = plan.candidates[best].algo;
+  plan.workspace_bytes = plan.candidates[best].workspaceSize;
+  plan.tuned = true;
+  std::ostringstream os;
+  os << "autotuned #" << best << " of " << plan.candidates.size() << " (" << describe_algo(plan.algo) << ", "
+     << best_ms << " ms; heuristic #0 " << first_ms << " ms)";
+  plan.selection = os.str();
+}
+
 void run(PlanKey key, const Operands& ops, double alpha, double beta) {
   if (key.m == 0 || key.n == 0 || key.batch == 0) return;
   GPT_CHECK(key.k > 0, "gemm: empty inner dimension (K = 0) is not supported on CUDA");
@@ -176,22 +273,26 @@ void run(PlanKey key, const Operands& ops, double alpha, double beta) {
 
   const cudaStream_t stream = current_stream();
   const std::lock_guard lock(ctx.mutex());  // plans are shared and the FP8 scale pointers are set per call
-  const Plan& plan = ctx.plan(key);
+  Plan& plan = ctx.plan(key);
   if (key.fp8) {
     lt::set(plan.desc.get(), CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, ops.scale_b);  // cuBLASLt's A is our B
     lt::set(plan.desc.get(), CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, ops.scale_a);
   }
-  void* workspace = plan.workspace_bytes > 0 ? ctx.workspace(stream) : nullptr;
   const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);
   const bool f64 = key.a == DType::f64;
   const void* alpha_p = f64 ? static_cast<const void*>(&alpha) : &alpha_f;
   const void* beta_p = f64 ? static_cast<const void*>(&beta) : &beta_f;
+  if (!plan.tuned && beta == 0.0 && autotune_enabled()) autotune(ctx, plan, ops, alpha_p, beta_p);
+  void* workspace = plan.workspace_bytes > 0 ? ctx.workspace(stream) : nullptr;
   GPT_CUBLAS_CHECK(cublasLtMatmul(ctx.handle(), plan.desc.get(), alpha_p, ops.b, plan.first.get(), ops.a,
                                   plan.second.get(), beta_p, ops.c, plan.out.get(), ops.c, plan.out.get(), &plan.algo,
                                   workspace, plan.workspace_bytes, stream));
+  t_last_selection = plan.selection;
 }
 
 }  // namespace
+
+std::string gemm_selection() { return t_last_selection; }
 
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmArgs& args) {
   const GemmShape s = gemm_shape(a, b, c, args);

@@ -153,6 +153,14 @@ TEST(GemmGpuStreams, ConcurrentStreamsEachGetTheirOwnWorkspace) {
 
 // ---- FP8 ------------------------------------------------------------------------------------------------
 
+// f32 output of an FP8 product. Hopper's FP8 tensor cores add into their accumulator with fewer mantissa bits than
+// f32 (about 13–14 kept, so ≈2^-13 relative per addition), so the f32 check of bf16 products (1e-5, summation order
+// only) does not apply. Measured on the H200 (2026-12-02): 2.1–2.4e-4 relative Frobenius error for K = 256 and
+// K = 128 with the magnitudes of random_fp8 (products of [2^-4, 2^4) values, random signs); a model that adds
+// groups of 16–32 exact products into an accumulator truncated to 13–14 bits gives 1.1–4.2e-4 for these inputs.
+// 1e-3 leaves room for that (×4) while one wrong element, scale or layout is still far above it.
+constexpr double kTolFp8F32 = 1e-3;
+
 // Random fp8 bit patterns with magnitudes in [2^-4, 2^4) (no NaN/inf), as a CPU tensor.
 Tensor random_fp8(const Shape& shape, DType dtype, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -197,10 +205,10 @@ TEST_P(GemmFp8Gpu, MatchesCpuReference) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, GemmFp8Gpu,
                          ::testing::Values(Fp8Case{DType::e4m3, DType::e4m3, DType::bf16, false, gpu_testing::kTolBf16},
-                                           Fp8Case{DType::e4m3, DType::e4m3, DType::f32, false, gpu_testing::kTolF32},
+                                           Fp8Case{DType::e4m3, DType::e4m3, DType::f32, false, kTolFp8F32},
                                            Fp8Case{DType::e5m2, DType::e4m3, DType::bf16, false, gpu_testing::kTolBf16},
-                                           Fp8Case{DType::e5m2, DType::e4m3, DType::f32, false, gpu_testing::kTolF32},
-                                           Fp8Case{DType::e4m3, DType::e5m2, DType::f32, false, gpu_testing::kTolF32},
+                                           Fp8Case{DType::e5m2, DType::e4m3, DType::f32, false, kTolFp8F32},
+                                           Fp8Case{DType::e4m3, DType::e5m2, DType::f32, false, kTolFp8F32},
                                            // fast accumulation: reduced-precision partial sums, looser bound
                                            Fp8Case{DType::e4m3, DType::e4m3, DType::bf16, true, 1e-2}));
 
@@ -212,7 +220,7 @@ TEST(GemmFp8GpuArgs, BetaAccumulatesIntoC) {
   const Fp8GemmArgs args{.alpha = 1.0f, .beta = 1.0f};
   gemm_fp8(a, b, c.cpu, sa, sb, args);
   gemm_fp8(a.to(Device::cuda), b.to(Device::cuda), c.cuda, sa.to(Device::cuda), sb.to(Device::cuda), args);
-  EXPECT_LT(relative_frobenius(c.cuda, c.cpu), gpu_testing::kTolF32);
+  EXPECT_LT(relative_frobenius(c.cuda, c.cpu), kTolFp8F32);  // measured 2.4e-4 (K = 128)
 }
 
 TEST(GemmFp8GpuArgs, RejectsScaleNotSixteenByteAligned) {

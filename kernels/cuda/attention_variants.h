@@ -1,0 +1,59 @@
+#pragma once
+// Numbered versions of the CUDA attention kernels (kernels/attention.h semantics, bf16, head dim 128). The
+// public cuda::attention_forward / attention_backward call the promoted version; the older ones stay so that the
+// GPU tests check every version and attention_bench times them side by side (kernels/cuda/NOTES.md has the
+// figures and predictions).
+//   forward v1: 64 queries × 4 warps per block, synchronous tile loads, per-element masks on every tile.
+//   forward v2: 128 queries × 8 warps, cp.async double-buffered K/V, ldmatrix fragments, masks only on boundary
+//               tiles, per-warp skipping of tiles the warp cannot see, exp2 with the scale folded into one FFMA.
+//   forward v3: v2 with 4 warps × 32 rows (two 16-row tiles per warp share every K/V fragment: half the
+//               shared-memory reads per FLOP, twice the accumulator registers).
+//   backward v1: dK/dV pass (64 keys × 4 warps) + dQ pass (64 queries × 4 warps), synchronous tile loads.
+//   backward v2: the same two passes with cp.async double-buffered tiles, ldmatrix fragments, boundary-only masks
+//                and per-warp tile skipping.
+#include <cstdint>
+#include <iterator>
+
+#include "kernels/tensor.h"
+
+namespace gpt::cuda {
+
+using AttentionForwardFn = void (*)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
+                                    Tensor& y, Tensor& lse, int64_t window, float scale);
+using AttentionBackwardFn = void (*)(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq,
+                                     Tensor& dk, Tensor& dv, int64_t window, float scale);
+
+void attention_forward_v1(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                          Tensor& lse, int64_t window, float scale);
+void attention_forward_v2(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                          Tensor& lse, int64_t window, float scale);
+void attention_forward_v3(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                          Tensor& lse, int64_t window, float scale);
+void attention_backward_v1(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
+                           Tensor& dv, int64_t window, float scale);
+void attention_backward_v2(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
+                           Tensor& dv, int64_t window, float scale);
+
+struct AttentionForwardVariant {
+  const char* name;
+  AttentionForwardFn fn;
+};
+struct AttentionBackwardVariant {
+  const char* name;
+  AttentionBackwardFn fn;
+};
+
+// Every version, oldest first; cuda::attention_forward / attention_backward run the one marked promoted.
+inline constexpr AttentionForwardVariant kAttentionForwardVariants[] = {
+    {"v1", attention_forward_v1}, {"v2", attention_forward_v2}, {"v3", attention_forward_v3}};
+inline constexpr int kPromotedForward = 1;  // v2 until a device run shows v3 faster (kernels/cuda/NOTES.md)
+inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {{"v1", attention_backward_v1},
+                                                                          {"v2", attention_backward_v2}};
+inline constexpr int kPromotedBackward = 1;
+static_assert(kPromotedForward < static_cast<int>(std::size(kAttentionForwardVariants)));
+static_assert(kPromotedBackward < static_cast<int>(std::size(kAttentionBackwardVariants)));
+
+}  // namespace gpt::cuda
