@@ -100,6 +100,13 @@ void amax(const Tensor& x, Tensor& out) {
   GPT_BACKEND_CALL(x.device(), amax, x, out);
 }
 
+void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scale) {
+  check_scale(amax, "scale_from_amax: amax");
+  check_scale(scale, "scale_from_amax: scale");
+  check_same_device({&amax, &scale}, "scale_from_amax");
+  GPT_BACKEND_CALL(scale.device(), scale_from_amax, amax, factor, floor, scale);
+}
+
 void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
               const GemmArgs& args) {
   GPT_CHECK(a8.defined() && is_fp8(a8.dtype()), "fp8_gemm: A must be e4m3 or e5m2, got ", a8.describe());

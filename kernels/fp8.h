@@ -11,6 +11,8 @@
 //                                so delayed scales never leave it). Division by the scale is done in fp32.
 //   dequantize_fp8(q, scale, x): x = float(q) · scale, rounded into x's dtype.
 //   amax(x, out):                out[0] = max |x| (f32 [1], overwritten); NaN propagates.
+//   scale_from_amax(amax, factor, floor, scale): scale[0] = max(amax[0], floor)·factor (f32 [1] tensors), the
+//                                device-side step from a measured amax to a quantization scale.
 //   fp8_gemm(a8, b8, a_scale, b_scale, c, args): C = (A8·B8)·a_scale·b_scale with gemm.h's layout rules
 //                                (2-D only; trans flags, alpha, beta); fp32 accumulation; C f32 or bf16. The CPU path dequantizes the
 //                                operands to f32 (exact) and calls gemm; the CUDA path uses cuBLASLt FP8 with the
@@ -38,6 +40,7 @@ bool is_fp8(DType dtype);
 void quantize_fp8(const Tensor& x, const Tensor& scale, Tensor& q);
 void dequantize_fp8(const Tensor& q, const Tensor& scale, Tensor& x);
 void amax(const Tensor& x, Tensor& out);
+void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scale);
 void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
               const GemmArgs& args = {});
 
@@ -45,6 +48,7 @@ namespace cpu {
 void quantize_fp8(const Tensor& x, const Tensor& scale, Tensor& q);
 void dequantize_fp8(const Tensor& q, const Tensor& scale, Tensor& x);
 void amax(const Tensor& x, Tensor& out);
+void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scale);
 void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
               const GemmArgs& args);
 }  // namespace cpu
@@ -52,6 +56,7 @@ namespace cuda {
 void quantize_fp8(const Tensor& x, const Tensor& scale, Tensor& q);
 void dequantize_fp8(const Tensor& q, const Tensor& scale, Tensor& x);
 void amax(const Tensor& x, Tensor& out);
+void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scale);
 void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
               const GemmArgs& args);
 }  // namespace cuda

@@ -64,6 +64,10 @@ void amax(const Tensor& x, Tensor& out) {
   });
 }
 
+void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scale) {
+  scale.data<float>()[0] = std::max(amax.data<float>()[0], floor) * factor;
+}
+
 void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
               const GemmArgs& args) {
   const std::vector<float> af = widen_fp8(a8), bf = widen_fp8(b8);

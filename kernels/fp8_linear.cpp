@@ -1,0 +1,100 @@
+#include "kernels/fp8_linear.h"
+
+#include <vector>
+
+#include "kernels/activation.h"
+#include "kernels/fp8.h"
+#include "kernels/gemm.h"
+
+namespace gpt {
+
+namespace {
+
+Tensor scalar_on(float v, Device device) { return Tensor::from_floats(std::vector<float>{v}, {1}, DType::f32, device); }
+
+float host_value(const Tensor& scale) { return static_cast<float>(scale.to_doubles()[0]); }
+
+}  // namespace
+
+LmHeadFp8Scales LmHeadFp8Scales::make(int64_t accumulation_steps, Device device) {
+  GPT_CHECK(accumulation_steps >= 1, "LmHeadFp8Scales: accumulation steps must be >= 1, got ", accumulation_steps);
+  const float inv_a = 1.0f / static_cast<float>(accumulation_steps);
+  return {scalar_on(100.0f / 448.0f, device), scalar_on(1.6f / 448.0f, device),
+          scalar_on(inv_a * 0.75f / 448.0f, device)};
+}
+
+float LmHeadFp8Scales::grad_scale_value() const { return host_value(grad_s); }
+
+void lm_head_fp8_forward(const Tensor& h, const Tensor& lm_head, const LmHeadFp8Scales& scales, Tensor& x8,
+                         Tensor& w8, Tensor& z_raw) {
+  check_dtype(x8, DType::e4m3, "lm_head_fp8_forward: x8");
+  check_dtype(w8, DType::e4m3, "lm_head_fp8_forward: w8");
+  quantize_fp8(h, scales.x_s, x8);
+  quantize_fp8(lm_head, scales.w_s, w8);
+  fp8_gemm(x8, w8, scales.x_s, scales.w_s, z_raw);
+}
+
+void lm_head_fp8_backward(const Tensor& g8, const Tensor& x8, const Tensor& w8, const LmHeadFp8Scales& scales,
+                          Tensor& dh, Tensor& dlm_head) {
+  check_dtype(g8, DType::e5m2, "lm_head_fp8_backward: g8");
+  fp8_gemm(g8, w8, scales.grad_s, scales.w_s, dh, {.trans_b = true, .beta = 1.0f});
+  fp8_gemm(x8, g8, scales.x_s, scales.grad_s, dlm_head, {.trans_a = true, .beta = 1.0f});
+}
+
+MlpFp8State MlpFp8State::make(Device device) {
+  return {scalar_on(1.0f, device), scalar_on(1.0f, device), scalar_on(1.0f, device)};
+}
+
+void MlpFp8State::reset() {
+  const Device device = act_scale.device();
+  act_scale.copy_from(scalar_on(1.0f, device));
+  w2_scale.copy_from(scalar_on(1.0f, device));
+  w2_scale_next.copy_from(scalar_on(1.0f, device));
+}
+
+void mlp_fp8_refresh_w2_scale(const Tensor& w2, bool bootstrap, MlpFp8State& state) {
+  Tensor w2_amax = Tensor::empty({1}, DType::f32, w2.device());
+  amax(w2, w2_amax);
+  if (bootstrap) {
+    scale_from_amax(w2_amax, 1.0f / 448.0f, kFp8ScaleFloor, state.w2_scale);
+  } else {
+    state.w2_scale.copy_from(state.w2_scale_next);
+  }
+  scale_from_amax(w2_amax, kFp8W2Headroom / 448.0f, kFp8ScaleFloor, state.w2_scale_next);
+}
+
+void mlp_fp8_forward(const Tensor& u, const Tensor& w1, const Tensor& w2, MlpFp8State& state, Tensor& pre,
+                     Tensor& post, Tensor& out) {
+  GPT_CHECK(u.ndim() == 2 && w1.ndim() == 2 && w2.shape() == w1.shape() && w1.size(1) == u.size(1),
+            "mlp_fp8_forward: need u [T, d], W1 and W2 [hidden, d]; got ", u.describe(), ", ", w1.describe(), ", ",
+            w2.describe());
+  const Device device = u.device();
+  const int64_t rows = u.size(0), hidden = w1.size(0), d = u.size(1);
+  // Input: scale amax_x/448 (u8 = e4m3(u·448/amax_x)).
+  Tensor measured = Tensor::empty({1}, DType::f32, device);
+  Tensor x_scale = Tensor::empty({1}, DType::f32, device);
+  amax(u, measured);
+  scale_from_amax(measured, 1.0f / 448.0f, kFp8ScaleFloor, x_scale);
+  Tensor u8 = Tensor::empty({rows, d}, DType::e4m3, device);
+  quantize_fp8(u, x_scale, u8);
+  // W1 from the current weights: sw1 = max(max|W1|, 1e-12)/448.
+  Tensor w1_scale = Tensor::empty({1}, DType::f32, device);
+  amax(w1, measured);
+  scale_from_amax(measured, 1.0f / 448.0f, kFp8ScaleFloor, w1_scale);
+  Tensor w1_8 = Tensor::empty({hidden, d}, DType::e4m3, device);
+  quantize_fp8(w1, w1_scale, w1_8);
+  fp8_gemm(u8, w1_8, x_scale, w1_scale, pre, {.trans_b = true});
+  relu_square_forward(pre, post);
+  // Down projection with the delayed scales; saturation implements min(·, 448) and the clamp of §7.2.
+  Tensor post8 = Tensor::empty({rows, hidden}, DType::e4m3, device);
+  quantize_fp8(post, state.act_scale, post8);
+  Tensor w2_8 = Tensor::empty({hidden, d}, DType::e4m3, device);
+  quantize_fp8(w2, state.w2_scale, w2_8);
+  fp8_gemm(post8, w2_8, state.act_scale, state.w2_scale, out);
+  // Delayed activation scale for the next forward (post ≥ 0, so amax = max); floored so that an all-zero post
+  // cannot leave a zero scale behind.
+  amax(post, measured);
+  scale_from_amax(measured, kFp8ActHeadroom / 448.0f, kFp8ScaleFloor, state.act_scale);
+}
+
+}  // namespace gpt

@@ -1,0 +1,183 @@
+// GptModel: argument checks, batch upload, and the order of the parts (input stage, layers 0-9, layer 10 + head,
+// loss). The parts live in input_stage.cpp, attention_block.cpp, last_layer.cpp and head_loss.cpp.
+#include "trainer/model/model.h"
+
+#include <cstring>
+
+#include "kernels/attention.h"
+#include "kernels/flops.h"
+#include "kernels/gemm.h"
+#include "trainer/model/model_forward.h"
+
+namespace gpt {
+
+namespace {
+
+template <typename T>
+Tensor host_vector(const std::vector<T>& values, const char* field) {
+  GPT_CHECK(!values.empty(), "microbatch: ", field, " is empty");
+  Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, dtype_of<T>(), Device::cpu);
+  std::memcpy(t.raw(), values.data(), values.size() * sizeof(T));
+  return t;
+}
+
+bool is_bank_name(const std::string& name) { return name == "qk_bank" || name == "vo_bank" || name == "mlp_bank"; }
+
+}  // namespace
+
+BatchTensors upload_batch(const Microbatch& batch, Device device) {
+  const auto tokens = static_cast<int64_t>(batch.inputs.size());
+  GPT_CHECK(tokens > 0, "microbatch: inputs are empty");
+  auto check_len = [tokens](size_t n, const char* field) {
+    GPT_CHECK(static_cast<int64_t>(n) == tokens, "microbatch: ", field, " has ", n, " entries, expected T = ", tokens);
+  };
+  check_len(batch.targets.size(), "targets");
+  check_len(batch.bigram_ids.size(), "bigram_ids");
+  check_len(batch.sign_rows.size(), "sign_rows");
+  GPT_CHECK(batch.cu_seqlens.size() >= 2, "microbatch: cu_seqlens needs at least 2 entries, got ",
+            batch.cu_seqlens.size());
+  BatchTensors b;
+  b.tokens = tokens;
+  const Tensor cu_host = host_vector(batch.cu_seqlens, "cu_seqlens");
+  check_cu_seqlens_values(cu_host, tokens, "microbatch: cu_seqlens");
+  b.inputs = host_vector(batch.inputs, "inputs").to(device);
+  b.targets = host_vector(batch.targets, "targets").to(device);
+  b.cu_seqlens = cu_host.to(device);
+  b.bigram_ids = host_vector(batch.bigram_ids, "bigram_ids").to(device);
+  b.sign_rows = host_vector(batch.sign_rows, "sign_rows").to(device);
+  b.cu_seqlens_doubled = Tensor::empty(b.cu_seqlens.shape(), DType::i32, device);
+  double_cu_seqlens(b.cu_seqlens, b.cu_seqlens_doubled);
+  return b;
+}
+
+void register_parameters(ModelWeights& weights, ParameterSet& params) {
+  for (auto& [name, tensor] : weights.parameters())
+    params.add(name, *tensor, is_bank_name(name) ? ParamKind::bank : ParamKind::adam);
+}
+
+GptModel::GptModel(const ModelDims& dims, ParameterSet& params, Tensor bigram_sign_table)
+    : params_(params), dims_(dims), sign_table_(std::move(bigram_sign_table)) {
+  for (const ParameterInfo& info : parameter_table(dims)) {
+    GPT_CHECK(params.contains(info.name), "GptModel: parameter '", info.name, "' is not registered");
+    const Parameter& p = params.get(info.name);
+    GPT_CHECK(p.value.shape() == info.shape, "GptModel: parameter '", info.name, "' has shape ",
+              shape_string(p.value.shape()), ", expected ", shape_string(info.shape));
+  }
+  const Tensor& embed = params.get("embed").value;
+  check_shape(sign_table_, {dims.sign_rows, dims.model_dim}, "GptModel: bigram_sign_table");
+  check_dtype(sign_table_, embed.dtype(), "GptModel: bigram_sign_table");
+  check_dtype(params.get("scalars").value, stat_dtype(embed.dtype()), "GptModel: scalars");
+  for (int64_t i = 0; i < dims.num_layers; ++i) mlp_fp8_.push_back(MlpFp8State::make(embed.device()));
+}
+
+DType GptModel::activation_dtype() const { return params_.get("embed").value.dtype(); }
+
+namespace {
+
+void check_step_config(const StepConfig& c, const ModelDims& dims, const BatchTensors& batch, DType dtype,
+                       Device device, bool training) {
+  GPT_CHECK(c.window_short > 0 && c.window_long > 0, "StepConfig: windows must be positive tokens, got short ",
+            c.window_short, " long ", c.window_long);
+  GPT_CHECK(c.attention_scale > 0, "StepConfig: attention_scale must be positive, got ", c.attention_scale);
+  GPT_CHECK(c.rotary_cos.defined() && c.rotary_sin.defined(), "StepConfig: rotary tables are not set");
+  for (const Tensor* t : {&c.rotary_cos, &c.rotary_sin}) {
+    GPT_CHECK(t->ndim() == 2 && t->size(1) == dims.head_dim / 4 && t->size(0) >= 2 * batch.tokens,
+              "StepConfig: rotary table must be [P >= 2T = ", 2 * batch.tokens, ", ", dims.head_dim / 4, "], got ",
+              t->describe());
+    check_dtype(*t, dtype, "StepConfig: rotary table");
+    GPT_CHECK(t->device() == device, "StepConfig: rotary table on the wrong device: ", t->describe());
+  }
+  GPT_CHECK(c.validation_chunk_rows > 0, "StepConfig: validation_chunk_rows must be positive");
+  if (!training) return;
+  GPT_CHECK(!c.mtp_weights.empty(), "StepConfig: mtp_weights must hold at least one weight");
+  GPT_CHECK(c.accumulation_steps >= 1, "StepConfig: accumulation_steps must be >= 1, got ", c.accumulation_steps);
+  GPT_CHECK(!((c.fp8_lm_head || c.fp8_mlp) && dtype == DType::f64), "StepConfig: FP8 needs bf16/f32 activations");
+  if (c.prefix_table.defined()) check_shape(c.prefix_table, {dims.vocab}, "StepConfig: prefix_table");
+}
+
+}  // namespace
+
+double GptModel::train_forward_backward(const Microbatch& batch, const StepConfig& config, Tape& tape) {
+  GPT_CHECK(tape.size() == 0 && tape.enabled(), "train_forward_backward: the tape must be enabled and empty");
+  const Tensor& embed = params_.get("embed").value;
+  const BatchTensors b = upload_batch(batch, embed.device());
+  check_step_config(config, dims_, b, embed.dtype(), embed.device(), true);
+  model_detail::Params p = model_detail::bind_params(params_);
+  model_detail::Forward f(tape, dims_, config, b, p, sign_table_, config.fp8_mlp ? &mlp_fp8_ : nullptr);
+  try {
+    model_detail::input_stage(f);
+    model_detail::layer_loop(f);
+    const Var h = model_detail::last_layer_and_head(f);
+    const double loss = model_detail::training_loss(f, h);
+    tape.backward();
+    return loss;
+  } catch (...) {
+    tape.clear();
+    throw;
+  }
+}
+
+namespace {
+
+// The evaluation forward (no tape, no FP8) up to h = norm(x); `use` consumes h and the forward state.
+template <typename Use>
+auto evaluate(ParameterSet& params, const ModelDims& dims, const Tensor& sign_table, const Microbatch& batch,
+              const StepConfig& config, Use use) {
+  const Tensor& embed = params.get("embed").value;
+  const BatchTensors b = upload_batch(batch, embed.device());
+  check_step_config(config, dims, b, embed.dtype(), embed.device(), false);
+  Tape tape;
+  tape.set_enabled(false);
+  model_detail::Params p = model_detail::bind_params(params);
+  model_detail::Forward f(tape, dims, config, b, p, sign_table, nullptr);
+  model_detail::input_stage(f);
+  model_detail::layer_loop(f);
+  const Var h = model_detail::last_layer_and_head(f);
+  return use(f, h);
+}
+
+}  // namespace
+
+double GptModel::validation_loss(const Microbatch& batch, const StepConfig& config) {
+  return evaluate(params_, dims_, sign_table_, batch, config, [](model_detail::Forward& f, const Var& h) {
+    return model_detail::validation_loss_sum(f, h) / static_cast<double>(f.batch.tokens);
+  });
+}
+
+Tensor GptModel::logits(const Microbatch& batch, const StepConfig& config) {
+  return evaluate(params_, dims_, sign_table_, batch, config, [](model_detail::Forward& f, const Var& h) {
+    const Tensor& lm_head = f.p.lm_head.value();
+    Tensor z = Tensor::empty({f.batch.tokens, lm_head.size(1)}, h.value().dtype(), h.value().device());
+    gemm(h.value(), lm_head, z);
+    return z;
+  });
+}
+
+void GptModel::refresh_fp8(bool bootstrap) {
+  const Tensor bank = params_.get("mlp_bank").value.view({-1, dims_.model_dim});
+  const int64_t hidden = dims_.mlp_hidden;
+  for (int64_t i = 0; i < dims_.num_layers; ++i) {
+    const Tensor w2 = bank.slice((2 * i + 1) * hidden, (2 * i + 2) * hidden);
+    mlp_fp8_refresh_w2_scale(w2, bootstrap, mlp_fp8_[static_cast<size_t>(i)]);
+  }
+}
+
+void GptModel::reset_fp8() {
+  for (MlpFp8State& s : mlp_fp8_) s.reset();
+}
+
+namespace {
+FlopModel flop_model(const ModelDims& dims) {
+  return FlopModel{.d = dims.model_dim, .mlp_hidden = dims.mlp_hidden, .vocab = dims.vocab};
+}
+}  // namespace
+
+double model_flops_per_token(const ModelDims& dims, int64_t window_short, int64_t window_long) {
+  return training_flops_per_token(flop_model(dims), window_short, window_long);
+}
+
+double model_validation_flops_per_token(const ModelDims& dims) {
+  return validation_gemm_flops_per_token(flop_model(dims));
+}
+
+}  // namespace gpt

@@ -1,0 +1,86 @@
+#pragma once
+// The `head` model of RECIPE §2 and its losses (§3), written once against the ops of kernels/ (the backend is the
+// tensors' device; nothing here branches on it).
+//
+// Usage per step: build a StepConfig from the schedule, then for each microbatch call train_forward_backward
+// (gradients ADD into the ParameterSet's buffers; the model never zeroes them: the optimizer clears bank
+// gradients every step and Adam gradients after odd steps, §4.1). validation_loss evaluates one window.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/fp8_linear.h"
+#include "kernels/tensor.h"
+#include "trainer/data/train_loader.h"
+#include "trainer/model/tape.h"
+#include "trainer/model/weights.h"
+#include "trainer/optim/parameter_set.h"
+
+namespace gpt {
+
+// What the schedule decides per step (§5) plus run-wide switches.
+struct StepConfig {
+  int64_t window_short = 0;      // tokens (§5.4)
+  int64_t window_long = 0;       // tokens, layers 3 and 10
+  double attention_scale = 0.1;  // τ (§2.11)
+  // Rotary tables [P, head_dim/4] in the activation dtype on the model's device, P ≥ 2T (shared by the normal
+  // and paired layouts, kernels/rotary.h).
+  Tensor rotary_cos, rotary_sin;
+  std::vector<float> mtp_weights{1.0f};  // w_0 … w_{n−1} (§5.3)
+  float prefix_weight = 0.0f;            // w_P (§5.3)
+  Tensor prefix_table;                   // i64 [V] on the device, or undefined (all −1: no prefix term)
+  int64_t accumulation_steps = 1;        // A: the training loss is scaled by 1/A (§3.3) and grad_s uses it (§7.1)
+  bool fp8_lm_head = false;              // §7.1 (the reference always uses it in training)
+  bool fp8_mlp = false;                  // §7.2 (DISABLE_FP8 turns it off)
+  int64_t validation_chunk_rows = 4096;  // rows of logits alive at once in validation (§3.4)
+};
+
+// A microbatch's host products (§1.5) placed on the model's device.
+struct BatchTensors {
+  int64_t tokens = 0;
+  Tensor inputs;              // i32 [T]
+  Tensor targets;             // i64 [T]
+  Tensor cu_seqlens;          // i32 [R]
+  Tensor cu_seqlens_doubled;  // i32 [R], for the paired-head view
+  Tensor bigram_ids;          // i32 [T]
+  Tensor sign_rows;           // i32 [T]
+};
+BatchTensors upload_batch(const Microbatch& batch, Device device);
+
+// Registers the §2.2 parameters of `weights` (sharing their storage) with zeroed gradients; banks as
+// ParamKind::bank, everything else Adam.
+void register_parameters(ModelWeights& weights, ParameterSet& params);
+
+class GptModel {
+ public:
+  // `params` holds every §2.2 parameter by name (register_parameters); it and `sign_table` must outlive the model.
+  // Values are read from `params` at every forward, so in-place optimizer updates are seen.
+  GptModel(const ModelDims& dims, ParameterSet& params, Tensor bigram_sign_table);
+
+  // Forward and backward of one microbatch; returns the scaled loss (1/A)·Σ_t ℓ_t of §3.2–§3.3. `tape` must be
+  // empty; it is empty again on return.
+  double train_forward_backward(const Microbatch& batch, const StepConfig& config, Tape& tape);
+  // Mean of ℓ_t (§3.4) over the window's positions: bf16 logits, fp32 softcap and log-sum-exp, chunked.
+  double validation_loss(const Microbatch& batch, const StepConfig& config);
+  // The raw logits z_raw [T, V] of the evaluation forward (no FP8): for tests and tools.
+  Tensor logits(const Microbatch& batch, const StepConfig& config);
+
+  // §7.2 W2 scale refresh after an optimizer step (bootstrap before training and after steps s < 16), and the
+  // reset of the delayed scales (§9.1).
+  void refresh_fp8(bool bootstrap);
+  void reset_fp8();
+
+  const ModelDims& dims() const { return dims_; }
+  DType activation_dtype() const;
+
+ private:
+  ParameterSet& params_;
+  ModelDims dims_;
+  Tensor sign_table_;
+  std::vector<MlpFp8State> mlp_fp8_;  // one per layer
+};
+
+// §10.2 model FLOPs per training token at the given windows (GEMMs of the live weights + attention upper bound).
+double model_flops_per_token(const ModelDims& dims, int64_t window_short, int64_t window_long);
+double model_validation_flops_per_token(const ModelDims& dims);
+
+}  // namespace gpt

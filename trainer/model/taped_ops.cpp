@@ -1,0 +1,352 @@
+#include "trainer/model/taped_ops.h"
+
+#include "kernels/activation.h"
+#include "kernels/bigram.h"
+#include "kernels/embedding.h"
+#include "kernels/gemm.h"
+#include "kernels/head_gate.h"
+#include "kernels/key_offset.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/smear.h"
+#include "kernels/value_gate.h"
+#include "kernels/xsa.h"
+
+namespace gpt::taped {
+
+namespace {
+
+Tensor new_like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
+
+// The gradient slot of an input, or a throw-away zero buffer for inputs without one (ops whose backward writes
+// several gradients at once need every output).
+Tensor grad_or_scratch(Var& v) {
+  if (v.requires_grad()) return v.grad();
+  return Tensor::zeros(v.value().shape(), v.value().dtype(), v.value().device());
+}
+
+// dst += src (same shape and dtype), through the mix op's backward with a unit coefficient.
+void add_into(const Tensor& src, Tensor& dst) {
+  const MixTerm unit{src, Coef::one()};
+  const MixGrad grad{.dx = dst};
+  mix_backward(src, {&unit, 1}, {&grad, 1});
+}
+
+bool present(Var v) { return v.value().defined(); }
+
+}  // namespace
+
+Var view(Tape& tape, Var& x, const Shape& shape) {
+  if (!tape.enabled() || !x.requires_grad()) return Var(x.value().view(shape), false);
+  return Var::with_gradient_buffer(x.value().view(shape), x.grad().view(shape));
+}
+
+Var slice(Tape& tape, Var& x, int64_t begin, int64_t end) {
+  if (!tape.enabled() || !x.requires_grad()) return Var(x.value().slice(begin, end), false);
+  return Var::with_gradient_buffer(x.value().slice(begin, end), x.grad().slice(begin, end));
+}
+
+Var rmsnorm(Tape& tape, Var x) {
+  const Tensor& xv = x.value();
+  Tensor y = new_like(xv);
+  Tensor rstd = Tensor::empty({xv.numel() / xv.size(-1)}, stat_dtype(xv.dtype()), xv.device());
+  rmsnorm_forward(xv, y, rstd);
+  Var out(y);
+  tape.push([x, out, rstd]() mutable {
+    if (!out.has_grad() || !x.requires_grad()) return;
+    rmsnorm_backward(out.grad(), x.value(), rstd, x.grad());
+  });
+  return out;
+}
+
+Var linear(Tape& tape, Var x, Var w) {
+  Tensor y = Tensor::empty({x.value().size(0), w.value().size(0)}, x.value().dtype(), x.value().device());
+  gemm(x.value(), w.value(), y, {.trans_b = true});
+  Var out(y);
+  tape.push([x, w, out]() mutable {
+    if (!out.has_grad()) return;
+    if (x.requires_grad()) gemm(out.grad(), w.value(), x.grad(), {.beta = 1.0f});
+    if (w.requires_grad()) gemm(out.grad(), x.value(), w.grad(), {.trans_a = true, .beta = 1.0f});
+  });
+  return out;
+}
+
+Var matmul(Tape& tape, Var x, Var w) {
+  Tensor y = Tensor::empty({x.value().size(0), w.value().size(1)}, x.value().dtype(), x.value().device());
+  gemm(x.value(), w.value(), y);
+  Var out(y);
+  tape.push([x, w, out]() mutable {
+    if (!out.has_grad()) return;
+    if (x.requires_grad()) gemm(out.grad(), w.value(), x.grad(), {.trans_b = true, .beta = 1.0f});
+    if (w.requires_grad()) gemm(x.value(), out.grad(), w.grad(), {.trans_a = true, .beta = 1.0f});
+  });
+  return out;
+}
+
+Var gelu(Tape& tape, Var x) {
+  Tensor y = new_like(x.value());
+  gelu_forward(x.value(), y);
+  Var out(y);
+  tape.push([x, out]() mutable {
+    if (!out.has_grad() || !x.requires_grad()) return;
+    gelu_backward(out.grad(), x.value(), x.grad());
+  });
+  return out;
+}
+
+Var bias_add(Tape& tape, Var x, Var bias) {
+  Tensor y = new_like(x.value());
+  bias_add_forward(x.value(), bias.value(), y);
+  Var out(y);
+  tape.push([x, bias, out]() mutable {
+    if (!out.has_grad()) return;
+    if (x.requires_grad()) add_into(out.grad(), x.grad());
+    if (bias.requires_grad()) bias_backward(out.grad(), bias.grad());
+  });
+  return out;
+}
+
+Term Term::scaled(Var s) const {
+  Term t = *this;
+  t.scalar = s;
+  t.fn = ScalarFn::identity;
+  return t;
+}
+Term Term::sigmoid_scaled(Var s) const {
+  Term t = *this;
+  t.scalar = s;
+  t.fn = ScalarFn::sigmoid;
+  return t;
+}
+Term Term::times_lane(Var g, int64_t lane_index, int64_t n_groups) const {
+  Term t = *this;
+  t.lanes = g;
+  t.lane = lane_index;
+  t.groups = n_groups;
+  return t;
+}
+Term Term::plus(float constant) const {
+  Term t = *this;
+  t.offset = constant;
+  return t;
+}
+
+namespace {
+std::vector<MixTerm> mix_terms(const std::vector<Term>& terms) {
+  std::vector<MixTerm> out;
+  out.reserve(terms.size());
+  for (const Term& t : terms) {
+    Coef c;
+    if (present(t.scalar)) {
+      c.scalar = t.scalar.value();
+      c.fn = t.fn;
+    }
+    if (present(t.lanes)) {
+      c.lanes = t.lanes.value();
+      c.lane = t.lane;
+      c.groups = t.groups;
+      c.offset = t.offset;
+    }
+    out.push_back(MixTerm{t.x.value(), c});
+  }
+  return out;
+}
+}  // namespace
+
+Var mix(Tape& tape, const std::vector<Term>& terms) {
+  GPT_CHECK(!terms.empty(), "taped::mix: needs at least one term");
+  const std::vector<MixTerm> forward_terms = mix_terms(terms);
+  Tensor y = new_like(terms.front().x.value());
+  mix_forward(forward_terms, y);
+  Var out(y);
+  tape.push([terms = terms, out]() mutable {
+    if (!out.has_grad()) return;
+    std::vector<MixGrad> grads(terms.size());
+    for (size_t k = 0; k < terms.size(); ++k) {
+      Term& t = terms[k];
+      if (t.x.requires_grad()) grads[k].dx = t.x.grad();
+      if (present(t.scalar) && t.scalar.requires_grad()) grads[k].dscalar = t.scalar.grad();
+      if (present(t.lanes) && t.lanes.requires_grad()) grads[k].dlanes = t.lanes.grad();
+    }
+    mix_backward(out.grad(), mix_terms(terms), grads);
+  });
+  return out;
+}
+
+Var scale_weight(Tape& tape, Var w, Var lambda) { return mix(tape, {term(w).scaled(lambda)}); }
+
+Var embedding(Tape& tape, Var table, const Tensor& ids) {
+  Tensor y = Tensor::empty({ids.numel(), table.value().size(1)}, table.value().dtype(), table.value().device());
+  embedding_forward(table.value(), ids, y);
+  Var out(y);
+  tape.push([table, ids, out]() mutable {
+    if (!out.has_grad() || !table.requires_grad()) return;
+    embedding_backward(out.grad(), ids, table.grad());
+  });
+  return out;
+}
+
+Var value_embedding(Tape& tape, Var table, const Tensor& ids, int64_t plane, int64_t vocab) {
+  Tensor y = Tensor::empty({ids.numel(), table.value().size(1)}, table.value().dtype(), table.value().device());
+  value_embedding_forward(table.value(), ids, plane, y, vocab);
+  Var out(y);
+  tape.push([table, ids, plane, vocab, out]() mutable {
+    if (!out.has_grad() || !table.requires_grad()) return;
+    value_embedding_backward(out.grad(), ids, plane, table.grad(), vocab);
+  });
+  return out;
+}
+
+Var bigram(Tape& tape, Var table, const Tensor& sign_table, const Tensor& ids, const Tensor& sign_ids) {
+  Tensor y = Tensor::empty({ids.numel(), table.value().size(1)}, table.value().dtype(), table.value().device());
+  bigram_forward(table.value(), sign_table, ids, sign_ids, y);
+  Var out(y);
+  tape.push([table, sign_table, ids, sign_ids, out]() mutable {
+    if (!out.has_grad() || !table.requires_grad()) return;
+    bigram_backward(out.grad(), sign_table, ids, sign_ids, table.grad());
+  });
+  return out;
+}
+
+Var smear(Tape& tape, Var e, Var gate, Var lambda) {
+  const Tensor& ev = e.value();
+  Tensor y = new_like(ev);
+  Tensor sig = Tensor::empty({ev.size(0)}, stat_dtype(ev.dtype()), ev.device());
+  smear_forward(ev, gate.value(), lambda.value(), y, sig);
+  Var out(y);
+  tape.push([e, gate, lambda, sig, out]() mutable {
+    if (!out.has_grad()) return;
+    Tensor de = grad_or_scratch(e), dw = grad_or_scratch(gate), dl = grad_or_scratch(lambda);
+    smear_backward(out.grad(), e.value(), gate.value(), lambda.value(), sig, de, dw, dl);
+  });
+  return out;
+}
+
+Var rotary(Tape& tape, Var x, const Tensor& cos, const Tensor& sin, RotaryLayout layout) {
+  Tensor y = new_like(x.value());
+  rotary_forward(x.value(), cos, sin, layout, y);
+  Var out(y);
+  tape.push([x, cos, sin, layout, out]() mutable {
+    if (!out.has_grad() || !x.requires_grad()) return;
+    rotary_backward(out.grad(), cos, sin, layout, x.grad());
+  });
+  return out;
+}
+
+Var key_offset(Tape& tape, Var k) {
+  Tensor y = new_like(k.value());
+  key_offset_forward(k.value(), y);
+  Var out(y);
+  tape.push([k, out]() mutable {
+    if (!out.has_grad() || !k.requires_grad()) return;
+    key_offset_backward(out.grad(), k.grad());
+  });
+  return out;
+}
+
+Var value_gate(Tape& tape, Var v, Var u, Var ve, Var gate) {
+  Tensor y = new_like(v.value());
+  value_gate_forward(v.value(), u.value(), ve.value(), gate.value(), y);
+  Var out(y);
+  tape.push([v, u, ve, gate, out]() mutable {
+    if (!out.has_grad()) return;
+    Tensor dv = grad_or_scratch(v), du = grad_or_scratch(u), dve = grad_or_scratch(ve), dg = grad_or_scratch(gate);
+    value_gate_backward(out.grad(), u.value(), ve.value(), gate.value(), dv, du, dve, dg);
+  });
+  return out;
+}
+
+Var attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens,
+              const Tensor& cu_seqlens_doubled, bool paired, int64_t window, float scale) {
+  const Tensor& qv = q.value();
+  GPT_CHECK(qv.ndim() == 3, "taped::attention: q must be [T, H, D], got ", qv.describe());
+  const int64_t tokens = qv.size(0), heads = qv.size(1), dim = qv.size(2);
+  GPT_CHECK(!paired || heads % 2 == 0, "taped::attention: paired heads need an even head count, got ", heads);
+  const Shape shape = paired ? Shape{2 * tokens, heads / 2, dim} : qv.shape();
+  const Tensor cu = paired ? cu_seqlens_doubled : cu_seqlens;
+  Tensor y = new_like(qv);
+  Tensor lse = Tensor::empty({shape[1], shape[0]}, stat_dtype(qv.dtype()), qv.device());
+  Tensor y_view = y.view(shape);
+  attention_forward(qv.view(shape), k.value().view(shape), v.value().view(shape), cu, y_view, lse, window, scale);
+  Var out(y);
+  tape.push([q, k, v, cu, shape, lse, window, scale, out]() mutable {
+    if (!out.has_grad()) return;
+    Tensor dq = grad_or_scratch(q).view(shape), dk = grad_or_scratch(k).view(shape),
+           dv = grad_or_scratch(v).view(shape);
+    attention_backward(out.grad().view(shape), q.value().view(shape), k.value().view(shape), v.value().view(shape),
+                       cu, out.value().view(shape), lse, dq, dk, dv, window, scale);
+  });
+  return out;
+}
+
+Var dc_attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens, Var gates,
+                 DcLanes lanes, Var y_core, float scale) {
+  const Tensor& qv = q.value();
+  Tensor y = new_like(y_core.value());
+  Tensor lse = Tensor::empty({qv.size(1), qv.size(0)}, stat_dtype(qv.dtype()), qv.device());
+  dc_attention_forward(qv, k.value(), v.value(), cu_seqlens, gates.value(), lanes, y_core.value(), y, lse, scale);
+  Var out(y);
+  tape.push([q, k, v, cu_seqlens, gates, lanes, y_core, lse, scale, out]() mutable {
+    if (!out.has_grad()) return;
+    Tensor dq = grad_or_scratch(q), dk = grad_or_scratch(k), dv = grad_or_scratch(v), dg = grad_or_scratch(gates);
+    dc_attention_backward(out.grad(), q.value(), k.value(), v.value(), cu_seqlens, gates.value(), lanes, lse, dq, dk,
+                          dv, dg, scale);
+    // The correction is added to the core output: its gradient passes through unchanged.
+    if (y_core.requires_grad()) add_into(out.grad(), y_core.grad());
+  });
+  return out;
+}
+
+Var xsa(Tape& tape, Var y, Var v, Var gates, int64_t first_lane) {
+  Tensor y_out = new_like(y.value());
+  xsa_forward(y.value(), v.value(), gates.value(), first_lane, y_out);
+  Var out(y_out);
+  tape.push([y, v, gates, first_lane, out]() mutable {
+    if (!out.has_grad()) return;
+    Tensor dy = grad_or_scratch(y), dv = grad_or_scratch(v), dg = grad_or_scratch(gates);
+    xsa_backward(out.grad(), y.value(), v.value(), gates.value(), first_lane, dy, dv, dg);
+  });
+  return out;
+}
+
+Var head_gate(Tape& tape, Var y, Var gates, int64_t first_lane) {
+  Tensor y_out = new_like(y.value());
+  head_gate_forward(y.value(), gates.value(), first_lane, y_out);
+  Var out(y_out);
+  tape.push([y, gates, first_lane, out]() mutable {
+    if (!out.has_grad()) return;
+    Tensor dy = grad_or_scratch(y), dg = grad_or_scratch(gates);
+    head_gate_backward(out.grad(), y.value(), gates.value(), first_lane, dy, dg);
+  });
+  return out;
+}
+
+Var mlp(Tape& tape, Var u, Var w1, Var w2, MlpFp8State* fp8_state) {
+  const Tensor& uv = u.value();
+  const int64_t tokens = uv.size(0), hidden = w1.value().size(0);
+  Tensor pre = Tensor::empty({tokens, hidden}, uv.dtype(), uv.device());
+  Tensor post = Tensor::empty({tokens, hidden}, uv.dtype(), uv.device());
+  Tensor y = new_like(uv);
+  if (fp8_state != nullptr) {
+    mlp_fp8_forward(uv, w1.value(), w2.value(), *fp8_state, pre, post, y);
+  } else {
+    gemm(uv, w1.value(), pre, {.trans_b = true});
+    relu_square_forward(pre, post);
+    gemm(post, w2.value(), y);
+  }
+  Var out(y);
+  // relu² backward reads only post (§2.10), so pre is not kept.
+  tape.push([u, w1, w2, post, out]() mutable {
+    if (!out.has_grad()) return;
+    const Tensor& dy = out.grad();
+    Tensor dpost = new_like(post);
+    gemm(dy, w2.value(), dpost, {.trans_b = true});
+    if (w2.requires_grad()) gemm(post, dy, w2.grad(), {.trans_a = true, .beta = 1.0f});
+    Tensor dpre = Tensor::zeros(post.shape(), post.dtype(), post.device());
+    relu_square_backward(dpost, post, dpre);
+    if (u.requires_grad()) gemm(dpre, w1.value(), u.grad(), {.beta = 1.0f});
+    if (w1.requires_grad()) gemm(dpre, u.value(), w1.grad(), {.trans_a = true, .beta = 1.0f});
+  });
+  return out;
+}
+
+}  // namespace gpt::taped

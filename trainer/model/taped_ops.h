@@ -1,0 +1,80 @@
+#pragma once
+// The ops of kernels/ as the model uses them: each wrapper runs the op's forward on Var values and records on the
+// tape a closure that runs the op's backward into the Vars' gradient slots. Nothing here does math itself, so the
+// model stays backend-agnostic (CPU reference now, CUDA later) and every piece is the tested op.
+//
+// Conventions: every output is a fresh tensor (no in-place forwards, so backward closures can read their inputs);
+// a closure whose output never received a gradient does nothing; inputs that do not require a gradient (token
+// tables, constants) are skipped. While the tape is disabled (validation) nothing is recorded and no gradient
+// buffer is allocated.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/dc_attention.h"
+#include "kernels/elementwise.h"
+#include "kernels/fp8_linear.h"
+#include "kernels/rotary.h"
+#include "trainer/model/tape.h"
+
+namespace gpt::taped {
+
+// A parameter (or a leading-dimension slice of one) whose gradient lives in `grad` (owned by a ParameterSet).
+inline Var parameter(const Tensor& value, const Tensor& grad) { return Var::with_gradient_buffer(value, grad); }
+inline Var constant(const Tensor& value) { return Var(value, /*requires_grad=*/false); }
+
+// Reshape sharing value and gradient storage (allocates x's gradient now when the tape is recording).
+Var view(Tape& tape, Var& x, const Shape& shape);
+// Rows [begin, end) of x (value and gradient slices).
+Var slice(Tape& tape, Var& x, int64_t begin, int64_t end);
+
+Var rmsnorm(Tape& tape, Var x);
+// y = x·wᵀ (w: [out, in], the bank layout) and y = x·w (w: [in, out], lm_head / W2 layout).
+Var linear(Tape& tape, Var x, Var w);
+Var matmul(Tape& tape, Var x, Var w);
+Var gelu(Tape& tape, Var x);
+Var bias_add(Tape& tape, Var x, Var bias);
+
+// One term of a residual mix (kernels/elementwise.h): coefficient = S(scalar)·(offset + lanes[t, lane + group]).
+struct Term {
+  Var x;
+  Var scalar{};  // undefined value: S = 1
+  ScalarFn fn = ScalarFn::identity;
+  Var lanes{};   // undefined value: L = 1
+  int64_t lane = 0;
+  int64_t groups = 1;
+  float offset = 0.0f;
+
+  Term scaled(Var s) const;
+  Term sigmoid_scaled(Var s) const;
+  Term times_lane(Var g, int64_t lane_index, int64_t n_groups = 1) const;
+  Term plus(float constant) const;
+};
+inline Term term(Var x) { return Term{.x = x}; }
+Var mix(Tape& tape, const std::vector<Term>& terms);
+
+// W_out = bf16(bf16(λ)·W).
+Var scale_weight(Tape& tape, Var w, Var lambda);
+
+Var embedding(Tape& tape, Var table, const Tensor& ids);
+Var value_embedding(Tape& tape, Var table, const Tensor& ids, int64_t plane, int64_t vocab);
+Var bigram(Tape& tape, Var table, const Tensor& sign_table, const Tensor& ids, const Tensor& sign_ids);
+Var smear(Tape& tape, Var e, Var gate, Var lambda);
+
+// q/k/v tensors are [T, H, D].
+Var rotary(Tape& tape, Var x, const Tensor& cos, const Tensor& sin, RotaryLayout layout);
+Var key_offset(Tape& tape, Var k);
+Var value_gate(Tape& tape, Var v, Var u, Var ve, Var gate);
+// Core attention; paired = the (2T, H/2, D) reinterpretation with doubled cu_seqlens (§2.9 step 7).
+Var attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens,
+              const Tensor& cu_seqlens_doubled, bool paired, int64_t window, float scale);
+Var dc_attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens, Var gates,
+                 DcLanes lanes, Var y_core, float scale);
+Var xsa(Tape& tape, Var y, Var v, Var gates, int64_t first_lane);
+Var head_gate(Tape& tape, Var y, Var gates, int64_t first_lane);
+
+// MLP_i(u) = relu(u·W1ᵀ)²·W2 (§2.10); with fp8_state the forward uses the §7.2 FP8 products, the backward is
+// always the plain product with the stored weights.
+Var mlp(Tape& tape, Var u, Var w1, Var w2, MlpFp8State* fp8_state);
+
+}  // namespace gpt::taped
