@@ -1,14 +1,7 @@
-// CUDA entry points of the attention op family (kernels/attention.h, rotary.h, key_offset.h,
-// value_gate.h, xsa.h, dc_attention.h, head_gate.h) that have no GPU kernel yet. Each one fails loudly
+// CUDA entry points of the attention op family (kernels/attention.h) that have no GPU kernel yet. Each one fails loudly
 // instead of leaving the CUDA build with undefined symbols; delete a function here when its kernel lands
 // in kernels/cuda/<op>.cu.
 #include "kernels/attention.h"
-#include "kernels/dc_attention.h"
-#include "kernels/head_gate.h"
-#include "kernels/key_offset.h"
-#include "kernels/rotary.h"
-#include "kernels/value_gate.h"
-#include "kernels/xsa.h"
 
 namespace gpt::cuda {
 
@@ -18,40 +11,5 @@ namespace {
 }
 }  // namespace
 
-
-void rotary_forward(const Tensor&, const Tensor&, const Tensor&, RotaryLayout, Tensor&) { no_kernel("rotary_forward"); }
-void rotary_backward(const Tensor&, const Tensor&, const Tensor&, RotaryLayout, Tensor&) {
-  no_kernel("rotary_backward");
-}
-
-void key_offset_forward(const Tensor&, Tensor&) { no_kernel("key_offset_forward"); }
-void key_offset_backward(const Tensor&, Tensor&) { no_kernel("key_offset_backward"); }
-
-void value_gate_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&) {
-  no_kernel("value_gate_forward");
-}
-void value_gate_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&,
-                         Tensor&) {
-  no_kernel("value_gate_backward");
-}
-
-void xsa_forward(const Tensor&, const Tensor&, const Tensor&, int64_t, Tensor&) { no_kernel("xsa_forward"); }
-void xsa_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, Tensor&, Tensor&, Tensor&) {
-  no_kernel("xsa_backward");
-}
-
-void dc_attention_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, DcLanes,
-                          const Tensor&, Tensor&, Tensor&, float, int64_t) {
-  no_kernel("dc_attention_forward");
-}
-void dc_attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                           DcLanes, const Tensor&, Tensor&, Tensor&, Tensor&, Tensor&, float, int64_t) {
-  no_kernel("dc_attention_backward");
-}
-
-void head_gate_forward(const Tensor&, const Tensor&, int64_t, Tensor&) { no_kernel("head_gate_forward"); }
-void head_gate_backward(const Tensor&, const Tensor&, const Tensor&, int64_t, Tensor&, Tensor&) {
-  no_kernel("head_gate_backward");
-}
 
 }  // namespace gpt::cuda
