@@ -147,6 +147,7 @@ double GptModel::train_forward_backward(const Microbatch& batch, const StepConfi
     model_detail::layer_loop(f);
     const Var h = model_detail::last_layer_and_head(f);
     const double loss = model_detail::training_loss(f, h);
+    if (config.after_forward) config.after_forward();
     tape.backward();
     return loss;
   } catch (...) {
