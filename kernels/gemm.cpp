@@ -59,23 +59,4 @@ void gemm_fp8(const Tensor& a, const Tensor& b, Tensor& c, const Tensor& scale_a
   GPT_BACKEND_CALL(c.device(), gemm_fp8, a, b, c, scale_a, scale_b, args);
 }
 
-float e4m3_to_float(uint8_t bits) {
-  const float sign = (bits & 0x80) ? -1.0f : 1.0f;
-  const int exponent = (bits >> 3) & 0xf;
-  const int mantissa = bits & 0x7;
-  if (exponent == 0xf && mantissa == 0x7) return std::numeric_limits<float>::quiet_NaN();
-  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -9);  // subnormal: m/8 · 2^-6
-  return sign * std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
-}
-
-float e5m2_to_float(uint8_t bits) {
-  const float sign = (bits & 0x80) ? -1.0f : 1.0f;
-  const int exponent = (bits >> 2) & 0x1f;
-  const int mantissa = bits & 0x3;
-  if (exponent == 0x1f) return mantissa == 0 ? sign * std::numeric_limits<float>::infinity()
-                                             : std::numeric_limits<float>::quiet_NaN();
-  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -16);  // subnormal: m/4 · 2^-14
-  return sign * std::ldexp(1.0f + static_cast<float>(mantissa) / 4.0f, exponent - 15);
-}
-
 }  // namespace gpt

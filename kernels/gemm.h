@@ -44,9 +44,6 @@ struct Fp8GemmArgs {
 void gemm_fp8(const Tensor& a, const Tensor& b, Tensor& c, const Tensor& scale_a, const Tensor& scale_b,
               const Fp8GemmArgs& args = {});
 
-// Host decoding of one fp8 value (OCP formats: e4m3 "FN" has no infinities, 0x7f/0xff are NaN; e5m2 is IEEE-like).
-float e4m3_to_float(uint8_t bits);
-float e5m2_to_float(uint8_t bits);
 
 namespace cpu {
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmArgs& args);

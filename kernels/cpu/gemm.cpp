@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/fp8.h"
 #include "kernels/gemm.h"
 
 namespace gpt::cpu {

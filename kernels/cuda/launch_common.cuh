@@ -6,13 +6,14 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/runtime.h"
 #include "kernels/cuda/type_traits.cuh"
 
 namespace gpt::cuda {
 
-// Every op of this file family launches here (the legacy default stream, ordered with the synchronous
-// Tensor copies); the single place to switch once ops follow a per-thread current stream.
-inline cudaStream_t op_stream() { return nullptr; }
+// Every op of this file family launches on the thread's current stream (runtime.h; the legacy default stream
+// unless a StreamGuard says otherwise).
+inline cudaStream_t op_stream() { return current_stream(); }
 
 inline int multiprocessor_count() {
   static const int count = [] {
