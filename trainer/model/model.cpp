@@ -183,6 +183,15 @@ double GptModel::validation_loss(const Microbatch& batch, const StepConfig& conf
   });
 }
 
+double GptModel::training_objective(const Microbatch& batch, const StepConfig& config) {
+  StepConfig plain = config;
+  plain.fp8_lm_head = plain.fp8_mlp = false;
+  return evaluate(params_, dims_, sign_table_, batch, plain, [&](model_detail::Forward& f, const Var& h) {
+    check_step_config(plain, dims_, f.batch, h.value().dtype(), h.value().device(), true);
+    return model_detail::training_loss(f, h);  // the disabled tape drops the gradient closure
+  });
+}
+
 Tensor GptModel::logits(const Microbatch& batch, const StepConfig& config) {
   return evaluate(params_, dims_, sign_table_, batch, config, [](model_detail::Forward& f, const Var& h) {
     const Tensor& lm_head = f.p.lm_head.value();

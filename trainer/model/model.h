@@ -63,6 +63,9 @@ class GptModel {
   double train_forward_backward(const Microbatch& batch, const StepConfig& config, Tape& tape);
   // Mean of ℓ_t (§3.4) over the window's positions: bf16 logits, fp32 softcap and log-sum-exp, chunked.
   double validation_loss(const Microbatch& batch, const StepConfig& config);
+  // The training objective (1/A)·Σ_t ℓ_t of the same forward without FP8 and without a backward (finite
+  // differences, diagnostics).
+  double training_objective(const Microbatch& batch, const StepConfig& config);
   // The raw logits z_raw [T, V] of the evaluation forward (no FP8): for tests and tools.
   Tensor logits(const Microbatch& batch, const StepConfig& config);
 
