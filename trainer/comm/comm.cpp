@@ -8,11 +8,23 @@ namespace gpt {
 
 namespace {
 
-void check_chunked(const Tensor& whole, const Tensor& chunk, int world, const char* op) {
+void check_chunk_shapes(const Tensor& whole, const Tensor& chunk, int world, const char* op) {
   GPT_CHECK(whole.dtype() == chunk.dtype(), op, ": dtypes differ (", whole.describe(), " vs ", chunk.describe(), ")");
   GPT_CHECK(whole.numel() == chunk.numel() * world, op, ": the whole tensor must hold world_size (", world,
             ") × the chunk's elements, got ", whole.describe(), " and ", chunk.describe());
+  GPT_CHECK(whole.device() == chunk.device(), op, ": tensors on different devices (", whole.describe(), " vs ",
+            chunk.describe(), ")");
+}
+
+void check_chunked(const Tensor& whole, const Tensor& chunk, int world, const char* op) {
+  check_chunk_shapes(whole, chunk, world, op);
   GPT_CHECK(whole.is_cpu() && chunk.is_cpu(), op, ": this communicator handles CPU tensors only");
+}
+
+// The single rank serves either backend (the CUDA backend at W = 1 needs no NCCL): its copies go through
+// device_copy, which is ordered with the CUDA work of the legacy default stream and the blocking streams.
+void copy_unless_same(const Tensor& src, Tensor& dst) {
+  if (src.raw() != dst.raw()) device_copy(dst.raw(), dst.device(), src.raw(), src.device(), dst.nbytes());
 }
 
 class SingleRankComm final : public Comm {
@@ -21,12 +33,12 @@ class SingleRankComm final : public Comm {
   int world_size() const override { return 1; }
   void all_reduce(Tensor&, ReduceOp) override {}
   void reduce_scatter(const Tensor& input, Tensor& output, ReduceOp) override {
-    check_chunked(input, output, 1, "reduce_scatter");
-    if (input.raw() != output.raw()) std::memcpy(output.raw(), input.raw(), output.nbytes());
+    check_chunk_shapes(input, output, 1, "reduce_scatter");
+    copy_unless_same(input, output);
   }
   void all_gather(const Tensor& input, Tensor& output) override {
-    check_chunked(output, input, 1, "all_gather");
-    if (input.raw() != output.raw()) std::memcpy(output.raw(), input.raw(), output.nbytes());
+    check_chunk_shapes(output, input, 1, "all_gather");
+    copy_unless_same(input, output);
   }
   void broadcast(Tensor&, int root) override { GPT_CHECK(root == 0, "broadcast: root ", root, " outside [0, 1)"); }
   void barrier() override {}

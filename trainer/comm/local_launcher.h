@@ -1,0 +1,59 @@
+#pragma once
+// `train_gpt --gpus N` behaves like `torchrun --nproc_per_node N train_gpt ...`: the process re-runs its own binary
+// N times (argv without --gpus), each child with RANK = LOCAL_RANK = i, WORLD_SIZE = LOCAL_WORLD_SIZE = N,
+// CUDA_VISIBLE_DEVICES = its own GPU (the parent's i-th entry when the parent restricts the devices, else i),
+// NCCL_NVLS_ENABLE=0 (NVLink multicast stays off on shared hosts) and SPEEDRUN_RENDEZVOUS_DIR = a fresh directory
+// the launcher creates and removes (comm_factory.h reads them).
+//
+// The parent forwards SIGINT and SIGTERM to the children and waits for all of them. When a child fails (non-zero
+// exit or killed by a signal), the others get `grace` to finish on their own (NCCL peers of a dead rank usually
+// fail or hang), then SIGTERM, then SIGKILL after `kill_after`. The result is the worst (largest) exit code of the
+// children that ended on their own (a signal s counts as 128 + s); children the launcher stopped after a sibling's
+// failure do not count, so the code names the first cause. Children die with the parent (PR_SET_PDEATHSIG).
+//
+// Signals arrive through sigtimedwait with SIGINT/SIGTERM/SIGCHLD blocked in the calling thread: call this before
+// the process starts other threads, or block those signals in them (a thread that does not block SIGINT would
+// receive Ctrl-C itself).
+#include <chrono>
+#include <filesystem>
+#include <ostream>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace gpt {
+
+struct LocalLaunch {
+  std::filesystem::path executable;  // run as is (no PATH search)
+  std::vector<std::string> args;     // every child's argv, args[0] included
+  int processes = 1;
+  std::chrono::milliseconds grace{std::chrono::seconds(15)};
+  std::chrono::milliseconds kill_after{std::chrono::seconds(10)};
+  std::filesystem::path rendezvous_parent;  // where the rendezvous directory is made; empty: the temp directory
+  std::ostream* log = nullptr;              // one line per failure and per forwarded signal, when set
+};
+
+struct LaunchOutcome {
+  int exit_code = 0;                // the worst code of the children that ended on their own
+  std::vector<int> child_codes;     // per rank: exit code, or 128 + signal
+  std::vector<bool> stopped_by_us;  // per rank: terminated by the launcher after another rank failed
+};
+
+// Spawns, supervises and reaps the children; throws gpt::Error when the executable cannot be run or the
+// parent's CUDA_VISIBLE_DEVICES lists fewer devices than processes (then no child is left running).
+LaunchOutcome run_local_processes(const LocalLaunch& launch);
+
+// argv without `--gpus N` / `--gpus=N` (every occurrence).
+std::vector<std::string> args_without_gpus_flag(std::span<char* const> argv);
+
+// The environment of child `rank`: `parent` (NAME=VALUE entries) minus the variables the launcher owns, plus its
+// own. Throws when the parent's CUDA_VISIBLE_DEVICES has fewer than `world_size` entries.
+std::vector<std::string> child_environment(const std::vector<std::string>& parent, int rank, int world_size,
+                                           const std::filesystem::path& rendezvous_dir);
+
+// For main: `train_gpt --gpus N` with N > 1 calls this first and returns its result as the exit status. Re-runs
+// /proc/self/exe with argv minus --gpus; refuses (gpt::Error) to run inside an already launched rank (RANK or
+// WORLD_SIZE set) so that a rank never launches ranks of its own.
+int launch_local_ranks(int gpus, int argc, char** argv);
+
+}  // namespace gpt

@@ -1,0 +1,167 @@
+#include "trainer/comm/nccl_comm.h"
+
+#ifdef SPEEDRUN_HAVE_NCCL
+
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "kernels/cuda/runtime.h"
+
+namespace gpt {
+
+namespace {
+
+const char* result_name(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return "ncclSuccess";
+    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
+    case ncclSystemError: return "ncclSystemError";
+    case ncclInternalError: return "ncclInternalError";
+    case ncclInvalidArgument: return "ncclInvalidArgument";
+    case ncclInvalidUsage: return "ncclInvalidUsage";
+    case ncclRemoteError: return "ncclRemoteError";
+    case ncclInProgress: return "ncclInProgress";
+    default: return "ncclResult(unknown)";
+  }
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return ncclSum;
+    case ReduceOp::avg: return ncclAvg;
+    case ReduceOp::max: return ncclMax;
+  }
+  GPT_FAIL("NCCL: unknown ReduceOp ", static_cast<int>(op));
+}
+
+// The dtypes a reduction accepts (the same set as the CPU communicators).
+ncclDataType_t reduction_type(DType dtype, const char* op) {
+  switch (dtype) {
+    case DType::f64: return ncclFloat64;
+    case DType::f32: return ncclFloat32;
+    case DType::bf16: return ncclBfloat16;
+    case DType::i32: return ncclInt32;
+    case DType::i64: return ncclInt64;
+    default:
+      GPT_FAIL(op, ": NCCL reduction of dtype ", dtype_name(dtype), " is not supported (f64, f32, bf16, i32, i64)");
+  }
+}
+
+void check_chunks(const Tensor& whole, const Tensor& chunk, int world, const char* op) {
+  GPT_CHECK(whole.dtype() == chunk.dtype(), op, ": dtypes differ (", whole.describe(), " vs ", chunk.describe(), ")");
+  GPT_CHECK(whole.numel() == chunk.numel() * world, op, ": the whole tensor must hold world_size (", world,
+            ") × the chunk's elements, got ", whole.describe(), " and ", chunk.describe());
+  GPT_CHECK(whole.device() == Device::cuda && chunk.device() == Device::cuda, op,
+            ": the NCCL communicator takes CUDA tensors, got ", whole.describe(), " and ", chunk.describe());
+}
+
+void check_cuda_tensor(const Tensor& t, const char* op) {
+  GPT_CHECK(t.device() == Device::cuda, op, ": the NCCL communicator takes CUDA tensors, got ", t.describe());
+}
+
+}  // namespace
+
+void check_nccl(ncclResult_t result, const char* call, ncclComm_t comm) {
+  if (result == ncclSuccess) return;
+  const char* detail = ncclGetLastError(comm);
+  GPT_FAIL("NCCL error ", result_name(result), " (", ncclGetErrorString(result), ") in ", call,
+           detail != nullptr && *detail != '\0' ? std::string(": ") + detail : std::string());
+}
+
+ncclUniqueId new_nccl_id() {
+  ncclUniqueId id;
+  GPT_NCCL_CHECK(ncclGetUniqueId(&id));
+  return id;
+}
+
+ncclUniqueId exchange_nccl_id(int rank, int world_size, const RendezvousOptions& rendezvous) {
+  static constexpr const char* kName = "nccl-unique-id";
+  ncclUniqueId id;
+  if (rank == 0) {
+    id = new_nccl_id();
+    publish_blob(rendezvous, kName, std::as_bytes(std::span(id.internal)), world_size);
+  } else {
+    const std::vector<std::byte> blob = wait_for_blob(rendezvous, kName, sizeof(id.internal), world_size);
+    std::memcpy(id.internal, blob.data(), sizeof(id.internal));
+  }
+  return id;
+}
+
+NcclComm::NcclComm(int rank, int world_size, const ncclUniqueId& id) : rank_(rank), world_(world_size) {
+  GPT_CHECK(world_size >= 1, "NcclComm: world size must be >= 1, got ", world_size);
+  GPT_CHECK(rank >= 0 && rank < world_size, "NcclComm: rank ", rank, " outside [0, ", world_size, ")");
+  GPT_CUDA_CHECK(cudaGetDevice(&device_));
+  check_nccl(ncclCommInitRank(&comm_, world_size, id, rank), "ncclCommInitRank");
+  barrier_token_ = Tensor::zeros({1}, DType::i32, Device::cuda);
+}
+
+NcclComm::~NcclComm() {
+  if (comm_ == nullptr) return;
+  // A failed call or an exception on its way out may mean a peer is gone: abort
+  // rather than wait for it.
+  if (failed_ || std::uncaught_exceptions() > 0) {
+    ncclCommAbort(comm_);
+    return;
+  }
+  if (ncclCommFinalize(comm_) != ncclSuccess) {
+    ncclCommAbort(comm_);
+    return;
+  }
+  ncclCommDestroy(comm_);
+}
+
+void NcclComm::check(ncclResult_t result, const char* call) {
+  if (result != ncclSuccess) failed_ = true;
+  check_nccl(result, call, comm_);
+}
+
+void NcclComm::check_device(const char* op) const {
+  int current = -1;
+  GPT_CUDA_CHECK(cudaGetDevice(&current));
+  GPT_CHECK(current == device_, op, ": the NCCL communicator of CUDA device ", device_, " was called while device ",
+            current, " is current");
+}
+
+void NcclComm::all_reduce(Tensor& t, ReduceOp op) {
+  check_device("all_reduce");
+  check_cuda_tensor(t, "all_reduce");
+  const ncclDataType_t type = reduction_type(t.dtype(), "all_reduce");
+  check(
+      ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), type, nccl_op(op), comm_, cuda::current_stream()),
+      "ncclAllReduce");
+}
+
+void NcclComm::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) {
+  check_device("reduce_scatter");
+  check_chunks(input, output, world_, "reduce_scatter");
+  const ncclDataType_t type = reduction_type(input.dtype(), "reduce_scatter");
+  check(ncclReduceScatter(input.raw(), output.raw(), static_cast<size_t>(output.numel()), type, nccl_op(op), comm_,
+                          cuda::current_stream()),
+        "ncclReduceScatter");
+}
+
+void NcclComm::all_gather(const Tensor& input, Tensor& output) {
+  check_device("all_gather");
+  check_chunks(output, input, world_, "all_gather");
+  check(ncclAllGather(input.raw(), output.raw(), input.nbytes(), ncclUint8, comm_, cuda::current_stream()),
+        "ncclAllGather");
+}
+
+void NcclComm::broadcast(Tensor& t, int root) {
+  GPT_CHECK(root >= 0 && root < world_, "broadcast: root ", root, " outside [0, ", world_, ")");
+  check_device("broadcast");
+  check_cuda_tensor(t, "broadcast");
+  check(ncclBroadcast(t.raw(), t.raw(), t.nbytes(), ncclUint8, root, comm_, cuda::current_stream()), "ncclBroadcast");
+}
+
+void NcclComm::barrier() {
+  check_device("barrier");
+  check(ncclAllReduce(barrier_token_.raw(), barrier_token_.raw(), 1, ncclInt32, ncclSum, comm_, cuda::current_stream()),
+        "ncclAllReduce (barrier)");
+  GPT_CUDA_CHECK(cudaStreamSynchronize(cuda::current_stream()));
+}
+
+}  // namespace gpt
+
+#endif  // SPEEDRUN_HAVE_NCCL
