@@ -12,6 +12,7 @@
 #include "trainer/data/train_loader.h"
 #include "trainer/data/val_loader.h"
 #include "trainer/optim/optimizer.h"
+#include "trainer/run/backend.h"
 #include "trainer/run/checkpoint.h"
 #include "trainer/run/launch_env.h"
 #include "trainer/run/run_log.h"
@@ -176,11 +177,9 @@ struct TrainingRun::Impl {
     GPT_CHECK(!options.run_id.empty() && options.run_id.find('/') == std::string::npos && options.run_id != "." &&
                   options.run_id != "..",
               "--run-id '", options.run_id, "': expected a non-empty name without '/'");
-    GPT_CHECK(options.backend == "cpu" || options.backend == "cuda", "--backend ", options.backend,
-              ": expected cpu or cuda");
-    GPT_CHECK(options.backend == "cpu", "--backend cuda: the CUDA training path is not available in this build yet");
+    (void)backend_device(options.backend);  // cpu, or cuda in a CUDA build with a visible device
     GPT_CHECK(options.gpus == 1, "--gpus ", options.gpus,
-              ": the CPU backend runs exactly one rank (--gpus 1); multi-GPU runs need --backend cuda");
+              ": this run loop drives exactly one rank (--gpus 1); multi-GPU runs need the NCCL launcher");
     GPT_CHECK(options.checkpoint_every >= 0, "--checkpoint-every ", options.checkpoint_every, ": expected >= 0");
     GPT_CHECK(options.threads >= 1, "--threads ", options.threads, ": expected >= 1");
     GPT_CHECK(options.inject_nan_step < schedule.total_steps(), "--set debug.inject_nan_step=",
@@ -277,7 +276,7 @@ struct TrainingRun::Impl {
     s.recipe_name = recipe.name;
     s.recipe_hash = recipe.hash();
     s.result = r;
-    s.peak_memory_mib = peak_rss_mib();
+    s.peak_memory_mib = device_peak_memory_mib(backend_device(options.backend)).allocated;
     s.world_size = comm->world_size();
     s.backend = options.backend;
     s.environment = environment;
@@ -345,7 +344,7 @@ struct TrainingRun::Impl {
       checkpoint.reset();
     }
     TrainLoader loader = make_train_loader(start_position);
-    TrainClock clock([] {});
+    TrainClock clock([device = backend_device(options.backend)] { synchronize_device(device); });
     clock.set_accumulated(r.train_time_ms);
     clock.start();
     if (tokenizer) {
@@ -400,8 +399,8 @@ struct TrainingRun::Impl {
       save_checkpoint(options.out_dir / (options.run_id + ".final.ckpt"), total, loader, r);
     }
     if (hooks.at_end) hooks.at_end(collect_state(*model, *optimizer));
-    const int64_t peak = peak_rss_mib();  // CPU: peak RSS stands for both allocated and reserved
-    log.line(peak_memory_line(peak, peak));
+    const PeakMemoryMib peak = device_peak_memory_mib(backend_device(options.backend));  // CPU: peak RSS for both
+    log.line(peak_memory_line(peak.allocated, peak.reserved));
     return r;
   }
 };
