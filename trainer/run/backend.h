@@ -13,6 +13,10 @@ namespace gpt {
 // build has no CUDA backend or no device is visible.
 Device backend_device(const std::string& backend);
 
+// Storage dtype of the model's bf16 parameters and activations on `device`: bf16 on CUDA (RECIPE §0.4), f32 on the
+// CPU (§R.1: the CPU reference computes in fp32).
+inline DType model_dtype(Device device) { return device == Device::cuda ? DType::bf16 : DType::f32; }
+
 // Waits until the device has finished all queued work (no-op on the CPU).
 void synchronize_device(Device device);
 
