@@ -203,6 +203,7 @@ class Bench {
     ev.fwd_begin[k].record(cuda::current_stream());
     config_.after_forward = [&ev, k] { ev.fwd_end[k].record(cuda::current_stream()); };
     const double scaled = model_->train_forward_backward(batch, config_, tape_);
+    config_.after_forward = nullptr;  // the hook refers to this step's events
     ev.bwd_end[k].record(cuda::current_stream());
     return scaled * static_cast<double>(config_.accumulation_steps);
   }
