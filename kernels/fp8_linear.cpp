@@ -12,18 +12,14 @@ namespace {
 
 Tensor scalar_on(float v, Device device) { return Tensor::from_floats(std::vector<float>{v}, {1}, DType::f32, device); }
 
-float host_value(const Tensor& scale) { return static_cast<float>(scale.to_doubles()[0]); }
-
 }  // namespace
 
 LmHeadFp8Scales LmHeadFp8Scales::make(int64_t accumulation_steps, Device device) {
   GPT_CHECK(accumulation_steps >= 1, "LmHeadFp8Scales: accumulation steps must be >= 1, got ", accumulation_steps);
   const float inv_a = 1.0f / static_cast<float>(accumulation_steps);
-  return {scalar_on(100.0f / 448.0f, device), scalar_on(1.6f / 448.0f, device),
-          scalar_on(inv_a * 0.75f / 448.0f, device)};
+  const float grad_s = inv_a * 0.75f / 448.0f;
+  return {scalar_on(100.0f / 448.0f, device), scalar_on(1.6f / 448.0f, device), scalar_on(grad_s, device), grad_s};
 }
-
-float LmHeadFp8Scales::grad_scale_value() const { return host_value(grad_s); }
 
 void lm_head_fp8_forward(const Tensor& h, const Tensor& lm_head, const LmHeadFp8Scales& scales, Tensor& x8,
                          Tensor& w8, Tensor& z_raw) {

@@ -8,8 +8,9 @@ namespace gpt {
 // §7.1 constants: x_s = 100/448, w_s = 1.6/448, grad_s = (1/A)·0.75/448.
 struct LmHeadFp8Scales {
   Tensor x_s, w_s, grad_s;
+  float grad_s_host = 0.0f;  // the value stored in grad_s, kept on the host so that reading it never syncs
   static LmHeadFp8Scales make(int64_t accumulation_steps, Device device = Device::cpu);
-  float grad_scale_value() const;  // grad_s as a host float (for TrainLossConfig::grad_scale)
+  float grad_scale_value() const { return grad_s_host; }  // grad_s for TrainLossConfig::grad_scale
 };
 
 // Forward: x8 = e4m3(h/x_s) [T, d], w8 = e4m3(lm_head/w_s) [d, V] (saved for the backward),

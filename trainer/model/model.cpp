@@ -3,7 +3,9 @@
 #include "trainer/model/model.h"
 
 #include <cstring>
+#include <memory>
 
+#include "kernels/arena.h"
 #include "kernels/attention.h"
 #include "kernels/flops.h"
 #include "kernels/gemm.h"
@@ -13,15 +15,44 @@ namespace gpt {
 
 namespace {
 
-template <typename T>
-Tensor host_vector(const std::vector<T>& values, const char* field) {
-  GPT_CHECK(!values.empty(), "microbatch: ", field, " is empty");
-  Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, dtype_of<T>(), Device::cpu);
-  std::memcpy(t.raw(), values.data(), values.size() * sizeof(T));
-  return t;
-}
-
 bool is_bank_name(const std::string& name) { return name == "qk_bank" || name == "vo_bank" || name == "mlp_bank"; }
+
+// The microbatch's index products packed into one block (each at an Arena-aligned offset), so that a CUDA
+// microbatch costs a single host→device copy instead of one per product.
+class PackedProducts {
+ public:
+  PackedProducts(int64_t tokens, int64_t cu_rows) : tokens_(tokens), cu_rows_(cu_rows) {
+    targets_ = plan_.add({tokens}, DType::i64);
+    inputs_ = plan_.add({tokens}, DType::i32);
+    cu_ = plan_.add({cu_rows}, DType::i32);
+    cu_doubled_ = plan_.add({cu_rows}, DType::i32);  // written on the device by double_cu_seqlens
+    bigram_ = plan_.add({tokens}, DType::i32);
+    sign_ = plan_.add({tokens}, DType::i32);
+  }
+  size_t bytes() const { return plan_.bytes(); }
+
+  BatchTensors carve(const std::shared_ptr<Storage>& storage) const {
+    BatchTensors b;
+    b.tokens = tokens_;
+    b.targets = Tensor::from_storage(storage, targets_, {tokens_}, DType::i64);
+    b.inputs = Tensor::from_storage(storage, inputs_, {tokens_}, DType::i32);
+    b.cu_seqlens = Tensor::from_storage(storage, cu_, {cu_rows_}, DType::i32);
+    b.cu_seqlens_doubled = Tensor::from_storage(storage, cu_doubled_, {cu_rows_}, DType::i32);
+    b.bigram_ids = Tensor::from_storage(storage, bigram_, {tokens_}, DType::i32);
+    b.sign_rows = Tensor::from_storage(storage, sign_, {tokens_}, DType::i32);
+    return b;
+  }
+
+ private:
+  int64_t tokens_, cu_rows_;
+  ArenaPlan plan_;
+  size_t targets_ = 0, inputs_ = 0, cu_ = 0, cu_doubled_ = 0, bigram_ = 0, sign_ = 0;
+};
+
+template <typename T>
+void fill(Tensor& dst, const std::vector<T>& values) {
+  std::memcpy(dst.raw(), values.data(), values.size() * sizeof(T));
+}
 
 }  // namespace
 
@@ -36,16 +67,23 @@ BatchTensors upload_batch(const Microbatch& batch, Device device) {
   check_len(batch.sign_rows.size(), "sign_rows");
   GPT_CHECK(batch.cu_seqlens.size() >= 2, "microbatch: cu_seqlens needs at least 2 entries, got ",
             batch.cu_seqlens.size());
-  BatchTensors b;
-  b.tokens = tokens;
-  const Tensor cu_host = host_vector(batch.cu_seqlens, "cu_seqlens");
-  check_cu_seqlens_values(cu_host, tokens, "microbatch: cu_seqlens");
-  b.inputs = host_vector(batch.inputs, "inputs").to(device);
-  b.targets = host_vector(batch.targets, "targets").to(device);
-  b.cu_seqlens = cu_host.to(device);
-  b.bigram_ids = host_vector(batch.bigram_ids, "bigram_ids").to(device);
-  b.sign_rows = host_vector(batch.sign_rows, "sign_rows").to(device);
-  b.cu_seqlens_doubled = Tensor::empty(b.cu_seqlens.shape(), DType::i32, device);
+  const PackedProducts layout(tokens, static_cast<int64_t>(batch.cu_seqlens.size()));
+  auto host_storage = std::make_shared<Storage>(Device::cpu, layout.bytes());
+  BatchTensors host = layout.carve(host_storage);
+  fill(host.targets, batch.targets);
+  fill(host.inputs, batch.inputs);
+  fill(host.cu_seqlens, batch.cu_seqlens);
+  fill(host.bigram_ids, batch.bigram_ids);
+  fill(host.sign_rows, batch.sign_rows);
+  check_cu_seqlens_values(host.cu_seqlens, tokens, "microbatch: cu_seqlens");
+  BatchTensors b = host;
+  if (device != Device::cpu) {
+    auto device_storage = std::make_shared<Storage>(device, layout.bytes());
+    const auto bytes = static_cast<int64_t>(layout.bytes());
+    Tensor::from_storage(device_storage, 0, {bytes}, DType::u8)
+        .copy_from(Tensor::from_storage(host_storage, 0, {bytes}, DType::u8));
+    b = layout.carve(device_storage);
+  }
   double_cu_seqlens(b.cu_seqlens, b.cu_seqlens_doubled);
   return b;
 }
@@ -109,6 +147,7 @@ double GptModel::train_forward_backward(const Microbatch& batch, const StepConfi
     model_detail::layer_loop(f);
     const Var h = model_detail::last_layer_and_head(f);
     const double loss = model_detail::training_loss(f, h);
+    if (config.after_forward) config.after_forward();
     tape.backward();
     return loss;
   } catch (...) {

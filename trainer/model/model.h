@@ -6,6 +6,7 @@
 // (gradients ADD into the ParameterSet's buffers; the model never zeroes them: the optimizer clears bank
 // gradients every step and Adam gradients after odd steps, §4.1). validation_loss evaluates one window.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kernels/fp8_linear.h"
@@ -32,6 +33,7 @@ struct StepConfig {
   bool fp8_lm_head = false;              // §7.1 (the reference always uses it in training)
   bool fp8_mlp = false;                  // §7.2 (DISABLE_FP8 turns it off)
   int64_t validation_chunk_rows = 4096;  // rows of logits alive at once in validation (§3.4)
+  std::function<void()> after_forward;   // profiling hook: runs between a training forward and its backward
 };
 
 // A microbatch's host products (§1.5) placed on the model's device.

@@ -83,6 +83,19 @@ const NorMuonState& Optimizer::bank_state(const std::string& name) const {
   GPT_FAIL("optimizer: no bank named '", name, "'");
 }
 
+void Optimizer::restore_counters(const std::map<std::string, int64_t>& adam_steps, bool tied) {
+  GPT_CHECK(adam_steps.size() == adam_.size(), "optimizer: restoring ", adam_steps.size(), " Adam step counters, ",
+            "expected ", adam_.size());
+  for (AdamSlot& s : adam_) {
+    auto it = adam_steps.find(s.param->name);
+    GPT_CHECK(it != adam_steps.end() && it->second >= 0, "optimizer: no valid saved step counter for '",
+              s.param->name, "'");
+    s.state.steps = it->second;
+  }
+  GPT_CHECK(!tied || has_tied_pair_, "optimizer: cannot restore a tie without both embed and lm_head");
+  tied_ = tied;
+}
+
 void Optimizer::step(const StepSchedule& s) {
   step_banks(s);
   if (s.adam_step) step_adam(s);

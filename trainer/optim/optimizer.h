@@ -8,6 +8,7 @@
 //  - tied embedding (§4.6) while step ≤ split: grad(lm_head) += grad(embed)ᵀ, only lm_head is reduced and
 //    updated, then embed ← lm_headᵀ; at the end of the split step embed takes lm_head's Adam state transposed
 //    (same step counter) and the two are untied.
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,10 @@ class Optimizer {
   };
   const AdamState& adam_state(const std::string& name) const;
   const NorMuonState& bank_state(const std::string& name) const;
+
+  // Checkpoint resume: puts back the Adam step counters (by parameter name) and the embed/lm_head tie; the
+  // state tensors themselves are restored through the handles above (they share storage).
+  void restore_counters(const std::map<std::string, int64_t>& adam_steps, bool tied);
 
  private:
   struct AdamSlot {

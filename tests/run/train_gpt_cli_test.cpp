@@ -1,0 +1,140 @@
+// End-to-end: runs the built train_gpt binary as the harness does and checks the contract (ARCHITECTURE.md):
+// log lines, summary fields, exit codes 0 / 2 / 3.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "run_test_util.h"
+
+namespace gpt {
+namespace {
+
+using test::RunScratch;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string stderr_text;
+};
+
+Outcome run_binary(const RunScratch& scratch, const std::string& args) {
+  const auto err = scratch.root() / "stderr.txt";
+  const std::string cmd = std::string(SPEEDRUN_BINARY_DIR "/bin/train_gpt ") + args + " > " +
+                          (scratch.root() / "stdout.txt").string() + " 2> " + err.string();
+  const int status = std::system(cmd.c_str());
+  Outcome o;
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err);
+  o.stderr_text.assign(std::istreambuf_iterator<char>(in), {});
+  return o;
+}
+
+std::string base_args(const RunScratch& scratch, const std::string& run_id) {
+  std::string args = "--recipe tiny --data " + scratch.data().string() + " --seed 3 --run-id " + run_id + " --out " +
+                     scratch.out().string() + " --backend cpu --threads 1 --set debug.model=standin";
+  for (const std::string& o : test::short_schedule()) args += " --set " + o;
+  return args;
+}
+
+TEST(TrainGptCli, FinishedRunFollowsTheContract) {
+  RunScratch scratch;
+  const Outcome o = run_binary(scratch, base_args(scratch, "e2e"));
+  ASSERT_EQ(o.exit_code, 0) << o.stderr_text;
+
+  const std::regex val_re(R"(step:(\d+)/(\d+) val_loss:(\d+\.\d{4}) train_time:(\d+)ms step_avg:(\d+\.\d{2})ms)");
+  const std::regex train_re(R"(step:(\d+)/(\d+) train_time:(\d+)ms step_avg:(\d+\.\d{2})ms)");
+  const std::regex mem_re(R"(peak memory allocated: (\d+) MiB reserved: (\d+) MiB)");
+  std::ifstream log(scratch.out() / "e2e.txt");
+  std::vector<double> val_losses;
+  int train_lines = 0, mem_lines = 0;
+  int64_t last_train_step = 0;
+  for (std::string line; std::getline(log, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, val_re)) {
+      EXPECT_EQ(m[2], "8");
+      val_losses.push_back(std::stod(m[3]));
+    } else if (std::regex_match(line, m, train_re)) {
+      ++train_lines;
+      EXPECT_EQ(std::stoll(m[1]), last_train_step + 1);
+      last_train_step = std::stoll(m[1]);
+    } else if (std::regex_match(line, m, mem_re)) {
+      ++mem_lines;
+      EXPECT_EQ(m[1], m[2]);  // CPU: peak RSS in both
+    } else {
+      EXPECT_EQ(line.rfind("step:", 0), std::string::npos) << "malformed step line: " << line;
+    }
+  }
+  EXPECT_EQ(val_losses.size(), 3u);
+  EXPECT_EQ(train_lines, 8);
+  EXPECT_EQ(mem_lines, 1);
+
+  std::ifstream summary_file(scratch.out() / "e2e.json");
+  const nlohmann::json j = nlohmann::json::parse(summary_file);
+  EXPECT_EQ(j.at("status"), "finished");
+  EXPECT_EQ(j.at("run_id"), "e2e");
+  EXPECT_EQ(j.at("seed"), 3);
+  EXPECT_EQ(j.at("steps"), 8);
+  EXPECT_NEAR(j.at("final_val_loss").get<double>(), val_losses.back(), 5e-5);
+  EXPECT_EQ(j.at("val_history").size(), 3u);
+  EXPECT_EQ(j.at("environment").at("threads"), 1);
+
+  // The same seed reproduces the same summary losses exactly.
+  const Outcome again = run_binary(scratch, base_args(scratch, "e2e_again"));
+  ASSERT_EQ(again.exit_code, 0) << again.stderr_text;
+  std::ifstream again_file(scratch.out() / "e2e_again.json");
+  const nlohmann::json k = nlohmann::json::parse(again_file);
+  EXPECT_EQ(k.at("final_val_loss"), j.at("final_val_loss"));
+}
+
+TEST(TrainGptCli, ForcedNanExitsThreeWithSummary) {
+  RunScratch scratch;
+  const Outcome o = run_binary(scratch, base_args(scratch, "nan") + " --set debug.inject_nan_step=1");
+  EXPECT_EQ(o.exit_code, 3) << o.stderr_text;
+  std::ifstream summary_file(scratch.out() / "nan.json");
+  const nlohmann::json j = nlohmann::json::parse(summary_file);
+  EXPECT_EQ(j.at("status"), "diverged");
+  EXPECT_EQ(j.at("steps"), 1);
+}
+
+void expect_usage_error(const RunScratch& scratch, const std::string& args, const std::string& fragment) {
+  const Outcome o = run_binary(scratch, args);
+  EXPECT_EQ(o.exit_code, 2) << args << "\n" << o.stderr_text;
+  EXPECT_NE(o.stderr_text.find(fragment), std::string::npos) << o.stderr_text;
+  EXPECT_EQ(std::count(o.stderr_text.begin(), o.stderr_text.end(), '\n'), 1) << "one line: " << o.stderr_text;
+}
+
+TEST(TrainGptCli, BadInputExitsTwoWithOneLine) {
+  RunScratch scratch;
+  const std::string args = base_args(scratch, "bad");
+  expect_usage_error(scratch, args + " --set model.bogus=1", "bogus");
+  expect_usage_error(scratch, args + " --gpus 4", "--gpus");
+  expect_usage_error(scratch, args + " --set debug.bogus=1", "debug.bogus");
+  expect_usage_error(scratch, args + " --resume " + (scratch.root() / "none.ckpt").string(), "none.ckpt");
+  expect_usage_error(scratch, args + " --frobnicate", "frobnicate");
+  expect_usage_error(scratch, "--recipe tiny --data " + scratch.data().string(), "--seed");
+  expect_usage_error(scratch,
+                     "--recipe nosuch --data " + scratch.data().string() + " --seed 1 --run-id x --out " +
+                         scratch.out().string(),
+                     "nosuch");
+  expect_usage_error(scratch,
+                     "--recipe tiny --data /nonexistent_data --seed 1 --run-id x --out " + scratch.out().string(),
+                     "/nonexistent_data");
+}
+
+TEST(TrainGptCli, CorruptShardExitsTwo) {
+  RunScratch scratch;
+  {
+    std::fstream shard(scratch.data() / "train_000000.bin", std::ios::in | std::ios::out | std::ios::binary);
+    shard.seekp(0);
+    shard.write("XXXX", 4);  // break the magic
+  }
+  expect_usage_error(scratch, base_args(scratch, "corrupt"), "train_000000.bin");
+}
+
+}  // namespace
+}  // namespace gpt

@@ -1,0 +1,355 @@
+// train_step_bench: one full training step of the `head` model on one GPU (RECIPE §1.3: 8 microbatches of T
+// tokens, forward + backward + optimizer step), timed with CUDA events.
+//
+//   train_step_bench [--steps N] [--warmup N] [--json FILE] [--only stage2|stage0] [--fp8 on|off|both]
+//
+// Shapes: stage 2 of the record recipe (T = 49,152, windows 640/1408 tokens, MTP [1]) and stage 0 (T = 16,384,
+// windows 128/384, MTP [1, 0.5, 0.25]). Data: synthetic token ids with a BOS roughly every 700 tokens (timing
+// does not depend on the values). FP8: "on" is the recipe (§7.1 lm_head and §7.2 MLP products), "off" bf16 GEMMs.
+// Reports ms/step, tokens/s, model TFLOP/s from the §10.2 counter (kernels/flops.h), MFU against the 989 TFLOP/s
+// dense bf16 datasheet figure and against this run's measured cuBLASLt 8192³ bf16 rate, per-phase times (forward,
+// backward, optimizer; summed over the step's microbatches) and peak memory (caching allocator statistics).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#ifdef SPEEDRUN_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/cuda/runtime.h"
+#include "kernels/gemm.h"
+#include "kernels/rotary.h"
+#include "trainer/comm/comm.h"
+#include "trainer/data/host_products.h"
+#include "trainer/model/model.h"
+#include "trainer/optim/optimizer.h"
+#include "trainer/recipe/recipe.h"
+#include "trainer/schedule/schedule.h"
+
+namespace gpt {
+namespace {
+
+constexpr double kDatasheetBf16TflopS = 989.0;  // H100/H200 SXM dense bf16
+constexpr int kMicrobatches = 8;                 // 8 slices per step on one GPU: A = 8
+
+struct Options {
+  int steps = 6;
+  int warmup = 2;
+  std::string json_path;
+  std::string only;         // empty: both shapes
+  std::string fp8 = "both";  // on | off | both
+};
+
+struct BenchShape {
+  std::string name;
+  int64_t schedule_step;  // a step of the `head` schedule inside the stage (windows, MTP, prefix weight)
+};
+
+// Synthetic microbatch: documents of 300..1100 tokens (mean 700) starting with BOS, ids uniform in [0, V).
+Microbatch synthetic_microbatch(int64_t tokens, int64_t vocab, int32_t bigram_rows, int64_t lmax, int32_t cu_rows,
+                                uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> doc_len(300, std::min<int64_t>(1100, lmax));
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));
+  std::vector<int64_t> pieces;
+  int64_t left = tokens + 1;
+  while (left > 0) {
+    const int64_t len = std::min(left, doc_len(rng));
+    pieces.push_back(len);
+    left -= len;
+  }
+  std::vector<int32_t> stream;
+  for (int64_t len : pieces) {
+    stream.push_back(50256);
+    for (int64_t i = 1; i < len; ++i) stream.push_back(token(rng));
+  }
+  Microbatch mb;
+  mb.inputs.assign(stream.begin(), stream.end() - 1);
+  for (size_t i = 1; i < stream.size(); ++i) mb.targets.push_back(stream[i]);
+  mb.cu_seqlens = training_cu_seqlens(pieces, cu_rows);
+  mb.bigram_ids = bigram_row_ids(mb.inputs, bigram_rows - 1);
+  mb.sign_rows = bigram_sign_rows(mb.inputs);
+  mb.max_seqlen = longest_segment(mb.cu_seqlens);
+  return mb;
+}
+
+// cuBLASLt bf16 8192³ rate on this GPU (the measured peak MFU is quoted against).
+double measured_gemm_tflops() {
+  constexpr int64_t n = 8192;
+  Tensor a = Tensor::zeros({n, n}, DType::bf16, Device::cuda);
+  Tensor b = Tensor::zeros({n, n}, DType::bf16, Device::cuda);
+  Tensor c = Tensor::empty({n, n}, DType::bf16, Device::cuda);
+  for (int i = 0; i < 5; ++i) gemm(a, b, c);
+  cuda::Event start(true), stop(true);
+  constexpr int kIters = 30;
+  start.record(cuda::current_stream());
+  for (int i = 0; i < kIters; ++i) gemm(a, b, c);
+  stop.record(cuda::current_stream());
+  stop.synchronize();
+  const double ms = cuda::Event::elapsed_ms(start, stop) / kIters;
+  return 2.0 * n * n * n / (ms * 1e-3) / 1e12;
+}
+
+struct PhaseEvents {
+  cuda::Event step_begin{true}, step_end{true}, opt_begin{true};
+  std::vector<cuda::Event> fwd_begin, fwd_end, bwd_end;
+  PhaseEvents() {
+    for (int i = 0; i < kMicrobatches; ++i) {
+      fwd_begin.emplace_back(true);
+      fwd_end.emplace_back(true);
+      bwd_end.emplace_back(true);
+    }
+  }
+};
+
+struct StepTimes {
+  double step_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
+};
+
+class Bench {
+ public:
+  Bench() : recipe_(load_recipe("head")), schedule_(recipe_), dims_(ModelDims::head(1)) {
+    std::printf("initialising the head model (%lld parameters) on the GPU...\n",
+                static_cast<long long>(total_parameter_count(dims_)));
+    weights_ = init_weights(dims_, 1, DType::bf16, Device::cuda);
+    register_parameters(weights_, params_);
+    model_ = std::make_unique<GptModel>(dims_, params_, weights_.bigram_sign_table);
+    comm_ = make_single_rank_comm();
+    optimizer_ = std::make_unique<Optimizer>(params_, recipe_, *comm_);
+    const RotaryTables tables(dims_.head_dim, 2 * 49152);
+    config_.rotary_cos = tables.cos_table(DType::bf16, Device::cuda);
+    config_.rotary_sin = tables.sin_table(DType::bf16, Device::cuda);
+    config_.attention_scale = tables.attention_scale();
+    config_.accumulation_steps = kMicrobatches;
+    // A prefix table of valid token ids (the real one maps tokens to their longest proper prefix token, §3.2).
+    std::vector<int64_t> prefix(static_cast<size_t>(dims_.vocab));
+    std::mt19937_64 rng(5);
+    for (int64_t& p : prefix) p = static_cast<int64_t>(rng() % 50257);
+    Tensor host = Tensor::empty({dims_.vocab}, DType::i64);
+    std::copy(prefix.begin(), prefix.end(), host.data<int64_t>());
+    prefix_table_ = host.to(Device::cuda);
+  }
+
+  nlohmann::json run(const BenchShape& shape, bool fp8, const Options& options, double gemm_tflops) {
+    // Alternate an even and an odd step: NorMuon runs every step, Adam on odd steps (§4.1).
+    const StepSchedule s = schedule_.at(shape.schedule_step);
+    const StepSchedule s_odd = schedule_.at(shape.schedule_step + 1);
+    const int64_t tokens = s.slice_tokens;
+    config_.window_short = s.ws_short_tokens;
+    config_.window_long = s.ws_long_tokens;
+    config_.mtp_weights.assign(s.mtp_weights.begin(), s.mtp_weights.end());
+    config_.prefix_weight = static_cast<float>(s.prefix_weight);
+    config_.prefix_table = s.prefix_weight > 0 ? prefix_table_ : Tensor();
+    config_.fp8_lm_head = fp8;
+    config_.fp8_mlp = fp8;
+    if (fp8) {
+      model_->reset_fp8();
+      model_->refresh_fp8(true);
+    }
+    std::vector<Microbatch> batches;
+    for (int i = 0; i < kMicrobatches; ++i) {
+      batches.push_back(synthetic_microbatch(tokens, dims_.vocab, static_cast<int32_t>(dims_.bigram_rows), s.lmax,
+                                             static_cast<int32_t>(s.cu_rows), 100 + static_cast<uint64_t>(i)));
+    }
+    std::printf("%s fp8=%s: T=%lld x %d, windows %lld/%lld, MTP %zu, prefix %.3f\n", shape.name.c_str(),
+                fp8 ? "on" : "off", static_cast<long long>(tokens), kMicrobatches,
+                static_cast<long long>(s.ws_short_tokens), static_cast<long long>(s.ws_long_tokens),
+                s.mtp_weights.size(), s.prefix_weight);
+    std::vector<StepTimes> times;
+    std::vector<double> losses;
+    GPT_CUDA_CHECK(cudaDeviceSynchronize());
+    reset_peak_memory_stats(Device::cuda);
+    for (int it = 0; it < options.warmup + options.steps; ++it) {
+      PhaseEvents ev;
+      double loss = 0;
+      ev.step_begin.record(cuda::current_stream());
+      for (int i = 0; i < kMicrobatches; ++i) {
+        loss += train_microbatch(batches[static_cast<size_t>(i)], ev, i) / static_cast<double>(tokens);
+      }
+      ev.opt_begin.record(cuda::current_stream());
+      const StepSchedule& current = it % 2 == 0 ? s : s_odd;
+      optimizer_->step(current);
+      if (fp8) model_->refresh_fp8(current.step < 16);
+      ev.step_end.record(cuda::current_stream());
+      ev.step_end.synchronize();
+      losses.push_back(loss);
+      if (it < options.warmup) continue;
+      StepTimes t;
+      t.step_ms = cuda::Event::elapsed_ms(ev.step_begin, ev.step_end);
+      t.optimizer_ms = cuda::Event::elapsed_ms(ev.opt_begin, ev.step_end);
+      for (int i = 0; i < kMicrobatches; ++i) {
+        const auto k = static_cast<size_t>(i);
+        t.forward_ms += cuda::Event::elapsed_ms(ev.fwd_begin[k], ev.fwd_end[k]);
+        t.backward_ms += cuda::Event::elapsed_ms(ev.fwd_end[k], ev.bwd_end[k]);
+      }
+      times.push_back(t);
+    }
+    const MemoryStats mem = memory_stats(Device::cuda);
+    return report(shape, fp8, s, tokens, times, losses, mem, gemm_tflops);
+  }
+
+ private:
+  // GptModel::train_forward_backward with events at the phase boundaries (the forward ends once the loss and its
+  // fused gradient are computed). Returns the microbatch's summed loss Σ_t ℓ_t.
+  double train_microbatch(const Microbatch& batch, PhaseEvents& ev, int i) {
+    const auto k = static_cast<size_t>(i);
+    ev.fwd_begin[k].record(cuda::current_stream());
+    config_.after_forward = [&ev, k] { ev.fwd_end[k].record(cuda::current_stream()); };
+    const double scaled = model_->train_forward_backward(batch, config_, tape_);
+    config_.after_forward = nullptr;  // the hook refers to this step's events
+    ev.bwd_end[k].record(cuda::current_stream());
+    return scaled * static_cast<double>(config_.accumulation_steps);
+  }
+
+  nlohmann::json report(const BenchShape& shape, bool fp8, const StepSchedule& s, int64_t tokens,
+                        const std::vector<StepTimes>& times, const std::vector<double>& losses,
+                        const MemoryStats& mem, double gemm_tflops) const;
+
+  Recipe recipe_;
+  Schedule schedule_;
+  ModelDims dims_;
+  ModelWeights weights_;
+  ParameterSet params_;
+  std::unique_ptr<GptModel> model_;
+  std::unique_ptr<Comm> comm_;
+  std::unique_ptr<Optimizer> optimizer_;
+  Tensor prefix_table_;
+  StepConfig config_;
+  Tape tape_;
+};
+
+nlohmann::json Bench::report(const BenchShape& shape, bool fp8, const StepSchedule& s, int64_t tokens,
+                             const std::vector<StepTimes>& times, const std::vector<double>& losses,
+                             const MemoryStats& mem, double gemm_tflops) const {
+  // Mean over the timed steps (an even count covers as many Adam steps as steps without one).
+  auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+  };
+  auto pick = [&](double StepTimes::*field) {
+    std::vector<double> v;
+    for (const StepTimes& t : times) v.push_back(t.*field);
+    return mean(v);
+  };
+  const double step_ms = pick(&StepTimes::step_ms);
+  const double tokens_per_step = static_cast<double>(tokens) * kMicrobatches;
+  const double flops_per_token = model_flops_per_token(dims_, s.ws_short_tokens, s.ws_long_tokens);
+  const double tflops = flops_per_token * tokens_per_step / (step_ms * 1e-3) / 1e12;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  nlohmann::json j = {
+      {"shape", shape.name},
+      {"fp8", fp8},
+      {"slice_tokens", tokens},
+      {"microbatches", kMicrobatches},
+      {"tokens_per_step", tokens_per_step},
+      {"window_short", s.ws_short_tokens},
+      {"window_long", s.ws_long_tokens},
+      {"mtp_weights", s.mtp_weights},
+      {"prefix_weight", s.prefix_weight},
+      {"timed_steps", times.size()},
+      {"ms_per_step", step_ms},
+      {"forward_ms", pick(&StepTimes::forward_ms)},
+      {"backward_ms", pick(&StepTimes::backward_ms)},
+      {"optimizer_ms", pick(&StepTimes::optimizer_ms)},
+      {"tokens_per_s", tokens_per_step / (step_ms * 1e-3)},
+      {"model_flops_per_token", flops_per_token},
+      {"model_tflop_s", tflops},
+      {"mfu_vs_989", tflops / kDatasheetBf16TflopS},
+      {"mfu_vs_measured_gemm", tflops / gemm_tflops},
+      {"measured_gemm_bf16_tflop_s", gemm_tflops},
+      {"peak_allocated_mib", static_cast<double>(mem.peak_allocated) / kMiB},
+      {"peak_reserved_mib", static_cast<double>(mem.peak_reserved) / kMiB},
+      {"losses", losses},
+  };
+  std::printf("  %.1f ms/step (fwd %.1f, bwd %.1f, opt %.1f), %.0f tok/s, %.1f model TFLOP/s, MFU %.1f%% of 989, "
+              "%.1f%% of measured %.0f; peak alloc %.0f MiB, reserved %.0f MiB; losses",
+              step_ms, pick(&StepTimes::forward_ms), pick(&StepTimes::backward_ms), pick(&StepTimes::optimizer_ms),
+              tokens_per_step / (step_ms * 1e-3), tflops, 100 * tflops / kDatasheetBf16TflopS,
+              100 * tflops / gemm_tflops, gemm_tflops, static_cast<double>(mem.peak_allocated) / kMiB,
+              static_cast<double>(mem.peak_reserved) / kMiB);
+  for (double l : losses) std::printf(" %.4f", l);
+  std::printf("\n");
+  return j;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      GPT_CHECK(i + 1 < argc, "train_step_bench: ", a, " needs a value");
+      return argv[++i];
+    };
+    if (a == "--steps") {
+      o.steps = std::stoi(value());
+    } else if (a == "--warmup") {
+      o.warmup = std::stoi(value());
+    } else if (a == "--json") {
+      o.json_path = value();
+    } else if (a == "--only") {
+      o.only = value();
+      GPT_CHECK(o.only == "stage2" || o.only == "stage0", "train_step_bench: --only expects stage2 or stage0");
+    } else if (a == "--fp8") {
+      o.fp8 = value();
+      GPT_CHECK(o.fp8 == "on" || o.fp8 == "off" || o.fp8 == "both", "train_step_bench: --fp8 expects on, off or both");
+    } else {
+      GPT_FAIL("train_step_bench: unknown argument '", a,
+               "' (usage: [--steps N] [--warmup N] [--json FILE] [--only stage2|stage0] [--fp8 on|off|both])");
+    }
+  }
+  GPT_CHECK(o.steps >= 1 && o.warmup >= 0, "train_step_bench: --steps must be >= 1 and --warmup >= 0");
+  return o;
+}
+
+}  // namespace
+}  // namespace gpt
+
+int main(int argc, char** argv) {
+  using namespace gpt;
+  try {
+    const Options options = parse(argc, argv);
+    GPT_CHECK(cuda_available(), "train_step_bench: no CUDA device visible");
+    const cudaDeviceProp& prop = cuda::device_properties();
+    const double gemm_tflops = measured_gemm_tflops();
+    std::printf("device: %s; cuBLASLt bf16 8192^3: %.1f TFLOP/s\n", prop.name, gemm_tflops);
+    Bench bench;
+    // Steps of the `head` schedule: 300/301 lie in stage 0 (steps 0-422), 1000/1001 in stage 2 (847-1269).
+    std::vector<BenchShape> shapes;
+    if (options.only != "stage0") shapes.push_back({"stage2", 1000});
+    if (options.only != "stage2") shapes.push_back({"stage0", 300});
+    nlohmann::json results = nlohmann::json::array();
+    for (const BenchShape& shape : shapes) {
+      for (bool fp8 : {true, false}) {
+        if ((fp8 && options.fp8 == "off") || (!fp8 && options.fp8 == "on")) continue;
+        try {
+          results.push_back(bench.run(shape, fp8, options, gemm_tflops));
+        } catch (const std::exception& e) {
+          std::printf("  %s fp8=%s FAILED: %s\n", shape.name.c_str(), fp8 ? "on" : "off", e.what());
+          results.push_back({{"shape", shape.name}, {"fp8", fp8}, {"error", e.what()}});
+          GPT_CUDA_CHECK(cudaDeviceSynchronize());
+        }
+      }
+    }
+    nlohmann::json doc = {{"device", prop.name}, {"measured_gemm_bf16_tflop_s", gemm_tflops},
+                          {"datasheet_bf16_tflop_s", kDatasheetBf16TflopS}, {"results", results}};
+    if (!options.json_path.empty()) std::ofstream(options.json_path) << doc.dump(2) << "\n";
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "train_step_bench: " << e.what() << std::endl;
+    return 1;
+  }
+}
+#else   // SPEEDRUN_HAVE_CUDA
+int main() {
+  std::fprintf(stderr, "train_step_bench: this build has no CUDA backend\n");
+  return 0;
+}
+#endif  // SPEEDRUN_HAVE_CUDA

@@ -1,0 +1,33 @@
+#pragma once
+// The run loop's view of the compute backend (`--backend cpu|cuda`): which device the model lives on, a device-wide
+// synchronization for the training clock (§9.2: the clock reads only after queued GPU work has finished), and
+// the peak-memory figures of the `peak memory allocated: … reserved: …` line.
+#include <cstdint>
+#include <string>
+
+#include "kernels/tensor.h"
+
+namespace gpt {
+
+// "cpu" -> Device::cpu, "cuda" -> Device::cuda; throws naming --backend for anything else, and for cuda when this
+// build has no CUDA backend or no device is visible.
+Device backend_device(const std::string& backend);
+
+// Storage dtype of the model's bf16 parameters and activations on `device`: bf16 on CUDA (RECIPE §0.4), f32 on the
+// CPU (§R.1: the CPU reference computes in fp32).
+inline DType model_dtype(Device device) { return device == Device::cuda ? DType::bf16 : DType::f32; }
+
+// Waits until the device has finished all queued work (no-op on the CPU).
+void synchronize_device(Device device);
+
+// Peak allocated / reserved MiB since the last reset: the caching allocator's statistics on CUDA; on the CPU the
+// process's peak RSS stands for both.
+struct PeakMemoryMib {
+  int64_t allocated = 0, reserved = 0;
+};
+PeakMemoryMib device_peak_memory_mib(Device device);
+
+// "NVIDIA H200 (sm_90, 139.8 GiB)" for CUDA, "cpu" otherwise: recorded in the run log header.
+std::string device_description(Device device);
+
+}  // namespace gpt

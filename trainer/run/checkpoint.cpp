@@ -1,0 +1,159 @@
+#include "trainer/run/checkpoint.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace gpt {
+
+namespace {
+
+constexpr char kMagic[8] = {'G', 'P', 'T', 'C', 'K', 'P', 'T', '\0'};
+constexpr uint8_t kMaxDims = 8;
+
+uint64_t fnv1a(const char* data, size_t size) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < size; ++i) {
+    h ^= static_cast<uint8_t>(data[i]);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+template <typename T>
+void put(std::string& out, T value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof(T));
+}
+
+// Sequential reader over the file bytes; every short read names the file and what was being read.
+class Cursor {
+ public:
+  Cursor(const std::string& bytes, size_t end, std::string file) : bytes_(bytes), end_(end), file_(std::move(file)) {}
+
+  template <typename T>
+  T get(const char* what) {
+    T value;
+    std::memcpy(&value, take(sizeof(T), what), sizeof(T));
+    return value;
+  }
+  const char* take(size_t n, const char* what) {
+    GPT_CHECK(n <= end_ - pos_, "checkpoint '", file_, "' is truncated (while reading ", what, " at byte ", pos_, ")");
+    const char* p = bytes_.data() + pos_;
+    pos_ += n;
+    return p;
+  }
+  size_t pos() const { return pos_; }
+
+ private:
+  const std::string& bytes_;
+  size_t end_;
+  size_t pos_ = 0;
+  std::string file_;
+};
+
+}  // namespace
+
+void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::path tmp = path;
+  tmp += ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    GPT_CHECK(out.good(), "cannot write '", tmp.string(), "'");
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.flush();
+    GPT_CHECK(out.good(), "writing '", tmp.string(), "' failed (disk full?)");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    GPT_FAIL("cannot rename '", tmp.string(), "' to '", path.string(), "': ", ec.message());
+  }
+}
+
+void write_checkpoint(const std::filesystem::path& path, const nlohmann::json& meta,
+                      const std::vector<NamedTensor>& tensors) {
+  std::string out;
+  out.append(kMagic, sizeof(kMagic));
+  put<uint32_t>(out, kCheckpointVersion);
+  const std::string meta_text = meta.dump();
+  put<uint64_t>(out, meta_text.size());
+  out += meta_text;
+  put<uint64_t>(out, tensors.size());
+  for (const NamedTensor& t : tensors) {
+    const Tensor host = t.tensor.to(Device::cpu);
+    GPT_CHECK(host.ndim() <= kMaxDims, "checkpoint: tensor '", t.name, "' has too many dimensions");
+    put<uint32_t>(out, static_cast<uint32_t>(t.name.size()));
+    out += t.name;
+    put<uint8_t>(out, static_cast<uint8_t>(host.dtype()));
+    put<uint8_t>(out, static_cast<uint8_t>(host.ndim()));
+    for (int64_t d : host.shape()) put<int64_t>(out, d);
+    put<uint64_t>(out, host.nbytes());
+    out.append(static_cast<const char*>(host.raw()), host.nbytes());
+  }
+  put<uint64_t>(out, fnv1a(out.data(), out.size()));
+  write_file_atomically(path, out);
+}
+
+CheckpointData read_checkpoint(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  std::ifstream in(path, std::ios::binary);
+  GPT_CHECK(in.good(), "cannot read checkpoint '", file, "'");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  const std::string bytes = buffer.str();
+  GPT_CHECK(bytes.size() >= sizeof(kMagic) + sizeof(uint32_t) + sizeof(uint64_t) &&
+                std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) == 0,
+            "'", file, "' is not a train_gpt checkpoint (bad magic)");
+  const size_t body = bytes.size() - sizeof(uint64_t);
+  uint64_t stored_sum;
+  std::memcpy(&stored_sum, bytes.data() + body, sizeof(stored_sum));
+
+  Cursor cur(bytes, body, file);
+  cur.take(sizeof(kMagic), "magic");
+  const auto version = cur.get<uint32_t>("version");
+  GPT_CHECK(version == kCheckpointVersion, "checkpoint '", file, "' has format version ", version,
+            ", this build reads version ", kCheckpointVersion);
+  GPT_CHECK(fnv1a(bytes.data(), body) == stored_sum, "checkpoint '", file, "' is corrupt (checksum mismatch)");
+
+  CheckpointData data;
+  const auto meta_size = cur.get<uint64_t>("metadata length");
+  const char* meta_text = cur.take(meta_size, "metadata");
+  try {
+    data.meta = nlohmann::json::parse(meta_text, meta_text + meta_size);
+  } catch (const nlohmann::json::exception& e) {
+    GPT_FAIL("checkpoint '", file, "': metadata is not valid JSON: ", e.what());
+  }
+  const auto count = cur.get<uint64_t>("tensor count");
+  for (uint64_t i = 0; i < count; ++i) {
+    const auto name_size = cur.get<uint32_t>("tensor name length");
+    const char* name = cur.take(name_size, "tensor name");
+    const auto dtype_code = cur.get<uint8_t>("dtype");
+    GPT_CHECK(dtype_code <= static_cast<uint8_t>(DType::e5m2), "checkpoint '", file, "': tensor '",
+              std::string(name, name_size), "' has unknown dtype code ", int{dtype_code});
+    const auto ndim = cur.get<uint8_t>("rank");
+    GPT_CHECK(ndim <= kMaxDims, "checkpoint '", file, "': tensor has ", int{ndim}, " dimensions");
+    Shape shape;
+    for (uint8_t d = 0; d < ndim; ++d) {
+      const auto extent = cur.get<int64_t>("shape");
+      GPT_CHECK(extent >= 0, "checkpoint '", file, "': negative extent in tensor '", std::string(name, name_size), "'");
+      shape.push_back(extent);
+    }
+    const auto nbytes = cur.get<uint64_t>("byte count");
+    const auto dtype = static_cast<DType>(dtype_code);
+    GPT_CHECK(nbytes == static_cast<uint64_t>(shape_numel(shape)) * dtype_size(dtype), "checkpoint '", file,
+              "': tensor '", std::string(name, name_size), "' holds ", nbytes, " bytes, its shape needs ",
+              shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype)));
+    const char* payload = cur.take(nbytes, "tensor data");
+    Tensor t = Tensor::empty(shape, dtype);
+    std::memcpy(t.raw(), payload, nbytes);
+    data.tensors.push_back({std::string(name, name_size), std::move(t)});
+  }
+  GPT_CHECK(cur.pos() == body, "checkpoint '", file, "' has ", body - cur.pos(), " unexpected trailing bytes");
+  return data;
+}
+
+}  // namespace gpt

@@ -1,0 +1,97 @@
+#include "trainer/run/run_log.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "kernels/check.h"
+#include "trainer/build_info.h"
+
+namespace gpt {
+
+namespace {
+
+std::string format(const char* fmt, auto... args) {
+  std::array<char, 256> buf{};
+  const int n = std::snprintf(buf.data(), buf.size(), fmt, args...);
+  GPT_CHECK(n >= 0 && static_cast<size_t>(n) < buf.size(), "log line too long");
+  return std::string(buf.data(), static_cast<size_t>(n));
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+std::string validation_line(int64_t step, int64_t total_steps, double val_loss, double train_time_ms) {
+  // Python's "{:.4f}" prints nan/inf as "nan"/"inf", as printf does.
+  return format("step:%lld/%lld val_loss:%.4f train_time:%.0fms step_avg:%.2fms", static_cast<long long>(step),
+                static_cast<long long>(total_steps), val_loss, train_time_ms,
+                train_time_ms / static_cast<double>(std::max<int64_t>(step, 1)));
+}
+
+std::string training_line(int64_t step, int64_t total_steps, double train_time_ms) {
+  return format("step:%lld/%lld train_time:%.0fms step_avg:%.2fms", static_cast<long long>(step),
+                static_cast<long long>(total_steps), train_time_ms, train_time_ms / static_cast<double>(step));
+}
+
+std::string peak_memory_line(int64_t allocated_mib, int64_t reserved_mib) {
+  return format("peak memory allocated: %lld MiB reserved: %lld MiB", static_cast<long long>(allocated_mib),
+                static_cast<long long>(reserved_mib));
+}
+
+nlohmann::json RunEnvironment::to_json() const {
+  return {{"hostname", hostname}, {"cpu", cpu},         {"threads", threads},       {"backend", backend},
+          {"compiler", compiler}, {"build_flags", build_type}, {"git_commit", git_commit}, {"git_dirty", git_dirty},
+          {"gpu", ""},            {"driver", ""},       {"cuda", ""},               {"nccl", ""}};
+}
+
+RunEnvironment describe_environment(const std::string& backend, int threads) {
+  RunEnvironment env;
+  std::array<char, 256> host{};
+  env.hostname = ::gethostname(host.data(), host.size() - 1) == 0 ? host.data() : "unknown";
+  env.cpu = cpu_model();
+  env.threads = threads;
+  env.backend = backend;
+  const BuildInfo& info = build_info();
+  env.compiler = info.compiler;
+  env.build_type = info.build_type;
+  env.git_commit = info.git_commit;
+  env.git_dirty = info.git_dirty;
+  return env;
+}
+
+int64_t peak_rss_mib() {
+  rusage usage{};
+  if (::getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<int64_t>(usage.ru_maxrss) / 1024;  // Linux reports KiB
+}
+
+RunLog::RunLog(const std::filesystem::path& path, bool enabled, bool append, bool echo)
+    : enabled_(enabled), echo_(echo) {
+  if (!enabled_) return;
+  file_.open(path, append ? std::ios::app : std::ios::trunc);
+  GPT_CHECK(file_.good(), "cannot write the run log '", path.string(), "' (--out)");
+}
+
+void RunLog::line(const std::string& text) {
+  if (!enabled_) return;
+  file_ << text << '\n';
+  file_.flush();
+  if (echo_) std::cout << text << std::endl;
+}
+
+}  // namespace gpt

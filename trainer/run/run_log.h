@@ -1,0 +1,51 @@
+#pragma once
+// The run log (RECIPE §9.3, the trainer ↔ harness contract): OUT/ID.txt holds a header (recipe, git revision,
+// environment) and then the speedrun step lines, each flushed as it is written so a killed run leaves a valid
+// prefix. Only rank 0 writes; lines also go to stdout.
+#include <cstdint>
+#include <fstream>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace gpt {
+
+// The speedrun's line formats.
+std::string validation_line(int64_t step, int64_t total_steps, double val_loss, double train_time_ms);
+std::string training_line(int64_t step, int64_t total_steps, double train_time_ms);
+std::string peak_memory_line(int64_t allocated_mib, int64_t reserved_mib);
+
+// Where the run executes, for the log header and the summary's "environment".
+struct RunEnvironment {
+  std::string hostname;
+  std::string cpu;
+  int threads = 1;
+  std::string backend;
+  std::string compiler;
+  std::string build_type;
+  std::string git_commit;
+  bool git_dirty = false;
+
+  nlohmann::json to_json() const;
+};
+RunEnvironment describe_environment(const std::string& backend, int threads);
+
+// Peak resident set size of this process in MiB. The CPU backend reports it as both "allocated" and
+// "reserved" peak memory (there is no separate allocator pool to distinguish).
+int64_t peak_rss_mib();
+
+class RunLog {
+ public:
+  // `enabled` = rank 0. `append` continues an existing log (resume).
+  RunLog(const std::filesystem::path& path, bool enabled, bool append, bool echo);
+  // Writes one line (newline added), flushes the file, echoes to stdout.
+  void line(const std::string& text);
+
+ private:
+  std::ofstream file_;
+  bool enabled_;
+  bool echo_;
+};
+
+}  // namespace gpt

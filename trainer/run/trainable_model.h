@@ -1,0 +1,57 @@
+#pragma once
+// What the run loop needs from a model (RECIPE §9): the trained parameters, the rest of its mutable state, one
+// schedule update per step, a training forward/backward per microbatch and a validation loss per window.
+// The run loop owns ordering, timing, data and the optimizer; the model owns the math.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+#include "trainer/data/train_loader.h"
+#include "trainer/optim/parameter_set.h"
+#include "trainer/schedule/schedule.h"
+
+namespace gpt {
+
+// A tensor handle with a stable name; the handle shares storage with the model's own tensor.
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+class TrainableModel {
+ public:
+  virtual ~TrainableModel() = default;
+
+  // One line for the run log ("gpt d=96 L=11 ...").
+  virtual std::string description() const = 0;
+
+  // The trained parameters (RECIPE §2.2) with their gradient buffers, as the optimizer sees them.
+  virtual ParameterSet& parameters() = 0;
+
+  // Every other tensor whose value can change during a run (rotary tables, τ, FP8 scale state, the step the
+  // schedule was last applied at, ...). Together with parameters() this is the model's complete state: the
+  // warmup reset restores it from a snapshot and checkpoints save it, so no mutable state may live elsewhere.
+  virtual std::vector<NamedTensor> buffers() = 0;
+
+  // Applies the schedule of step s (windows, YaRN events, MTP and prefix weights). Called before validating
+  // and training at s; s = N is the final validation (§5.5).
+  virtual void set_schedule(const StepSchedule& s) = 0;
+
+  // Forward and backward of one microbatch: adds loss_scale · ∂(mean loss)/∂θ into the gradient buffers and
+  // returns the microbatch's mean training loss.
+  virtual double train_microbatch(const Microbatch& batch, double loss_scale) = 0;
+
+  // Called after each optimizer step (FP8 weight refresh, §7.2).
+  virtual void after_optimizer_step(const StepSchedule& s) { (void)s; }
+
+  // Mean validation loss (§3.4) over one validation window; no gradient, no state change.
+  virtual double validation_loss(const Microbatch& window) = 0;
+
+  // Whether the loss reads the prefix table (§3.2); if so, the run builds it inside the timed region.
+  virtual bool uses_prefix_table() const = 0;
+  virtual void set_prefix_table(std::span<const int64_t> table) = 0;
+};
+
+}  // namespace gpt

@@ -1,0 +1,440 @@
+#include "trainer/run/training_run.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "trainer/build_info.h"
+#include "trainer/comm/comm.h"
+#include "trainer/data/train_loader.h"
+#include "trainer/data/val_loader.h"
+#include "trainer/optim/optimizer.h"
+#include "trainer/run/backend.h"
+#include "trainer/run/checkpoint.h"
+#include "trainer/run/launch_env.h"
+#include "trainer/run/run_log.h"
+#include "trainer/run/run_summary.h"
+#include "trainer/run/standin_model.h"
+#include "trainer/run/training_state.h"
+#include "trainer/schedule/schedule.h"
+#include "trainer/tokenizer/gpt2_tokenizer.h"
+
+namespace gpt {
+
+namespace {
+
+// Accumulated wall-clock time of the timed region (§9.2). `sync` waits for the device before reading the
+// clock (a no-op on the CPU; the CUDA backend synchronizes its stream).
+class TrainClock {
+ public:
+  explicit TrainClock(std::function<void()> sync) : sync_(std::move(sync)) {}
+  void start() {
+    sync_();
+    t0_ = std::chrono::steady_clock::now();
+    running_ = true;
+  }
+  void stop() {
+    if (!running_) return;
+    sync_();
+    accumulated_ms_ += since_start();
+    running_ = false;
+  }
+  // Accumulated time plus the unsynchronized elapsed time of the running segment (§9.3 training lines).
+  double elapsed_ms() const { return accumulated_ms_ + (running_ ? since_start() : 0.0); }
+  void set_accumulated(double ms) { accumulated_ms_ = ms; }
+
+ private:
+  double since_start() const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  std::function<void()> sync_;
+  std::chrono::steady_clock::time_point t0_{};
+  double accumulated_ms_ = 0;
+  bool running_ = false;
+};
+
+std::string join_steps(const std::vector<int64_t>& steps) {
+  std::ostringstream out;
+  out << '[';
+  for (size_t i = 0; i < steps.size(); ++i) out << (i ? ", " : "") << steps[i];
+  out << ']';
+  return out.str();
+}
+
+CallShape call_shape(const StepSchedule& s) {
+  return CallShape{.slice_tokens = s.slice_tokens, .max_doc_tokens = s.lmax,
+                   .cu_seqlens_rows = static_cast<int32_t>(s.cu_rows)};
+}
+
+// Writes one NaN into lm_head (or the first parameter): every logit row then has a NaN and so does the loss.
+void poison_parameters(TrainableModel& model) {
+  ParameterSet& params = model.parameters();
+  Tensor& value = params.contains("lm_head") ? params.get("lm_head").value : params.all().front().value;
+  std::vector<double> values = value.to_doubles();
+  values[0] = std::numeric_limits<double>::quiet_NaN();
+  value.copy_from(Tensor::from_doubles(values, value.shape(), value.dtype(), value.device()));
+}
+
+}  // namespace
+
+void take_debug_switches(RunOptions& options) {
+  std::vector<std::string> rest;
+  for (const std::string& item : options.overrides) {
+    if (item.rfind("debug.", 0) != 0) {
+      rest.push_back(item);
+      continue;
+    }
+    const auto eq = item.find('=');
+    GPT_CHECK(eq != std::string::npos, "--set ", item, ": expected debug.KEY=VALUE");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "debug.inject_nan_step") {
+      try {
+        size_t used = 0;
+        options.inject_nan_step = std::stoll(value, &used);
+        GPT_CHECK(used == value.size() && options.inject_nan_step >= 0, "");
+      } catch (const std::exception&) {
+        GPT_FAIL("--set ", item, ": debug.inject_nan_step expects a step number >= 0");
+      }
+    } else if (key == "debug.model") {
+      GPT_CHECK(value == "gpt" || value == "standin", "--set ", item, ": debug.model expects gpt or standin");
+      options.model = value;
+    } else if (key == "debug.final_checkpoint") {
+      GPT_CHECK(value == "true" || value == "false", "--set ", item, ": debug.final_checkpoint expects true or false");
+      options.final_checkpoint = value == "true";
+    } else {
+      GPT_FAIL("--set ", item, ": unknown debug switch '", key,
+               "' (known: debug.inject_nan_step, debug.model, debug.final_checkpoint)");
+    }
+  }
+  options.overrides = std::move(rest);
+}
+
+const char* status_name(RunStatus status) {
+  switch (status) {
+    case RunStatus::finished: return "finished";
+    case RunStatus::diverged: return "diverged";
+    case RunStatus::failed: return "failed";
+  }
+  return "failed";
+}
+
+int exit_code(RunStatus status) {
+  switch (status) {
+    case RunStatus::finished: return 0;
+    case RunStatus::diverged: return 3;
+    case RunStatus::failed: return 1;
+  }
+  return 1;
+}
+
+std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options) {
+  if (options.model == "standin") return std::make_unique<StandinModel>(StandinDims{}, options.seed);
+  GPT_FAIL("recipe '", recipe.name, "': the GPT model (trainer/model/model.h) is not part of this build yet; "
+           "run the loop with --set debug.model=standin");
+}
+
+struct TrainingRun::Impl {
+  RunOptions options;
+  Recipe recipe;
+  Schedule schedule;
+  LaunchEnv launch;
+  std::unique_ptr<Comm> comm;
+  std::unique_ptr<TrainableModel> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::vector<std::filesystem::path> train_shards;
+  std::unique_ptr<ValLoader> val_loader;
+  std::optional<CheckpointData> checkpoint;
+  std::optional<CheckpointMeta> resume_meta;
+  RunEnvironment environment;
+  std::filesystem::path log_path, summary_path;
+
+  Impl(RunOptions opts, const ModelFactory& factory)
+      : options(std::move(opts)),
+        recipe(load_recipe(options.recipe, options.overrides, options.recipe_dir)),
+        schedule(recipe) {
+    check_flags();
+    launch = detect_launch_env();
+    GPT_CHECK(launch.world_size == 1, "launcher environment (", launch.source, ") asks for world size ",
+              launch.world_size, "; this build runs a single rank (multi-process NCCL runs are not available yet)");
+    comm = make_single_rank_comm();
+    open_data();
+    if (!options.resume.empty()) {
+      checkpoint = read_checkpoint(options.resume);
+      resume_meta = CheckpointMeta::from_json(checkpoint->meta, options.resume.string());
+      check_resume(*resume_meta);
+    }
+    model = factory(recipe, options);
+    optimizer = std::make_unique<Optimizer>(model->parameters(), recipe, *comm);
+    environment = describe_environment(options.backend, options.threads);
+    log_path = options.out_dir / (options.run_id + ".txt");
+    summary_path = options.out_dir / (options.run_id + ".json");
+  }
+
+  void check_flags() const {
+    GPT_CHECK(!options.run_id.empty() && options.run_id.find('/') == std::string::npos && options.run_id != "." &&
+                  options.run_id != "..",
+              "--run-id '", options.run_id, "': expected a non-empty name without '/'");
+    (void)backend_device(options.backend);  // cpu, or cuda in a CUDA build with a visible device
+    GPT_CHECK(options.gpus == 1, "--gpus ", options.gpus,
+              ": this run loop drives exactly one rank (--gpus 1); multi-GPU runs need the NCCL launcher");
+    GPT_CHECK(options.checkpoint_every >= 0, "--checkpoint-every ", options.checkpoint_every, ": expected >= 0");
+    GPT_CHECK(options.threads >= 1, "--threads ", options.threads, ": expected >= 1");
+    GPT_CHECK(options.inject_nan_step < schedule.total_steps(), "--set debug.inject_nan_step=",
+              options.inject_nan_step, ": the recipe has only ", schedule.total_steps(), " steps");
+    std::error_code ec;
+    std::filesystem::create_directories(options.out_dir, ec);
+    GPT_CHECK(!ec && std::filesystem::is_directory(options.out_dir), "--out '", options.out_dir.string(),
+              "': cannot create the output directory", ec ? ": " + ec.message() : "");
+  }
+
+  void open_data() {
+    const std::string dir = options.data_dir.string();
+    GPT_CHECK(std::filesystem::is_directory(options.data_dir), "--data '", dir, "': not a directory");
+    train_shards = find_split_shards(options.data_dir, ShardSplit::train);
+    for (const auto& shard : train_shards) Shard::open(shard);  // validate headers and ids up front
+    ValLoaderOptions vo;
+    vo.shards = find_split_shards(options.data_dir, ShardSplit::val);
+    vo.total_tokens = recipe.validation.tokens;
+    vo.window_tokens = recipe.validation.batch_tokens;
+    vo.world_size = comm->world_size();
+    vo.rank = comm->rank();
+    vo.cu_seqlens_rows = static_cast<int32_t>(recipe.validation.cu_rows);
+    vo.bigram_rows = static_cast<int32_t>(recipe.model.bigram_rows);
+    val_loader = std::make_unique<ValLoader>(vo);
+  }
+
+  void check_resume(const CheckpointMeta& meta) const {
+    const std::string file = options.resume.string();
+    GPT_CHECK(meta.recipe_hash == recipe.hash(), "--resume '", file, "': written by recipe '", meta.recipe_name,
+              "' hash ", meta.recipe_hash, ", this run resolves recipe '", recipe.name, "' hash ", recipe.hash());
+    GPT_CHECK(meta.seed == options.seed, "--resume '", file, "': written with --seed ", meta.seed, ", this run has --seed ",
+              options.seed);
+    GPT_CHECK(meta.world_size == comm->world_size(), "--resume '", file, "': written with world size ",
+              meta.world_size, ", this run has ", comm->world_size());
+    GPT_CHECK(meta.next_step >= 0 && meta.next_step <= schedule.total_steps(), "--resume '", file, "': next step ",
+              meta.next_step, " is outside the recipe's 0..", schedule.total_steps());
+  }
+
+  TrainLoader make_train_loader(LoaderPosition start) const {
+    TrainLoaderOptions lo;
+    lo.shards = train_shards;
+    lo.slices_per_call = static_cast<int>(recipe.slices_per_call);
+    lo.world_size = comm->world_size();
+    lo.rank = comm->rank();
+    lo.bigram_rows = static_cast<int32_t>(recipe.model.bigram_rows);
+    return TrainLoader(lo, start);
+  }
+
+  double validate() {
+    double sum = 0;
+    for (int64_t j = 0; j < val_loader->steps(); ++j) sum += model->validation_loss(val_loader->window(j));
+    return all_ranks_mean(sum / static_cast<double>(val_loader->steps()));
+  }
+
+  double all_ranks_mean(double value) {
+    Tensor t = Tensor::from_doubles(std::vector<double>{value}, {1}, DType::f64);
+    comm->all_reduce(t, ReduceOp::avg);
+    return t.data<double>()[0];
+  }
+
+  // One optimizer step on this rank's microbatches of one loader call; returns the mean loss over ranks.
+  double train_step(const StepSchedule& s, TrainLoader& loader) {
+    const std::vector<Microbatch> batches = loader.next(call_shape(s));
+    double loss = 0;
+    const double scale = 1.0 / static_cast<double>(batches.size());  // A = slices per call / W
+    for (const Microbatch& mb : batches) loss += model->train_microbatch(mb, scale) * scale;
+    loss = all_ranks_mean(loss);
+    if (!std::isfinite(loss)) return loss;
+    optimizer->step(s);
+    model->after_optimizer_step(s);
+    return loss;
+  }
+
+  void write_header(RunLog& log) const {
+    log.line("run_id: " + options.run_id + " seed: " + std::to_string(options.seed));
+    log.line("recipe: " + recipe.name + " hash: " + recipe.hash());
+    log.line("git: " + environment.git_commit + (environment.git_dirty ? " (dirty)" : ""));
+    log.line("environment: host=" + environment.hostname + " cpu=\"" + environment.cpu +
+             "\" threads=" + std::to_string(environment.threads) + " backend=" + environment.backend +
+             " compiler=\"" + environment.compiler + "\" build=" + environment.build_type);
+    log.line("world_size: " + std::to_string(comm->world_size()) + " (launcher: " + launch.source +
+             ") accumulation: " + std::to_string(recipe.slices_per_call / comm->world_size()) + " microbatches");
+    log.line("model: " + model->description());
+    log.line("resolved config:");
+    std::istringstream config(recipe.canonical());
+    for (std::string line; std::getline(config, line);) log.line("  " + line);
+    log.line(std::string(100, '='));
+  }
+
+  RunSummary summary_of(const RunResult& r) const {
+    RunSummary s;
+    s.run_id = options.run_id;
+    s.seed = options.seed;
+    s.recipe_name = recipe.name;
+    s.recipe_hash = recipe.hash();
+    s.result = r;
+    s.peak_memory_mib = device_peak_memory_mib(backend_device(options.backend)).allocated;
+    s.world_size = comm->world_size();
+    s.backend = options.backend;
+    s.environment = environment;
+    return s;
+  }
+
+  void save_checkpoint(const std::filesystem::path& path, int64_t next_step, const TrainLoader& loader,
+                       const RunResult& r) {
+    CheckpointMeta meta;
+    meta.run_id = options.run_id;
+    meta.seed = options.seed;
+    meta.recipe_name = recipe.name;
+    meta.recipe_hash = recipe.hash();
+    meta.world_size = comm->world_size();
+    meta.next_step = next_step;
+    meta.loader = loader.position();
+    meta.train_time_ms = r.train_time_ms;
+    meta.tokens = r.tokens;
+    meta.val_history = r.val_history;
+    meta.counters = read_counters(*model, *optimizer);
+    write_checkpoint(path, meta.to_json(), collect_state(*model, *optimizer));
+  }
+
+  void warmup_and_reset(RunLog& log, const RunHooks& hooks) {
+    const std::vector<NamedTensor> live = collect_state(*model, *optimizer);
+    const std::vector<NamedTensor> initial = clone_state(live);
+    if (hooks.initial) hooks.initial(live);
+    const std::vector<int64_t> steps = schedule.warmup_steps();
+    log.line("Warming up kernels (untimed)");
+    log.line("Sampling steps " + join_steps(steps) + " for warmup");
+    TrainLoader loader = make_train_loader({});
+    const Microbatch val_window = val_loader->window(0);
+    for (int64_t step : steps) {
+      const StepSchedule s = schedule.at(step);
+      model->set_schedule(s);
+      (void)model->validation_loss(val_window);
+      (void)train_step(s, loader);
+    }
+    if (hooks.after_warmup) hooks.after_warmup(live);
+    log.line("Resetting Model");
+    restore_state(live, initial, "warmup reset");
+    optimizer->reset();
+    model->parameters().zero_grads();
+    if (hooks.after_reset) hooks.after_reset(live);
+  }
+
+  RunResult timed_run(RunLog& log, const RunHooks& hooks) {
+    RunResult r;
+    const int64_t total = schedule.total_steps();
+    r.total_steps = total;
+    int64_t start_step = 0;
+    LoaderPosition start_position{};
+    std::optional<Gpt2Tokenizer> tokenizer;
+    if (model->uses_prefix_table()) tokenizer = Gpt2Tokenizer::load_default();  // off the clock, as at import
+    if (resume_meta) {
+      restore_state(collect_state(*model, *optimizer), checkpoint->tensors, "--resume '" + options.resume.string() + "'");
+      optimizer->restore_counters(resume_meta->counters.adam_steps, resume_meta->counters.tied);
+      start_step = resume_meta->next_step;
+      start_position = resume_meta->loader;
+      r.train_time_ms = resume_meta->train_time_ms;
+      r.tokens = resume_meta->tokens;
+      r.steps = start_step;
+      r.val_history = resume_meta->val_history;
+      log.line("Resuming from " + options.resume.string() + " at step " + std::to_string(start_step));
+      checkpoint.reset();
+    }
+    TrainLoader loader = make_train_loader(start_position);
+    TrainClock clock([device = backend_device(options.backend)] { synchronize_device(device); });
+    clock.set_accumulated(r.train_time_ms);
+    clock.start();
+    if (tokenizer) {
+      const std::vector<int64_t> table = build_prefix_table(*tokenizer, recipe.model.vocab_size);
+      model->set_prefix_table(table);
+    }
+    r.status = RunStatus::finished;
+    for (int64_t step = start_step; step <= total; ++step) {
+      const StepSchedule s = schedule.at(step);
+      model->set_schedule(s);
+      if (s.validation) {
+        clock.stop();
+        const double val_loss = validate();
+        r.train_time_ms = clock.elapsed_ms();
+        r.val_history.push_back({step, val_loss, r.train_time_ms});
+        log.line(validation_line(step, total, val_loss, r.train_time_ms));
+        if (!std::isfinite(val_loss)) {
+          r.status = RunStatus::diverged;
+          r.error = "non-finite validation loss at step " + std::to_string(step);
+          break;
+        }
+        if (step == total) r.final_val_loss = val_loss;
+        clock.start();
+      }
+      if (step == total) break;
+      if (step == options.inject_nan_step) poison_parameters(*model);
+      const double loss = train_step(s, loader);
+      r.train_losses.push_back(loss);
+      if (!std::isfinite(loss)) {
+        clock.stop();
+        r.train_time_ms = clock.elapsed_ms();
+        r.status = RunStatus::diverged;
+        r.error = "non-finite training loss at step " + std::to_string(step);
+        break;
+      }
+      r.steps = step + 1;
+      r.tokens += s.batch_tokens;
+      log.line(training_line(step + 1, total, clock.elapsed_ms()));
+      if (options.checkpoint_every > 0 && (step + 1) % options.checkpoint_every == 0 && step + 1 < total) {
+        clock.stop();
+        r.train_time_ms = clock.elapsed_ms();
+        char name[32];
+        std::snprintf(name, sizeof(name), ".step%06lld.ckpt", static_cast<long long>(step + 1));
+        save_checkpoint(options.out_dir / (options.run_id + name), step + 1, loader, r);
+        clock.start();
+      }
+    }
+    clock.stop();
+    r.train_time_ms = clock.elapsed_ms();
+    if (r.status == RunStatus::diverged) log.line("diverged: " + r.error);
+    if (r.status == RunStatus::finished && options.final_checkpoint) {
+      save_checkpoint(options.out_dir / (options.run_id + ".final.ckpt"), total, loader, r);
+    }
+    if (hooks.at_end) hooks.at_end(collect_state(*model, *optimizer));
+    const PeakMemoryMib peak = device_peak_memory_mib(backend_device(options.backend));  // CPU: peak RSS for both
+    log.line(peak_memory_line(peak.allocated, peak.reserved));
+    return r;
+  }
+};
+
+TrainingRun::TrainingRun(RunOptions options, ModelFactory factory)
+    : impl_(std::make_unique<Impl>(std::move(options), factory)) {}
+TrainingRun::~TrainingRun() = default;
+const Recipe& TrainingRun::recipe() const { return impl_->recipe; }
+
+RunResult TrainingRun::run(const RunHooks& hooks) {
+  Impl& m = *impl_;
+  const bool master = m.comm->rank() == 0;
+  RunResult result;
+  result.total_steps = m.schedule.total_steps();
+  std::optional<RunLog> log;
+  try {
+    log.emplace(m.log_path, master, !m.options.resume.empty(), m.options.echo);
+    m.write_header(*log);
+    m.warmup_and_reset(*log, hooks);
+    result = m.timed_run(*log, hooks);
+  } catch (const std::exception& e) {
+    result.status = RunStatus::failed;
+    result.error = e.what();
+    if (log) log->line(std::string("failed: ") + e.what());
+  }
+  if (master) {
+    try {
+      write_run_summary(m.summary_path, m.summary_of(result));
+    } catch (const std::exception& e) {
+      result.status = RunStatus::failed;
+      result.error += std::string(result.error.empty() ? "" : "; ") + e.what();
+    }
+  }
+  return result;
+}
+
+}  // namespace gpt

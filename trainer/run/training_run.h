@@ -1,0 +1,98 @@
+#pragma once
+// One training run (RECIPE §9): warmup steps from the schedule (untimed), a full reset to the initial state,
+// then the timed loop s = 0 … N with the clock stopped during validation, the speedrun log lines, checkpoints,
+// and the run summary. The trainer ↔ harness contract (ARCHITECTURE.md) is implemented here: OUT/ID.txt,
+// OUT/ID.json, status finished / diverged / failed.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainer/recipe/recipe.h"
+#include "trainer/run/trainable_model.h"
+
+namespace gpt {
+
+struct RunOptions {
+  std::string recipe;                   // --recipe NAME|FILE
+  std::vector<std::string> overrides;   // --set key=value (debug.* taken out by take_debug_switches)
+  std::filesystem::path data_dir;       // --data
+  uint64_t seed = 0;                    // --seed
+  std::string run_id;                   // --run-id
+  std::filesystem::path out_dir;        // --out
+  std::string backend = "cpu";          // --backend
+  int gpus = 1;                         // --gpus
+  int threads = 1;                      // --threads (recorded; the app applies it)
+  std::filesystem::path resume;         // --resume CHECKPOINT (empty: fresh run)
+  int64_t checkpoint_every = 0;         // --checkpoint-every K (0: none)
+  bool echo = true;                     // also print log lines to stdout
+  std::filesystem::path recipe_dir = default_recipe_dir();
+
+  // Hidden switches (`--set debug.KEY=VALUE`), not part of the recipe or its hash:
+  int64_t inject_nan_step = -1;  // debug.inject_nan_step: poison lm_head before training step K (divergence test)
+  std::string model = "gpt";     // debug.model: gpt | standin (standin_model.h)
+  bool final_checkpoint = false; // debug.final_checkpoint: also write OUT/ID.final.ckpt after the last validation
+};
+
+// Moves the `debug.*` entries of options.overrides into the switches above; throws gpt::Error naming an unknown
+// debug key or a bad value.
+void take_debug_switches(RunOptions& options);
+
+enum class RunStatus { finished, diverged, failed };
+const char* status_name(RunStatus status);
+int exit_code(RunStatus status);  // 0 finished, 3 diverged, 1 failed
+
+struct ValPoint {
+  int64_t step = 0;
+  double val_loss = 0;
+  double train_time_ms = 0;
+};
+
+struct RunResult {
+  RunStatus status = RunStatus::failed;
+  std::optional<double> final_val_loss;
+  double train_time_ms = 0;
+  int64_t steps = 0;        // optimizer steps completed (including those before a resume)
+  int64_t total_steps = 0;  // N
+  int64_t tokens = 0;       // training tokens consumed by the completed steps, all ranks
+  std::vector<ValPoint> val_history;
+  std::vector<double> train_losses;  // mean training loss of each step run by this process, in order
+  std::string error;                 // failure or divergence reason
+};
+
+using ModelFactory = std::function<std::unique_ptr<TrainableModel>(const Recipe&, const RunOptions&)>;
+// The model named by options.model, initialised from options.seed.
+std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options);
+
+// Observation points for tests: the complete state (training_state.h) at each moment.
+struct RunHooks {
+  std::function<void(const std::vector<NamedTensor>&)> initial;       // after build, before warmup
+  std::function<void(const std::vector<NamedTensor>&)> after_warmup;  // before the reset
+  std::function<void(const std::vector<NamedTensor>&)> after_reset;   // the timed run's starting state
+  std::function<void(const std::vector<NamedTensor>&)> at_end;        // after the loop
+};
+
+class TrainingRun {
+ public:
+  // Resolves and checks every input (recipe and overrides, flags, data directory and shards, checkpoint) and
+  // builds the model and optimizer. Throws gpt::Error naming the flag, file or key on bad input (exit 2).
+  explicit TrainingRun(RunOptions options, ModelFactory factory = make_model);
+  ~TrainingRun();
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
+
+  // Runs warmup, reset and the timed loop; writes OUT/ID.txt and OUT/ID.json. Never throws for failures inside
+  // the run: they yield status failed with the summary written where possible.
+  RunResult run(const RunHooks& hooks = {});
+
+  const Recipe& recipe() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpt
