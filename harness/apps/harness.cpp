@@ -5,6 +5,8 @@
 #include <iostream>
 
 #include "harness/commands/common.h"
+#include "harness/commands/compare.h"
+#include "harness/commands/nightly.h"
 #include "kernels/check.h"
 
 int main(int argc, char** argv) {
@@ -17,8 +19,12 @@ int main(int argc, char** argv) {
   add_record_command(app, options);
   add_import_command(app, options);
   add_query_command(app, options);
+  register_compare_command(app);
+  register_nightly_command(app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {  // compare/nightly report their verdict as an exit code
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : kExitUsage;
