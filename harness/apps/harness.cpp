@@ -19,8 +19,8 @@ int main(int argc, char** argv) {
   add_record_command(app, options);
   add_import_command(app, options);
   add_query_command(app, options);
-  register_compare_command(app);
-  register_nightly_command(app);
+  commands::register_compare_command(app);
+  commands::register_nightly_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {  // compare/nightly report their verdict as an exit code
