@@ -39,12 +39,17 @@ class TrainableModel {
   // and training at s; s = N is the final validation (§5.5).
   virtual void set_schedule(const StepSchedule& s) = 0;
 
-  // Forward and backward of one microbatch: adds loss_scale · ∂(mean loss)/∂θ into the gradient buffers and
-  // returns the microbatch's mean training loss.
+  // Forward and backward of one microbatch of a step of A = 1/loss_scale microbatches: adds this microbatch's
+  // share of the step gradient into the gradient buffers (the model's own reduction; the GPT's is §3.3) and
+  // returns the microbatch's mean training loss per position.
   virtual double train_microbatch(const Microbatch& batch, double loss_scale) = 0;
 
   // Called after each optimizer step (FP8 weight refresh, §7.2).
   virtual void after_optimizer_step(const StepSchedule& s) { (void)s; }
+
+  // Called after the run restored parameters and buffers (warmup reset, resume): rebuild anything derived from
+  // them (FP8 weight copies and scales, §9.1 step 3).
+  virtual void after_state_restore() {}
 
   // Mean validation loss (§3.4) over one validation window; no gradient, no state change.
   virtual double validation_loss(const Microbatch& window) = 0;

@@ -14,6 +14,7 @@
 #include "trainer/optim/optimizer.h"
 #include "trainer/run/backend.h"
 #include "trainer/run/checkpoint.h"
+#include "trainer/run/gpt_trainable.h"
 #include "trainer/run/launch_env.h"
 #include "trainer/run/run_log.h"
 #include "trainer/run/run_summary.h"
@@ -132,8 +133,9 @@ int exit_code(RunStatus status) {
 
 std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options) {
   if (options.model == "standin") return std::make_unique<StandinModel>(StandinDims{}, options.seed);
-  GPT_FAIL("recipe '", recipe.name, "': the GPT model (trainer/model/model.h) is not part of this build yet; "
-           "run the loop with --set debug.model=standin");
+  GPT_CHECK(options.backend == "cpu", "--backend ", options.backend, ": the GPT model runs on the CPU backend only");
+  // A = slices per call / W microbatches per step (§1.3); the CPU computes in fp32 (§R.1).
+  return std::make_unique<GptTrainable>(recipe, options.seed, recipe.slices_per_call / 1, DType::f32, Device::cpu);
 }
 
 struct TrainingRun::Impl {
@@ -320,6 +322,7 @@ struct TrainingRun::Impl {
     restore_state(live, initial, "warmup reset");
     optimizer->reset();
     model->parameters().zero_grads();
+    model->after_state_restore();
     if (hooks.after_reset) hooks.after_reset(live);
   }
 
@@ -334,6 +337,7 @@ struct TrainingRun::Impl {
     if (resume_meta) {
       restore_state(collect_state(*model, *optimizer), checkpoint->tensors, "--resume '" + options.resume.string() + "'");
       optimizer->restore_counters(resume_meta->counters.adam_steps, resume_meta->counters.tied);
+      model->after_state_restore();
       start_step = resume_meta->next_step;
       start_position = resume_meta->loader;
       r.train_time_ms = resume_meta->train_time_ms;

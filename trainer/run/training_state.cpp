@@ -8,6 +8,7 @@ namespace gpt {
 std::vector<NamedTensor> collect_state(TrainableModel& model, const Optimizer& optimizer) {
   std::vector<NamedTensor> out;
   for (const Parameter& p : model.parameters().all()) out.push_back({"param/" + p.name, p.value});
+  for (const Parameter& p : model.parameters().all()) out.push_back({"grad/" + p.name, p.grad});
   for (NamedTensor& b : model.buffers()) out.push_back({"buffer/" + b.name, b.tensor});
   for (const Parameter& p : model.parameters().all()) {
     if (p.kind == ParamKind::adam) {

@@ -1,7 +1,9 @@
 #pragma once
 // The complete mutable state of a run as named tensors (RECIPE §9.1): model parameters, model buffers and the
-// rank's optimizer state. One list serves the warmup snapshot/reset, the bitwise reset test and checkpoints.
-// Names: "param/NAME", "buffer/NAME", "adam/NAME/m|v", "bank/NAME/momentum|second_moment|mantissa".
+// rank's optimizer state, plus the gradient buffers (Adam gradients accumulate over two steps, §4.1, so a
+// checkpoint after an even step holds half of the next update). One list serves the warmup snapshot/reset, the
+// bitwise reset test and checkpoints.
+// Names: "param/NAME", "grad/NAME", "buffer/NAME", "adam/NAME/m|v", "bank/NAME/momentum|second_moment|mantissa".
 #include <cstdint>
 #include <map>
 #include <string>

@@ -1,0 +1,115 @@
+#include "trainer/run/gpt_trainable.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+namespace gpt {
+
+ModelDims model_dims(const ModelConfig& c, int64_t world_size) {
+  ModelDims d;
+  d.model_dim = c.model_dim;
+  d.num_heads = c.num_heads;
+  d.head_dim = c.head_dim;
+  d.num_layers = c.num_layers;
+  d.vocab = c.vocab_size;
+  d.mlp_hidden = c.mlp_hidden;
+  d.bigram_rows = c.bigram_rows;
+  d.mudd_hidden = c.mudd_hidden;
+  d.world_size = world_size;
+  return d;
+}
+
+GptTrainable::GptTrainable(const Recipe& recipe, uint64_t seed, int64_t accumulation, DType dtype, Device device)
+    : recipe_(recipe),
+      schedule_(recipe),
+      dims_(model_dims(recipe.model, 1)),
+      dtype_(dtype),
+      device_(device),
+      weights_(init_weights(dims_, seed, dtype, device)),
+      yarn_events_(schedule_.yarn_events()) {
+  GPT_CHECK(accumulation >= 1, "GptTrainable: accumulation steps must be >= 1, got ", accumulation);
+  register_parameters(weights_, params_);
+  model_ = std::make_unique<GptModel>(dims_, params_, weights_.bigram_sign_table);
+  // Rows for the paired layout (2T) of the longest training slice and of a validation window.
+  int64_t longest = recipe.validation.batch_tokens;
+  for (int stage = 0; stage < schedule_.num_stages(); ++stage) longest = std::max(longest, schedule_.slice_tokens(stage));
+  rotary_positions_ = 2 * longest;
+  yarn_count_ = Tensor::zeros({1}, DType::i64);
+  config_.accumulation_steps = accumulation;
+  config_.fp8_lm_head = recipe.fp8;
+  config_.fp8_mlp = recipe.fp8;
+  rebuild_rotary(0);
+  if (recipe.fp8) model_->refresh_fp8(true);
+}
+
+std::string GptTrainable::description() const {
+  std::ostringstream out;
+  out << "gpt d=" << dims_.model_dim << " H=" << dims_.num_heads << " Dh=" << dims_.head_dim << " L="
+      << dims_.num_layers << " V=" << dims_.vocab << " params=" << total_parameter_count(dims_) << " dtype="
+      << dtype_name(dtype_) << " fp8=" << (recipe_.fp8 ? "on" : "off");
+  return out.str();
+}
+
+std::vector<NamedTensor> GptTrainable::buffers() {
+  // The sign table is fixed; it is listed so snapshots and checkpoints cover every model tensor.
+  return {{"bigram_sign_table", weights_.bigram_sign_table}, {"yarn_events", yarn_count_}};
+}
+
+void GptTrainable::rebuild_rotary(int64_t events) {
+  RotaryTables rotary(dims_.head_dim, rotary_positions_);
+  for (int64_t i = 0; i < events; ++i) {
+    rotary.apply_yarn(yarn_events_[static_cast<size_t>(i)].old_long_tokens,
+                      yarn_events_[static_cast<size_t>(i)].new_long_tokens);
+  }
+  config_.rotary_cos = rotary.cos_table(dtype_, device_);
+  config_.rotary_sin = rotary.sin_table(dtype_, device_);
+  config_.attention_scale = rotary.attention_scale();
+  built_events_ = events;
+  yarn_count_.data<int64_t>()[0] = events;
+}
+
+void GptTrainable::set_schedule(const StepSchedule& s) {
+  const auto events = static_cast<int64_t>(std::count_if(
+      yarn_events_.begin(), yarn_events_.end(), [&](const YarnEvent& e) { return e.step <= s.step; }));
+  if (events != built_events_ || yarn_count_.data<int64_t>()[0] != built_events_) rebuild_rotary(events);
+  config_.window_short = s.ws_short_tokens;
+  config_.window_long = s.ws_long_tokens;
+  config_.mtp_weights.assign(s.mtp_weights.begin(), s.mtp_weights.end());
+  config_.prefix_weight = static_cast<float>(s.prefix_weight);
+}
+
+double GptTrainable::train_microbatch(const Microbatch& batch, double loss_scale) {
+  const auto accumulation = static_cast<int64_t>(1.0 / loss_scale + 0.5);
+  GPT_CHECK(accumulation == config_.accumulation_steps, "GptTrainable: the run uses ", accumulation,
+            " microbatches per step, the model was built for ", config_.accumulation_steps);
+  const double scaled_sum = model_->train_forward_backward(batch, config_, tape_);  // (1/A)·Σ_t ℓ_t (§3.3)
+  return scaled_sum * static_cast<double>(accumulation) / static_cast<double>(batch.inputs.size());
+}
+
+void GptTrainable::after_optimizer_step(const StepSchedule& s) {
+  if (recipe_.fp8) model_->refresh_fp8(s.step < 16);
+}
+
+void GptTrainable::after_state_restore() {
+  if (!recipe_.fp8) return;
+  model_->reset_fp8();
+  model_->refresh_fp8(true);
+}
+
+double GptTrainable::validation_loss(const Microbatch& window) { return model_->validation_loss(window, config_); }
+
+bool GptTrainable::uses_prefix_table() const {
+  return std::any_of(recipe_.schedule.stages.begin(), recipe_.schedule.stages.end(),
+                     [](const StageConfig& st) { return st.prefix_start != 0 || st.prefix_end != 0; });
+}
+
+void GptTrainable::set_prefix_table(std::span<const int64_t> table) {
+  GPT_CHECK(static_cast<int64_t>(table.size()) == dims_.vocab, "GptTrainable: prefix table has ", table.size(),
+            " entries, expected V = ", dims_.vocab);
+  Tensor host = Tensor::empty({dims_.vocab}, DType::i64);
+  std::memcpy(host.raw(), table.data(), table.size_bytes());
+  config_.prefix_table = host.to(device_);
+}
+
+}  // namespace gpt
