@@ -133,9 +133,9 @@ int exit_code(RunStatus status) {
 
 std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options) {
   if (options.model == "standin") return std::make_unique<StandinModel>(StandinDims{}, options.seed);
-  GPT_CHECK(options.backend == "cpu", "--backend ", options.backend, ": the GPT model runs on the CPU backend only");
-  // A = slices per call / W microbatches per step (§1.3); the CPU computes in fp32 (§R.1).
-  return std::make_unique<GptTrainable>(recipe, options.seed, recipe.slices_per_call / 1, DType::f32, Device::cpu);
+  // A = slices per call / W microbatches per step (§1.3); the CPU computes in fp32 (§R.1), CUDA in bf16 (§0.4).
+  const Device device = backend_device(options.backend);
+  return std::make_unique<GptTrainable>(recipe, options.seed, recipe.slices_per_call / 1, model_dtype(device), device);
 }
 
 struct TrainingRun::Impl {
