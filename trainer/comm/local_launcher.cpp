@@ -207,8 +207,15 @@ LaunchOutcome run_local_processes(const LocalLaunch& launch) {
     for (size_t r = 0; r < all.size(); ++r) {
       Child& c = all[r];
       int status = 0;
-      if (c.code || ::waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
-      c.code = decode_status(status);
+      if (c.code) continue;
+      const pid_t reaped = ::waitpid(c.pid, &status, WNOHANG);
+      if (reaped == c.pid) {
+        c.code = decode_status(status);
+      } else if (reaped < 0 && errno == ECHILD) {
+        c.code = 1;  // reaped elsewhere (SIGCHLD ignored by the program): the status is lost, count it as failed
+      } else {
+        continue;
+      }
       if (*c.code != 0 && !c.stopped_by_us && !failed_at) {
         failed_at = Clock::now();
         if (launch.log) {
