@@ -171,6 +171,18 @@ Storage::~Storage() { device_free(device_, data_, bytes_); }
 
 // ---- Tensor ------------------------------------------------------------------------------------------
 
+namespace {
+// SPEEDRUN_POISON_ALLOC=1 fills every new tensor with 0xFF bytes (NaN for floating types), so code that reads an
+// `empty` tensor before writing it fails loudly instead of happening to see zeros from a fresh page.
+bool poison_allocations() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("SPEEDRUN_POISON_ALLOC");
+    return v != nullptr && v[0] == '1';
+  }();
+  return enabled;
+}
+}  // namespace
+
 Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   for (int64_t s : shape) GPT_CHECK(s >= 0, "negative dimension in shape ", shape_string(shape));
   Tensor t;
@@ -178,6 +190,14 @@ Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   t.dtype_ = dtype;
   t.device_ = device;
   t.storage_ = std::make_shared<Storage>(device, t.nbytes());
+  if (poison_allocations() && t.nbytes() > 0) {
+    if (device == Device::cpu) {
+      std::memset(t.raw(), 0xFF, t.nbytes());
+    } else {
+      const std::vector<unsigned char> ones(t.nbytes(), 0xFF);
+      device_copy(t.raw(), device, ones.data(), Device::cpu, t.nbytes());
+    }
+  }
   return t;
 }
 
