@@ -9,7 +9,6 @@
 #include <exception>
 #include <fstream>
 #include <random>
-#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -175,15 +174,16 @@ TEST(OptimizerComm, OptimSourcesDependOnlyOnTheCommInterface) {
   const fs::path optim = fs::path(SPEEDRUN_SOURCE_DIR) / "trainer" / "optim";
   ASSERT_TRUE(fs::is_directory(optim)) << optim;
   // Anything that would let the optimizer tell communicators apart: RTTI, implementation names, their headers.
-  const std::regex forbidden(
-      R"(dynamic_cast|typeid|ThreadRank|SingleRank|make_single_rank_comm|Nccl|nccl|SPEEDRUN_HAVE_NCCL|)"
-      R"(comm/(nccl_comm|comm_factory|local_launcher|rendezvous)\.h)");
+  // (Plain substrings: "nccl" also covers the nccl_comm.h header; libstdc++'s <regex> trips GCC 12 warnings.)
+  const std::vector<std::string> forbidden = {"dynamic_cast", "typeid", "ThreadRank", "SingleRank",
+                                              "make_single_rank_comm", "Nccl", "nccl", "SPEEDRUN_HAVE_NCCL",
+                                              "comm/comm_factory.h", "comm/local_launcher.h", "comm/rendezvous.h"};
   int files = 0;
   for (const auto& entry : fs::directory_iterator(optim)) {
     const std::string text = read_file(entry.path());
-    std::smatch m;
-    EXPECT_FALSE(std::regex_search(text, m, forbidden))
-        << entry.path().filename() << " mentions '" << m.str() << "': the optimizer must see only Comm";
+    for (const std::string& word : forbidden)
+      EXPECT_EQ(text.find(word), std::string::npos)
+          << entry.path().filename() << " mentions '" << word << "': the optimizer must see only Comm";
     ++files;
   }
   EXPECT_GE(files, 2);
