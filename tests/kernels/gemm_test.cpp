@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/fp8.h"
 #include "kernels/gemm.h"
 #include "tests/common/gradcheck.h"
 
