@@ -169,6 +169,65 @@ void compare_one_microbatch(DType dtype, bool fp8, const Tolerance& tol) {
   }
 }
 
+// The CPU and CUDA tapes of one bf16 microbatch walked in lockstep (Tape::backward_last): after each backward
+// step, the op's forward output, the gradient it consumed and every input gradient it wrote are compared. The
+// table of every step is printed; a failure names the first op (in backward order) that disagrees, so a wrong
+// gradient anywhere in the model is pinned to one kernel. Tolerances: the bf16 ones of the whole-model test
+// (2e-2 for a forward value, 5e-2 for a gradient); an op-level error well past them is a bug, not rounding.
+TEST(ModelCuda, Bf16BackwardMatchesCpuOpByOp) {
+  GPT_REQUIRE_CUDA();
+  const ModelDims dims = small_dims();
+  const Microbatch mb = synthetic_microbatch({40, 90, 17, 64, 46}, dims.vocab, static_cast<int32_t>(dims.bigram_rows),
+                                             3);
+  const auto tokens = static_cast<int64_t>(mb.inputs.size());
+  ModelUnderTest cpu(test_weights(dims, DType::bf16, Device::cpu));
+  ModelUnderTest gpu(test_weights(dims, DType::bf16, Device::cuda));
+  const StepConfig cpu_config = step_config(dims, 2 * tokens, DType::bf16, Device::cpu);
+  const StepConfig gpu_config = step_config(dims, 2 * tokens, DType::bf16, Device::cuda);
+  Tape cpu_tape, gpu_tape;
+  cpu.model->train_forward(mb, cpu_config, cpu_tape);
+  gpu.model->train_forward(mb, gpu_config, gpu_tape);
+  ASSERT_EQ(cpu_tape.size(), gpu_tape.size()) << "the two backends recorded different tapes";
+
+  constexpr double kValueTol = 2e-2, kGradTol = 5e-2;
+  std::string first_failure;
+  std::printf("step  op               value     dout      worst input grad (index)\n");
+  while (cpu_tape.size() > 0) {
+    const size_t index = cpu_tape.size() - 1;
+    const TapeStep c = cpu_tape.backward_last();
+    const TapeStep g = gpu_tape.backward_last();
+    ASSERT_STREQ(c.label, g.label) << "step " << index;
+    ASSERT_EQ(c.vars.size(), g.vars.size()) << "step " << index << " (" << c.label << ")";
+    double value_err = 0, dout_err = 0, input_err = 0;
+    size_t worst_input = 0;
+    const Var& c_out = c.vars.front();
+    const Var& g_out = g.vars.front();
+    if (c_out.value().defined()) {
+      value_err = relative_frobenius(g_out.value().to_doubles(), c_out.value().to_doubles());
+      if (c_out.has_grad()) {
+        dout_err = g_out.has_grad() ? relative_frobenius(Var(g_out).grad().to_doubles(), Var(c_out).grad().to_doubles())
+                                    : INFINITY;
+      }
+    }
+    for (size_t i = 1; i < c.vars.size(); ++i) {
+      Var cv = c.vars[i], gv = g.vars[i];
+      if (!cv.requires_grad() || !cv.has_grad()) continue;
+      const double err = gv.has_grad() ? relative_frobenius(gv.grad().to_doubles(), cv.grad().to_doubles()) : INFINITY;
+      if (err > input_err) {
+        input_err = err;
+        worst_input = i;
+      }
+    }
+    std::printf("%4zu  %-15s  %.2e  %.2e  %.2e (%zu)\n", index, c.label, value_err, dout_err, input_err, worst_input);
+    if (first_failure.empty() && (value_err > kValueTol || dout_err > kGradTol || input_err > kGradTol)) {
+      first_failure = "step " + std::to_string(index) + " (" + c.label + "): value " + std::to_string(value_err) +
+                      ", dout " + std::to_string(dout_err) + ", input grad " + std::to_string(input_err) +
+                      " at var " + std::to_string(worst_input);
+    }
+  }
+  EXPECT_TRUE(first_failure.empty()) << "first op whose CUDA result disagrees with the CPU: " << first_failure;
+}
+
 // No f32 comparison: the CUDA attention kernel is bf16-only (f32 runs use the CPU reference).
 TEST(ModelCuda, Bf16LossAndGradientsMatchCpuBf16) { compare_one_microbatch(DType::bf16, false, kBf16); }
 TEST(ModelCuda, Fp8TrainingPathMatchesCpuFp8) { compare_one_microbatch(DType::bf16, true, kFp8); }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "kernels/flops.h"
 #include "tests/common/gradcheck.h"
@@ -66,6 +68,39 @@ TEST(GptModel, ForwardAndBackwardAreBitwiseDeterministic) {
   size_t k = 0;
   for (const Parameter& p : h.params.all()) EXPECT_EQ(p.grad.to_doubles(), grads[k++]) << p.name;
   EXPECT_EQ(h.model->validation_loss(mb, cfg), h.model->validation_loss(mb, cfg));
+}
+
+// The recorded tape owns everything its closures read: replaying it step by step after train_forward returns
+// (Tape::backward_last, the lockstep diagnostic of the GPU tests) gives bitwise the gradients of
+// train_forward_backward, and every step names its op and carries its output Var first.
+TEST(GptModel, StepwiseBackwardEqualsFullBackward) {
+  const ModelDims dims = small_dims();
+  ModelWeights w = init_weights(dims, 3, DType::f32);
+  perturb_weights(w, 4);
+  ModelHarness h(std::move(w));
+  const Microbatch mb = make_microbatch({17, 20, 11, 1}, dims.vocab, 512, 0, 5);
+  StepConfig cfg = make_config(dims, 48, DType::f32, 5, 12, 0.3);
+  cfg.mtp_weights = {1.0f, 0.5f, 0.25f};
+  Tape tape;
+  h.params.zero_grads();
+  const double full = h.model->train_forward_backward(mb, cfg, tape);
+  std::vector<std::vector<double>> grads;
+  for (const Parameter& p : h.params.all()) grads.push_back(p.grad.to_doubles());
+  h.params.zero_grads();
+  const double forward_only = h.model->train_forward(mb, cfg, tape);
+  EXPECT_EQ(forward_only, full);
+  ASSERT_GT(tape.size(), 100u);
+  std::vector<std::string> labels;
+  while (tape.size() > 0) {
+    const TapeStep step = tape.backward_last();
+    ASSERT_FALSE(step.vars.empty()) << step.label;
+    labels.emplace_back(step.label);
+  }
+  EXPECT_EQ(labels.front(), "lm_head_loss");  // the last op recorded runs first
+  EXPECT_EQ(labels.back(), "embedding");
+  size_t k = 0;
+  for (const Parameter& p : h.params.all()) EXPECT_EQ(p.grad.to_doubles(), grads[k++]) << p.name;
+  EXPECT_THROW(tape.backward_last(), Error);
 }
 
 // Gradients accumulate across microbatches (§3.3, §4.1): the model never zeroes them.

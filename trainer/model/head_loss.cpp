@@ -27,7 +27,7 @@ double training_loss(Forward& f, Var h) {
     softcap_train_loss(z_raw, f.batch.targets, c.prefix_table, loss_config, loss, g8);
     f.tape.push([h, lm_head, g8, x8, w8, scales]() mutable {
       lm_head_fp8_backward(g8, x8, w8, scales, h.grad(), lm_head.grad());
-    });
+    }, "lm_head_fp8_loss", {Var{}, h, lm_head});
   } else {
     Tensor z_raw = Tensor::empty({tokens, vocab}, hv.dtype(), hv.device());
     gemm(hv, lm_head.value(), z_raw);
@@ -36,7 +36,7 @@ double training_loss(Forward& f, Var h) {
     f.tape.push([h, lm_head, dz]() mutable {
       gemm(dz, lm_head.value(), h.grad(), {.trans_b = true, .beta = 1.0f});
       gemm(h.value(), dz, lm_head.grad(), {.trans_a = true, .beta = 1.0f});
-    });
+    }, "lm_head_loss", {Var{}, h, lm_head});
   }
   return loss.to_doubles()[0];
 }

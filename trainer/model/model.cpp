@@ -135,8 +135,8 @@ void check_step_config(const StepConfig& c, const ModelDims& dims, const BatchTe
 
 }  // namespace
 
-double GptModel::train_forward_backward(const Microbatch& batch, const StepConfig& config, Tape& tape) {
-  GPT_CHECK(tape.size() == 0 && tape.enabled(), "train_forward_backward: the tape must be enabled and empty");
+double GptModel::train_forward(const Microbatch& batch, const StepConfig& config, Tape& tape) {
+  GPT_CHECK(tape.size() == 0 && tape.enabled(), "train_forward: the tape must be enabled and empty");
   const Tensor& embed = params_.get("embed").value;
   const BatchTensors b = upload_batch(batch, embed.device());
   check_step_config(config, dims_, b, embed.dtype(), embed.device(), true);
@@ -146,14 +146,23 @@ double GptModel::train_forward_backward(const Microbatch& batch, const StepConfi
     model_detail::input_stage(f);
     model_detail::layer_loop(f);
     const Var h = model_detail::last_layer_and_head(f);
-    const double loss = model_detail::training_loss(f, h);
-    if (config.after_forward) config.after_forward();
-    tape.backward();
-    return loss;
+    return model_detail::training_loss(f, h);
   } catch (...) {
     tape.clear();
     throw;
   }
+}
+
+double GptModel::train_forward_backward(const Microbatch& batch, const StepConfig& config, Tape& tape) {
+  const double loss = train_forward(batch, config, tape);
+  try {
+    if (config.after_forward) config.after_forward();
+    tape.backward();
+  } catch (...) {
+    tape.clear();
+    throw;
+  }
+  return loss;
 }
 
 namespace {

@@ -61,6 +61,10 @@ class GptModel {
   // Forward and backward of one microbatch; returns the scaled loss (1/A)·Σ_t ℓ_t of §3.2–§3.3. `tape` must be
   // empty; it is empty again on return.
   double train_forward_backward(const Microbatch& batch, const StepConfig& config, Tape& tape);
+  // The forward half of train_forward_backward: records the backward on `tape` (empty on entry) and returns the
+  // scaled loss. Every recorded closure owns what it reads, so the caller may replay the tape later
+  // (tape.backward(), or step by step with tape.backward_last() for diagnostics).
+  double train_forward(const Microbatch& batch, const StepConfig& config, Tape& tape);
   // Mean of ℓ_t (§3.4) over the window's positions: bf16 logits, fp32 softcap and log-sum-exp, chunked.
   double validation_loss(const Microbatch& batch, const StepConfig& config);
   // The training objective (1/A)·Σ_t ℓ_t of the same forward without FP8 and without a backward (finite

@@ -46,6 +46,15 @@ class Var {
   std::shared_ptr<Tensor> slot_;
 };
 
+// One recorded op: its backward closure plus, for step-by-step diagnostics (Tape::backward_last), a label and the
+// Vars it touches: `vars[0]` is the op's output (its gradient is what the step consumes; an undefined Var for the
+// loss, which has none), the rest are the inputs whose gradients the step adds into.
+struct TapeStep {
+  std::function<void()> backward;
+  const char* label = "";
+  std::vector<Var> vars;
+};
+
 class Tape {
  public:
   using Backward = std::function<void()>;
@@ -54,19 +63,28 @@ class Tape {
   void set_enabled(bool enabled) { enabled_ = enabled; }
   bool enabled() const { return enabled_; }
 
-  void push(Backward fn) {
-    if (enabled_) steps_.push_back(std::move(fn));
+  void push(Backward fn, const char* label = "", std::vector<Var> vars = {}) {
+    if (enabled_) steps_.push_back(TapeStep{std::move(fn), label, std::move(vars)});
   }
   // Runs every recorded backward in reverse order and forgets them.
   void backward() {
-    for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) (*it)();
+    for (auto it = steps_.rbegin(); it != steps_.rend(); ++it) it->backward();
     steps_.clear();
+  }
+  // Runs only the most recent step and hands it back (its Vars now hold the step's gradients): lets a test walk
+  // two tapes of the same model in lockstep and name the first op whose gradients disagree.
+  TapeStep backward_last() {
+    GPT_CHECK(!steps_.empty(), "Tape::backward_last: the tape is empty");
+    TapeStep step = std::move(steps_.back());
+    steps_.pop_back();
+    step.backward();
+    return step;
   }
   void clear() { steps_.clear(); }
   size_t size() const { return steps_.size(); }
 
  private:
-  std::vector<Backward> steps_;
+  std::vector<TapeStep> steps_;
   bool enabled_ = true;
 };
 

@@ -33,6 +33,17 @@ void add_into(const Tensor& src, Tensor& dst) {
 
 bool present(Var v) { return v.value().defined(); }
 
+// The Vars of a mix for the tape's step record: the output, then each term's x, scalar and lanes.
+std::vector<Var> mix_vars(const Var& out, const std::vector<Term>& terms) {
+  std::vector<Var> vars{out};
+  for (const Term& t : terms) {
+    vars.push_back(t.x);
+    if (present(t.scalar)) vars.push_back(t.scalar);
+    if (present(t.lanes)) vars.push_back(t.lanes);
+  }
+  return vars;
+}
+
 }  // namespace
 
 Var view(Tape& tape, Var& x, const Shape& shape) {
@@ -54,7 +65,7 @@ Var rmsnorm(Tape& tape, Var x) {
   tape.push([x, out, rstd]() mutable {
     if (!out.has_grad() || !x.requires_grad()) return;
     rmsnorm_backward(out.grad(), x.value(), rstd, x.grad());
-  });
+  }, "rmsnorm", {out, x});
   return out;
 }
 
@@ -66,7 +77,7 @@ Var linear(Tape& tape, Var x, Var w) {
     if (!out.has_grad()) return;
     if (x.requires_grad()) gemm(out.grad(), w.value(), x.grad(), {.beta = 1.0f});
     if (w.requires_grad()) gemm(out.grad(), x.value(), w.grad(), {.trans_a = true, .beta = 1.0f});
-  });
+  }, "linear", {out, x, w});
   return out;
 }
 
@@ -78,7 +89,7 @@ Var matmul(Tape& tape, Var x, Var w) {
     if (!out.has_grad()) return;
     if (x.requires_grad()) gemm(out.grad(), w.value(), x.grad(), {.trans_b = true, .beta = 1.0f});
     if (w.requires_grad()) gemm(x.value(), out.grad(), w.grad(), {.trans_a = true, .beta = 1.0f});
-  });
+  }, "matmul", {out, x, w});
   return out;
 }
 
@@ -89,7 +100,7 @@ Var gelu(Tape& tape, Var x) {
   tape.push([x, out]() mutable {
     if (!out.has_grad() || !x.requires_grad()) return;
     gelu_backward(out.grad(), x.value(), x.grad());
-  });
+  }, "gelu", {out, x});
   return out;
 }
 
@@ -101,7 +112,7 @@ Var bias_add(Tape& tape, Var x, Var bias) {
     if (!out.has_grad()) return;
     if (x.requires_grad()) add_into(out.grad(), x.grad());
     if (bias.requires_grad()) bias_backward(out.grad(), bias.grad());
-  });
+  }, "bias_add", {out, x, bias});
   return out;
 }
 
@@ -168,7 +179,7 @@ Var mix(Tape& tape, const std::vector<Term>& terms) {
       if (present(t.lanes) && t.lanes.requires_grad()) grads[k].dlanes = t.lanes.grad();
     }
     mix_backward(out.grad(), mix_terms(terms), grads);
-  });
+  }, "mix", mix_vars(out, terms));
   return out;
 }
 
@@ -181,7 +192,7 @@ Var embedding(Tape& tape, Var table, const Tensor& ids) {
   tape.push([table, ids, out]() mutable {
     if (!out.has_grad() || !table.requires_grad()) return;
     embedding_backward(out.grad(), ids, table.grad());
-  });
+  }, "embedding", {out, table});
   return out;
 }
 
@@ -192,7 +203,7 @@ Var value_embedding(Tape& tape, Var table, const Tensor& ids, int64_t plane, int
   tape.push([table, ids, plane, vocab, out]() mutable {
     if (!out.has_grad() || !table.requires_grad()) return;
     value_embedding_backward(out.grad(), ids, plane, table.grad(), vocab);
-  });
+  }, "value_embedding", {out, table});
   return out;
 }
 
@@ -203,7 +214,7 @@ Var bigram(Tape& tape, Var table, const Tensor& sign_table, const Tensor& ids, c
   tape.push([table, sign_table, ids, sign_ids, out]() mutable {
     if (!out.has_grad() || !table.requires_grad()) return;
     bigram_backward(out.grad(), sign_table, ids, sign_ids, table.grad());
-  });
+  }, "bigram", {out, table});
   return out;
 }
 
@@ -217,7 +228,7 @@ Var smear(Tape& tape, Var e, Var gate, Var lambda) {
     if (!out.has_grad()) return;
     Tensor de = grad_or_scratch(e), dw = grad_or_scratch(gate), dl = grad_or_scratch(lambda);
     smear_backward(out.grad(), e.value(), gate.value(), lambda.value(), sig, de, dw, dl);
-  });
+  }, "smear", {out, e, gate, lambda});
   return out;
 }
 
@@ -228,7 +239,7 @@ Var rotary(Tape& tape, Var x, const Tensor& cos, const Tensor& sin, RotaryLayout
   tape.push([x, cos, sin, layout, out]() mutable {
     if (!out.has_grad() || !x.requires_grad()) return;
     rotary_backward(out.grad(), cos, sin, layout, x.grad());
-  });
+  }, "rotary", {out, x});
   return out;
 }
 
@@ -239,7 +250,7 @@ Var key_offset(Tape& tape, Var k) {
   tape.push([k, out]() mutable {
     if (!out.has_grad() || !k.requires_grad()) return;
     key_offset_backward(out.grad(), k.grad());
-  });
+  }, "key_offset", {out, k});
   return out;
 }
 
@@ -251,7 +262,7 @@ Var value_gate(Tape& tape, Var v, Var u, Var ve, Var gate) {
     if (!out.has_grad()) return;
     Tensor dv = grad_or_scratch(v), du = grad_or_scratch(u), dve = grad_or_scratch(ve), dg = grad_or_scratch(gate);
     value_gate_backward(out.grad(), u.value(), ve.value(), gate.value(), dv, du, dve, dg);
-  });
+  }, "value_gate", {out, v, u, ve, gate});
   return out;
 }
 
@@ -274,7 +285,7 @@ Var attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens,
            dv = grad_or_scratch(v).view(shape);
     attention_backward(out.grad().view(shape), q.value().view(shape), k.value().view(shape), v.value().view(shape),
                        cu, out.value().view(shape), lse, dq, dk, dv, window, scale);
-  });
+  }, "attention", {out, q, k, v});
   return out;
 }
 
@@ -292,7 +303,7 @@ Var dc_attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens, Var 
                           dv, dg, scale);
     // The correction is added to the core output: its gradient passes through unchanged.
     if (y_core.requires_grad()) add_into(out.grad(), y_core.grad());
-  });
+  }, "dc_attention", {out, q, k, v, gates, y_core});
   return out;
 }
 
@@ -304,7 +315,7 @@ Var xsa(Tape& tape, Var y, Var v, Var gates, int64_t first_lane) {
     if (!out.has_grad()) return;
     Tensor dy = grad_or_scratch(y), dv = grad_or_scratch(v), dg = grad_or_scratch(gates);
     xsa_backward(out.grad(), y.value(), v.value(), gates.value(), first_lane, dy, dv, dg);
-  });
+  }, "xsa", {out, y, v, gates});
   return out;
 }
 
@@ -316,7 +327,7 @@ Var head_gate(Tape& tape, Var y, Var gates, int64_t first_lane) {
     if (!out.has_grad()) return;
     Tensor dy = grad_or_scratch(y), dg = grad_or_scratch(gates);
     head_gate_backward(out.grad(), y.value(), gates.value(), first_lane, dy, dg);
-  });
+  }, "head_gate", {out, y, gates});
   return out;
 }
 
@@ -345,7 +356,7 @@ Var mlp(Tape& tape, Var u, Var w1, Var w2, MlpFp8State* fp8_state) {
     relu_square_backward(dpost, post, dpre);
     if (u.requires_grad()) gemm(dpre, w1.value(), u.grad(), {.beta = 1.0f});
     if (w1.requires_grad()) gemm(dpre, u.value(), w1.grad(), {.trans_a = true, .beta = 1.0f});
-  });
+  }, "mlp", {out, u, w1, w2});
   return out;
 }
 
