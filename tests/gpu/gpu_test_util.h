@@ -13,6 +13,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/tensor.h"
 #include "tests/common/gradcheck.h"
+#include "tests/common/tape_lockstep.h"
 
 namespace gpt::gpu_testing {
 
@@ -33,14 +34,7 @@ inline void poison(Tensor& t) {
 
 // ‖a − b‖ / ‖b‖ over all elements; +inf when any element of a is not finite or the sizes differ.
 inline double relative_frobenius(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double diff = 0, ref = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    diff += (a[i] - b[i]) * (a[i] - b[i]);
-    ref += b[i] * b[i];
-  }
-  return std::sqrt(diff / std::max(ref, 1e-300));
+  return testing::relative_error(a, b);
 }
 
 inline double relative_frobenius(const Tensor& out, const Tensor& ref) {

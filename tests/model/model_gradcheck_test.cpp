@@ -7,7 +7,7 @@
 #include <string>
 
 #include "tests/common/gradcheck.h"
-#include "tests/model/model_test_util.h"
+#include "tests/common/model_fixtures.h"
 
 namespace gpt::testing {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "kernels/flops.h"
 #include "tests/common/gradcheck.h"
-#include "tests/model/model_test_util.h"
+#include "tests/common/model_fixtures.h"
 #include "trainer/model/taped_ops.h"
 
 namespace gpt::testing {

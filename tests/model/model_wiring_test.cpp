@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "tests/model/model_test_util.h"
+#include "tests/common/model_fixtures.h"
 
 namespace gpt::testing {
 namespace {

@@ -57,6 +57,16 @@ TEST_F(HeadSchedule, SliceTokensRowsAndLmax) {
   EXPECT_EQ(Schedule::cu_rows_for(512), 128);
 }
 
+// [project definition] schedule.cu_rows_multiplier scales every training slice's R (corpora of short documents);
+// validation keeps its own validation.cu_rows.
+TEST(ScheduleCuRows, MultiplierScalesTrainingRows) {
+  const Recipe recipe = load_recipe("mini", {"schedule.cu_rows_multiplier=4"});
+  const Schedule sched(recipe);
+  EXPECT_EQ(sched.at(0).cu_rows, 4 * 64);
+  EXPECT_EQ(sched.at(900).cu_rows, 4 * 128);
+  EXPECT_THROW(load_recipe("mini", {"schedule.cu_rows_multiplier=0"}), Error);
+}
+
 TEST_F(HeadSchedule, Windows) {
   const int64_t steps[] = {0, 423, 847, 1270};
   const int64_t ws[] = {128, 384, 640, 768}, wl[] = {384, 896, 1408, 1664};

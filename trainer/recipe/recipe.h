@@ -49,6 +49,9 @@ struct ScheduleConfig {
   int64_t momentum_cooldown_steps = 0;   // μ falls back over the last steps
   double momentum_min = 0, momentum_max = 0;
   int64_t final_ws_short = 0, final_ws_long = 0;  // windows of the final validation (§5.5)
+  // [project definition] R of every training slice = §1.4's R × this (≥ 1). Extra rows are empty trailing segments
+  // (same math); corpora with shorter documents than FineWeb (the proxy corpus) need more than §1.4's R.
+  int64_t cu_rows_multiplier = 1;
 };
 
 struct AdamGroupConfig {

@@ -190,7 +190,7 @@ StepSchedule Schedule::at(int64_t step) const {
   r.stage_end = stage_end(r.stage);
   r.batch_tokens = st.batch_tokens;
   r.slice_tokens = slice_tokens(r.stage);
-  r.cu_rows = cu_rows_for(r.slice_tokens);
+  r.cu_rows = cu_rows_for(r.slice_tokens) * sc.cu_rows_multiplier;
   r.lmax = st.lmax;
   const bool final_validation = step == total_steps_;
   r.ws_short_blocks = final_validation ? sc.final_ws_short : st.ws_short;
