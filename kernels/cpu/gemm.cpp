@@ -6,12 +6,19 @@
 #ifdef SPEEDRUN_HAVE_BLAS
 #include <cblas.h>
 #endif
+#include <omp.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
 #include "kernels/fp8.h"
 #include "kernels/gemm.h"
+
+#ifdef SPEEDRUN_HAVE_BLAS
+// OpenBLAS's thread control (weak: absent with other BLAS libraries).
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+#endif
 
 namespace gpt::cpu {
 
@@ -25,21 +32,63 @@ std::vector<float> widen(const Tensor& t) {
 }
 
 #ifdef SPEEDRUN_HAVE_BLAS
+// The CPU backend has one thread pool, OpenMP's: BLAS runs single-threaded inside it and the product is split
+// into blocks of C's rows or columns, one per thread. Two pools (OpenMP and OpenBLAS's own threads) on the same
+// cores spin against each other between calls, which cost a third of the `tiny` run on 2 cores. Every element of
+// C is still one K-long dot product computed by the same BLAS kernel, whatever the split.
+void use_single_threaded_blas() {
+  static const bool done = [] {
+    if (openblas_set_num_threads != nullptr) openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)done;
+}
+
+template <typename S>
+void blas_call(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const S* a, int lda, const S* b, int ldb,
+               float beta, S* c, int ldc) {
+  const auto ta = trans_a ? CblasTrans : CblasNoTrans;
+  const auto tb = trans_b ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<S, double>) {
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+// Products below this many multiply-adds run on one thread (splitting costs more than it saves).
+constexpr int64_t kSplitMinWork = int64_t{1} << 18;
+
 template <typename S>
 void blas(const GemmShape& s, const GemmArgs& args, const S* a, const S* b, S* c, float beta) {
-  const auto ta = args.trans_a ? CblasTrans : CblasNoTrans;
-  const auto tb = args.trans_b ? CblasTrans : CblasNoTrans;
+  use_single_threaded_blas();
   const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
   const int lda = args.trans_a ? m : k;
   const int ldb = args.trans_b ? k : n;
-  for (int64_t i = 0; i < s.batch; ++i) {
-    const S* ai = a + (s.a_batched ? i * s.m * s.k : 0);
-    const S* bi = b + (s.b_batched ? i * s.k * s.n : 0);
-    S* ci = c + (s.c_batched ? i * s.m * s.n : 0);
-    if constexpr (std::is_same_v<S, double>) {
-      cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, args.alpha, ai, lda, bi, ldb, beta, ci, n);
-    } else {
-      cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, args.alpha, ai, lda, bi, ldb, beta, ci, n);
+  const int threads = s.m * s.n * s.k * s.batch >= kSplitMinWork ? omp_get_max_threads() : 1;
+  // Split the batch when it has enough entries, otherwise the longer of C's dimensions.
+  const bool split_batch = s.batch >= threads;
+  const bool split_rows = !split_batch && m >= n;
+  const int64_t extent = split_batch ? s.batch : split_rows ? m : n;
+  const int64_t parts = std::min<int64_t>(threads, extent);
+#pragma omp parallel for schedule(static) num_threads(static_cast<int>(parts)) if (parts > 1)
+  for (int64_t part = 0; part < parts; ++part) {
+    const int64_t lo = extent * part / parts, hi = extent * (part + 1) / parts;
+    for (int64_t i = split_batch ? lo : 0; i < (split_batch ? hi : s.batch); ++i) {
+      const S* ai = a + (s.a_batched ? i * s.m * s.k : 0);
+      const S* bi = b + (s.b_batched ? i * s.k * s.n : 0);
+      S* ci = c + (s.c_batched ? i * s.m * s.n : 0);
+      if (split_batch) {
+        blas_call(args.trans_a, args.trans_b, m, n, k, args.alpha, ai, lda, bi, ldb, beta, ci, n);
+      } else if (split_rows) {  // rows [lo, hi) of C: rows of op(A)
+        const S* a_rows = args.trans_a ? ai + lo : ai + lo * lda;
+        blas_call(args.trans_a, args.trans_b, static_cast<int>(hi - lo), n, k, args.alpha, a_rows, lda, bi, ldb,
+                  beta, ci + lo * n, n);
+      } else {  // columns [lo, hi) of C: columns of op(B)
+        const S* b_cols = args.trans_b ? bi + lo * ldb : bi + lo;
+        blas_call(args.trans_a, args.trans_b, m, static_cast<int>(hi - lo), k, args.alpha, ai, lda, b_cols, ldb,
+                  beta, ci + lo, n);
+      }
     }
   }
 }

@@ -60,10 +60,18 @@ void softcap_train_loss(const Tensor& z_raw, const Tensor& targets, const Tensor
           s[v] = load(store<T>(A(0.5) + A(0.5) * std::tanh(A(0.5) * a)));  // §3.1: s rounded to the logits' dtype
           z[v] = A(kSoftcap) * s[v];
         }
-        const A lse = log_sum_exp(z.data(), vocab);
+        // Softmax through the max-shifted exponentials, kept from the log-sum-exp (one exp per logit, not two).
+        const A z_max = *std::max_element(z.begin(), z.end());
+        A sum = 0;
+        for (int64_t v = 0; v < vocab; ++v) {
+          dz[v] = std::exp(z[v] - z_max);
+          sum += dz[v];
+        }
+        const A lse = z_max + std::log(sum);
         const int64_t p = prefix != nullptr ? prefix[y[t]] : -1;
         const A s_w = w_all + (p >= 0 ? A(config.prefix_weight) : A(0));
-        for (int64_t v = 0; v < vocab; ++v) dz[v] = s_w * std::exp(z[v] - lse);
+        const A softmax_scale = s_w / sum;
+        for (int64_t v = 0; v < vocab; ++v) dz[v] *= softmax_scale;
         double l = 0.0;
         for (int64_t k = 0; k < n_mtp && t + k < rows; ++k) {  // targets beyond the microbatch are dropped
           const A w = A(config.mtp_weights[static_cast<size_t>(k)]);

@@ -43,10 +43,10 @@ class RunScratch {
 };
 
 // A 10-step `tiny` schedule (stages 2/2/2 + 2 extension steps... validation every 4 steps) on the stand-in
-// model: warmup, reset, split at step 5, Adam and bank steps, validations at 0, 4 and 8.
+// model: warmup (on, unlike `tiny`'s default), reset, split at step 5, Adam and bank steps, validations at 0, 4 and 8.
 inline std::vector<std::string> short_schedule() {
   return {"schedule.num_scheduled=6", "schedule.num_extension=2", "schedule.momentum_warmup_steps=2",
-          "validation.every=4"};
+          "validation.every=4", "schedule.warmup=true"};
 }
 
 inline RunOptions short_run(const RunScratch& scratch, const std::string& run_id) {

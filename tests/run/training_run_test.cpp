@@ -53,6 +53,24 @@ TEST(TrainingRun, WarmupChangesStateAndResetRestoresItBitwise) {
   EXPECT_TRUE(saw_optimizer_state);
 }
 
+TEST(TrainingRun, WarmupOffSkipsWarmupAndItsReset) {
+  RunScratch scratch;
+  bool warmed_up = false, reset = false;
+  RunHooks hooks;
+  hooks.after_warmup = [&](const std::vector<NamedTensor>&) { warmed_up = true; };
+  hooks.after_reset = [&](const std::vector<NamedTensor>&) { reset = true; };
+  RunOptions options = short_run(scratch, "no_warmup");
+  options.overrides.push_back("schedule.warmup=false");
+  const RunResult r = TrainingRun(options).run(hooks);
+  ASSERT_EQ(r.status, RunStatus::finished) << r.error;
+  EXPECT_FALSE(warmed_up);
+  EXPECT_FALSE(reset);
+  std::ifstream log(scratch.out() / "no_warmup.txt");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("Warmup skipped (schedule.warmup = false)"), std::string::npos);
+  EXPECT_EQ(text.find("Resetting Model"), std::string::npos);
+}
+
 TEST(TrainingRun, SameSeedGivesIdenticalLossesAndLossFalls) {
   RunScratch scratch;
   const RunResult a = TrainingRun(short_run(scratch, "a")).run();

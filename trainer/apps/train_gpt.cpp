@@ -2,7 +2,10 @@
 //   train_gpt --recipe NAME|FILE --data DIR --seed N --run-id ID --out DIR [--backend cpu|cuda] [--gpus N]
 //             [--set key=value]... [--resume CHECKPOINT] [--checkpoint-every K] [--threads N]
 // Exit status: 0 finished, 3 diverged (summary written), 2 bad input or usage, 1 other failure.
+#include <malloc.h>
 #include <omp.h>
+
+#include <limits>
 
 #include <iostream>
 #include <string>
@@ -12,17 +15,20 @@
 
 #include "trainer/run/training_run.h"
 
-// OpenBLAS's thread control, when the BLAS in use is OpenBLAS (weak: absent with other BLAS libraries).
-extern "C" void openblas_set_num_threads(int) __attribute__((weak));
-
 namespace {
 
 constexpr int kExitUsage = 2;
 constexpr int kExitFailure = 1;
 
-void apply_threads(int threads) {
-  omp_set_num_threads(threads);
-  if (openblas_set_num_threads != nullptr) openblas_set_num_threads(threads);
+// The CPU backend's one thread pool is OpenMP's (its GEMMs run single-threaded BLAS inside it).
+void apply_threads(int threads) { omp_set_num_threads(threads); }
+
+// Keep freed memory in the heap instead of returning it to the kernel: the CPU backend allocates the same
+// activation sizes every step, and glibc's default (mmap for blocks over 32 MiB, trim on free) made every step
+// fault its logits buffers in again (a tenth of the `tiny` run).
+void keep_freed_memory() {
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 }
 
 }  // namespace
@@ -41,7 +47,8 @@ int main(int argc, char** argv) {
   app.add_option("--resume", options.resume, "continue from a checkpoint file");
   app.add_option("--checkpoint-every", options.checkpoint_every, "write OUT/ID.stepNNNNNN.ckpt every K steps")
       ->capture_default_str();
-  app.add_option("--threads", options.threads, "CPU threads")->capture_default_str();
+  options.threads = 0;
+  app.add_option("--threads", options.threads, "CPU threads (0: one per core)")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -54,7 +61,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<gpt::TrainingRun> run;
   try {
     gpt::take_debug_switches(options);
+    if (options.threads <= 0) options.threads = omp_get_num_procs();
     apply_threads(options.threads);
+    keep_freed_memory();
     run = std::make_unique<gpt::TrainingRun>(options);
   } catch (const std::exception& e) {
     std::cerr << "train_gpt: " << e.what() << std::endl;

@@ -293,6 +293,7 @@ Recipe read_recipe(const toml::table& tree, const std::string& name, const std::
     sc.final_ws_short = s.integer("final_ws_short", 1);
     sc.final_ws_long = s.integer("final_ws_long", 1);
     sc.cu_rows_multiplier = s.integer("cu_rows_multiplier", 1, 64);
+    sc.warmup = s.boolean("warmup");
     s.finish();
     GPT_CHECK(sc.stages.size() == sc.stage_durations.size() + 1, "recipe ", source,
               ": schedule.stages must hold one entry per schedule.stage_durations entry plus the extension (",
@@ -388,7 +389,8 @@ std::string Recipe::canonical() const {
                          {"momentum_max", sc.momentum_max},
                          {"final_ws_short", sc.final_ws_short},
                          {"final_ws_long", sc.final_ws_long},
-                         {"cu_rows_multiplier", sc.cu_rows_multiplier}};
+                         {"cu_rows_multiplier", sc.cu_rows_multiplier},
+                         {"warmup", sc.warmup}};
   toml::table adam_t, banks_t;
   for (const auto& [k, a] : optimizer.adam) {
     adam_t.insert(k, toml::table{{"beta1", a.beta1}, {"beta2", a.beta2}, {"lr_mul", a.lr_mul}, {"wd_mul", a.wd_mul},

@@ -52,6 +52,9 @@ struct ScheduleConfig {
   // [project definition] R of every training slice = §1.4's R × this (≥ 1). Extra rows are empty trailing segments
   // (same math); corpora with shorter documents than FineWeb (the proxy corpus) need more than §1.4's R.
   int64_t cu_rows_multiplier = 1;
+  // §9.1 warmup before the timed run. [project definition] false skips it (and its reset): on the CPU backend
+  // there are no kernels to compile or tune, so warmup would only double the run (recipe `tiny`).
+  bool warmup = true;
 };
 
 struct AdamGroupConfig {

@@ -307,6 +307,10 @@ struct TrainingRun::Impl {
     const std::vector<NamedTensor> initial = clone_state(live);
     if (hooks.initial) hooks.initial(live);
     const std::vector<int64_t> steps = schedule.warmup_steps();
+    if (steps.empty()) {
+      log.line("Warmup skipped (schedule.warmup = false)");
+      return;
+    }
     log.line("Warming up kernels (untimed)");
     log.line("Sampling steps " + join_steps(steps) + " for warmup");
     TrainLoader loader = make_train_loader({});

@@ -159,6 +159,7 @@ std::optional<YarnEvent> Schedule::yarn_event(int64_t step) const {
 }
 
 std::vector<int64_t> Schedule::warmup_steps() const {
+  if (!recipe_.schedule.warmup) return {};
   std::set<int64_t> steps{0, 1};
   for (int i = 1; i < num_stages(); ++i) {
     for (int64_t d = -2; d <= 1; ++d) steps.insert(begins_[static_cast<size_t>(i)] + d);
