@@ -26,8 +26,10 @@ namespace {
 
 std::vector<float> widen(const Tensor& t) {
   const bf16* p = t.data<bf16>();
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(p[i]);
+  const int64_t n = t.numel();
+  std::vector<float> out(static_cast<size_t>(n));
+#pragma omp parallel for schedule(static) if (n >= (int64_t{1} << 16))
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<float>(p[i]);
   return out;
 }
 

@@ -253,22 +253,21 @@ class TinyRun {
 TEST(ModelCuda, TinyRecipeLossCurveTracksCpu) {
   GPT_REQUIRE_CUDA();
   constexpr int64_t kSteps = 8;  // stage 0 of `tiny`: 4 Adam steps, NorMuon every step, momentum warmup
+  // The production pairing of §R.1: CUDA bf16 against the CPU's fp32 reference run. (A CPU bf16 run of this
+  // width costs minutes; the op-level bf16 agreement is the lockstep test's job.)
   const std::vector<double> cpu_f32 = TinyRun(DType::f32, Device::cpu).train(kSteps);
-  const std::vector<double> cpu_bf16 = TinyRun(DType::bf16, Device::cpu).train(kSteps);
   const std::vector<double> gpu_bf16 = TinyRun(DType::bf16, Device::cuda).train(kSteps);
   std::printf("tiny loss curve (mean training loss per step, synthetic §R.1 data, seed 1234, d = 768)\n");
-  std::printf("step   cpu_f32     cpu_bf16    cuda_bf16   |bf16 diff| |cuda_bf16-cpu_f32|\n");
+  std::printf("step   cpu_f32     cuda_bf16   |diff|     rel.diff\n");
   for (int64_t s = 0; s < kSteps; ++s) {
     const auto i = static_cast<size_t>(s);
-    std::printf("%4lld  %.6f  %.6f  %.6f  %.2e   %.2e\n", static_cast<long long>(s), cpu_f32[i], cpu_bf16[i],
-                gpu_bf16[i], std::abs(gpu_bf16[i] - cpu_bf16[i]), std::abs(gpu_bf16[i] - cpu_f32[i]));
+    std::printf("%4lld  %.6f  %.6f  %.2e   %.2e\n", static_cast<long long>(s), cpu_f32[i], gpu_bf16[i],
+                std::abs(gpu_bf16[i] - cpu_f32[i]), std::abs(gpu_bf16[i] - cpu_f32[i]) / cpu_f32[i]);
   }
   for (int64_t s = 0; s < kSteps; ++s) {
     const auto i = static_cast<size_t>(s);
     ASSERT_TRUE(std::isfinite(gpu_bf16[i])) << "step " << s;
-    // Same arithmetic on both backends: bf16 within bf16 rounding of the loss (2^-8).
-    EXPECT_NEAR(gpu_bf16[i], cpu_bf16[i], 4e-3 * cpu_bf16[i]) << "bf16 step " << s;
-    // The production pairing (CUDA bf16 against the CPU's fp32 reference run, §R.1) within bf16 tolerance.
+    // bf16 tolerance of a mean loss after a few optimizer steps: 1% (several 2^-8 roundings compounded).
     EXPECT_NEAR(gpu_bf16[i], cpu_f32[i], 1e-2 * cpu_f32[i]) << "cuda bf16 vs cpu f32, step " << s;
   }
   // Training makes progress on both backends (the curves are not flat copies of the initial loss).
