@@ -56,14 +56,10 @@ constexpr double kLossFloor = 1e-3;  // the loss is a sum over 256 tokens: its r
 // Small dimensions with the full topology, except the head width: the CUDA attention kernel is specialised
 // for bf16 and head dim 128 (the recipe's), so d = 6 × 128 with a small vocabulary and MLP.
 ModelDims wide_dims() {
-  ModelDims d;
+  ModelDims d = testing::small_dims();
   d.model_dim = 768;
-  d.num_heads = 6;
   d.head_dim = 128;
-  d.vocab = 512;
   d.mlp_hidden = 256;
-  d.bigram_rows = 512;
-  d.mudd_hidden = 16;
   return d;
 }
 

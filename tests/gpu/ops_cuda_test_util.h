@@ -16,6 +16,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/tensor.h"
 #include "tests/common/gradcheck.h"
+#include "tests/common/tape_lockstep.h"
 
 namespace gpt::ops_cuda_testing {
 
@@ -31,14 +32,7 @@ inline void poison(Tensor& t) {
 }
 
 inline double relative_frobenius(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double diff = 0, ref = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    diff += (a[i] - b[i]) * (a[i] - b[i]);
-    ref += b[i] * b[i];
-  }
-  return std::sqrt(diff / std::max(ref, 1e-300));
+  return testing::relative_error(a, b);
 }
 
 // GPU tensor (any floating dtype) against the CPU reference tensor.
