@@ -46,15 +46,16 @@ inline Microbatch make_microbatch(const std::vector<int64_t>& pieces, int64_t vo
   return mb;
 }
 
+// Rotary tables for 2 × `tokens` positions in `dtype` on `device`.
 inline StepConfig make_config(const ModelDims& dims, int64_t tokens, DType dtype, int64_t window_short,
-                              int64_t window_long, double scale) {
+                              int64_t window_long, double scale, Device device = Device::cpu) {
   StepConfig c;
   c.window_short = window_short;
   c.window_long = window_long;
   c.attention_scale = scale;
   const RotaryTables tables(dims.head_dim, 2 * tokens);
-  c.rotary_cos = tables.cos_table(dtype);
-  c.rotary_sin = tables.sin_table(dtype);
+  c.rotary_cos = tables.cos_table(dtype, device);
+  c.rotary_sin = tables.sin_table(dtype, device);
   return c;
 }
 

@@ -63,14 +63,8 @@ ModelDims wide_dims() {
   return d;
 }
 
-StepConfig step_config(const ModelDims& dims, int64_t positions, DType dtype, Device device, bool fp8) {
-  StepConfig c;
-  c.window_short = 24;
-  c.window_long = 56;
-  c.attention_scale = 0.12;
-  const RotaryTables tables(dims.head_dim, positions);
-  c.rotary_cos = tables.cos_table(dtype, device);
-  c.rotary_sin = tables.sin_table(dtype, device);
+StepConfig step_config(const ModelDims& dims, int64_t tokens, DType dtype, Device device, bool fp8) {
+  StepConfig c = testing::make_config(dims, tokens, dtype, 24, 56, 0.12, device);
   c.mtp_weights = {1.0f, 0.5f, 0.25f};
   c.accumulation_steps = 2;
   c.fp8_lm_head = c.fp8_mlp = fp8;
@@ -84,10 +78,10 @@ class ThreeBackends {
       : dims_(wide_dims()), weights_(make_weights(dims_)), reference_(convert_weights(weights_, DType::f64)),
         cpu_(convert_weights(weights_, DType::bf16)), cuda_(convert_weights(weights_, DType::bf16, Device::cuda)),
         batch_(make_microbatch({40, 90, 17, 64, 46}, dims_.vocab, static_cast<int32_t>(dims_.bigram_rows), 0, 3, 16)) {
-    const auto positions = 2 * static_cast<int64_t>(batch_.inputs.size());
-    reference_config_ = step_config(dims_, positions, DType::f64, Device::cpu, false);
-    cpu_config_ = step_config(dims_, positions, DType::bf16, Device::cpu, fp8);
-    cuda_config_ = step_config(dims_, positions, DType::bf16, Device::cuda, fp8);
+    const auto tokens = static_cast<int64_t>(batch_.inputs.size());
+    reference_config_ = step_config(dims_, tokens, DType::f64, Device::cpu, false);
+    cpu_config_ = step_config(dims_, tokens, DType::bf16, Device::cpu, fp8);
+    cuda_config_ = step_config(dims_, tokens, DType::bf16, Device::cuda, fp8);
     if (fp8) {
       cpu_.model->refresh_fp8(true);
       cuda_.model->refresh_fp8(true);

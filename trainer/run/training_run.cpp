@@ -304,13 +304,13 @@ struct TrainingRun::Impl {
 
   void warmup_and_reset(RunLog& log, const RunHooks& hooks) {
     const std::vector<NamedTensor> live = collect_state(*model, *optimizer);
-    const std::vector<NamedTensor> initial = clone_state(live);
     if (hooks.initial) hooks.initial(live);
     const std::vector<int64_t> steps = schedule.warmup_steps();
     if (steps.empty()) {
       log.line("Warmup skipped (schedule.warmup = false)");
-      return;
+      return;  // nothing to reset, so no snapshot of the initial state either
     }
+    const std::vector<NamedTensor> initial = clone_state(live);
     log.line("Warming up kernels (untimed)");
     log.line("Sampling steps " + join_steps(steps) + " for warmup");
     TrainLoader loader = make_train_loader({});
