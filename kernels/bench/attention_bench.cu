@@ -7,6 +7,8 @@
 // "vs_dense_gemm" divides by the dense bf16 GEMM rate measured once in this process (8192³ through gpt::gemm).
 // Every kernel version of kernels/cuda/attention_variants.h is timed (label v1, v2, ...; "(promoted)" marks the one
 // the model calls), so one run shows before and after; targets: forward ≥ 0.40, backward ≥ 0.30 of the dense rate.
+// BM_DcForward / BM_DcBackward time the layer-10 DC correction (kernels/dc_attention.h, 112 keys) per version of
+// kernels/cuda/dc_attention_variants.h, FLOPs counted as 4·D (forward) and 10·D (backward) per allowed pair and head.
 //   ./attention_bench --benchmark_format=json
 #include <benchmark/benchmark.h>
 
@@ -19,6 +21,8 @@
 #include "kernels/attention.h"
 #include "kernels/bench/bench_util.cuh"
 #include "kernels/cuda/attention_variants.h"
+#include "kernels/cuda/dc_attention_variants.h"
+#include "kernels/dc_attention.h"
 #include "kernels/gemm.h"
 
 namespace gpt {
@@ -140,6 +144,42 @@ void variants_and_windows(benchmark::internal::Benchmark* b, int64_t variants) {
     for (int64_t v = 0; v < variants; ++v) b->Args({v, window});
   }
 }
+
+// The DC correction's inputs beyond attention's: 16 gate lanes (w1 at 1, w2 at 9, as the GPU test), y_core.
+struct DcInputs : Inputs {
+  Tensor gates = Tensor::empty({kTokens, 16}, DType::bf16, Device::cuda);
+  Tensor dgates = Tensor::empty({kTokens, 16}, DType::bf16, Device::cuda);
+  DcInputs() {
+    bench::fill_uniform(gates, 40, 1.0f);
+    bench::fill_uniform(dgates, 41, 0.01f);
+  }
+};
+constexpr DcLanes kBenchLanes{.w1 = 1, .w2 = 9};
+
+void BM_DcForward(benchmark::State& state) {
+  DcInputs in;
+  const double flops = 4.0 * kDim * kHeads * allowed_pairs(in.cu_host, kDcKeys - 1);
+  const auto run = state.range(0) == 1 ? cuda::dc_attention_forward_v1 : cuda::dc_attention_forward_v2;
+  bench::time_with_events(
+      state, [&] { run(in.q, in.k, in.v, in.cu, in.gates, kBenchLanes, in.dy, in.y, in.lse, 0.12f, kDcKeys); }, flops);
+  state.SetLabel(state.range(0) == 1 ? "v1" : "v2 (promoted)");
+  state.counters["vs_dense_gemm"] = state.counters["TFLOP/s"] / dense_gemm_tflops();
+}
+
+void BM_DcBackward(benchmark::State& state) {
+  DcInputs in;
+  cuda::dc_attention_forward(in.q, in.k, in.v, in.cu, in.gates, kBenchLanes, in.dy, in.y, in.lse, 0.12f, kDcKeys);
+  const double flops = 10.0 * kDim * kHeads * allowed_pairs(in.cu_host, kDcKeys - 1);
+  const auto run = state.range(0) == 1 ? cuda::dc_attention_backward_v1 : cuda::dc_attention_backward_v2;
+  bench::time_with_events(state, [&] {
+    run(in.dy, in.q, in.k, in.v, in.cu, in.gates, kBenchLanes, in.lse, in.dq, in.dk, in.dv, in.dgates, 0.12f, kDcKeys);
+  }, flops);
+  state.SetLabel(state.range(0) == 1 ? "v1" : "v2 (promoted)");
+  state.counters["vs_dense_gemm"] = state.counters["TFLOP/s"] / dense_gemm_tflops();
+}
+
+BENCHMARK(BM_DcForward)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DcBackward)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_AttentionForward)
     ->Apply([](benchmark::internal::Benchmark* b) { variants_and_windows(b, std::size(cuda::kAttentionForwardVariants)); })

@@ -1,10 +1,11 @@
-// CUDA kernels of kernels/dc_attention.h. Forward and backward pass 1 run one block per query token (the head
+// CUDA kernels of kernels/dc_attention.h, version 1 (kernels/cuda/dc_attention_variants.h). Forward and backward pass 1 run one block per query token (the head
 // mixing couples all heads of a token): warps compute the H·n dot products of the local window, the block
 // holds the window's probabilities in shared memory. Backward pass 2 runs one block per key token, so dk
 // and dv have a single writer (no atomics, deterministic). Windows hold at most `keys` (112) tokens, so the
 // keys and values are re-read from L2 by neighbouring blocks rather than staged in shared memory.
 #include <algorithm>
 
+#include "kernels/cuda/dc_attention_variants.h"
 #include "kernels/cuda/launch_common.cuh"
 #include "kernels/dc_attention.h"
 
@@ -286,9 +287,9 @@ size_t checked_shared(size_t values, size_t value_bytes, const DcShape& s, const
 
 }  // namespace
 
-void dc_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
-                          const Tensor& gates, DcLanes lanes, const Tensor& y_core, Tensor& y_out, Tensor& lse,
-                          float scale, int64_t keys) {
+void dc_attention_forward_v1(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
+                             const Tensor& gates, DcLanes lanes, const Tensor& y_core, Tensor& y_out, Tensor& lse,
+                             float scale, int64_t keys) {
   const char* op = "dc_attention_forward";
   const DcShape s = dc_shape(q, cu_seqlens, gates, lanes, keys, op);
   if (s.tokens == 0) return;
@@ -302,9 +303,9 @@ void dc_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, con
   GPT_CUDA_CHECK_LAUNCH();
 }
 
-void dc_attention_backward(const Tensor& dy_out, const Tensor& q, const Tensor& k, const Tensor& v,
-                           const Tensor& cu_seqlens, const Tensor& gates, DcLanes lanes, const Tensor& lse, Tensor& dq,
-                           Tensor& dk, Tensor& dv, Tensor& dgates, float scale, int64_t keys) {
+void dc_attention_backward_v1(const Tensor& dy_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& cu_seqlens, const Tensor& gates, DcLanes lanes, const Tensor& lse,
+                              Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dgates, float scale, int64_t keys) {
   const char* op = "dc_attention_backward";
   const DcShape s = dc_shape(q, cu_seqlens, gates, lanes, keys, op);
   if (s.tokens == 0) return;
@@ -325,6 +326,26 @@ void dc_attention_backward(const Tensor& dy_out, const Tensor& q, const Tensor& 
         device_ptr<T>(dv), static_cast<A>(scale), s);
     GPT_CUDA_CHECK_LAUNCH();
   });
+}
+
+void dc_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
+                          const Tensor& gates, DcLanes lanes, const Tensor& y_core, Tensor& y_out, Tensor& lse,
+                          float scale, int64_t keys) {
+  if (dc_attention_v2_supports(q, gates, keys)) {
+    dc_attention_forward_v2(q, k, v, cu_seqlens, gates, lanes, y_core, y_out, lse, scale, keys);
+  } else {
+    dc_attention_forward_v1(q, k, v, cu_seqlens, gates, lanes, y_core, y_out, lse, scale, keys);
+  }
+}
+
+void dc_attention_backward(const Tensor& dy_out, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& cu_seqlens, const Tensor& gates, DcLanes lanes, const Tensor& lse, Tensor& dq,
+                           Tensor& dk, Tensor& dv, Tensor& dgates, float scale, int64_t keys) {
+  if (dc_attention_v2_supports(q, gates, keys)) {
+    dc_attention_backward_v2(dy_out, q, k, v, cu_seqlens, gates, lanes, lse, dq, dk, dv, dgates, scale, keys);
+  } else {
+    dc_attention_backward_v1(dy_out, q, k, v, cu_seqlens, gates, lanes, lse, dq, dk, dv, dgates, scale, keys);
+  }
 }
 
 }  // namespace gpt::cuda

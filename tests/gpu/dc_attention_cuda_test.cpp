@@ -1,8 +1,10 @@
 // CUDA DC correction (kernels/dc_attention.h) against the CPU reference: segments that cut windows short,
 // small windows and the recipe's 112-key window at T = 16384, H = 6, D = 128; forward (y_out, lse) and
-// backward (dq, dk, dv, both gate-lane blocks).
+// backward (dq, dk, dv, both gate-lane blocks). Every version of kernels/cuda/dc_attention_variants.h is checked:
+// the public entry points (v2 where it applies, else v1) for every dtype, and v1 and v2 by name on bf16.
 #include <gtest/gtest.h>
 
+#include "kernels/cuda/dc_attention_variants.h"
 #include "kernels/dc_attention.h"
 #include "tests/gpu/attention_ops_test_util.h"
 
@@ -20,13 +22,26 @@ struct DcCase {
   int64_t keys;
 };
 
+using DcForwardFn = void (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, DcLanes,
+                             const Tensor&, Tensor&, Tensor&, float, int64_t);
+using DcBackwardFn = void (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                              const Tensor&, DcLanes, const Tensor&, Tensor&, Tensor&, Tensor&, Tensor&, float, int64_t);
+struct DcVersion {
+  const char* name;
+  DcForwardFn forward;
+  DcBackwardFn backward;
+};
+constexpr DcVersion kPublic{"public", dc_attention_forward, dc_attention_backward};
+constexpr DcVersion kV1{"v1", cuda::dc_attention_forward_v1, cuda::dc_attention_backward_v1};
+constexpr DcVersion kV2{"v2", cuda::dc_attention_forward_v2, cuda::dc_attention_backward_v2};
+
 Tensor cu_tensor(const std::vector<int32_t>& values) {
   Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, DType::i32);
   std::copy(values.begin(), values.end(), t.data<int32_t>());
   return t;
 }
 
-void check_case(const DcCase& c, DType dtype) {
+void check_case(const DcCase& c, DType dtype, const DcVersion& version = kPublic) {
   const TokenShape& s = c.shape;
   const float scale = 0.12f;
   const Pair q = random_pair(s.shape(), dtype, 1), k = random_pair(s.shape(), dtype, 2),
@@ -39,9 +54,9 @@ void check_case(const DcCase& c, DType dtype) {
   poison(y_gpu);
   poison(lse_gpu);
   dc_attention_forward(q.cpu, k.cpu, v.cpu, cu_cpu, gates.cpu, kDcLanes, y_core.cpu, y_cpu, lse_cpu, scale, c.keys);
-  dc_attention_forward(q.cuda, k.cuda, v.cuda, cu_gpu, gates.cuda, kDcLanes, y_core.cuda, y_gpu, lse_gpu, scale,
-                       c.keys);
-  const std::string where = shape_string(s.shape()) + " keys " + std::to_string(c.keys);
+  version.forward(q.cuda, k.cuda, v.cuda, cu_gpu, gates.cuda, kDcLanes, y_core.cuda, y_gpu, lse_gpu, scale, c.keys);
+  const std::string where =
+      std::string(version.name) + " " + shape_string(s.shape()) + " keys " + std::to_string(c.keys);
   // The correction itself (y_out − y_core), so y_core cannot hide it.
   EXPECT_LT(added_error(y_gpu, y_cpu, y_core.cpu), backward_tolerance(dtype)) << "y_out " << where;
   EXPECT_LT(relative_frobenius(lse_gpu, lse_cpu), tolerance_for(sd)) << "lse " << where;
@@ -55,8 +70,8 @@ void check_case(const DcCase& c, DType dtype) {
          dg_g = dg0.to(Device::cuda);
   dc_attention_backward(dy_out.cpu, q.cpu, k.cpu, v.cpu, cu_cpu, gates.cpu, kDcLanes, lse_cpu, dq_c, dk_c, dv_c, dg_c,
                         scale, c.keys);
-  dc_attention_backward(dy_out.cuda, q.cuda, k.cuda, v.cuda, cu_gpu, gates.cuda, kDcLanes, lse_gpu, dq_g, dk_g, dv_g,
-                        dg_g, scale, c.keys);
+  version.backward(dy_out.cuda, q.cuda, k.cuda, v.cuda, cu_gpu, gates.cuda, kDcLanes, lse_gpu, dq_g, dk_g, dv_g, dg_g,
+                   scale, c.keys);
   const double tol = backward_tolerance(dtype);
   EXPECT_LT(added_error(dq_g, dq_c, dq0), tol) << "dq " << where;
   EXPECT_LT(added_error(dk_g, dk_c, dk0), tol) << "dk " << where;
@@ -79,6 +94,40 @@ TEST_P(DcAttentionCuda, RecipeShapeMatchesCpu) {
   const DType dtype = GetParam();
   if (dtype == DType::f64) GTEST_SKIP() << "f64 is covered by the small shapes (CPU reference time)";
   check_case({kRecipeShape, {0, 3000, 3001, 9000, 16384, 16384}, kDcKeys}, dtype);
+}
+
+// v2's geometry: 64-token blocks, 16-row warps with a 128-wide span, masks per element. Token counts off the
+// block size, one-token segments, segments longer and shorter than the window, windows 1, 40, 112 and 113 (the
+// largest v2 takes), and the heads counts around the recipe's 6.
+TEST(DcAttentionCudaVersions, V2MatchesCpuOnEdgeLayouts) {
+  GPT_REQUIRE_CUDA();
+  const std::vector<int32_t> mixed{0, 1, 2, 70, 71, 200, 333, 333, 600, 1000};
+  for (int64_t keys : {int64_t{112}, int64_t{113}, int64_t{40}, int64_t{1}}) {
+    check_case({TokenShape{1000, 6, 128}, mixed, keys}, DType::bf16, kV2);
+  }
+  check_case({TokenShape{65, 1, 128}, {0, 65}, 112}, DType::bf16, kV2);
+  check_case({TokenShape{300, 8, 128}, {0, 17, 300}, 112}, DType::bf16, kV2);
+  check_case({TokenShape{129, 6, 128}, {0, 64, 128, 129}, 112}, DType::bf16, kV2);
+}
+
+TEST(DcAttentionCudaVersions, BothVersionsMatchCpuAtRecipeShape) {
+  GPT_REQUIRE_CUDA();
+  for (const DcVersion& version : {kV1, kV2}) {
+    check_case({kRecipeShape, {0, 3000, 3001, 9000, 16384, 16384}, kDcKeys}, DType::bf16, version);
+  }
+}
+
+TEST(DcAttentionCudaVersions, V2DeclinesWhatItCannotRun) {
+  const Tensor q128 = Tensor::empty({8, 6, 128}, DType::bf16), q64 = Tensor::empty({8, 6, 64}, DType::bf16);
+  const Tensor q9 = Tensor::empty({8, 9, 128}, DType::bf16), qf = Tensor::empty({8, 6, 128}, DType::f32);
+  const Tensor gates = Tensor::empty({8, 16}, DType::bf16), gates_f = Tensor::empty({8, 16}, DType::f32);
+  EXPECT_TRUE(cuda::dc_attention_v2_supports(q128, gates, kDcKeys));
+  EXPECT_TRUE(cuda::dc_attention_v2_supports(q128, gates, cuda::kDcMaxKeysV2));
+  EXPECT_FALSE(cuda::dc_attention_v2_supports(q128, gates, cuda::kDcMaxKeysV2 + 1));
+  EXPECT_FALSE(cuda::dc_attention_v2_supports(q64, gates, kDcKeys));
+  EXPECT_FALSE(cuda::dc_attention_v2_supports(q9, gates, kDcKeys));
+  EXPECT_FALSE(cuda::dc_attention_v2_supports(qf, gates_f, kDcKeys));
+  EXPECT_FALSE(cuda::dc_attention_v2_supports(q128, gates_f, kDcKeys));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, DcAttentionCuda, ::testing::Values(DType::f64, DType::f32, DType::bf16),
