@@ -73,8 +73,15 @@ void check_case(const DcCase& c, DType dtype, const DcVersion& version = kPublic
   version.backward(dy_out.cuda, q.cuda, k.cuda, v.cuda, cu_gpu, gates.cuda, kDcLanes, lse_gpu, dq_g, dk_g, dv_g, dg_g,
                    scale, c.keys);
   const double tol = backward_tolerance(dtype);
-  EXPECT_LT(added_error(dq_g, dq_c, dq0), tol) << "dq " << where;
-  EXPECT_LT(added_error(dk_g, dk_c, dk0), tol) << "dk " << where;
+  if (c.keys == 1) {
+    // One key: π = 1, dw1 = da, so dlogit and the exact dq, dk increments are 0 (a relative error would divide
+    // rounding residue by zero); the start values must come back within bf16 rounding.
+    EXPECT_LT(relative_frobenius(dq_g, dq0), tol) << "dq " << where;
+    EXPECT_LT(relative_frobenius(dk_g, dk0), tol) << "dk " << where;
+  } else {
+    EXPECT_LT(added_error(dq_g, dq_c, dq0), tol) << "dq " << where;
+    EXPECT_LT(added_error(dk_g, dk_c, dk0), tol) << "dk " << where;
+  }
   EXPECT_LT(added_error(dv_g, dv_c, dv0), tol) << "dv " << where;
   EXPECT_LT(added_error(dg_g, dg_c, dg0), tol) << "dgates " << where;
 }
@@ -98,7 +105,7 @@ TEST_P(DcAttentionCuda, RecipeShapeMatchesCpu) {
 
 // v2's geometry: 64-token blocks, 16-row warps with a 128-wide span, masks per element. Token counts off the
 // block size, one-token segments, segments longer and shorter than the window, windows 1, 40, 112 and 113 (the
-// largest v2 takes), and the heads counts around the recipe's 6.
+// largest v2 takes), and 1, 6 and 7 heads.
 TEST(DcAttentionCudaVersions, V2MatchesCpuOnEdgeLayouts) {
   GPT_REQUIRE_CUDA();
   const std::vector<int32_t> mixed{0, 1, 2, 70, 71, 200, 333, 333, 600, 1000};
@@ -106,7 +113,7 @@ TEST(DcAttentionCudaVersions, V2MatchesCpuOnEdgeLayouts) {
     check_case({TokenShape{1000, 6, 128}, mixed, keys}, DType::bf16, kV2);
   }
   check_case({TokenShape{65, 1, 128}, {0, 65}, 112}, DType::bf16, kV2);
-  check_case({TokenShape{300, 8, 128}, {0, 17, 300}, 112}, DType::bf16, kV2);
+  check_case({TokenShape{300, 7, 128}, {0, 17, 300}, 112}, DType::bf16, kV2);  // 7: the most the 16 lanes hold
   check_case({TokenShape{129, 6, 128}, {0, 64, 128, 129}, 112}, DType::bf16, kV2);
 }
 
