@@ -100,6 +100,20 @@ void amax(const Tensor& x, Tensor& out) {
   GPT_BACKEND_CALL(x.device(), amax, x, out);
 }
 
+void relu_square_quantize_fp8(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q, Tensor& post_max) {
+  GPT_CHECK(pre.defined() && is_floating(pre.dtype()), "relu_square_quantize_fp8: pre must be floating, got ",
+            pre.describe());
+  GPT_CHECK(post.defined() && post.dtype() == pre.dtype(), "relu_square_quantize_fp8: post must have pre's dtype ",
+            dtype_name(pre.dtype()), ", got ", post.describe());
+  GPT_CHECK(q.defined() && is_fp8(q.dtype()), "relu_square_quantize_fp8: q must be e4m3 or e5m2, got ", q.describe());
+  check_shape(post, pre.shape(), "relu_square_quantize_fp8: post");
+  check_shape(q, pre.shape(), "relu_square_quantize_fp8: q");
+  check_scale(scale, "relu_square_quantize_fp8: scale");
+  check_scale(post_max, "relu_square_quantize_fp8: post_max");
+  check_same_device({&pre, &scale, &post, &q, &post_max}, "relu_square_quantize_fp8");
+  GPT_BACKEND_CALL(pre.device(), relu_square_quantize_fp8, pre, scale, post, q, post_max);
+}
+
 void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scale) {
   check_scale(amax, "scale_from_amax: amax");
   check_scale(scale, "scale_from_amax: scale");
@@ -108,7 +122,7 @@ void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scal
 }
 
 void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
-              const GemmArgs& args) {
+              const GemmArgs& args, Fp8Accumulation accumulation) {
   GPT_CHECK(a8.defined() && is_fp8(a8.dtype()), "fp8_gemm: A must be e4m3 or e5m2, got ", a8.describe());
   GPT_CHECK(b8.defined() && is_fp8(b8.dtype()), "fp8_gemm: B must be e4m3 or e5m2, got ", b8.describe());
   GPT_CHECK(!(a8.dtype() == DType::e5m2 && b8.dtype() == DType::e5m2), "fp8_gemm: e5m2 x e5m2 is not supported");
@@ -123,7 +137,7 @@ void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const T
   GPT_CHECK(k == kb, "fp8_gemm: inner dimensions differ (", a8.describe(), ", ", b8.describe(), ")");
   check_shape(c, {m, n}, "fp8_gemm: C");
   check_same_device({&a8, &b8, &a_scale, &b_scale, &c}, "fp8_gemm");
-  GPT_BACKEND_CALL(c.device(), fp8_gemm, a8, b8, a_scale, b_scale, c, args);
+  GPT_BACKEND_CALL(c.device(), fp8_gemm, a8, b8, a_scale, b_scale, c, args, accumulation);
 }
 
 }  // namespace gpt

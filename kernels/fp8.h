@@ -11,12 +11,20 @@
 //                                so delayed scales never leave it). Division by the scale is done in fp32.
 //   dequantize_fp8(q, scale, x): x = float(q) · scale, rounded into x's dtype.
 //   amax(x, out):                out[0] = max |x| (f32 [1], overwritten); NaN propagates.
+//   relu_square_quantize_fp8(pre, scale, post, q, post_max): the §7.2 activation in one pass: post = relu(pre)²
+//                                rounded to post's dtype, q = fp8(post / scale), post_max[0] = max |post| (f32 [1],
+//                                overwritten): exactly relu_square_forward, quantize_fp8 and amax in sequence.
 //   scale_from_amax(amax, factor, floor, scale): scale[0] = max(amax[0], floor)·factor (f32 [1] tensors), the
 //                                device-side step from a measured amax to a quantization scale.
-//   fp8_gemm(a8, b8, a_scale, b_scale, c, args): C = (A8·B8)·a_scale·b_scale with gemm.h's layout rules
-//                                (2-D only; trans flags, alpha, beta); fp32 accumulation; C f32 or bf16. The CPU path dequantizes the
-//                                operands to f32 (exact) and calls gemm; the CUDA path uses cuBLASLt FP8 with the
-//                                scales as its A/B scale pointers.
+//   fp8_gemm(a8, b8, a_scale, b_scale, c, args, accumulation): C = (A8·B8)·a_scale·b_scale with gemm.h's layout
+//                                rules (2-D only; trans flags, alpha, beta); C f32 or bf16. The CPU path dequantizes
+//                                the operands to f32 (exact) and calls gemm (exact fp32 accumulation, `accumulation`
+//                                ignored). The CUDA path is cuBLASLt's FP8 GEMM (gemm_fp8) with the scales as its A/B
+//                                scale pointers; an operand that is not K-contiguous (trans_a, or B without trans_b)
+//                                is first copied K-contiguous by a byte transpose, the only layout FP8 tensor cores
+//                                take. Where cuBLASLt's FP8 constraints do not hold (M, N or K not a multiple of 16,
+//                                an operand or scale not 16-byte aligned) it widens the operands to bf16 (exact) and
+//                                runs the bf16 GEMM into an fp32 scratch instead.
 // The §7.1/§7.2 compositions (lm_head and MLP) live in kernels/fp8_linear.h.
 #include <cstdint>
 
@@ -41,24 +49,31 @@ void quantize_fp8(const Tensor& x, const Tensor& scale, Tensor& q);
 void dequantize_fp8(const Tensor& q, const Tensor& scale, Tensor& x);
 void amax(const Tensor& x, Tensor& out);
 void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scale);
+void relu_square_quantize_fp8(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q, Tensor& post_max);
+// Accumulation of the FP8 tensor-core product: full (fp32 promotion, the default) or the tensor cores' fast,
+// reduced-precision mode that §7.1 and §7.2 name for their forward products.
+enum class Fp8Accumulation : uint8_t { full, fast };
+
 void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
-              const GemmArgs& args = {});
+              const GemmArgs& args = {}, Fp8Accumulation accumulation = Fp8Accumulation::full);
 
 namespace cpu {
 void quantize_fp8(const Tensor& x, const Tensor& scale, Tensor& q);
 void dequantize_fp8(const Tensor& q, const Tensor& scale, Tensor& x);
 void amax(const Tensor& x, Tensor& out);
 void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scale);
+void relu_square_quantize_fp8(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q, Tensor& post_max);
 void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
-              const GemmArgs& args);
+              const GemmArgs& args, Fp8Accumulation accumulation);
 }  // namespace cpu
 namespace cuda {
 void quantize_fp8(const Tensor& x, const Tensor& scale, Tensor& q);
 void dequantize_fp8(const Tensor& q, const Tensor& scale, Tensor& x);
 void amax(const Tensor& x, Tensor& out);
 void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scale);
+void relu_square_quantize_fp8(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q, Tensor& post_max);
 void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
-              const GemmArgs& args);
+              const GemmArgs& args, Fp8Accumulation accumulation);
 }  // namespace cuda
 
 }  // namespace gpt

@@ -27,7 +27,7 @@ void lm_head_fp8_forward(const Tensor& h, const Tensor& lm_head, const LmHeadFp8
   check_dtype(w8, DType::e4m3, "lm_head_fp8_forward: w8");
   quantize_fp8(h, scales.x_s, x8);
   quantize_fp8(lm_head, scales.w_s, w8);
-  fp8_gemm(x8, w8, scales.x_s, scales.w_s, z_raw);
+  fp8_gemm(x8, w8, scales.x_s, scales.w_s, z_raw, {}, Fp8Accumulation::fast);
 }
 
 void lm_head_fp8_backward(const Tensor& g8, const Tensor& x8, const Tensor& w8, const LmHeadFp8Scales& scales,
@@ -79,17 +79,16 @@ void mlp_fp8_forward(const Tensor& u, const Tensor& w1, const Tensor& w2, MlpFp8
   scale_from_amax(measured, 1.0f / 448.0f, kFp8ScaleFloor, w1_scale);
   Tensor w1_8 = Tensor::empty({hidden, d}, DType::e4m3, device);
   quantize_fp8(w1, w1_scale, w1_8);
-  fp8_gemm(u8, w1_8, x_scale, w1_scale, pre, {.trans_b = true});
-  relu_square_forward(pre, post);
-  // Down projection with the delayed scales; saturation implements min(·, 448) and the clamp of §7.2.
+  fp8_gemm(u8, w1_8, x_scale, w1_scale, pre, {.trans_b = true}, Fp8Accumulation::fast);
+  // post, its e4m3 copy with the delayed scale (saturation implements min(·, 448)) and max(post) in one pass.
   Tensor post8 = Tensor::empty({rows, hidden}, DType::e4m3, device);
-  quantize_fp8(post, state.act_scale, post8);
+  relu_square_quantize_fp8(pre, state.act_scale, post, post8, measured);
+  // Down projection with the delayed W2 scale; saturation implements the clamp of §7.2.
   Tensor w2_8 = Tensor::empty({hidden, d}, DType::e4m3, device);
   quantize_fp8(w2, state.w2_scale, w2_8);
-  fp8_gemm(post8, w2_8, state.act_scale, state.w2_scale, out);
+  fp8_gemm(post8, w2_8, state.act_scale, state.w2_scale, out, {}, Fp8Accumulation::fast);
   // Delayed activation scale for the next forward (post ≥ 0, so amax = max); floored so that an all-zero post
-  // cannot leave a zero scale behind.
-  amax(post, measured);
+  // cannot leave a zero scale behind. Written after the GEMM above has been enqueued with the old scale.
   scale_from_amax(measured, kFp8ActHeadroom / 448.0f, kFp8ScaleFloor, state.act_scale);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // The FP8 products of RECIPE §7, composed from kernels/fp8.h (quantize, amax, fp8_gemm) so that both backends share
 // them: §7.1 lm_head of the training loss and §7.2 MLP training forward. Scales are f32 [1] tensors on the device.
+// The forward products use the tensor cores' fast accumulation (Fp8Accumulation::fast), the backward ones full.
 #include "kernels/tensor.h"
 
 namespace gpt {

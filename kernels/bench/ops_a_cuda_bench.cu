@@ -139,6 +139,43 @@ void BM_Amax(benchmark::State& state) {
   run_timed(state, 2.0 * x.numel(), [&] { amax(x, m); });
 }
 
+// The fused §7.2 activation: pre read, post and post8 written.
+void BM_ReluSquareQuantize(benchmark::State& state) {
+  const Tensor pre = random_device({kTokens, 4 * kDim}, DType::bf16, 20);
+  const Tensor scale = Tensor::from_floats(std::vector<float>{0.5f}, {1}, DType::f32, Device::cuda);
+  Tensor post = Tensor::empty(pre.shape(), DType::bf16, Device::cuda);
+  Tensor q = Tensor::empty(pre.shape(), DType::e4m3, Device::cuda);
+  Tensor m = Tensor::empty({1}, DType::f32, Device::cuda);
+  run_timed(state, 5.0 * pre.numel(), [&] { relu_square_quantize_fp8(pre, scale, post, q, m); });
+}
+
+// The three §7.1 lm_head products through the op (byte transposes included) at one microbatch's rows / 8:
+// 0 = forward z = x8·w8 (fast accumulation), 1 = dh += g8·w8ᵀ, 2 = dlm_head += x8ᵀ·g8.
+void BM_Fp8GemmLmHead(benchmark::State& state) {
+  const int product = static_cast<int>(state.range(0));
+  const Tensor sx = Tensor::from_floats(std::vector<float>{100.0f / 448}, {1}, DType::f32, Device::cuda);
+  const Tensor sw = Tensor::from_floats(std::vector<float>{1.6f / 448}, {1}, DType::f32, Device::cuda);
+  Tensor x8 = Tensor::empty({kLossRows, kDim}, DType::e4m3, Device::cuda);
+  Tensor w8 = Tensor::empty({kDim, kVocab}, DType::e4m3, Device::cuda);
+  Tensor g8 = Tensor::empty({kLossRows, kVocab}, DType::e5m2, Device::cuda);
+  quantize_fp8(random_device({kLossRows, kDim}, DType::bf16, 21), sx, x8);
+  quantize_fp8(random_device({kDim, kVocab}, DType::bf16, 22, 0.01), sw, w8);
+  quantize_fp8(random_device({kLossRows, kVocab}, DType::bf16, 23, 1e-3), sw, g8);
+  Tensor z = Tensor::empty({kLossRows, kVocab}, DType::bf16, Device::cuda);
+  Tensor dh = Tensor::zeros({kLossRows, kDim}, DType::bf16, Device::cuda);
+  Tensor dw = Tensor::zeros({kDim, kVocab}, DType::bf16, Device::cuda);
+  const double bytes = product == 0 ? kLossRows * kDim + kDim * kVocab + 2.0 * kLossRows * kVocab
+                       : product == 1 ? kLossRows * kVocab + kDim * kVocab + 4.0 * kLossRows * kDim
+                                      : kLossRows * kDim + kLossRows * kVocab + 4.0 * kDim * kVocab;
+  run_timed(state, bytes, [&] {
+    if (product == 0) fp8_gemm(x8, w8, sx, sw, z, {}, Fp8Accumulation::fast);
+    if (product == 1) fp8_gemm(g8, w8, sw, sw, dh, {.trans_b = true, .beta = 1.0f});
+    if (product == 2) fp8_gemm(x8, g8, sx, sw, dw, {.trans_a = true, .beta = 1.0f});
+  });
+  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * kLossRows * kDim * kVocab * state.iterations() / 1e12,
+                                                 benchmark::Counter::kIsRate);
+}
+
 void BM_AddTransposed(benchmark::State& state) {
   const Tensor src = random_device({kVocab, kDim}, DType::bf16, 20);
   Tensor dst = Tensor::zeros({kDim, kVocab}, DType::bf16, Device::cuda);
@@ -155,6 +192,8 @@ BENCHMARK(BM_SoftcapTrainLoss)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark:
 BENCHMARK(BM_ValidationLossRows)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_QuantizeE4m3)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Amax)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ReluSquareQuantize)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Fp8GemmLmHead)->Arg(0)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AddTransposed)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace

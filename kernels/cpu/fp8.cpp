@@ -2,6 +2,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/activation.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/fp8.h"
 
@@ -64,12 +65,19 @@ void amax(const Tensor& x, Tensor& out) {
   });
 }
 
+void relu_square_quantize_fp8(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q, Tensor& post_max) {
+  cpu::relu_square_forward(pre, post);
+  cpu::quantize_fp8(post, scale, q);
+  cpu::amax(post, post_max);
+}
+
 void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scale) {
   scale.data<float>()[0] = std::max(amax.data<float>()[0], floor) * factor;
 }
 
+// Exact fp32 accumulation whatever `accumulation` asks for: the reference the fast mode is measured against.
 void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
-              const GemmArgs& args) {
+              const GemmArgs& args, Fp8Accumulation /*accumulation*/) {
   const std::vector<float> af = widen_fp8(a8), bf = widen_fp8(b8);
   Tensor a = Tensor::from_floats(af, a8.shape(), DType::f32);
   Tensor b = Tensor::from_floats(bf, b8.shape(), DType::f32);

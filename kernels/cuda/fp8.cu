@@ -1,8 +1,10 @@
 // CUDA kernels of kernels/fp8.h. Conversions are the hardware RNE saturating ones, with infinities and NaN handled
 // first so that every value encodes exactly as the CPU's float_to_e4m3 / float_to_e5m2. Scales stay on the device.
-// fp8_gemm widens the operands to bf16 (exact: every e4m3/e5m2 value is a bf16 value), runs the bf16 GEMM into an
-// fp32 scratch and applies alpha·a_scale·b_scale (and beta·C) in one epilogue, rounding once into C.
+// quantize and amax move 16-byte packs of the input (their byte floors are what the §7.2 MLP forward pays per
+// layer); fp8_gemm is cuBLASLt's FP8 GEMM on K-contiguous operands (byte transposes where a flag asks for the
+// other layout), with the widened bf16 product kept for shapes the FP8 kernels refuse.
 #include <algorithm>
+#include <initializer_list>
 
 #include "kernels/cuda/ops_common.cuh"
 #include "kernels/fp8.h"
@@ -13,12 +15,16 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <typename T, typename A, bool kE5m2>
+template <typename T, typename A, bool kE5m2, int VEC>
 __global__ void quantize_kernel(const T* __restrict__ x, const float* __restrict__ scale, uint8_t* __restrict__ q,
-                                int64_t n) {
+                                int64_t packs) {
   const float s = scale[0];
-  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += gridDim.x * int64_t{kThreads}) {
-    q[i] = float_to_fp8_device<kE5m2>(static_cast<float>(to_acc<A>(x[i])) / s);
+  for (int64_t p = blockIdx.x * int64_t{kThreads} + threadIdx.x; p < packs; p += gridDim.x * int64_t{kThreads}) {
+    const Pack<T, VEC> v = load_pack<T, VEC>(x + p * VEC);
+    Pack<uint8_t, VEC> out;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) out.v[j] = float_to_fp8_device<kE5m2>(static_cast<float>(to_acc<A>(v.v[j])) / s);
+    store_pack<uint8_t, VEC>(q + p * VEC, out);
   }
 }
 
@@ -31,24 +37,88 @@ __global__ void dequantize_kernel(const uint8_t* __restrict__ q, const float* __
   }
 }
 
-// max |x| as the bits of a non-negative float (ordered like the integers); NaN maps to the largest pattern so that
-// it wins every max, as the CPU reference propagates it.
-template <typename T, typename A>
-__global__ void amax_kernel(const T* __restrict__ x, int64_t n, unsigned* __restrict__ out_bits) {
+// The bits of |v| as a float, ordered like the integers; NaN maps to the largest pattern so that it wins every max.
+__device__ __forceinline__ unsigned abs_bits(float v) {
+  const float a = fabsf(v);
+  return isnan(a) ? 0xFFFFFFFFu : __float_as_uint(a);
+}
+
+// *out_bits = max(*out_bits, max over the block of m). Max is order-free, so the atomic keeps it deterministic.
+__device__ __forceinline__ void block_max_to(unsigned m, unsigned* out_bits) {
   __shared__ unsigned shared32[32];
-  unsigned m = 0;
-  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += gridDim.x * int64_t{kThreads}) {
-    // Rounding |x| to float before the max keeps f64's answer: rounding is monotonic.
-    const float a = fabsf(static_cast<float>(to_acc<A>(x[i])));
-    const unsigned bits = isnan(a) ? 0xFFFFFFFFu : __float_as_uint(a);
-    m = max(m, bits);
-  }
   for (int offset = 16; offset > 0; offset >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, offset));
   if (threadIdx.x % 32 == 0) shared32[threadIdx.x / 32] = m;
   __syncthreads();
   if (threadIdx.x == 0) {
     for (int w = 1; w < kThreads / 32; ++w) m = max(m, shared32[w]);
     atomicMax(out_bits, m);
+  }
+}
+
+// max |x| (NaN wins, as the CPU reference propagates it).
+template <typename T, typename A, int VEC>
+__global__ void amax_kernel(const T* __restrict__ x, int64_t packs, unsigned* __restrict__ out_bits) {
+  unsigned m = 0;
+#pragma unroll 4
+  for (int64_t p = blockIdx.x * int64_t{kThreads} + threadIdx.x; p < packs; p += gridDim.x * int64_t{kThreads}) {
+    const Pack<T, VEC> v = load_pack<T, VEC>(x + p * VEC);
+#pragma unroll
+    // Rounding |x| to float before the max keeps f64's answer: rounding is monotonic.
+    for (int j = 0; j < VEC; ++j) m = max(m, abs_bits(static_cast<float>(to_acc<A>(v.v[j]))));
+  }
+  block_max_to(m, out_bits);
+}
+
+// post = T(relu(pre)²), q = fp8(post / scale), max |post| into *max_bits: relu_square_forward, quantize and amax
+// in one pass over pre (the §7.2 activation; saves two reads of post per MLP layer).
+template <typename T, typename A, bool kE5m2, int VEC>
+__global__ void relu_square_quantize_kernel(const T* __restrict__ pre, const float* __restrict__ scale,
+                                            T* __restrict__ post, uint8_t* __restrict__ q, int64_t packs,
+                                            unsigned* __restrict__ max_bits) {
+  const float s = scale[0];
+  unsigned m = 0;
+  for (int64_t p = blockIdx.x * int64_t{kThreads} + threadIdx.x; p < packs; p += gridDim.x * int64_t{kThreads}) {
+    const Pack<T, VEC> x = load_pack<T, VEC>(pre + p * VEC);
+    Pack<T, VEC> y;
+    Pack<uint8_t, VEC> y8;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const A x_j = to_acc<A>(x.v[j]);
+      const A r = x_j > A(0) ? x_j : A(0);  // as relu_square_forward's kernel
+      y.v[j] = from_acc<T>(r * r);
+      const float stored = static_cast<float>(to_acc<A>(y.v[j]));
+      y8.v[j] = float_to_fp8_device<kE5m2>(stored / s);
+      m = max(m, abs_bits(stored));
+    }
+    store_pack<T, VEC>(post + p * VEC, y);
+    store_pack<uint8_t, VEC>(q + p * VEC, y8);
+  }
+  block_max_to(m, max_bits);
+}
+
+// dst[c, r] = src[r, c] for bytes, rows and cols multiples of 4: 64×64 tiles moved as 4-byte words on both sides.
+constexpr int kByteTile = 64;
+constexpr int kTileWords = kByteTile / 4;
+
+__global__ void transpose_bytes_kernel(const uint8_t* __restrict__ src, uint8_t* __restrict__ dst, int64_t rows,
+                                       int64_t cols) {
+  __shared__ uint8_t tile[kByteTile][kByteTile + 4];  // +4: rows 68 bytes apart spread the column reads over banks
+  const int64_t r0 = blockIdx.y * int64_t{kByteTile}, c0 = blockIdx.x * int64_t{kByteTile};
+  for (int i = threadIdx.x; i < kByteTile * kTileWords; i += kThreads) {
+    const int r = i / kTileWords, w = i % kTileWords;
+    const int64_t gr = r0 + r, gc = c0 + 4 * w;
+    const uint32_t word = gr < rows && gc < cols ? *reinterpret_cast<const uint32_t*>(src + gr * cols + gc) : 0u;
+    *reinterpret_cast<uint32_t*>(&tile[r][4 * w]) = word;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kByteTile * kTileWords; i += kThreads) {
+    const int c = i / kTileWords, w = i % kTileWords;  // dst row c0 + c, dst columns r0 + 4w … r0 + 4w + 3
+    const int64_t gc = c0 + c, gr = r0 + 4 * w;
+    if (gc < cols && gr < rows) {
+      const uint32_t word = uint32_t{tile[4 * w][c]} | uint32_t{tile[4 * w + 1][c]} << 8 |
+                            uint32_t{tile[4 * w + 2][c]} << 16 | uint32_t{tile[4 * w + 3][c]} << 24;
+      *reinterpret_cast<uint32_t*>(dst + gc * rows + gr) = word;
+    }
   }
 }
 
@@ -83,11 +153,17 @@ void quantize_fp8(const Tensor& x, const Tensor& scale, Tensor& q) {
   const bool e5m2 = q.dtype() == DType::e5m2;
   dispatch_floating_cuda(x.dtype(), "quantize_fp8", [&]<typename T, typename A>() {
     auto* qp = static_cast<uint8_t*>(const_cast<void*>(q.raw()));
-    if (e5m2) {
-      quantize_kernel<T, A, true><<<grid_for(n), kThreads>>>(device_ptr<T>(x), device_ptr<float>(scale), qp, n);
-    } else {
-      quantize_kernel<T, A, false><<<grid_for(n), kThreads>>>(device_ptr<T>(x), device_ptr<float>(scale), qp, n);
-    }
+    constexpr int kVec = kVec16<T>;
+    const bool packed = n % kVec == 0 && aligned16(x.raw()) && reinterpret_cast<uintptr_t>(qp) % kVec == 0;
+    auto launch = [&]<int VEC, bool kE5m2>() {
+      const int64_t packs = n / VEC;
+      quantize_kernel<T, A, kE5m2, VEC><<<grid_for(packs), kThreads>>>(device_ptr<T>(x), device_ptr<float>(scale),
+                                                                       qp, packs);
+    };
+    if (packed && e5m2) launch.template operator()<kVec, true>();
+    if (packed && !e5m2) launch.template operator()<kVec, false>();
+    if (!packed && e5m2) launch.template operator()<1, true>();
+    if (!packed && !e5m2) launch.template operator()<1, false>();
   });
   GPT_CUDA_CHECK_LAUNCH();
 }
@@ -112,12 +188,47 @@ void amax(const Tensor& x, Tensor& out) {
   GPT_CUDA_CHECK(cudaMemsetAsync(const_cast<void*>(out.raw()), 0, sizeof(float), cudaStream_t{}));
   if (n > 0) {
     dispatch_floating_cuda(x.dtype(), "amax", [&]<typename T, typename A>() {
-      amax_kernel<T, A><<<std::min<unsigned>(grid_for(n), 1024), kThreads>>>(
-          device_ptr<T>(x), n, static_cast<unsigned*>(const_cast<void*>(out.raw())));
+      constexpr int kVec = kVec16<T>;
+      auto* bits = static_cast<unsigned*>(const_cast<void*>(out.raw()));
+      // Enough blocks to fill the GPU a few times over; each thread then walks a strided run of packs.
+      constexpr unsigned kMaxBlocks = 2048;
+      if (n % kVec == 0 && aligned16(x.raw())) {
+        const int64_t packs = n / kVec;
+        amax_kernel<T, A, kVec><<<std::min(grid_for(packs), kMaxBlocks), kThreads>>>(device_ptr<T>(x), packs, bits);
+      } else {
+        amax_kernel<T, A, 1><<<std::min(grid_for(n), kMaxBlocks), kThreads>>>(device_ptr<T>(x), n, bits);
+      }
     });
     GPT_CUDA_CHECK_LAUNCH();
   }
   amax_finish_kernel<<<1, 1>>>(device_ptr<float>(out));
+  GPT_CUDA_CHECK_LAUNCH();
+}
+
+void relu_square_quantize_fp8(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q, Tensor& post_max) {
+  const int64_t n = pre.numel();
+  GPT_CUDA_CHECK(cudaMemsetAsync(const_cast<void*>(post_max.raw()), 0, sizeof(float), cudaStream_t{}));
+  if (n > 0) {
+    const bool e5m2 = q.dtype() == DType::e5m2;
+    dispatch_floating_cuda(pre.dtype(), "relu_square_quantize_fp8", [&]<typename T, typename A>() {
+      constexpr int kVec = kVec16<T>;
+      auto* qp = static_cast<uint8_t*>(const_cast<void*>(q.raw()));
+      const bool packed = n % kVec == 0 && aligned16(pre.raw()) && aligned16(post.raw()) &&
+                          reinterpret_cast<uintptr_t>(qp) % kVec == 0;
+      auto* bits = static_cast<unsigned*>(const_cast<void*>(post_max.raw()));
+      auto launch = [&]<int VEC, bool kE5m2>() {
+        const int64_t packs = n / VEC;
+        relu_square_quantize_kernel<T, A, kE5m2, VEC><<<grid_for(packs), kThreads>>>(
+            device_ptr<T>(pre), device_ptr<float>(scale), device_ptr<T>(post), qp, packs, bits);
+      };
+      if (packed && e5m2) launch.template operator()<kVec, true>();
+      if (packed && !e5m2) launch.template operator()<kVec, false>();
+      if (!packed && e5m2) launch.template operator()<1, true>();
+      if (!packed && !e5m2) launch.template operator()<1, false>();
+    });
+    GPT_CUDA_CHECK_LAUNCH();
+  }
+  amax_finish_kernel<<<1, 1>>>(device_ptr<float>(post_max));
   GPT_CUDA_CHECK_LAUNCH();
 }
 
@@ -126,8 +237,34 @@ void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scal
   GPT_CUDA_CHECK_LAUNCH();
 }
 
-void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
-              const GemmArgs& args) {
+namespace {
+
+// The K-contiguous copy of a row-major fp8 [rows, cols] matrix: [cols, rows].
+Tensor transposed_fp8(const Tensor& q) {
+  const int64_t rows = q.size(0), cols = q.size(1);
+  Tensor t = Tensor::empty({cols, rows}, q.dtype(), Device::cuda);
+  GPT_CHECK((rows + kByteTile - 1) / kByteTile < 65536, "fp8_gemm: ", rows, " rows exceed the transpose grid");
+  const dim3 grid(static_cast<unsigned>((cols + kByteTile - 1) / kByteTile),
+                  static_cast<unsigned>((rows + kByteTile - 1) / kByteTile));
+  transpose_bytes_kernel<<<grid, kThreads>>>(static_cast<const uint8_t*>(q.raw()),
+                                             static_cast<uint8_t*>(const_cast<void*>(t.raw())), rows, cols);
+  GPT_CUDA_CHECK_LAUNCH();
+  return t;
+}
+
+// cuBLASLt's FP8 kernels want every dimension a multiple of 16 and 16-byte aligned operands and scale pointers.
+bool tensor_core_fp8_fits(int64_t m, int64_t n, int64_t k, std::initializer_list<const Tensor*> tensors) {
+  if (m % 16 != 0 || n % 16 != 0 || k % 16 != 0) return false;
+  for (const Tensor* t : tensors) {
+    if (!aligned16(t->raw())) return false;
+  }
+  return true;
+}
+
+// Exact but slow: operands widened to bf16 (every e4m3/e5m2 value is a bf16 value), bf16 GEMM into an fp32
+// scratch, then alpha·a_scale·b_scale (and beta·C) in one epilogue, rounding once into C.
+void widened_fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
+                      const GemmArgs& args) {
   auto widen = [](const Tensor& q) {
     Tensor wide = Tensor::empty(q.shape(), DType::bf16, Device::cuda);
     const int64_t n = q.numel();
@@ -160,6 +297,22 @@ void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const T
         device_ptr<__nv_bfloat16>(c), n);
   }
   GPT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
+              const GemmArgs& args, Fp8Accumulation accumulation) {
+  const int64_t m = c.size(0), n = c.size(1), k = args.trans_a ? a8.size(0) : a8.size(1);
+  if (!tensor_core_fp8_fits(m, n, k, {&a8, &b8, &c, &a_scale, &b_scale})) {
+    widened_fp8_gemm(a8, b8, a_scale, b_scale, c, args);
+    return;
+  }
+  // gemm_fp8 (checked public entry) computes A·Bᵀ with A [M, K] and B [N, K].
+  const Tensor a_mk = args.trans_a ? transposed_fp8(a8) : a8;
+  const Tensor b_nk = args.trans_b ? b8 : transposed_fp8(b8);
+  gpt::gemm_fp8(a_mk, b_nk, c, a_scale, b_scale,
+                {.alpha = args.alpha, .beta = args.beta, .fast_accum = accumulation == Fp8Accumulation::fast});
 }
 
 }  // namespace gpt::cuda

@@ -2,7 +2,11 @@
 // and fp8_gemm against the CPU's emulated FP8 GEMM.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <limits>
+#include <string>
+#include <tuple>
 
 #include "kernels/fp8.h"
 #include "tests/gpu/ops_cuda_test_util.h"
@@ -51,6 +55,47 @@ TEST_P(Fp8Cuda, QuantizeIsBitExactIncludingSpecials) {
   }
 }
 
+// The same specials through the 16-byte pack path (a length that is a multiple of every pack width).
+TEST_P(Fp8Cuda, QuantizePackedPathIsBitExactIncludingSpecials) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> values = {0.0f, -0.0f, inf, -inf, nan, 1e-30f, -1e-30f, 448.0f, 449.0f, 465.0f, 1e6f, 57344.0f,
+                               61440.0f, 2.0f / 1024, 3.0f / 2048, 1.0f / 65536};
+  for (float v : random_tensor({4080}, DType::f32, 104, 300.0).to_floats()) values.push_back(v);
+  ASSERT_EQ(values.size() % 16, 0u);
+  for (DType in_dtype : {DType::f32, DType::bf16}) {
+    const Tensor x = Tensor::from_floats(values, {static_cast<int64_t>(values.size())}, in_dtype);
+    const Tensor scale = scalar_tensor(0.75, DType::f32);
+    Tensor q_cpu = Tensor::empty(x.shape(), GetParam()), q_gpu = Tensor::empty(x.shape(), GetParam(), Device::cuda);
+    quantize_fp8(x, scale, q_cpu);
+    quantize_fp8(gpu(x), gpu(scale), q_gpu);
+    EXPECT_EQ(bytes_of(q_gpu), bytes_of(q_cpu)) << dtype_name(in_dtype);
+  }
+}
+
+// The fused §7.2 activation equals relu_square_forward, quantize_fp8 and amax on the CPU, bit for bit; the scale
+// makes the largest values saturate. 64 × 3072 takes the pack path, 7 × 143 the scalar one.
+TEST_P(Fp8Cuda, ReluSquareQuantizeMatchesTheThreeOps) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  for (const Shape& shape : {Shape{64, 3072}, Shape{7, 143}}) {
+    for (DType dtype : {DType::bf16, DType::f32}) {
+      const Tensor pre = random_tensor(shape, dtype, 105, 30.0);
+      const Tensor scale = scalar_tensor(0.9, DType::f32);
+      Tensor post_cpu = Tensor::empty(shape, dtype), q_cpu = Tensor::empty(shape, GetParam());
+      Tensor max_cpu = Tensor::empty({1}, DType::f32);
+      relu_square_quantize_fp8(pre, scale, post_cpu, q_cpu, max_cpu);
+      Tensor post_gpu = Tensor::empty(shape, dtype, Device::cuda), q_gpu = Tensor::empty(shape, GetParam(), Device::cuda);
+      Tensor max_gpu = Tensor::empty({1}, DType::f32, Device::cuda);
+      relu_square_quantize_fp8(gpu(pre), gpu(scale), post_gpu, q_gpu, max_gpu);
+      const std::string what = shape_string(shape) + " " + dtype_name(dtype);
+      EXPECT_EQ(post_gpu.to_doubles(), post_cpu.to_doubles()) << what;
+      EXPECT_EQ(bytes_of(q_gpu), bytes_of(q_cpu)) << what;
+      EXPECT_EQ(max_gpu.to_floats()[0], max_cpu.to_floats()[0]) << what;
+      EXPECT_GT(max_cpu.to_floats()[0], 448.0f * 0.9f) << "the case should saturate some values";
+    }
+  }
+}
+
 TEST_P(Fp8Cuda, QuantizeBf16RecipeShape) {
   GPT_REQUIRE_CUDA_DEVICE();
   const Tensor x = random_tensor({2048, 768}, DType::bf16, 102, 50.0);
@@ -94,32 +139,60 @@ struct GemmCase {
   DType c_dtype;
   bool trans_a, trans_b;
   float beta;
+  int64_t m = 96, n = 160, k = 128;  // multiples of 16: cuBLASLt's FP8 kernels; otherwise the widened fallback
+  DType b_dtype = DType::e4m3;
+  Fp8Accumulation accumulation = Fp8Accumulation::full;
 };
+
+// Tolerances against the exact fp32 product of the same fp8 values: bf16 C carries one bf16 rounding (2^-9
+// relative); full mode promotes the tensor cores' partial sums to fp32 (bound 5e-5 on the relative Frobenius
+// error); fast mode accumulates with fewer mantissa bits between promotions (bound 5e-3 at K ≤ 768). The test
+// prints the measured errors.
+double tolerance(const GemmCase& g) {
+  const bool tensor_cores = g.m % 16 == 0 && g.n % 16 == 0 && g.k % 16 == 0;
+  double tol = !tensor_cores ? 1e-5 : g.accumulation == Fp8Accumulation::fast ? 5e-3 : 5e-5;
+  if (g.c_dtype == DType::bf16) tol = std::max(tol, 5e-3);
+  return tol;
+}
 
 class Fp8GemmCuda : public ::testing::TestWithParam<GemmCase> {};
 
 TEST_P(Fp8GemmCuda, MatchesEmulatedCpuGemm) {
   GPT_REQUIRE_CUDA_DEVICE();
-  const auto [c_dtype, ta, tb, beta] = GetParam();
-  const int64_t m = 96, n = 160, k = 128;
-  const Tensor a = random_tensor(ta ? Shape{k, m} : Shape{m, k}, DType::f32, 111, 40.0);
-  const Tensor b = random_tensor(tb ? Shape{n, k} : Shape{k, n}, DType::f32, 112, 40.0);
+  const GemmCase g = GetParam();
+  const auto [m, n, k] = std::tuple{g.m, g.n, g.k};
+  const Tensor a = random_tensor(g.trans_a ? Shape{k, m} : Shape{m, k}, DType::f32, 111, 40.0);
+  const Tensor b = random_tensor(g.trans_b ? Shape{n, k} : Shape{k, n}, DType::f32, 112, 40.0);
   const Tensor sa = scalar_tensor(0.5, DType::f32), sb = scalar_tensor(0.25, DType::f32);
-  Tensor a8 = Tensor::empty(a.shape(), DType::e4m3), b8 = Tensor::empty(b.shape(), DType::e4m3);
+  Tensor a8 = Tensor::empty(a.shape(), DType::e4m3), b8 = Tensor::empty(b.shape(), g.b_dtype);
   quantize_fp8(a, sa, a8);
   quantize_fp8(b, sb, b8);
-  const GemmArgs args{.trans_a = ta, .trans_b = tb, .alpha = 1.5f, .beta = beta};
-  Tensor c_cpu = random_tensor({m, n}, c_dtype, 113), c_gpu = gpu(c_cpu);
+  const GemmArgs args{.trans_a = g.trans_a, .trans_b = g.trans_b, .alpha = 1.5f, .beta = g.beta};
+  Tensor c_cpu = random_tensor({m, n}, g.c_dtype, 113), c_gpu = gpu(c_cpu);
   fp8_gemm(a8, b8, sa, sb, c_cpu, args);
-  fp8_gemm(gpu(a8), gpu(b8), gpu(sa), gpu(sb), c_gpu, args);
-  EXPECT_LT(rel_error(c_gpu, c_cpu), c_dtype == DType::bf16 ? 5e-3 : 1e-5);
+  fp8_gemm(gpu(a8), gpu(b8), gpu(sa), gpu(sb), c_gpu, args, g.accumulation);
+  const double err = rel_error(c_gpu, c_cpu);
+  RecordProperty("relative_error", std::to_string(err));
+  std::printf("fp8_gemm %lldx%lldx%lld trans %d%d beta %.1f %s C %s: relative error %.3g (tolerance %.1g)\n",
+              static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k), g.trans_a, g.trans_b,
+              g.beta, g.accumulation == Fp8Accumulation::fast ? "fast" : "full", dtype_name(g.c_dtype), err,
+              tolerance(g));
+  EXPECT_LT(err, tolerance(g));
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, Fp8GemmCuda,
-                         ::testing::Values(GemmCase{DType::f32, false, false, 0.0f},
-                                           GemmCase{DType::bf16, false, true, 0.0f},
-                                           GemmCase{DType::f32, true, false, 1.0f},
-                                           GemmCase{DType::bf16, true, true, 0.5f}));
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, Fp8GemmCuda,
+    ::testing::Values(GemmCase{DType::f32, false, false, 0.0f}, GemmCase{DType::bf16, false, true, 0.0f},
+                      GemmCase{DType::f32, true, false, 1.0f}, GemmCase{DType::bf16, true, true, 0.5f},
+                      // Tile edges of the byte transpose (rows/cols off 64) and the lm_head backward's e5m2 B.
+                      GemmCase{DType::f32, true, false, 1.0f, 80, 208, 144, DType::e5m2},
+                      GemmCase{DType::bf16, false, true, 1.0f, 112, 48, 784, DType::e5m2},
+                      // Fast accumulation (§7.1/§7.2 forward products).
+                      GemmCase{DType::bf16, false, false, 0.0f, 96, 160, 768, DType::e4m3, Fp8Accumulation::fast},
+                      GemmCase{DType::f32, false, true, 0.0f, 96, 160, 768, DType::e4m3, Fp8Accumulation::fast},
+                      // Not multiples of 16: the widened bf16 fallback, exact up to fp32 summation order.
+                      GemmCase{DType::f32, false, false, 1.0f, 90, 150, 100},
+                      GemmCase{DType::bf16, true, true, 0.0f, 33, 17, 40, DType::e5m2}));
 
 }  // namespace
 }  // namespace gpt

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "kernels/fp8.h"
@@ -123,6 +124,34 @@ TEST(Fp8Tensor, GemmEqualsDequantizedProductTimesScales) {
   fp8_gemm(a8, b8, sa, sb, cb);
   const auto cv = c.to_doubles(), cbv = cb.to_doubles();
   for (size_t i = 0; i < cv.size(); ++i) EXPECT_EQ(cbv[i], round_bf16(static_cast<float>(cv[i])));
+}
+
+TEST(Fp8Tensor, ReluSquareQuantizeIsReluSquareThenQuantizeThenAmax) {
+  const Tensor pre = Tensor::from_floats(std::vector<float>{-3.0f, -0.0f, 0.5f, 2.0f, 25.0f, 40.0f}, {2, 3}, DType::bf16);
+  const Tensor scale = scale_tensor(2.0f);
+  Tensor post = Tensor::empty({2, 3}, DType::bf16), q = Tensor::empty({2, 3}, DType::e4m3);
+  Tensor post_max = Tensor::empty({1}, DType::f32);
+  relu_square_quantize_fp8(pre, scale, post, q, post_max);
+  EXPECT_EQ(post.to_doubles(), (std::vector<double>{0.0, 0.0, 0.25, 4.0, 625.0, 1600.0}));
+  // post / 2 = 0, 0, 0.125, 2, 312.5 (e4m3 steps by 32 in [256, 512): rounds to 320), 800 (saturates to 448).
+  Tensor back = Tensor::empty({2, 3}, DType::f32);
+  dequantize_fp8(q, scale_tensor(1.0f), back);
+  const std::vector<double> expected = {0.0, 0.0, 0.125, 2.0, 320.0, 448.0};
+  EXPECT_EQ(back.to_doubles(), expected);
+  EXPECT_EQ(post_max.to_floats()[0], 1600.0f);
+}
+
+TEST(Fp8Tensor, ReluSquareQuantizeNamesTheBadArgument) {
+  const Tensor pre = Tensor::zeros({4}, DType::bf16);
+  Tensor post32 = Tensor::empty({4}, DType::f32), q = Tensor::empty({4}, DType::e4m3), m = Tensor::empty({1}, DType::f32);
+  try {
+    relu_square_quantize_fp8(pre, scale_tensor(1.0f), post32, q, m);
+    FAIL() << "expected an error for post's dtype";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("post must have pre's dtype"), std::string::npos) << e.what();
+  }
+  Tensor post = Tensor::empty({4}, DType::bf16), q_bf16 = Tensor::empty({4}, DType::bf16);
+  EXPECT_THROW(relu_square_quantize_fp8(pre, scale_tensor(1.0f), post, q_bf16, m), Error);
 }
 
 TEST(Fp8Tensor, RejectsWrongDtypes) {
