@@ -266,7 +266,7 @@ AttentionScratch attention_row_dot(const Tensor& dy, const Tensor& y, const Atte
 void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                         Tensor& dv, int64_t window, float scale) {
-  kAttentionBackwardVariants[kPromotedBackward].fn(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
+  attention_backward_in_use().fn(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
 }
 
 void attention_backward_v1(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,

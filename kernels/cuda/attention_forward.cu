@@ -160,7 +160,7 @@ __global__ void double_cu_seqlens_kernel(const int* __restrict__ in, int* __rest
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                        Tensor& lse, int64_t window, float scale) {
-  kAttentionForwardVariants[kPromotedForward].fn(q, k, v, cu_seqlens, y, lse, window, scale);
+  attention_forward_in_use().fn(q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
 void attention_forward_v1(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,

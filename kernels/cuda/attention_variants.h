@@ -8,6 +8,8 @@
 //               tiles, per-warp skipping of tiles the warp cannot see, exp2 with the scale folded into one FFMA.
 //   forward v3: v2 with 4 warps × 32 rows (two 16-row tiles per warp share every K/V fragment: half the
 //               shared-memory reads per FLOP, twice the accumulator registers).
+//   forward v4: v2's tiling and masks on Hopper's warpgroup MMA (wgmma): two warpgroups × 64 rows, swizzled
+//               shared tiles, P in registers as the A operand of P·V, K/V triple-buffered with cp.async.
 //   backward v1: dK/dV pass (64 keys × 4 warps) + dQ pass (64 queries × 4 warps), synchronous tile loads.
 //   backward v2: the same two passes with cp.async double-buffered tiles, ldmatrix fragments, boundary-only masks
 //                and per-warp tile skipping.
@@ -30,6 +32,8 @@ void attention_forward_v2(const Tensor& q, const Tensor& k, const Tensor& v, con
                           Tensor& lse, int64_t window, float scale);
 void attention_forward_v3(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                           Tensor& lse, int64_t window, float scale);
+void attention_forward_v4(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                          Tensor& lse, int64_t window, float scale);
 void attention_backward_v1(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale);
@@ -48,12 +52,19 @@ struct AttentionBackwardVariant {
 
 // Every version, oldest first; cuda::attention_forward / attention_backward run the one marked promoted.
 inline constexpr AttentionForwardVariant kAttentionForwardVariants[] = {
-    {"v1", attention_forward_v1}, {"v2", attention_forward_v2}, {"v3", attention_forward_v3}};
+    {"v1", attention_forward_v1}, {"v2", attention_forward_v2}, {"v3", attention_forward_v3},
+    {"v4", attention_forward_v4}};
 inline constexpr int kPromotedForward = 1;  // v2 until a device run shows v3 faster (kernels/cuda/NOTES.md)
 inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {{"v1", attention_backward_v1},
                                                                           {"v2", attention_backward_v2}};
 inline constexpr int kPromotedBackward = 1;
 static_assert(kPromotedForward < static_cast<int>(std::size(kAttentionForwardVariants)));
 static_assert(kPromotedBackward < static_cast<int>(std::size(kAttentionBackwardVariants)));
+
+// The version cuda::attention_forward / attention_backward run: the promoted one, or the one named by
+// SPEEDRUN_ATTENTION_FORWARD / SPEEDRUN_ATTENTION_BACKWARD (e.g. "v4"), so that a whole training step can be timed
+// with a candidate before it is promoted. Read once per process; an unknown name is an error that lists the known.
+const AttentionForwardVariant& attention_forward_in_use();
+const AttentionBackwardVariant& attention_backward_in_use();
 
 }  // namespace gpt::cuda
