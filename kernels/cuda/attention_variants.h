@@ -54,7 +54,7 @@ struct AttentionBackwardVariant {
 inline constexpr AttentionForwardVariant kAttentionForwardVariants[] = {
     {"v1", attention_forward_v1}, {"v2", attention_forward_v2}, {"v3", attention_forward_v3},
     {"v4", attention_forward_v4}};
-inline constexpr int kPromotedForward = 1;  // v2 until a device run shows v3 faster (kernels/cuda/NOTES.md)
+inline constexpr int kPromotedForward = 3;  // v4: 1.13–1.17× v2 at both windows (kernels/cuda/NOTES.md)
 inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {{"v1", attention_backward_v1},
                                                                           {"v2", attention_backward_v2}};
 inline constexpr int kPromotedBackward = 1;

@@ -145,12 +145,12 @@ struct GemmCase {
 };
 
 // Tolerances against the exact fp32 product of the same fp8 values: bf16 C carries one bf16 rounding (2^-9
-// relative); full mode promotes the tensor cores' partial sums to fp32 (bound 5e-5 on the relative Frobenius
-// error); fast mode accumulates with fewer mantissa bits between promotions (bound 5e-3 at K ≤ 768). The test
-// prints the measured errors.
+// relative). The FP8 tensor cores add their products with fewer mantissa bits than fp32 even in full mode, which
+// only promotes partial sums to fp32 between k-blocks: measured on the H200 (2026-12-03) 1.0e-4–1.3e-4 relative
+// at K = 128–144 in full mode and 4.4e-4 at K = 768 in fast mode (f32 C). The test prints the measured errors.
 double tolerance(const GemmCase& g) {
   const bool tensor_cores = g.m % 16 == 0 && g.n % 16 == 0 && g.k % 16 == 0;
-  double tol = !tensor_cores ? 1e-5 : g.accumulation == Fp8Accumulation::fast ? 5e-3 : 5e-5;
+  double tol = !tensor_cores ? 1e-5 : g.accumulation == Fp8Accumulation::fast ? 5e-3 : 5e-4;
   if (g.c_dtype == DType::bf16) tol = std::max(tol, 5e-3);
   return tol;
 }
