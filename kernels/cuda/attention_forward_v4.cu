@@ -1,17 +1,19 @@
-// CUDA forward of kernels/attention.h, version 4 (kernels/cuda/attention_variants.h): v2's tiling and masks with
-// the products on Hopper's warpgroup MMA (kernels/cuda/wgmma.cuh). bf16, head dim 128, varlen causal sliding
+// CUDA forward of kernels/attention.h, versions 4 and 5 (kernels/cuda/attention_variants.h): v2's tiling and masks
+// with the products on Hopper's warpgroup MMA (kernels/cuda/wgmma.cuh). bf16, head dim 128, varlen causal sliding
 // window, fp32 online softmax.
 //
-// One block = 128 consecutive tokens × one head = two warpgroups of 64 query rows (255 registers, one block per SM).
-// The block walks the keys [first_key(q0), q_last] in tiles of 64:
-//   - Q and the K/V tiles sit in shared memory in the 128-byte swizzle wgmma reads; K/V tiles are triple-buffered
-//     with cp.async (tiles n+1 and n+2 in flight while n is multiplied);
+// One block = 128 consecutive tokens × one head = two warpgroups of 64 query rows (one block per SM). The block
+// walks the keys [first_key(q0), q_last] in tiles of 64:
+//   - Q and the K/V tiles sit in shared memory in the 128-byte swizzle wgmma reads; K/V tiles are multi-buffered
+//     with cp.async;
 //   - S = Q·Kᵀ is eight m64n64k16 products with both operands in shared memory; P stays in registers and is the A
 //     operand of O += P·V (four m64n128k16, V transposed on the fly from its row-major tile);
 //   - each warpgroup classifies every tile against its 64 rows (skip / full / masked) as v2 does per warp;
 //   - the output is staged through the Q tile's shared memory for 16-byte, row-contiguous stores.
-// Not yet: TMA loads, a producer warpgroup, overlap of one warpgroup's softmax with the other's products
-// (kernels/cuda/NOTES.md).
+// v4 runs each tile's products and softmax in sequence (3 stages). v5 overlaps them inside the warpgroup: S of
+// tile n + 1 is issued before the softmax of tile n, so the tensor cores work while the softmax runs (4 stages: tile
+// n + 1 must have landed one iteration early). Not yet: TMA loads, a producer warpgroup, ordering the two
+// warpgroups' softmax phases against each other (kernels/cuda/NOTES.md).
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -30,13 +32,14 @@ namespace {
 
 using namespace attn;
 
-constexpr int kBlockQ = 128, kBlockK = 64, kStages = 3;
+constexpr int kBlockQ = 128, kBlockK = 64;
 constexpr int kWarpgroupRows = 64, kThreads = 128 * (kBlockQ / kWarpgroupRows);
 constexpr int kRowBytes = wgmma::kSlabRowBytes;
 constexpr int kQSlabBytes = kBlockQ * kRowBytes, kKvSlabBytes = kBlockK * kRowBytes;  // one 64-column slab
 constexpr int kQBytes = 2 * kQSlabBytes, kKvBytes = 2 * kKvSlabBytes;               // head dim 128 = two slabs
-constexpr size_t kSmemBytes = kQBytes + 2 * kStages * kKvBytes + 1024;                // + alignment slack
 static_assert(kBlockQ * kHeadDim * sizeof(__nv_bfloat16) <= kQBytes, "the output is staged in the Q tile");
+
+constexpr size_t smem_bytes(int stages) { return kQBytes + 2 * stages * kKvBytes + 1024; }  // + alignment slack
 
 enum class TileKind { skip, full, masked };
 
@@ -69,167 +72,125 @@ __device__ __forceinline__ void load_swizzled_async(uint8_t* tile, const __nv_bf
 // cp.async writes go through the generic proxy; wgmma reads shared memory through the async proxy.
 __device__ __forceinline__ void fence_async_proxy() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-__global__ void __launch_bounds__(kThreads, 1) attention_forward_wgmma_kernel(
-    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
-    const int* __restrict__ cu_seqlens, int r, __nv_bfloat16* __restrict__ y, float* __restrict__ lse, int tokens,
-    int heads, int window, float scale_log2) {
-  extern __shared__ unsigned char smem_raw[];
-  // wgmma's swizzle is anchored at 1024-byte boundaries.
-  uint8_t* qs = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  uint8_t* ks = qs + kQBytes;              // kStages K tiles
-  uint8_t* vs = ks + kStages * kKvBytes;   // kStages V tiles
-  int* cu = reinterpret_cast<int*>(vs + kStages * kKvBytes);
-
-  const int head = blockIdx.y;
-  const int q0 = blockIdx.x * kBlockQ;
-  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
-  const int g = lane >> 2, c = lane & 3;
-  const int q_last = min(q0 + kBlockQ, tokens) - 1;
-
-  for (int i = threadIdx.x; i < r; i += kThreads) cu[i] = cu_seqlens[i];
-  __syncthreads();
-  const int key_begin = static_cast<int>(first_key(cu, r, q0, window));
-  const int kv_end = q_last + 1;
-  const int tiles = (q_last - key_begin) / kBlockK + 1;
-
-  // Prologue: Q with tile 0 in the first group, then tiles 1 … kStages − 2, one group each (empty past the end).
-  load_swizzled_async<kBlockQ>(qs, q, q0, tokens, heads, head);
-#pragma unroll
-  for (int n = 0; n < kStages - 1; ++n) {
-    if (n < tiles) {
-      load_swizzled_async<kBlockK>(ks + n * kKvBytes, k, key_begin + n * kBlockK, kv_end, heads, head);
-      load_swizzled_async<kBlockK>(vs + n * kKvBytes, v, key_begin + n * kBlockK, kv_end, heads, head);
-    }
-    cp_async_commit();
-  }
-
-  // This warpgroup's rows; this thread's rows are g and g + 8 of its warp's 16.
-  const int w0 = q0 + wg * kWarpgroupRows;
-  const int w_last = min(w0 + kWarpgroupRows - 1, tokens - 1);  // < w0 for a warpgroup wholly past the end
-  const int lo_w_first = w0 < tokens ? static_cast<int>(first_key(cu, r, w0, window)) : 0;
-  const int lo_w_last = w0 < tokens ? static_cast<int>(first_key(cu, r, w_last, window)) : 0;
+// Everything one thread knows about its two query rows (g and g + 8 of its warp's 16) and its warpgroup's 64.
+struct RowState {
+  int w0, w_last, lo_w_first, lo_w_last;  // the warpgroup's rows and their first allowed keys
   int t_row[2], lo_row[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int t = w0 + warp * 16 + g + 8 * i;
-    t_row[i] = t;
-    lo_row[i] = t < tokens ? static_cast<int>(first_key(cu, r, t, window)) : t + 1;
-  }
-
-  const uint32_t q_addr = wgmma::smem_addr(qs) + wg * kWarpgroupRows * kRowBytes;
-  float o[kHeadDim / 2] = {};  // m64n128 accumulators
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-  for (int n = 0; n < tiles; ++n) {
-    const int k0 = key_begin + n * kBlockK;
-    const int stage = n % kStages;
-    {  // tile n + kStages − 1 into the stage tile n − 1 used (released by the barrier that ended iteration n − 1)
-      const int ahead = n + kStages - 1;
-      if (ahead < tiles) {
-        const int s_ahead = ahead % kStages;
-        load_swizzled_async<kBlockK>(ks + s_ahead * kKvBytes, k, key_begin + ahead * kBlockK, kv_end, heads, head);
-        load_swizzled_async<kBlockK>(vs + s_ahead * kKvBytes, v, key_begin + ahead * kBlockK, kv_end, heads, head);
-      }
-      cp_async_commit();
-      cp_async_wait<kStages - 1>();  // tile n has landed
+  __device__ RowState(const int* cu, int r, int q0, int tokens, int window) {
+    const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, g = (threadIdx.x % 32) >> 2;
+    w0 = q0 + wg * kWarpgroupRows;
+    w_last = min(w0 + kWarpgroupRows - 1, tokens - 1);  // < w0 for a warpgroup wholly past the end
+    lo_w_first = w0 < tokens ? static_cast<int>(first_key(cu, r, w0, window)) : 0;
+    lo_w_last = w0 < tokens ? static_cast<int>(first_key(cu, r, w_last, window)) : 0;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int t = w0 + warp * 16 + g + 8 * i;
+      t_row[i] = t;
+      lo_row[i] = t < tokens ? static_cast<int>(first_key(cu, r, t, window)) : t + 1;
     }
-    fence_async_proxy();
-    __syncthreads();
-
-    const TileKind kind = classify(k0, w0, w_last, lo_w_first, lo_w_last);  // uniform over the warpgroup
-    if (kind != TileKind::skip) {
-      const uint32_t k_addr = wgmma::smem_addr(ks + stage * kKvBytes);
-      const uint32_t v_addr = wgmma::smem_addr(vs + stage * kKvBytes);
-      float s[kBlockK / 2];  // m64n64 accumulators: s[4·nt + j] as v2's s[nt][j]
-      wgmma::fence();
-#pragma unroll
-      for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-        wgmma::mma_m64n64k16_ss(s, wgmma::k_major(q_addr + (kk / 4) * kQSlabBytes + 32 * (kk % 4)),
-                                wgmma::k_major(k_addr + (kk / 4) * kKvSlabBytes + 32 * (kk % 4)), kk > 0);
-      }
-      wgmma::commit();
-      wgmma::wait<0>();
-      wgmma::fence_operands(s);
-
-      if (kind == TileKind::masked) {
-#pragma unroll
-        for (int nt = 0; nt < kBlockK / 8; ++nt) {
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int row = j >> 1, key = k0 + nt * 8 + 2 * c + (j & 1);
-            if (key < lo_row[row] || key > t_row[row]) s[4 * nt + j] = -INFINITY;
-          }
-        }
-      }
-      // Row maxima on raw scores (scale > 0), then m in the log2 domain.
-      float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int nt = 0; nt < kBlockK / 8; ++nt) {
-        tile_max[0] = fmaxf(tile_max[0], fmaxf(s[4 * nt], s[4 * nt + 1]));
-        tile_max[1] = fmaxf(tile_max[1], fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
-      }
-      float neg_m[2], rescale[2];
-#pragma unroll
-      for (int row = 0; row < 2; ++row) {
-        tile_max[row] = fmaxf(tile_max[row], __shfl_xor_sync(0xffffffffu, tile_max[row], 1));
-        tile_max[row] = fmaxf(tile_max[row], __shfl_xor_sync(0xffffffffu, tile_max[row], 2));
-        const float m_new = fmaxf(m[row], tile_max[row] * scale_log2);
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing allowed yet stays at zero
-        rescale[row] = fast_exp2(m[row] - m_use);
-        m[row] = m_new;
-        neg_m[row] = -m_use;
-      }
-      float sum[2] = {0.f, 0.f};
-#pragma unroll
-      for (int i = 0; i < kBlockK / 2; ++i) {
-        s[i] = fast_exp2(fmaf(s[i], scale_log2, neg_m[(i >> 1) & 1]));
-        sum[(i >> 1) & 1] += s[i];
-      }
-#pragma unroll
-      for (int row = 0; row < 2; ++row) l[row] = l[row] * rescale[row] + sum[row];
-#pragma unroll
-      for (int i = 0; i < kHeadDim / 2; ++i) o[i] *= rescale[(i >> 1) & 1];
-
-      // P as A fragments: k-step kk covers keys 16kk … 16kk + 15, the 8-key blocks nt = 2kk and 2kk + 1.
-      uint32_t pa[kBlockK / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < kBlockK / 16; ++kk) {
-        pa[kk][0] = pack_bf16(s[8 * kk], s[8 * kk + 1]);
-        pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-        pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-        pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
-      }
-      wgmma::fence_operands(o);
-      wgmma::fence();
-#pragma unroll
-      for (int kk = 0; kk < kBlockK / 16; ++kk) {
-        wgmma::mma_m64n128k16_rs_mn(o, pa[kk], wgmma::mn_major(v_addr + kk * 16 * kRowBytes, kKvSlabBytes), 1);
-      }
-      wgmma::commit();
-      wgmma::wait<0>();
-      wgmma::fence_operands(o);
-    }
-    __syncthreads();  // every warpgroup is done with this stage before it is refilled
   }
+  __device__ TileKind classify_tile(int k0) const { return classify(k0, w0, w_last, lo_w_first, lo_w_last); }
+};
 
-  // Normalise and stage the output rows row-major in the Q tile (every wgmma that read it has completed), then
-  // store whole 256-byte rows with 16-byte accesses.
-  auto* stage_rows = reinterpret_cast<__nv_bfloat16*>(qs);
-  constexpr int kStageStride = kHeadDim;  // bf16 elements per staged row
+// Issues S = Q·Kᵀ for the warpgroup's 64 rows against one 64-key tile (one commit group; not waited).
+__device__ __forceinline__ void issue_scores(float (&s)[kBlockK / 2], uint32_t q_addr, uint32_t k_addr) {
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    wgmma::mma_m64n64k16_ss(s, wgmma::k_major(q_addr + (kk / 4) * kQSlabBytes + 32 * (kk % 4)),
+                            wgmma::k_major(k_addr + (kk / 4) * kKvSlabBytes + 32 * (kk % 4)), kk > 0);
+  }
+  wgmma::commit();
+}
+
+// Issues O += P·V for one tile (one commit group; not waited).
+__device__ __forceinline__ void issue_pv(float (&o)[kHeadDim / 2], const uint32_t (&pa)[kBlockK / 16][4],
+                                         uint32_t v_addr) {
+  wgmma::fence_operands(o);
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kBlockK / 16; ++kk) {
+    wgmma::mma_m64n128k16_rs_mn(o, pa[kk], wgmma::mn_major(v_addr + kk * 16 * kRowBytes, kKvSlabBytes), 1);
+  }
+  wgmma::commit();
+}
+
+// Masks and exponentiates one tile's scores (s[4·nt + j] as v2's s[nt][j]), updates the rows' running max and
+// sum, rescales O and packs P as the A fragments of P·V: k-step kk covers keys 16kk … 16kk + 15.
+__device__ __forceinline__ void softmax_tile(float (&s)[kBlockK / 2], TileKind kind, int k0, RowState& rows,
+                                             float (&o)[kHeadDim / 2], float scale_log2,
+                                             uint32_t (&pa)[kBlockK / 16][4]) {
+  const int c = threadIdx.x & 3;
+  if (kind == TileKind::masked) {
+#pragma unroll
+    for (int nt = 0; nt < kBlockK / 8; ++nt) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int row = j >> 1, key = k0 + nt * 8 + 2 * c + (j & 1);
+        if (key < rows.lo_row[row] || key > rows.t_row[row]) s[4 * nt + j] = -INFINITY;
+      }
+    }
+  }
+  // Row maxima on raw scores (scale > 0), then m in the log2 domain.
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < kBlockK / 8; ++nt) {
+    tile_max[0] = fmaxf(tile_max[0], fmaxf(s[4 * nt], s[4 * nt + 1]));
+    tile_max[1] = fmaxf(tile_max[1], fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
+  }
+  float neg_m[2], rescale[2];
 #pragma unroll
   for (int row = 0; row < 2; ++row) {
-    float total = l[row];
+    tile_max[row] = fmaxf(tile_max[row], __shfl_xor_sync(0xffffffffu, tile_max[row], 1));
+    tile_max[row] = fmaxf(tile_max[row], __shfl_xor_sync(0xffffffffu, tile_max[row], 2));
+    const float m_new = fmaxf(rows.m[row], tile_max[row] * scale_log2);
+    const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing allowed yet stays at zero
+    rescale[row] = fast_exp2(rows.m[row] - m_use);
+    rows.m[row] = m_new;
+    neg_m[row] = -m_use;
+  }
+  float sum[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < kBlockK / 2; ++i) {
+    s[i] = fast_exp2(fmaf(s[i], scale_log2, neg_m[(i >> 1) & 1]));
+    sum[(i >> 1) & 1] += s[i];
+  }
+#pragma unroll
+  for (int row = 0; row < 2; ++row) rows.l[row] = rows.l[row] * rescale[row] + sum[row];
+#pragma unroll
+  for (int i = 0; i < kHeadDim / 2; ++i) o[i] *= rescale[(i >> 1) & 1];
+#pragma unroll
+  for (int kk = 0; kk < kBlockK / 16; ++kk) {
+    pa[kk][0] = pack_bf16(s[8 * kk], s[8 * kk + 1]);
+    pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+    pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+    pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+  }
+}
+
+// Normalises O, stages the block's rows row-major in the Q tile (every wgmma that read it has completed), then
+// stores whole 256-byte rows with 16-byte accesses; lse per row.
+__device__ __forceinline__ void store_output(const float (&o)[kHeadDim / 2], const RowState& rows, uint8_t* qs,
+                                             int q0, int tokens, int heads, int head, __nv_bfloat16* y, float* lse) {
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int g = lane >> 2, c = lane & 3;
+  auto* stage_rows = reinterpret_cast<__nv_bfloat16*>(qs);  // [kBlockQ, 128] row-major
+#pragma unroll
+  for (int row = 0; row < 2; ++row) {
+    float total = rows.l[row];
     total += __shfl_xor_sync(0xffffffffu, total, 1);
     total += __shfl_xor_sync(0xffffffffu, total, 2);
     const float inv = total > 0.f ? 1.f / total : 0.f;
     const int local = wg * kWarpgroupRows + warp * 16 + g + 8 * row;
 #pragma unroll
     for (int nt = 0; nt < kHeadDim / 8; ++nt) {
-      *reinterpret_cast<__nv_bfloat162*>(stage_rows + local * kStageStride + nt * 8 + 2 * c) =
+      *reinterpret_cast<__nv_bfloat162*>(stage_rows + local * kHeadDim + nt * 8 + 2 * c) =
           __floats2bfloat162_rn(o[4 * nt + 2 * row] * inv, o[4 * nt + 2 * row + 1] * inv);
     }
-    const int t = t_row[row];
-    if (c == 0 && t < tokens) lse[static_cast<int64_t>(head) * tokens + t] = (m[row] + log2f(total)) / kLog2e;
+    const int t = rows.t_row[row];
+    if (c == 0 && t < tokens) lse[static_cast<int64_t>(head) * tokens + t] = (rows.m[row] + log2f(total)) / kLog2e;
   }
   __syncthreads();
   constexpr int kChunks = kHeadDim / 8;
@@ -239,30 +200,190 @@ __global__ void __launch_bounds__(kThreads, 1) attention_forward_wgmma_kernel(
     const int t = q0 + rr;
     if (t < tokens) {
       *reinterpret_cast<uint4*>(y + (static_cast<int64_t>(t) * heads + head) * kHeadDim + chunk * 8) =
-          *reinterpret_cast<const uint4*>(stage_rows + rr * kStageStride + chunk * 8);
+          *reinterpret_cast<const uint4*>(stage_rows + rr * kHeadDim + chunk * 8);
     }
   }
+}
+
+struct ForwardArgs {
+  const __nv_bfloat16* q;
+  const __nv_bfloat16* k;
+  const __nv_bfloat16* v;
+  const int* cu_seqlens;
+  int r;
+  __nv_bfloat16* y;
+  float* lse;
+  int tokens, heads, window;
+  float scale_log2;
+};
+
+// The block's shared memory: Q, kStages K tiles, kStages V tiles, cu_seqlens; wgmma's swizzle is anchored at
+// 1024-byte boundaries.
+template <int kStages>
+struct BlockTiles {
+  uint8_t *qs, *ks, *vs;
+  int* cu;
+  __device__ explicit BlockTiles(unsigned char* raw) {
+    qs = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
+    ks = qs + kQBytes;
+    vs = ks + kStages * kKvBytes;
+    cu = reinterpret_cast<int*>(vs + kStages * kKvBytes);
+  }
+  __device__ void load_kv(int stage, const ForwardArgs& a, int first, int end, int head) const {
+    load_swizzled_async<kBlockK>(ks + stage * kKvBytes, a.k, first, end, a.heads, head);
+    load_swizzled_async<kBlockK>(vs + stage * kKvBytes, a.v, first, end, a.heads, head);
+  }
+  __device__ uint32_t k_addr(int stage) const { return wgmma::smem_addr(ks + stage * kKvBytes); }
+  __device__ uint32_t v_addr(int stage) const { return wgmma::smem_addr(vs + stage * kKvBytes); }
+};
+
+// v4: per tile, S then softmax then P·V, each waited before the next.
+__global__ void __launch_bounds__(kThreads, 1) attention_forward_wgmma_kernel(const __grid_constant__ ForwardArgs a) {
+  constexpr int kStages = 3;
+  extern __shared__ unsigned char smem_raw[];
+  const BlockTiles<kStages> tiles_smem(smem_raw);
+  const int head = blockIdx.y, q0 = blockIdx.x * kBlockQ;
+  const int q_last = min(q0 + kBlockQ, a.tokens) - 1;
+  for (int i = threadIdx.x; i < a.r; i += kThreads) tiles_smem.cu[i] = a.cu_seqlens[i];
+  __syncthreads();
+  const int key_begin = static_cast<int>(first_key(tiles_smem.cu, a.r, q0, a.window));
+  const int kv_end = q_last + 1;
+  const int tiles = (q_last - key_begin) / kBlockK + 1;
+
+  // Prologue: Q with tile 0 in the first group, then tiles 1 … kStages − 2, one group each (empty past the end).
+  load_swizzled_async<kBlockQ>(tiles_smem.qs, a.q, q0, a.tokens, a.heads, head);
+#pragma unroll
+  for (int n = 0; n < kStages - 1; ++n) {
+    if (n < tiles) tiles_smem.load_kv(n, a, key_begin + n * kBlockK, kv_end, head);
+    cp_async_commit();
+  }
+  RowState rows(tiles_smem.cu, a.r, q0, a.tokens, a.window);
+  const uint32_t q_addr = wgmma::smem_addr(tiles_smem.qs) + (threadIdx.x / 128) * kWarpgroupRows * kRowBytes;
+  float o[kHeadDim / 2] = {};  // m64n128 accumulators
+
+  for (int n = 0; n < tiles; ++n) {
+    const int k0 = key_begin + n * kBlockK, stage = n % kStages;
+    // Tile n + kStages − 1 into the stage tile n − 1 used (released by the barrier that ended iteration n − 1).
+    const int ahead = n + kStages - 1;
+    if (ahead < tiles) tiles_smem.load_kv(ahead % kStages, a, key_begin + ahead * kBlockK, kv_end, head);
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();  // tile n has landed
+    fence_async_proxy();
+    __syncthreads();
+
+    const TileKind kind = rows.classify_tile(k0);  // uniform over the warpgroup
+    if (kind != TileKind::skip) {
+      float s[kBlockK / 2];
+      issue_scores(s, q_addr, tiles_smem.k_addr(stage));
+      wgmma::wait<0>();
+      wgmma::fence_operands(s);
+      uint32_t pa[kBlockK / 16][4];
+      softmax_tile(s, kind, k0, rows, o, a.scale_log2, pa);
+      issue_pv(o, pa, tiles_smem.v_addr(stage));
+      wgmma::wait<0>();
+      wgmma::fence_operands(o);
+    }
+    __syncthreads();  // every warpgroup is done with this stage before it is refilled
+  }
+  store_output(o, rows, tiles_smem.qs, q0, a.tokens, a.heads, head, a.y, a.lse);
+}
+
+// v5: S of tile n + 1 runs on the tensor cores while the softmax of tile n runs; P·V of tile n follows.
+__global__ void __launch_bounds__(kThreads, 1)
+    attention_forward_wgmma_overlap_kernel(const __grid_constant__ ForwardArgs a) {
+  constexpr int kStages = 4;
+  extern __shared__ unsigned char smem_raw[];
+  const BlockTiles<kStages> tiles_smem(smem_raw);
+  const int head = blockIdx.y, q0 = blockIdx.x * kBlockQ;
+  const int q_last = min(q0 + kBlockQ, a.tokens) - 1;
+  for (int i = threadIdx.x; i < a.r; i += kThreads) tiles_smem.cu[i] = a.cu_seqlens[i];
+  __syncthreads();
+  const int key_begin = static_cast<int>(first_key(tiles_smem.cu, a.r, q0, a.window));
+  const int kv_end = q_last + 1;
+  const int tiles = (q_last - key_begin) / kBlockK + 1;
+
+  load_swizzled_async<kBlockQ>(tiles_smem.qs, a.q, q0, a.tokens, a.heads, head);
+#pragma unroll
+  for (int n = 0; n < kStages - 1; ++n) {
+    if (n < tiles) tiles_smem.load_kv(n, a, key_begin + n * kBlockK, kv_end, head);
+    cp_async_commit();
+  }
+  RowState rows(tiles_smem.cu, a.r, q0, a.tokens, a.window);
+  const uint32_t q_addr = wgmma::smem_addr(tiles_smem.qs) + (threadIdx.x / 128) * kWarpgroupRows * kRowBytes;
+  float o[kHeadDim / 2] = {};
+  float s_cur[kBlockK / 2] = {}, s_next[kBlockK / 2] = {};
+
+  // Tile 0's scores before the loop.
+  cp_async_wait<kStages - 2>();  // Q and tile 0 have landed
+  fence_async_proxy();
+  __syncthreads();
+  TileKind kind = rows.classify_tile(key_begin);
+  if (kind != TileKind::skip) {
+    issue_scores(s_cur, q_addr, tiles_smem.k_addr(0));
+    wgmma::wait<0>();
+    wgmma::fence_operands(s_cur);
+  }
+
+  for (int n = 0; n < tiles; ++n) {
+    const int k0 = key_begin + n * kBlockK, stage = n % kStages;
+    // Refill the stage of tile n − 1 (its K and V reads completed before the barrier that ended iteration n − 1),
+    // then wait until tile n + 1 has landed: its K feeds the scores issued below.
+    const int ahead = n + kStages - 1;
+    if (ahead < tiles) tiles_smem.load_kv(ahead % kStages, a, key_begin + ahead * kBlockK, kv_end, head);
+    cp_async_commit();
+    cp_async_wait<kStages - 2>();
+    fence_async_proxy();
+    __syncthreads();
+
+    const TileKind kind_next = n + 1 < tiles ? rows.classify_tile(k0 + kBlockK) : TileKind::skip;
+    if (kind_next != TileKind::skip) issue_scores(s_next, q_addr, tiles_smem.k_addr((n + 1) % kStages));
+    if (kind != TileKind::skip) {
+      uint32_t pa[kBlockK / 16][4];
+      softmax_tile(s_cur, kind, k0, rows, o, a.scale_log2, pa);
+      issue_pv(o, pa, tiles_smem.v_addr(stage));
+    }
+    wgmma::wait<0>();  // S of tile n + 1 and P·V of tile n
+    wgmma::fence_operands(o);
+    wgmma::fence_operands(s_next);
+#pragma unroll
+    for (int i = 0; i < kBlockK / 2; ++i) s_cur[i] = s_next[i];
+    kind = kind_next;
+    __syncthreads();  // every warpgroup is done with this stage's V before it is refilled
+  }
+  store_output(o, rows, tiles_smem.qs, q0, a.tokens, a.heads, head, a.y, a.lse);
+}
+
+template <typename Kernel>
+void launch_wgmma_forward(Kernel kernel, int stages, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& cu_seqlens, Tensor& y, Tensor& lse, int64_t window, float scale) {
+  if (!(scale > 0.f)) {  // the kernels take row maxima on raw scores, which needs a positive scale
+    attention_forward_v1(q, k, v, cu_seqlens, y, lse, window, scale);
+    return;
+  }
+  const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
+  if (p.tokens == 0) return;
+  const size_t smem = smem_bytes(stages) + static_cast<size_t>(p.r) * sizeof(int);
+  set_smem_limit(kernel, smem, "attention_forward");
+  // Windows past the sequence length behave as the sequence length (and fit the kernel's int arithmetic).
+  const int win = static_cast<int>(window < p.tokens ? window : p.tokens);
+  const ForwardArgs args{device_bf16(q),  device_bf16(k),     device_bf16(v),
+                         device_i32(cu_seqlens), p.r, device_bf16(y), static_cast<float*>(lse.raw()),
+                         static_cast<int>(p.tokens), p.heads, win, scale * kLog2e};
+  const dim3 grid(static_cast<unsigned>((p.tokens + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(p.heads));
+  kernel<<<grid, kThreads, smem, current_stream()>>>(args);
+  GPT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 void attention_forward_v4(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                           Tensor& lse, int64_t window, float scale) {
-  if (!(scale > 0.f)) {  // the kernel takes row maxima on raw scores, which needs a positive scale
-    attention_forward_v1(q, k, v, cu_seqlens, y, lse, window, scale);
-    return;
-  }
-  const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
-  if (p.tokens == 0) return;
-  const size_t smem = kSmemBytes + static_cast<size_t>(p.r) * sizeof(int);
-  set_smem_limit(attention_forward_wgmma_kernel, smem, "attention_forward");
-  // Windows past the sequence length behave as the sequence length (and fit the kernel's int arithmetic).
-  const int win = static_cast<int>(window < p.tokens ? window : p.tokens);
-  const dim3 grid(static_cast<unsigned>((p.tokens + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(p.heads));
-  attention_forward_wgmma_kernel<<<grid, kThreads, smem, current_stream()>>>(
-      device_bf16(q), device_bf16(k), device_bf16(v), device_i32(cu_seqlens), p.r, device_bf16(y),
-      static_cast<float*>(lse.raw()), static_cast<int>(p.tokens), p.heads, win, scale * kLog2e);
-  GPT_CUDA_CHECK_LAUNCH();
+  launch_wgmma_forward(attention_forward_wgmma_kernel, 3, q, k, v, cu_seqlens, y, lse, window, scale);
+}
+
+void attention_forward_v5(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                          Tensor& lse, int64_t window, float scale) {
+  launch_wgmma_forward(attention_forward_wgmma_overlap_kernel, 4, q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
 }  // namespace gpt::cuda
