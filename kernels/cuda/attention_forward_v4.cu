@@ -22,6 +22,7 @@
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_launch.h"
 #include "kernels/cuda/attention_variants.h"
+#include "kernels/cuda/attention_wgmma_common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/wgmma.cuh"
@@ -50,27 +51,6 @@ __device__ __forceinline__ TileKind classify(int k0, int t_first, int t_last, in
   if (k_last <= t_first && k0 >= lo_last) return TileKind::full;
   return TileKind::masked;
 }
-
-// Starts copying rows [first, first + kRows) of one head ([T, H, 128] bf16) into a swizzled tile (two slabs of
-// kRows · 128 bytes); rows at or past `end` are zero-filled.
-template <int kRows>
-__device__ __forceinline__ void load_swizzled_async(uint8_t* tile, const __nv_bfloat16* base, int first, int end,
-                                                    int heads, int head) {
-  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
-  static_assert(kRows * kChunks % kThreads == 0, "whole chunks per thread");
-#pragma unroll
-  for (int j = 0; j < kRows * kChunks / kThreads; ++j) {
-    const int i = threadIdx.x + j * kThreads;
-    const int r = i / kChunks, chunk = i % kChunks;
-    const int token = first + r;
-    const bool valid = token < end;
-    const __nv_bfloat16* src = base + ((static_cast<int64_t>(valid ? token : 0) * heads + head) * kHeadDim + chunk * 8);
-    cp_async_16(tile + (chunk / 8) * (kRows * kRowBytes) + wgmma::swizzled_offset(r, chunk % 8), src, valid);
-  }
-}
-
-// cp.async writes go through the generic proxy; wgmma reads shared memory through the async proxy.
-__device__ __forceinline__ void fence_async_proxy() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // Everything one thread knows about its two query rows (g and g + 8 of its warp's 16) and its warpgroup's 64.
 struct RowState {
@@ -224,14 +204,14 @@ struct BlockTiles {
   uint8_t *qs, *ks, *vs;
   int* cu;
   __device__ explicit BlockTiles(unsigned char* raw) {
-    qs = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
+    qs = align_1024(raw);
     ks = qs + kQBytes;
     vs = ks + kStages * kKvBytes;
     cu = reinterpret_cast<int*>(vs + kStages * kKvBytes);
   }
   __device__ void load_kv(int stage, const ForwardArgs& a, int first, int end, int head) const {
-    load_swizzled_async<kBlockK>(ks + stage * kKvBytes, a.k, first, end, a.heads, head);
-    load_swizzled_async<kBlockK>(vs + stage * kKvBytes, a.v, first, end, a.heads, head);
+    load_swizzled_async<kThreads, kBlockK>(ks + stage * kKvBytes, a.k, first, end, a.heads, head);
+    load_swizzled_async<kThreads, kBlockK>(vs + stage * kKvBytes, a.v, first, end, a.heads, head);
   }
   __device__ uint32_t k_addr(int stage) const { return wgmma::smem_addr(ks + stage * kKvBytes); }
   __device__ uint32_t v_addr(int stage) const { return wgmma::smem_addr(vs + stage * kKvBytes); }
@@ -251,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_forward_wgmma_kernel(co
   const int tiles = (q_last - key_begin) / kBlockK + 1;
 
   // Prologue: Q with tile 0 in the first group, then tiles 1 … kStages − 2, one group each (empty past the end).
-  load_swizzled_async<kBlockQ>(tiles_smem.qs, a.q, q0, a.tokens, a.heads, head);
+  load_swizzled_async<kThreads, kBlockQ>(tiles_smem.qs, a.q, q0, a.tokens, a.heads, head);
 #pragma unroll
   for (int n = 0; n < kStages - 1; ++n) {
     if (n < tiles) tiles_smem.load_kv(n, a, key_begin + n * kBlockK, kv_end, head);
@@ -302,7 +282,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int kv_end = q_last + 1;
   const int tiles = (q_last - key_begin) / kBlockK + 1;
 
-  load_swizzled_async<kBlockQ>(tiles_smem.qs, a.q, q0, a.tokens, a.heads, head);
+  load_swizzled_async<kThreads, kBlockQ>(tiles_smem.qs, a.q, q0, a.tokens, a.heads, head);
 #pragma unroll
   for (int n = 0; n < kStages - 1; ++n) {
     if (n < tiles) tiles_smem.load_kv(n, a, key_begin + n * kBlockK, kv_end, head);

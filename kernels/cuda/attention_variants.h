@@ -15,6 +15,8 @@
 //   backward v1: dK/dV pass (64 keys × 4 warps) + dQ pass (64 queries × 4 warps), synchronous tile loads.
 //   backward v2: the same two passes with cp.async double-buffered tiles, ldmatrix fragments, boundary-only masks
 //                and per-warp tile skipping.
+//   backward v3: the same two passes on wgmma: one warpgroup × 64 rows per block, swizzled tiles, Pᵀ/dSᵀ (dK/dV
+//                pass) and dS (dQ pass) in registers as the A operands of the accumulating products.
 #include <cstdint>
 #include <iterator>
 
@@ -44,6 +46,9 @@ void attention_backward_v1(const Tensor& dy, const Tensor& q, const Tensor& k, c
 void attention_backward_v2(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale);
+void attention_backward_v3(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
+                           Tensor& dv, int64_t window, float scale);
 
 struct AttentionForwardVariant {
   const char* name;
@@ -59,8 +64,8 @@ inline constexpr AttentionForwardVariant kAttentionForwardVariants[] = {
     {"v1", attention_forward_v1}, {"v2", attention_forward_v2}, {"v3", attention_forward_v3},
     {"v4", attention_forward_v4}, {"v5", attention_forward_v5}};
 inline constexpr int kPromotedForward = 3;  // v4: 1.13–1.17× v2 at both windows (kernels/cuda/NOTES.md)
-inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {{"v1", attention_backward_v1},
-                                                                          {"v2", attention_backward_v2}};
+inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {
+    {"v1", attention_backward_v1}, {"v2", attention_backward_v2}, {"v3", attention_backward_v3}};
 inline constexpr int kPromotedBackward = 1;
 static_assert(kPromotedForward < static_cast<int>(std::size(kAttentionForwardVariants)));
 static_assert(kPromotedBackward < static_cast<int>(std::size(kAttentionBackwardVariants)));

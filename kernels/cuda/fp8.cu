@@ -271,7 +271,8 @@ void widened_fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale,
     if (n == 0) return wide;
     const auto* qp = static_cast<const uint8_t*>(q.raw());
     if (q.dtype() == DType::e5m2) {
-      dequantize_kernel<__nv_bfloat16, true><<<grid_for(n), kThreads>>>(qp, nullptr, device_ptr<__nv_bfloat16>(wide), n);
+      dequantize_kernel<__nv_bfloat16, true><<<grid_for(n), kThreads>>>(qp, nullptr, device_ptr<__nv_bfloat16>(wide),
+                                                                        n);
     } else {
       dequantize_kernel<__nv_bfloat16, false><<<grid_for(n), kThreads>>>(qp, nullptr, device_ptr<__nv_bfloat16>(wide),
                                                                          n);

@@ -84,7 +84,8 @@ TEST_P(Fp8Cuda, ReluSquareQuantizeMatchesTheThreeOps) {
       Tensor post_cpu = Tensor::empty(shape, dtype), q_cpu = Tensor::empty(shape, GetParam());
       Tensor max_cpu = Tensor::empty({1}, DType::f32);
       relu_square_quantize_fp8(pre, scale, post_cpu, q_cpu, max_cpu);
-      Tensor post_gpu = Tensor::empty(shape, dtype, Device::cuda), q_gpu = Tensor::empty(shape, GetParam(), Device::cuda);
+      Tensor post_gpu = Tensor::empty(shape, dtype, Device::cuda);
+      Tensor q_gpu = Tensor::empty(shape, GetParam(), Device::cuda);
       Tensor max_gpu = Tensor::empty({1}, DType::f32, Device::cuda);
       relu_square_quantize_fp8(gpu(pre), gpu(scale), post_gpu, q_gpu, max_gpu);
       const std::string what = shape_string(shape) + " " + dtype_name(dtype);

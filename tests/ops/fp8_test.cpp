@@ -127,7 +127,8 @@ TEST(Fp8Tensor, GemmEqualsDequantizedProductTimesScales) {
 }
 
 TEST(Fp8Tensor, ReluSquareQuantizeIsReluSquareThenQuantizeThenAmax) {
-  const Tensor pre = Tensor::from_floats(std::vector<float>{-3.0f, -0.0f, 0.5f, 2.0f, 25.0f, 40.0f}, {2, 3}, DType::bf16);
+  const std::vector<float> values = {-3.0f, -0.0f, 0.5f, 2.0f, 25.0f, 40.0f};
+  const Tensor pre = Tensor::from_floats(values, {2, 3}, DType::bf16);
   const Tensor scale = scale_tensor(2.0f);
   Tensor post = Tensor::empty({2, 3}, DType::bf16), q = Tensor::empty({2, 3}, DType::e4m3);
   Tensor post_max = Tensor::empty({1}, DType::f32);
@@ -143,7 +144,8 @@ TEST(Fp8Tensor, ReluSquareQuantizeIsReluSquareThenQuantizeThenAmax) {
 
 TEST(Fp8Tensor, ReluSquareQuantizeNamesTheBadArgument) {
   const Tensor pre = Tensor::zeros({4}, DType::bf16);
-  Tensor post32 = Tensor::empty({4}, DType::f32), q = Tensor::empty({4}, DType::e4m3), m = Tensor::empty({1}, DType::f32);
+  Tensor post32 = Tensor::empty({4}, DType::f32), q = Tensor::empty({4}, DType::e4m3);
+  Tensor m = Tensor::empty({1}, DType::f32);
   try {
     relu_square_quantize_fp8(pre, scale_tensor(1.0f), post32, q, m);
     FAIL() << "expected an error for post's dtype";
