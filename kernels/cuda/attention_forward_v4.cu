@@ -10,7 +10,7 @@
 //     operand of O += P·V (four m64n128k16, V transposed on the fly from its row-major tile);
 //   - each warpgroup classifies every tile against its 64 rows (skip / full / masked) as v2 does per warp;
 //   - the output is staged through the Q tile's shared memory for 16-byte, row-contiguous stores.
-// v4 runs each tile's products and softmax in sequence (3 stages). v5 overlaps them inside the warpgroup: S of
+// v4 runs each tile's products and softmax in sequence (3 stages); v6 is v4 with Q as register A fragments. v5 overlaps them inside the warpgroup: S of
 // tile n + 1 is issued before the softmax of tile n, so the tensor cores work while the softmax runs (4 stages: tile
 // n + 1 must have landed one iteration early). Not yet: TMA loads, a producer warpgroup, ordering the two
 // warpgroups' softmax phases against each other (kernels/cuda/NOTES.md).
@@ -83,6 +83,36 @@ __device__ __forceinline__ void issue_scores(float (&s)[kBlockK / 2], uint32_t q
                             wgmma::k_major(k_addr + (kk / 4) * kKvSlabBytes + 32 * (kk % 4)), kk > 0);
   }
   wgmma::commit();
+}
+
+// v6: the same product with Q as register A fragments (read once per block), so the tensor cores read only K
+// from shared memory.
+__device__ __forceinline__ void issue_scores(float (&s)[kBlockK / 2], const uint32_t (&qa)[kHeadDim / 16][4],
+                                             uint32_t k_addr) {
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    wgmma::mma_m64n64k16_rs(s, qa[kk], wgmma::k_major(k_addr + (kk / 4) * kKvSlabBytes + 32 * (kk % 4)), kk > 0);
+  }
+  wgmma::commit();
+}
+
+// This thread's A fragments of the warpgroup's 64 Q rows (swizzled tile at `q_wg`, the warpgroup's first row).
+__device__ __forceinline__ void load_q_fragments(const uint8_t* q_wg, uint32_t (&qa)[kHeadDim / 16][4]) {
+  const int warp = (threadIdx.x % 128) / 32, g = (threadIdx.x % 32) >> 2, c = threadIdx.x & 3;
+  auto pair = [&](int row, int col) {
+    const uint8_t* slab = q_wg + (col / wgmma::kSlabCols) * kQSlabBytes;
+    const int in_slab = col % wgmma::kSlabCols;
+    return *reinterpret_cast<const uint32_t*>(slab + wgmma::swizzled_offset(row, in_slab / 8) + (in_slab % 8) * 2);
+  };
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    const int r0 = warp * 16 + g, k0 = 16 * kk + 2 * c;
+    qa[kk][0] = pair(r0, k0);
+    qa[kk][1] = pair(r0 + 8, k0);
+    qa[kk][2] = pair(r0, k0 + 8);
+    qa[kk][3] = pair(r0 + 8, k0 + 8);
+  }
 }
 
 // Issues O += P·V for one tile (one commit group; not waited).
@@ -217,7 +247,9 @@ struct BlockTiles {
   __device__ uint32_t v_addr(int stage) const { return wgmma::smem_addr(vs + stage * kKvBytes); }
 };
 
-// v4: per tile, S then softmax then P·V, each waited before the next.
+// v4 (Q read from shared memory by every S product) and v6 (Q in registers): per tile, S then softmax then P·V,
+// each waited before the next.
+template <bool kQInRegisters>
 __global__ void __launch_bounds__(kThreads, 1) attention_forward_wgmma_kernel(const __grid_constant__ ForwardArgs a) {
   constexpr int kStages = 3;
   extern __shared__ unsigned char smem_raw[];
@@ -240,6 +272,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_forward_wgmma_kernel(co
   RowState rows(tiles_smem.cu, a.r, q0, a.tokens, a.window);
   const uint32_t q_addr = wgmma::smem_addr(tiles_smem.qs) + (threadIdx.x / 128) * kWarpgroupRows * kRowBytes;
   float o[kHeadDim / 2] = {};  // m64n128 accumulators
+  uint32_t qa[kHeadDim / 16][4];   // v6 only
 
   for (int n = 0; n < tiles; ++n) {
     const int k0 = key_begin + n * kBlockK, stage = n % kStages;
@@ -247,14 +280,21 @@ __global__ void __launch_bounds__(kThreads, 1) attention_forward_wgmma_kernel(co
     const int ahead = n + kStages - 1;
     if (ahead < tiles) tiles_smem.load_kv(ahead % kStages, a, key_begin + ahead * kBlockK, kv_end, head);
     cp_async_commit();
-    cp_async_wait<kStages - 1>();  // tile n has landed
+    cp_async_wait<kStages - 1>();  // tile n has landed (and with tile 0, Q)
     fence_async_proxy();
     __syncthreads();
+    if constexpr (kQInRegisters) {
+      if (n == 0) load_q_fragments(tiles_smem.qs + (threadIdx.x / 128) * kWarpgroupRows * kRowBytes, qa);
+    }
 
     const TileKind kind = rows.classify_tile(k0);  // uniform over the warpgroup
     if (kind != TileKind::skip) {
       float s[kBlockK / 2];
-      issue_scores(s, q_addr, tiles_smem.k_addr(stage));
+      if constexpr (kQInRegisters) {
+        issue_scores(s, qa, tiles_smem.k_addr(stage));
+      } else {
+        issue_scores(s, q_addr, tiles_smem.k_addr(stage));
+      }
       wgmma::wait<0>();
       wgmma::fence_operands(s);
       uint32_t pa[kBlockK / 16][4];
@@ -358,7 +398,12 @@ void launch_wgmma_forward(Kernel kernel, int stages, const Tensor& q, const Tens
 
 void attention_forward_v4(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                           Tensor& lse, int64_t window, float scale) {
-  launch_wgmma_forward(attention_forward_wgmma_kernel, 3, q, k, v, cu_seqlens, y, lse, window, scale);
+  launch_wgmma_forward(attention_forward_wgmma_kernel<false>, 3, q, k, v, cu_seqlens, y, lse, window, scale);
+}
+
+void attention_forward_v6(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                          Tensor& lse, int64_t window, float scale) {
+  launch_wgmma_forward(attention_forward_wgmma_kernel<true>, 3, q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
 void attention_forward_v5(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,

@@ -65,6 +65,30 @@ __global__ void k_major_product_kernel(const Bf16* a, const Bf16* b, float* c) {
   store_accumulators<8>(c, d);
 }
 
+// C [64 × 64] = A [64 × 128] · B [64 × 128]ᵀ with A as register A fragments (read from global memory) and B K-major
+// in shared memory.
+__global__ void register_a_k_major_product_kernel(const Bf16* a, const Bf16* b, float* c) {
+  __shared__ __align__(1024) uint8_t smem[2 * kSlabBytes];
+  store_swizzled(smem, b);
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+  auto pair = [&](int row, int col) { return *reinterpret_cast<const uint32_t*>(a + row * kDepth + col); };
+  const uint32_t b_addr = cuda::wgmma::smem_addr(smem);
+  float d[32] = {};
+  cuda::wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kDepth / 16; ++kk) {
+    const int r0 = 16 * warp + g, k0 = 16 * kk + 2 * q;
+    const uint32_t frag[4] = {pair(r0, k0), pair(r0 + 8, k0), pair(r0, k0 + 8), pair(r0 + 8, k0 + 8)};
+    const uint32_t offset = (kk / 4) * kSlabBytes + 32 * (kk % 4);
+    cuda::wgmma::mma_m64n64k16_rs(d, frag, cuda::wgmma::k_major(b_addr + offset), kk > 0);
+  }
+  cuda::wgmma::commit();
+  cuda::wgmma::wait<0>();
+  cuda::wgmma::fence_operands(d);
+  store_accumulators<8>(c, d);
+}
+
 // C [64 × 128] = P [64 × 64] · V [64 × 128]: P as register A fragments, V MN-major in shared memory, described
 // with the given leading/stride byte offsets.
 __global__ void mn_major_product_kernel(const Bf16* p, const Bf16* v, float* c, uint32_t leading, uint32_t stride) {
@@ -123,6 +147,24 @@ TEST(Wgmma, KMajorSharedOperandsMatchCpu) {
   Tensor cd = Tensor::empty({kRows, kRows}, DType::f32, Device::cuda);
   k_major_product_kernel<<<1, 128>>>(static_cast<const Bf16*>(ad.raw()), static_cast<const Bf16*>(bd.raw()),
                                      static_cast<float*>(const_cast<void*>(cd.raw())));
+  GPT_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_LT(max_error(cd.to_floats(), ref), 1e-5);
+}
+
+TEST(Wgmma, RegisterAWithKMajorSharedBMatchesCpu) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  const std::vector<float> a = random_bf16_values(kRows * kDepth, 5), b = random_bf16_values(kRows * kDepth, 6);
+  std::vector<double> ref(kRows * kRows, 0.0);
+  for (int i = 0; i < kRows; ++i) {
+    for (int j = 0; j < kRows; ++j) {
+      for (int k = 0; k < kDepth; ++k) ref[i * kRows + j] += double{a[i * kDepth + k]} * b[j * kDepth + k];
+    }
+  }
+  const Tensor ad = Tensor::from_floats(a, {kRows, kDepth}, DType::bf16, Device::cuda);
+  const Tensor bd = Tensor::from_floats(b, {kRows, kDepth}, DType::bf16, Device::cuda);
+  Tensor cd = Tensor::empty({kRows, kRows}, DType::f32, Device::cuda);
+  register_a_k_major_product_kernel<<<1, 128>>>(static_cast<const Bf16*>(ad.raw()), static_cast<const Bf16*>(bd.raw()),
+                                                static_cast<float*>(const_cast<void*>(cd.raw())));
   GPT_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_LT(max_error(cd.to_floats(), ref), 1e-5);
 }
