@@ -31,8 +31,6 @@ using namespace attn;
 constexpr int kWarps = 4, kThreads = kWarps * 32, kStages = 2;
 constexpr int kTileElems = 64 * kRowStride;
 
-enum class TileKind { skip, full, masked };
-
 // dst[t, h, :] += scale · acc for this thread's two rows (fragment layout of 16 n-tiles), rounded once.
 __device__ __forceinline__ void add_rows(__nv_bfloat16* dst, const float (&acc)[kHeadDim / 8][4], const int (&t)[2],
                                          int tokens, int heads, int head, float scale, int c) {

@@ -33,8 +33,6 @@ constexpr int kTileBytes = swizzled_tile_bytes(kTile), kSlabBytes = kTile * wgmm
 constexpr int kAcc = kHeadDim / 2;  // m64n128 accumulators per thread
 constexpr int kScores = kTile / 2;  // m64n64 accumulators per thread
 
-enum class TileKind { skip, full, masked };
-
 // This thread's two rows of the warpgroup's 64 (g and g + 8 of its warp's 16).
 __device__ __forceinline__ int thread_row(int i) {
   return (threadIdx.x / 32) * 16 + ((threadIdx.x % 32) >> 2) + 8 * i;

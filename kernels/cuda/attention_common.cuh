@@ -172,4 +172,16 @@ __device__ __forceinline__ int64_t first_key(const int* cu, int r, int64_t t, in
   return b > t - window ? b : t - window;
 }
 
+// How a tile of kTile keys [k0, k0 + kTile) meets rows [t_first, t_last] whose first allowed keys run from lo_first to
+// lo_last (first_key is non-decreasing in t): no pair allowed, every pair allowed, or masks needed.
+enum class TileKind { skip, full, masked };
+
+template <int kTile>
+__device__ __forceinline__ TileKind classify_keys(int k0, int t_first, int t_last, int lo_first, int lo_last) {
+  const int k_last = k0 + kTile - 1;
+  if (t_last < t_first || k0 > t_last || k_last < lo_first) return TileKind::skip;
+  if (k_last <= t_first && k0 >= lo_last) return TileKind::full;
+  return TileKind::masked;
+}
+
 }  // namespace gpt::cuda::attn

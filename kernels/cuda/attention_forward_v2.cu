@@ -34,15 +34,8 @@ constexpr int kBlockQ = 128, kBlockK = 64, kStages = 2;
 constexpr int kQElems = kBlockQ * kRowStride, kKvElems = kBlockK * kRowStride;
 constexpr size_t kTileBytes = (kQElems + 2 * kStages * kKvElems) * sizeof(__nv_bfloat16);
 
-enum class TileKind { skip, full, masked };
-
-// Tile [k0, k0 + 64) against rows [t_first, t_last] whose first allowed keys run from lo_first to lo_last
-// (first_key is non-decreasing in t).
 __device__ __forceinline__ TileKind classify(int k0, int t_first, int t_last, int lo_first, int lo_last) {
-  const int k_last = k0 + kBlockK - 1;
-  if (t_last < t_first || k0 > t_last || k_last < lo_first) return TileKind::skip;
-  if (k_last <= t_first && k0 >= lo_last) return TileKind::full;
-  return TileKind::masked;
+  return classify_keys<kBlockK>(k0, t_first, t_last, lo_first, lo_last);
 }
 
 // kMT = 16-row tiles per warp: 1 → 8 warps × 16 rows (v2), 2 → 4 warps × 32 rows (v3: every K/V fragment read

@@ -42,14 +42,8 @@ static_assert(kBlockQ * kHeadDim * sizeof(__nv_bfloat16) <= kQBytes, "the output
 
 constexpr size_t smem_bytes(int stages) { return kQBytes + 2 * stages * kKvBytes + 1024; }  // + alignment slack
 
-enum class TileKind { skip, full, masked };
-
-// Tile [k0, k0 + 64) against rows [t_first, t_last] whose first allowed keys run from lo_first to lo_last.
 __device__ __forceinline__ TileKind classify(int k0, int t_first, int t_last, int lo_first, int lo_last) {
-  const int k_last = k0 + kBlockK - 1;
-  if (t_last < t_first || k0 > t_last || k_last < lo_first) return TileKind::skip;
-  if (k_last <= t_first && k0 >= lo_last) return TileKind::full;
-  return TileKind::masked;
+  return classify_keys<kBlockK>(k0, t_first, t_last, lo_first, lo_last);
 }
 
 // Everything one thread knows about its two query rows (g and g + 8 of its warp's 16) and its warpgroup's 64.

@@ -133,9 +133,12 @@ double max_error(const std::vector<float>& gpu, const std::vector<double>& ref) 
   return err / scale;
 }
 
-TEST(Wgmma, KMajorSharedOperandsMatchCpu) {
-  GPT_REQUIRE_CUDA_DEVICE();
-  const std::vector<float> a = random_bf16_values(kRows * kDepth, 1), b = random_bf16_values(kRows * kDepth, 2);
+using ABtKernel = void (*)(const Bf16*, const Bf16*, float*);
+
+// Max relative error of kernel's C [64 × 64] = A·Bᵀ (A, B: random bf16 [64 × 128]) against the product in double.
+double abt_product_error(ABtKernel kernel, uint64_t seed) {
+  const std::vector<float> a = random_bf16_values(kRows * kDepth, seed);
+  const std::vector<float> b = random_bf16_values(kRows * kDepth, seed + 1);
   std::vector<double> ref(kRows * kRows, 0.0);
   for (int i = 0; i < kRows; ++i) {
     for (int j = 0; j < kRows; ++j) {
@@ -145,28 +148,20 @@ TEST(Wgmma, KMajorSharedOperandsMatchCpu) {
   const Tensor ad = Tensor::from_floats(a, {kRows, kDepth}, DType::bf16, Device::cuda);
   const Tensor bd = Tensor::from_floats(b, {kRows, kDepth}, DType::bf16, Device::cuda);
   Tensor cd = Tensor::empty({kRows, kRows}, DType::f32, Device::cuda);
-  k_major_product_kernel<<<1, 128>>>(static_cast<const Bf16*>(ad.raw()), static_cast<const Bf16*>(bd.raw()),
-                                     static_cast<float*>(const_cast<void*>(cd.raw())));
+  kernel<<<1, 128>>>(static_cast<const Bf16*>(ad.raw()), static_cast<const Bf16*>(bd.raw()),
+                     static_cast<float*>(const_cast<void*>(cd.raw())));
   GPT_CUDA_CHECK(cudaDeviceSynchronize());
-  EXPECT_LT(max_error(cd.to_floats(), ref), 1e-5);
+  return max_error(cd.to_floats(), ref);
+}
+
+TEST(Wgmma, KMajorSharedOperandsMatchCpu) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  EXPECT_LT(abt_product_error(k_major_product_kernel, 1), 1e-5);
 }
 
 TEST(Wgmma, RegisterAWithKMajorSharedBMatchesCpu) {
   GPT_REQUIRE_CUDA_DEVICE();
-  const std::vector<float> a = random_bf16_values(kRows * kDepth, 5), b = random_bf16_values(kRows * kDepth, 6);
-  std::vector<double> ref(kRows * kRows, 0.0);
-  for (int i = 0; i < kRows; ++i) {
-    for (int j = 0; j < kRows; ++j) {
-      for (int k = 0; k < kDepth; ++k) ref[i * kRows + j] += double{a[i * kDepth + k]} * b[j * kDepth + k];
-    }
-  }
-  const Tensor ad = Tensor::from_floats(a, {kRows, kDepth}, DType::bf16, Device::cuda);
-  const Tensor bd = Tensor::from_floats(b, {kRows, kDepth}, DType::bf16, Device::cuda);
-  Tensor cd = Tensor::empty({kRows, kRows}, DType::f32, Device::cuda);
-  register_a_k_major_product_kernel<<<1, 128>>>(static_cast<const Bf16*>(ad.raw()), static_cast<const Bf16*>(bd.raw()),
-                                                static_cast<float*>(const_cast<void*>(cd.raw())));
-  GPT_CUDA_CHECK(cudaDeviceSynchronize());
-  EXPECT_LT(max_error(cd.to_floats(), ref), 1e-5);
+  EXPECT_LT(abt_product_error(register_a_k_major_product_kernel, 5), 1e-5);
 }
 
 TEST(Wgmma, RegisterAWithMnMajorSharedBMatchesCpu) {
