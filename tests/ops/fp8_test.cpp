@@ -133,8 +133,9 @@ TEST(Fp8Tensor, ReluSquareQuantizeIsReluSquareThenQuantizeThenAmax) {
   Tensor post = Tensor::empty({2, 3}, DType::bf16), q = Tensor::empty({2, 3}, DType::e4m3);
   Tensor post_max = Tensor::empty({1}, DType::f32);
   relu_square_quantize_fp8(pre, scale, post, q, post_max);
-  EXPECT_EQ(post.to_doubles(), (std::vector<double>{0.0, 0.0, 0.25, 4.0, 625.0, 1600.0}));
-  // post / 2 = 0, 0, 0.125, 2, 312.5 (e4m3 steps by 32 in [256, 512): rounds to 320), 800 (saturates to 448).
+  // 25² = 625 is stored as bf16 624 (steps of 4 in [512, 1024)); 40² = 1600 is exact.
+  EXPECT_EQ(post.to_doubles(), (std::vector<double>{0.0, 0.0, 0.25, 4.0, 624.0, 1600.0}));
+  // post / 2 = 0, 0, 0.125, 2, 312 (e4m3 steps by 32 in [256, 512): rounds to 320), 800 (saturates to 448).
   Tensor back = Tensor::empty({2, 3}, DType::f32);
   dequantize_fp8(q, scale_tensor(1.0f), back);
   const std::vector<double> expected = {0.0, 0.0, 0.125, 2.0, 320.0, 448.0};
