@@ -12,11 +12,12 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/fast_math.cuh"
+
 namespace gpt::cuda::attn {
 
 inline constexpr int kHeadDim = 128;
 inline constexpr int kRowStride = kHeadDim + 8;  // bf16 elements; +16 bytes makes fragment loads conflict-free
-inline constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -136,13 +137,6 @@ __device__ __forceinline__ void ldmatrix_b_rows_x2(uint32_t (&b)[4], const __nv_
                                                    int lane) {
   const int matrix = lane >> 3, row = lane & 7;
   ldmatrix_x4(b, tile + (n0 + row + (matrix >> 1) * 8) * kRowStride + k0 + (matrix & 1) * 8);
-}
-
-// 2^x on the special-function unit (ex2.approx, ≈2^-22 relative; 2^-inf = +0).
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // First token of the segment that holds token t: the last cu_seqlens entry ≤ t (empty segments repeat values,

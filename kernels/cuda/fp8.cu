@@ -160,10 +160,7 @@ void quantize_fp8(const Tensor& x, const Tensor& scale, Tensor& q) {
       quantize_kernel<T, A, kE5m2, VEC><<<grid_for(packs), kThreads>>>(device_ptr<T>(x), device_ptr<float>(scale),
                                                                        qp, packs);
     };
-    if (packed && e5m2) launch.template operator()<kVec, true>();
-    if (packed && !e5m2) launch.template operator()<kVec, false>();
-    if (!packed && e5m2) launch.template operator()<1, true>();
-    if (!packed && !e5m2) launch.template operator()<1, false>();
+    launch_packed_fp8<kVec>(packed, e5m2, launch);
   });
   GPT_CUDA_CHECK_LAUNCH();
 }
@@ -183,13 +180,26 @@ void dequantize_fp8(const Tensor& q, const Tensor& scale, Tensor& x) {
   GPT_CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+
+// out[0] = the max that `reduce(bits)` accumulates as float bits (abs_bits order) with atomicMax: zeroes it first,
+// turns the NaN pattern back into NaN after.
+template <typename Reduce>
+void max_into(Tensor& out, Reduce&& reduce) {
+  GPT_CUDA_CHECK(cudaMemsetAsync(const_cast<void*>(out.raw()), 0, sizeof(float), cudaStream_t{}));
+  reduce(static_cast<unsigned*>(const_cast<void*>(out.raw())));
+  amax_finish_kernel<<<1, 1>>>(device_ptr<float>(out));
+  GPT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
 void amax(const Tensor& x, Tensor& out) {
   const int64_t n = x.numel();
-  GPT_CUDA_CHECK(cudaMemsetAsync(const_cast<void*>(out.raw()), 0, sizeof(float), cudaStream_t{}));
-  if (n > 0) {
+  max_into(out, [&](unsigned* bits) {
+    if (n == 0) return;
     dispatch_floating_cuda(x.dtype(), "amax", [&]<typename T, typename A>() {
       constexpr int kVec = kVec16<T>;
-      auto* bits = static_cast<unsigned*>(const_cast<void*>(out.raw()));
       // Enough blocks to fill the GPU a few times over; each thread then walks a strided run of packs.
       constexpr unsigned kMaxBlocks = 2048;
       if (n % kVec == 0 && aligned16(x.raw())) {
@@ -200,36 +210,28 @@ void amax(const Tensor& x, Tensor& out) {
       }
     });
     GPT_CUDA_CHECK_LAUNCH();
-  }
-  amax_finish_kernel<<<1, 1>>>(device_ptr<float>(out));
-  GPT_CUDA_CHECK_LAUNCH();
+  });
 }
 
 void relu_square_quantize_fp8(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q, Tensor& post_max) {
   const int64_t n = pre.numel();
-  GPT_CUDA_CHECK(cudaMemsetAsync(const_cast<void*>(post_max.raw()), 0, sizeof(float), cudaStream_t{}));
-  if (n > 0) {
+  max_into(post_max, [&](unsigned* bits) {
+    if (n == 0) return;
     const bool e5m2 = q.dtype() == DType::e5m2;
     dispatch_floating_cuda(pre.dtype(), "relu_square_quantize_fp8", [&]<typename T, typename A>() {
       constexpr int kVec = kVec16<T>;
       auto* qp = static_cast<uint8_t*>(const_cast<void*>(q.raw()));
       const bool packed = n % kVec == 0 && aligned16(pre.raw()) && aligned16(post.raw()) &&
                           reinterpret_cast<uintptr_t>(qp) % kVec == 0;
-      auto* bits = static_cast<unsigned*>(const_cast<void*>(post_max.raw()));
       auto launch = [&]<int VEC, bool kE5m2>() {
         const int64_t packs = n / VEC;
         relu_square_quantize_kernel<T, A, kE5m2, VEC><<<grid_for(packs), kThreads>>>(
             device_ptr<T>(pre), device_ptr<float>(scale), device_ptr<T>(post), qp, packs, bits);
       };
-      if (packed && e5m2) launch.template operator()<kVec, true>();
-      if (packed && !e5m2) launch.template operator()<kVec, false>();
-      if (!packed && e5m2) launch.template operator()<1, true>();
-      if (!packed && !e5m2) launch.template operator()<1, false>();
+      launch_packed_fp8<kVec>(packed, e5m2, launch);
     });
     GPT_CUDA_CHECK_LAUNCH();
-  }
-  amax_finish_kernel<<<1, 1>>>(device_ptr<float>(post_max));
-  GPT_CUDA_CHECK_LAUNCH();
+  });
 }
 
 void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scale) {

@@ -102,6 +102,16 @@ __device__ __forceinline__ float fp8_to_float_device(uint8_t bits) {
   return __half2float(__half(h));
 }
 
+// Runs launch.template operator()<VEC, kE5m2>() with VEC = kVec (16-byte packs) when `packed`, else 1, and kE5m2 =
+// e5m2: the four instantiations of a kernel that writes fp8 (or T) from T inputs.
+template <int kVec, typename Launch>
+void launch_packed_fp8(bool packed, bool e5m2, Launch&& launch) {
+  if (packed && e5m2) launch.template operator()<kVec, true>();
+  if (packed && !e5m2) launch.template operator()<kVec, false>();
+  if (!packed && e5m2) launch.template operator()<1, true>();
+  if (!packed && !e5m2) launch.template operator()<1, false>();
+}
+
 inline unsigned blocks_for(int64_t work, int per_block, int64_t cap = 65535LL * 64) {
   int64_t b = (work + per_block - 1) / per_block;
   if (b < 1) b = 1;

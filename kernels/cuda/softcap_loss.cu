@@ -13,6 +13,7 @@
 // fp32, far below the bf16 rounding of s and of dz_raw). s is rounded to z_raw's dtype as §3.1 requires.
 #include <climits>
 
+#include "kernels/cuda/fast_math.cuh"
 #include "kernels/cuda/ops_common.cuh"
 #include "kernels/cuda/softcap_loss_variants.h"
 #include "kernels/softcap_loss.h"
@@ -213,18 +214,6 @@ struct alignas(16) TargetSlots {
   float softmax_weight;     // S_w of the row (§3.3: all n weights, plus w_P when P_t ≥ 0)
 };
 
-__device__ __forceinline__ float ex2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ float rcp_approx(float x) {
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-constexpr float kLog2e = 1.4426950408889634f;
 // exp(−a) = 2^(z_raw·kSigmoidSlope + kSigmoidOffset) for a = (z_raw + 5)/7.5; v1 clamps a ≥ −80 (kSigmoidClamp).
 constexpr float kSigmoidSlope = -kLog2e / kSoftcapDivisor;
 constexpr float kSigmoidOffset = -kSoftcapShift * kLog2e / kSoftcapDivisor;
@@ -277,13 +266,13 @@ __device__ __forceinline__ Pack<T, VEC> softcap_pack(const Pack<T, VEC>& raw, A&
     float s[VEC];
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
-      const float exp_neg_a = ex2_approx(fminf(fmaf(to_acc<float>(raw.v[j]), kSigmoidSlope, kSigmoidOffset),
+      const float exp_neg_a = fast_exp2(fminf(fmaf(to_acc<float>(raw.v[j]), kSigmoidSlope, kSigmoidOffset),
                                                kSigmoidClamp));
-      s[j] = rcp_approx(1.0f + exp_neg_a);
+      s[j] = fast_rcp(1.0f + exp_neg_a);
     }
     const Pack<T, VEC> rounded = round_pack<T, VEC>(s);
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) sum += ex2_approx(fmaf(to_acc<float>(rounded.v[j]), kCapLog2e, -kCapLog2e));
+    for (int j = 0; j < VEC; ++j) sum += fast_exp2(fmaf(to_acc<float>(rounded.v[j]), kCapLog2e, -kCapLog2e));
     return rounded;
   } else {
     Pack<T, VEC> rounded;
@@ -309,7 +298,7 @@ struct RowGradient {
 template <typename A, bool kE5m2>
 __device__ __forceinline__ A element_gradient(A s, A correction, const RowGradient<A>& rg, const LossArgs& args) {
   if constexpr (std::is_same_v<A, float>) {
-    const float softmax = ex2_approx(fmaf(s, kCapLog2e, rg.exp_offset));
+    const float softmax = fast_exp2(fmaf(s, kCapLog2e, rg.exp_offset));
     return rg.out_factor * (rg.softmax_weight * softmax + correction) * fmaf(-s, s, s);
   } else {
     const A g = gradient(s, rg.softmax_weight * exp(A(kSoftcap) * s - rg.lse) + correction, A(args.loss_scale));
@@ -325,7 +314,7 @@ __device__ __forceinline__ void store_gradient_pack(const Pack<T, VEC>& s_pack, 
   for (int j = 0; j < VEC; ++j) {
     const A s = to_acc<A>(s_pack.v[j]);
     if constexpr (std::is_same_v<A, float>) {
-      g[j] = rg.softmax_factor * ex2_approx(fmaf(s, kCapLog2e, rg.exp_offset)) * fmaf(-s, s, s);
+      g[j] = rg.softmax_factor * fast_exp2(fmaf(s, kCapLog2e, rg.exp_offset)) * fmaf(-s, s, s);
     } else {
       g[j] = element_gradient<A, kE5m2>(s, A(0), rg, args);
     }
@@ -541,10 +530,7 @@ void softcap_train_loss_v1(const Tensor& z_raw, const Tensor& targets, const Ten
             device_ptr<T>(z_raw), device_ptr<int64_t>(targets), prefix, args, rows, vocab,
             const_cast<void*>(dz_raw.raw()), row_loss.as<double>());
       };
-      if (packed && e5m2) launch.template operator()<kVec, true>();
-      if (packed && !e5m2) launch.template operator()<kVec, false>();
-      if (!packed && e5m2) launch.template operator()<1, true>();
-      if (!packed && !e5m2) launch.template operator()<1, false>();
+      launch_packed_fp8<kVec>(packed, e5m2, launch);
       GPT_CUDA_CHECK_LAUNCH();
     }
     sum_rows_kernel<A><<<1, 1024>>>(row_loss.as<double>(), rows, 1, static_cast<double>(config.loss_scale), false,
