@@ -70,7 +70,7 @@ inline constexpr AttentionForwardVariant kAttentionForwardVariants[] = {
 inline constexpr int kPromotedForward = 3;  // v4: 1.13–1.17× v2 at both windows (kernels/cuda/NOTES.md)
 inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {
     {"v1", attention_backward_v1}, {"v2", attention_backward_v2}, {"v3", attention_backward_v3}};
-inline constexpr int kPromotedBackward = 1;
+inline constexpr int kPromotedBackward = 2;  // v3: 1.33–1.34× v2; stage-2 step 816.9 → 788.7 ms (NOTES.md)
 static_assert(kPromotedForward < static_cast<int>(std::size(kAttentionForwardVariants)));
 static_assert(kPromotedBackward < static_cast<int>(std::size(kAttentionBackwardVariants)));
 
