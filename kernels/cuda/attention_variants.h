@@ -13,6 +13,9 @@
 //   forward v5: v4 with S of tile n + 1 issued before the softmax of tile n (tensor cores and softmax overlap
 //               inside the warpgroup), 4 K/V stages.
 //   forward v6: v4 with Q held in registers as the A operand of Q·Kᵀ (shared-memory reads of S halve).
+//   forward v7: v4's tiles in a warp-specialised block: a producer warp loads Q and K/V with TMA into 4 stages
+//               (mbarriers), the two consumer warpgroups walk the tiles independently (no block-wide barrier per
+//               tile), overlap each softmax with their previous P·V and take turns at the tensor cores.
 //   backward v1: dK/dV pass (64 keys × 4 warps) + dQ pass (64 queries × 4 warps), synchronous tile loads.
 //   backward v2: the same two passes with cp.async double-buffered tiles, ldmatrix fragments, boundary-only masks
 //                and per-warp tile skipping.
@@ -43,6 +46,8 @@ void attention_forward_v5(const Tensor& q, const Tensor& k, const Tensor& v, con
                           Tensor& lse, int64_t window, float scale);
 void attention_forward_v6(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                           Tensor& lse, int64_t window, float scale);
+void attention_forward_v7(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                          Tensor& lse, int64_t window, float scale);
 void attention_backward_v1(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale);
@@ -66,7 +71,7 @@ struct AttentionBackwardVariant {
 inline constexpr AttentionForwardVariant kAttentionForwardVariants[] = {
     {"v1", attention_forward_v1}, {"v2", attention_forward_v2}, {"v3", attention_forward_v3},
     {"v4", attention_forward_v4}, {"v5", attention_forward_v5},
-    {"v6", attention_forward_v6}};
+    {"v6", attention_forward_v6}, {"v7", attention_forward_v7}};
 inline constexpr int kPromotedForward = 3;  // v4: 1.13–1.17× v2 at both windows (kernels/cuda/NOTES.md)
 inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {
     {"v1", attention_backward_v1}, {"v2", attention_backward_v2}, {"v3", attention_backward_v3}};

@@ -1,0 +1,144 @@
+#pragma once
+// Tiles, row state and per-tile steps of the wgmma attention forward kernels (kernels/cuda/attention_forward_v4.cu:
+// v4/v5/v6, attention_forward_v7.cu): 128 queries per block as two warpgroups of 64 rows, 64-key K/V tiles in the
+// 128-byte swizzle of kernels/cuda/wgmma.cuh, S = Q·Kᵀ from shared memory, P in registers as the A operand of P·V.
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/fast_math.cuh"
+#include "kernels/cuda/wgmma.cuh"
+
+namespace gpt::cuda::attn::forward_tiles {
+
+constexpr int kBlockQ = 128, kBlockK = 64;
+constexpr int kWarpgroupRows = 64, kConsumerThreads = 128 * (kBlockQ / kWarpgroupRows);
+constexpr int kRowBytes = wgmma::kSlabRowBytes;
+constexpr int kQSlabBytes = kBlockQ * kRowBytes, kKvSlabBytes = kBlockK * kRowBytes;  // one 64-column slab
+constexpr int kQBytes = 2 * kQSlabBytes, kKvBytes = 2 * kKvSlabBytes;               // head dim 128 = two slabs
+static_assert(kBlockQ * kHeadDim * sizeof(__nv_bfloat16) <= kQBytes, "the output is staged in the Q tile");
+
+
+__device__ __forceinline__ TileKind classify(int k0, int t_first, int t_last, int lo_first, int lo_last) {
+  return classify_keys<kBlockK>(k0, t_first, t_last, lo_first, lo_last);
+}
+
+// Everything one thread knows about its two query rows (g and g + 8 of its warp's 16) and its warpgroup's 64.
+struct RowState {
+  int w0, w_last, lo_w_first, lo_w_last;  // the warpgroup's rows and their first allowed keys
+  int t_row[2], lo_row[2];
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+
+  __device__ RowState(const int* cu, int r, int q0, int tokens, int window) {
+    const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, g = (threadIdx.x % 32) >> 2;
+    w0 = q0 + wg * kWarpgroupRows;
+    w_last = min(w0 + kWarpgroupRows - 1, tokens - 1);  // < w0 for a warpgroup wholly past the end
+    lo_w_first = w0 < tokens ? static_cast<int>(first_key(cu, r, w0, window)) : 0;
+    lo_w_last = w0 < tokens ? static_cast<int>(first_key(cu, r, w_last, window)) : 0;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int t = w0 + warp * 16 + g + 8 * i;
+      t_row[i] = t;
+      lo_row[i] = t < tokens ? static_cast<int>(first_key(cu, r, t, window)) : t + 1;
+    }
+  }
+  __device__ TileKind classify_tile(int k0) const { return classify(k0, w0, w_last, lo_w_first, lo_w_last); }
+};
+
+// Issues S = Q·Kᵀ for the warpgroup's 64 rows against one 64-key tile (one commit group; not waited).
+__device__ __forceinline__ void issue_scores(float (&s)[kBlockK / 2], uint32_t q_addr, uint32_t k_addr) {
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    wgmma::mma_m64n64k16_ss(s, wgmma::k_major(q_addr + (kk / 4) * kQSlabBytes + 32 * (kk % 4)),
+                            wgmma::k_major(k_addr + (kk / 4) * kKvSlabBytes + 32 * (kk % 4)), kk > 0);
+  }
+  wgmma::commit();
+}
+
+// v6: the same product with Q as register A fragments (read once per block), so the tensor cores read only K
+// from shared memory.
+__device__ __forceinline__ void issue_scores(float (&s)[kBlockK / 2], const uint32_t (&qa)[kHeadDim / 16][4],
+                                             uint32_t k_addr) {
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    wgmma::mma_m64n64k16_rs(s, qa[kk], wgmma::k_major(k_addr + (kk / 4) * kKvSlabBytes + 32 * (kk % 4)), kk > 0);
+  }
+  wgmma::commit();
+}
+
+// Issues O += P·V for one tile (one commit group; not waited).
+__device__ __forceinline__ void issue_pv(float (&o)[kHeadDim / 2], const uint32_t (&pa)[kBlockK / 16][4],
+                                         uint32_t v_addr) {
+  wgmma::fence_operands(o);
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kBlockK / 16; ++kk) {
+    wgmma::mma_m64n128k16_rs_mn(o, pa[kk], wgmma::mn_major(v_addr + kk * 16 * kRowBytes, kKvSlabBytes), 1);
+  }
+  wgmma::commit();
+}
+
+// Masks and exponentiates one tile's scores in place (s[4·nt + j] as v2's s[nt][j]), updates the rows' running max
+// and sum, and returns the factor O must be rescaled by (rescale_output) before this tile's P·V accumulates.
+__device__ __forceinline__ void softmax_scores(float (&s)[kBlockK / 2], TileKind kind, int k0, RowState& rows,
+                                               float scale_log2, float (&rescale)[2]) {
+  const int c = threadIdx.x & 3;
+  if (kind == TileKind::masked) {
+#pragma unroll
+    for (int nt = 0; nt < kBlockK / 8; ++nt) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int row = j >> 1, key = k0 + nt * 8 + 2 * c + (j & 1);
+        if (key < rows.lo_row[row] || key > rows.t_row[row]) s[4 * nt + j] = -INFINITY;
+      }
+    }
+  }
+  // Row maxima on raw scores (scale > 0), then m in the log2 domain.
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < kBlockK / 8; ++nt) {
+    tile_max[0] = fmaxf(tile_max[0], fmaxf(s[4 * nt], s[4 * nt + 1]));
+    tile_max[1] = fmaxf(tile_max[1], fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
+  }
+  float neg_m[2];
+#pragma unroll
+  for (int row = 0; row < 2; ++row) {
+    tile_max[row] = fmaxf(tile_max[row], __shfl_xor_sync(0xffffffffu, tile_max[row], 1));
+    tile_max[row] = fmaxf(tile_max[row], __shfl_xor_sync(0xffffffffu, tile_max[row], 2));
+    const float m_new = fmaxf(rows.m[row], tile_max[row] * scale_log2);
+    const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing allowed yet stays at zero
+    rescale[row] = fast_exp2(rows.m[row] - m_use);
+    rows.m[row] = m_new;
+    neg_m[row] = -m_use;
+  }
+  float sum[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < kBlockK / 2; ++i) {
+    s[i] = fast_exp2(fmaf(s[i], scale_log2, neg_m[(i >> 1) & 1]));
+    sum[(i >> 1) & 1] += s[i];
+  }
+#pragma unroll
+  for (int row = 0; row < 2; ++row) rows.l[row] = rows.l[row] * rescale[row] + sum[row];
+}
+
+__device__ __forceinline__ void rescale_output(float (&o)[kHeadDim / 2], const float (&rescale)[2]) {
+#pragma unroll
+  for (int i = 0; i < kHeadDim / 2; ++i) o[i] *= rescale[(i >> 1) & 1];
+}
+
+// P (exponentiated scores) as the A fragments of P·V: k-step kk covers keys 16kk … 16kk + 15.
+__device__ __forceinline__ void pack_p(const float (&s)[kBlockK / 2], uint32_t (&pa)[kBlockK / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kBlockK / 16; ++kk) {
+    pa[kk][0] = pack_bf16(s[8 * kk], s[8 * kk + 1]);
+    pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+    pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+    pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+  }
+}
+
+}  // namespace gpt::cuda::attn::forward_tiles

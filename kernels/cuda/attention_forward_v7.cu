@@ -1,0 +1,288 @@
+// CUDA forward of kernels/attention.h, version 7 (kernels/cuda/attention_variants.h): v4's tiles and per-tile steps
+// (kernels/cuda/attention_forward_tiles.cuh) in a warp-specialised block with no block-wide barrier per tile.
+//
+// One block = 128 consecutive tokens × one head = two consumer warpgroups of 64 query rows + one producer warp.
+//   - The producer warp's first lane loads Q and then every K/V tile with the tensor copy engine (TMA, 128-byte
+//     swizzle = the wgmma layout) into a ring of kStages stages; each load completes on the stage's `full`
+//     mbarrier, and a stage is refilled once all 8 consumer warps have arrived on its `empty` mbarrier.
+//   - Each consumer warpgroup walks the block's tiles on its own: per tile one burst of tensor-core work — S of
+//     tile n and P·V of tile n − 1 — then the softmax of tile n while P·V of tile n − 1 still runs; O is rescaled
+//     once that product has completed. The two warpgroups take turns issuing bursts (named barriers 1 and 2), so
+//     one's softmax runs while the other's products keep the tensor cores busy.
+//   - Each warpgroup stages its output in its own rows of the Q tile (same swizzled layout) and stores 16-byte
+//     chunks after a warpgroup barrier (named barriers 3 and 4).
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <cmath>
+
+#include "kernels/attention.h"
+#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_forward_tiles.cuh"
+#include "kernels/cuda/attention_launch.h"
+#include "kernels/cuda/attention_variants.h"
+#include "kernels/cuda/attention_wgmma_common.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/tensor_map.h"
+#include "kernels/cuda/tma.cuh"
+#include "kernels/cuda/wgmma.cuh"
+
+namespace gpt::cuda {
+
+namespace {
+
+using namespace attn;
+using namespace attn::forward_tiles;
+
+constexpr int kStages = 4;
+constexpr int kConsumerWarps = kConsumerThreads / 32;
+constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
+constexpr int kTurnBarrier0 = 1, kStoreBarrier0 = 3;  // named barriers: turns 1, 2; stores 3, 4
+constexpr uint32_t kQTransferBytes = kQBytes, kKvTransferBytes = 2 * kKvBytes;  // a K tile and a V tile
+
+struct TmaForwardArgs {
+  CUtensorMap q_map, k_map, v_map;  // kernels/cuda/tensor_map.h: Q boxes of 128 rows, K/V boxes of 64
+  const int* cu_seqlens;
+  int r;
+  __nv_bfloat16* y;
+  float* lse;
+  int tokens, heads, window;
+  float scale_log2;
+};
+
+// Shared memory: Q, kStages K tiles, kStages V tiles (1024-byte aligned for the swizzle), the barriers, cu_seqlens.
+struct TmaBlockTiles {
+  uint8_t *qs, *ks, *vs;
+  uint64_t *q_full, *full, *empty;
+  int* cu;
+  __device__ explicit TmaBlockTiles(unsigned char* raw) {
+    qs = align_1024(raw);
+    ks = qs + kQBytes;
+    vs = ks + kStages * kKvBytes;
+    q_full = reinterpret_cast<uint64_t*>(vs + kStages * kKvBytes);
+    full = q_full + 1;
+    empty = full + kStages;
+    cu = reinterpret_cast<int*>(empty + kStages);
+  }
+  __device__ uint32_t k_addr(int stage) const { return wgmma::smem_addr(ks + stage * kKvBytes); }
+  __device__ uint32_t v_addr(int stage) const { return wgmma::smem_addr(vs + stage * kKvBytes); }
+};
+constexpr size_t smem_bytes(int r) {
+  return 1024 + kQBytes + 2 * kStages * kKvBytes + (1 + 2 * kStages) * sizeof(uint64_t) + r * sizeof(int);
+}
+
+// The producer: Q, then tile n into stage n % kStages once its previous use has been released.
+__device__ void produce(const TmaForwardArgs& a, const TmaBlockTiles& t, int q0, int key_begin, int tiles) {
+  const int head = blockIdx.y;
+  tma::arrive_expect_tx(t.q_full, kQTransferBytes);
+  tma::load_3d(t.qs, &a.q_map, 0, head, q0, t.q_full);
+  tma::load_3d(t.qs + kQSlabBytes, &a.q_map, wgmma::kSlabCols, head, q0, t.q_full);
+  for (int n = 0; n < tiles; ++n) {
+    const int stage = n % kStages, use = n / kStages, k0 = key_begin + n * kBlockK;
+    if (use > 0) tma::wait(t.empty + stage, (use - 1) & 1);
+    tma::arrive_expect_tx(t.full + stage, kKvTransferBytes);
+    uint8_t* k_tile = t.ks + stage * kKvBytes;
+    uint8_t* v_tile = t.vs + stage * kKvBytes;
+    tma::load_3d(k_tile, &a.k_map, 0, head, k0, t.full + stage);
+    tma::load_3d(k_tile + kKvSlabBytes, &a.k_map, wgmma::kSlabCols, head, k0, t.full + stage);
+    tma::load_3d(v_tile, &a.v_map, 0, head, k0, t.full + stage);
+    tma::load_3d(v_tile + kKvSlabBytes, &a.v_map, wgmma::kSlabCols, head, k0, t.full + stage);
+  }
+}
+
+// Alternating bursts: warpgroup w issues its n-th burst after the other warpgroup issued its (n − 1)-th (w = 1)
+// or n-th (w = 0). Every warpgroup issues the same number of bursts (tiles + 1), and the last arrival of warpgroup
+// 1 is left out so that every arrival meets a sync.
+struct Turns {
+  int wg, bursts, issued = 0;
+  __device__ Turns(int warpgroup, int total) : wg(warpgroup), bursts(total) {
+    if (wg == 1) tma::named_arrive(kTurnBarrier0, kConsumerThreads);
+  }
+  __device__ void begin() const { tma::named_sync(kTurnBarrier0 + wg, kConsumerThreads); }
+  __device__ void end() {
+    ++issued;
+    if (wg == 0 || issued < bursts) tma::named_arrive(kTurnBarrier0 + (1 - wg), kConsumerThreads);
+  }
+};
+
+// Stage `stage` may be refilled as far as this warp is concerned (its products reading it have completed).
+__device__ __forceinline__ void release(const TmaBlockTiles& t, int stage) {
+  if ((threadIdx.x & 31) == 0) tma::arrive(t.empty + stage);
+}
+
+// Normalises O, writes the warpgroup's 64 rows into its own rows of the Q tile (swizzled as Q: the other
+// warpgroup may still be reading its Q rows), then stores 16-byte chunks; lse per row.
+__device__ void store_output(const float (&o)[kHeadDim / 2], const RowState& rows, uint8_t* qs, int q0,
+                             const TmaForwardArgs& a) {
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int g = lane >> 2, c = lane & 3, head = blockIdx.y;
+#pragma unroll
+  for (int row = 0; row < 2; ++row) {
+    float total = rows.l[row];
+    total += __shfl_xor_sync(0xffffffffu, total, 1);
+    total += __shfl_xor_sync(0xffffffffu, total, 2);
+    const float inv = total > 0.f ? 1.f / total : 0.f;
+    const int local = wg * kWarpgroupRows + warp * 16 + g + 8 * row;  // row of the 128-row Q tile
+#pragma unroll
+    for (int nt = 0; nt < kHeadDim / 8; ++nt) {
+      uint8_t* slab = qs + (nt / 8) * kQSlabBytes;
+      *reinterpret_cast<__nv_bfloat162*>(slab + wgmma::swizzled_offset(local, nt % 8) + 4 * c) =
+          __floats2bfloat162_rn(o[4 * nt + 2 * row] * inv, o[4 * nt + 2 * row + 1] * inv);
+    }
+    const int t = rows.t_row[row];
+    if (c == 0 && t < a.tokens) {
+      a.lse[static_cast<int64_t>(head) * a.tokens + t] = (rows.m[row] + log2f(total)) / kLog2e;
+    }
+  }
+  tma::named_sync(kStoreBarrier0 + wg, 128);
+  constexpr int kChunks = kHeadDim / 8;
+#pragma unroll
+  for (int j = 0; j < kWarpgroupRows * kChunks / 128; ++j) {
+    const int i = threadIdx.x % 128 + j * 128, rr = wg * kWarpgroupRows + i / kChunks, chunk = i % kChunks;
+    const int t = q0 + rr;
+    if (t < a.tokens) {
+      const uint8_t* src = qs + (chunk / 8) * kQSlabBytes + wgmma::swizzled_offset(rr, chunk % 8);
+      *reinterpret_cast<uint4*>(a.y + (static_cast<int64_t>(t) * a.heads + head) * kHeadDim + chunk * 8) =
+          *reinterpret_cast<const uint4*>(src);
+    }
+  }
+}
+
+// One consumer warpgroup's walk over the block's tiles.
+__device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles& t, int q0, int key_begin, int tiles) {
+  const int wg = threadIdx.x / 128;
+  RowState rows(t.cu, a.r, q0, a.tokens, a.window);
+  const uint32_t q_addr = wgmma::smem_addr(t.qs) + wg * kWarpgroupRows * kRowBytes;
+  Turns turns(wg, tiles + 1);
+  float o[kHeadDim / 2] = {};
+  float s[kBlockK / 2], p[kBlockK / 2];  // scores (wgmma accumulators), probabilities
+  uint32_t pa[kBlockK / 16][4];
+  float rescale[2];
+  tma::wait(t.q_full, 0);
+
+  // Burst 0: S of tile 0.
+  tma::wait(t.full, 0);
+  TileKind prev = rows.classify_tile(key_begin);
+  turns.begin();
+  if (prev != TileKind::skip) {
+    issue_scores(s, q_addr, t.k_addr(0));
+    turns.end();
+    wgmma::wait<0>();
+    wgmma::fence_operands(s);
+    softmax_scores(s, prev, key_begin, rows, a.scale_log2, rescale);
+    pack_p(s, pa);  // O is still zero: nothing to rescale
+  } else {
+    turns.end();
+  }
+
+  // Burst n: S of tile n and P·V of tile n − 1.
+  for (int n = 1; n < tiles; ++n) {
+    const int stage = n % kStages, k0 = key_begin + n * kBlockK;
+    tma::wait(t.full + stage, (n / kStages) & 1);
+    const TileKind kind = rows.classify_tile(k0);
+    const bool scores = kind != TileKind::skip, values = prev != TileKind::skip;
+    // Each case issues, waits and reads on its own path: with the issues behind separate conditions the compiler
+    // cannot tell which commit group wait<1> retires and serialises every wgmma.
+    turns.begin();
+    if (scores && values) {
+      issue_scores(s, q_addr, t.k_addr(stage));
+      issue_pv(o, pa, t.v_addr((n - 1) % kStages));
+      turns.end();
+      wgmma::wait<1>();  // S (committed first) has completed; P·V may still run
+      wgmma::fence_operands(s);
+      for (int i = 0; i < kBlockK / 2; ++i) p[i] = s[i];  // P·V is in flight: write nothing it could be using
+      softmax_scores(p, kind, k0, rows, a.scale_log2, rescale);
+      wgmma::wait<0>();
+      wgmma::fence_operands(o);
+    } else if (scores) {
+      issue_scores(s, q_addr, t.k_addr(stage));
+      turns.end();
+      wgmma::wait<0>();
+      wgmma::fence_operands(s);
+      for (int i = 0; i < kBlockK / 2; ++i) p[i] = s[i];
+      softmax_scores(p, kind, k0, rows, a.scale_log2, rescale);
+    } else if (values) {
+      issue_pv(o, pa, t.v_addr((n - 1) % kStages));
+      turns.end();
+      wgmma::wait<0>();
+      wgmma::fence_operands(o);
+    } else {
+      turns.end();
+    }
+    release(t, (n - 1) % kStages);  // K of tile n − 1 was read in burst n − 1, V in this one
+    if (scores) {
+      rescale_output(o, rescale);
+      pack_p(p, pa);
+    }
+    prev = kind;
+  }
+
+  // Last burst: P·V of the last tile.
+  turns.begin();
+  if (prev != TileKind::skip) {
+    issue_pv(o, pa, t.v_addr((tiles - 1) % kStages));
+    turns.end();
+    wgmma::wait<0>();
+    wgmma::fence_operands(o);
+  } else {
+    turns.end();
+  }
+  store_output(o, rows, t.qs, q0, a);
+}
+
+__global__ void __launch_bounds__(kThreads, 1) attention_forward_tma_kernel(const __grid_constant__ TmaForwardArgs a) {
+  extern __shared__ unsigned char smem_raw[];
+  const TmaBlockTiles t(smem_raw);
+  const int q0 = blockIdx.x * kBlockQ;
+  const int q_last = min(q0 + kBlockQ, a.tokens) - 1;
+  for (int i = threadIdx.x; i < a.r; i += kThreads) t.cu[i] = a.cu_seqlens[i];
+  if (threadIdx.x == 0) {
+    tma::init(t.q_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      tma::init(t.full + s, 1);
+      tma::init(t.empty + s, kConsumerWarps);
+    }
+    tma::fence_init();
+  }
+  __syncthreads();  // the last block-wide barrier: the roles part here
+  const int key_begin = static_cast<int>(first_key(t.cu, a.r, q0, a.window));
+  const int tiles = (q_last - key_begin) / kBlockK + 1;
+  if (threadIdx.x >= kConsumerThreads) {
+    if (threadIdx.x == kConsumerThreads) produce(a, t, q0, key_begin, tiles);
+    return;
+  }
+  consume(a, t, q0, key_begin, tiles);
+}
+
+}  // namespace
+
+void attention_forward_v7(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                          Tensor& lse, int64_t window, float scale) {
+  // v4 covers what the copy engine cannot take (misaligned bases) and non-positive scales (via v1).
+  if (!(scale > 0.f) || !tma_aligned(q.raw()) || !tma_aligned(k.raw()) || !tma_aligned(v.raw())) {
+    attention_forward_v4(q, k, v, cu_seqlens, y, lse, window, scale);
+    return;
+  }
+  const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
+  if (p.tokens == 0) return;
+  const size_t smem = smem_bytes(p.r);
+  set_smem_limit(attention_forward_tma_kernel, smem, "attention_forward");
+  const int win = static_cast<int>(window < p.tokens ? window : p.tokens);
+  const TmaForwardArgs args{head_rows_tensor_map(device_bf16(q), p.tokens, p.heads, kBlockQ, "attention_forward q"),
+                            head_rows_tensor_map(device_bf16(k), p.tokens, p.heads, kBlockK, "attention_forward k"),
+                            head_rows_tensor_map(device_bf16(v), p.tokens, p.heads, kBlockK, "attention_forward v"),
+                            device_i32(cu_seqlens),
+                            p.r,
+                            device_bf16(y),
+                            static_cast<float*>(lse.raw()),
+                            static_cast<int>(p.tokens),
+                            p.heads,
+                            win,
+                            scale * kLog2e};
+  const dim3 grid(static_cast<unsigned>((p.tokens + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(p.heads));
+  attention_forward_tma_kernel<<<grid, kThreads, smem, current_stream()>>>(args);
+  GPT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace gpt::cuda

@@ -1,0 +1,63 @@
+#pragma once
+// Hopper's tensor copy engine (TMA) and the shared-memory barriers its copies complete on (sm_90): mbarrier
+// arrive/wait with phase parity, bulk tensor loads that count their bytes on an mbarrier, and named barriers for a
+// subset of a block's warps. The descriptors come from kernels/cuda/tensor_map.h.
+//
+// Phases: an mbarrier initialised with count n completes a phase when n arrivals have come and every byte announced
+// by arrive_expect_tx has landed; the k-th use of a barrier (k = 0, 1, …) is waited with parity k % 2.
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace gpt::cuda::tma {
+
+__device__ __forceinline__ uint32_t shared_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void init(uint64_t* bar, uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_addr(bar)), "r"(arrivals) : "memory");
+}
+// Makes initialised barriers visible to the copy engine; a block barrier must follow before any thread uses them.
+__device__ __forceinline__ void fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+
+__device__ __forceinline__ void arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_addr(bar)) : "memory");
+}
+// One arrival that also announces `bytes` the copies of this phase will deliver.
+__device__ __forceinline__ void arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_addr(bar)), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) {
+  const uint32_t addr = shared_addr(bar);
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  }
+}
+
+// Copies the box at coordinates (c0, c1, c2) of a 3-D tensor map into shared memory at `dst`; the bytes count on
+// `bar`. Coordinates past the tensor's end read as zeros.
+__device__ __forceinline__ void load_3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(shared_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(shared_addr(bar))
+      : "memory");
+}
+
+// Named barriers (ids 1…15; 0 is __syncthreads): `threads` counts every thread that syncs or arrives.
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+}  // namespace gpt::cuda::tma
