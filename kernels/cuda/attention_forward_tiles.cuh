@@ -25,6 +25,17 @@ __device__ __forceinline__ TileKind classify(int k0, int t_first, int t_last, in
   return classify_keys<kBlockK>(k0, t_first, t_last, lo_first, lo_last);
 }
 
+// The keys a block of queries [q0, q0 + rows) walks: from the first key its first query may see, in 64-key tiles, to
+// its last query (kv_end: one past it).
+struct BlockKeys {
+  int key_begin, kv_end, tiles;
+};
+__device__ __forceinline__ BlockKeys block_keys(const int* cu, int r, int q0, int rows, int tokens, int window) {
+  const int q_last = min(q0 + rows, tokens) - 1;
+  const int key_begin = static_cast<int>(first_key(cu, r, q0, window));
+  return {key_begin, q_last + 1, (q_last - key_begin) / kBlockK + 1};
+}
+
 // Everything one thread knows about its two query rows (g and g + 8 of its warp's 16) and its warpgroup's 64.
 struct RowState {
   int w0, w_last, lo_w_first, lo_w_last;  // the warpgroup's rows and their first allowed keys
@@ -138,6 +149,22 @@ __device__ __forceinline__ void pack_p(const float (&s)[kBlockK / 2], uint32_t (
     pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
     pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
     pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+  }
+}
+
+// The end of a block: each row's softmax sum over the 4 threads that share it, 1 / sum for O (0 for a row with no
+// allowed key) and the row's lse (natural log), written by one thread per row for rows before `tokens`.
+__device__ __forceinline__ void finish_rows(const RowState& rows, int tokens, int head, float* lse, float (&inv)[2]) {
+#pragma unroll
+  for (int row = 0; row < 2; ++row) {
+    float total = rows.l[row];
+    total += __shfl_xor_sync(0xffffffffu, total, 1);
+    total += __shfl_xor_sync(0xffffffffu, total, 2);
+    inv[row] = total > 0.f ? 1.f / total : 0.f;
+    const int t = rows.t_row[row];
+    if ((threadIdx.x & 3) == 0 && t < tokens) {
+      lse[static_cast<int64_t>(head) * tokens + t] = (rows.m[row] + log2f(total)) / kLog2e;
+    }
   }
 }
 

@@ -73,20 +73,16 @@ __device__ __forceinline__ void store_output(const float (&o)[kHeadDim / 2], con
   const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, c = lane & 3;
   auto* stage_rows = reinterpret_cast<__nv_bfloat16*>(qs);  // [kBlockQ, 128] row-major
+  float inv[2];
+  finish_rows(rows, tokens, head, lse, inv);
 #pragma unroll
   for (int row = 0; row < 2; ++row) {
-    float total = rows.l[row];
-    total += __shfl_xor_sync(0xffffffffu, total, 1);
-    total += __shfl_xor_sync(0xffffffffu, total, 2);
-    const float inv = total > 0.f ? 1.f / total : 0.f;
     const int local = wg * kWarpgroupRows + warp * 16 + g + 8 * row;
 #pragma unroll
     for (int nt = 0; nt < kHeadDim / 8; ++nt) {
       *reinterpret_cast<__nv_bfloat162*>(stage_rows + local * kHeadDim + nt * 8 + 2 * c) =
-          __floats2bfloat162_rn(o[4 * nt + 2 * row] * inv, o[4 * nt + 2 * row + 1] * inv);
+          __floats2bfloat162_rn(o[4 * nt + 2 * row] * inv[row], o[4 * nt + 2 * row + 1] * inv[row]);
     }
-    const int t = rows.t_row[row];
-    if (c == 0 && t < tokens) lse[static_cast<int64_t>(head) * tokens + t] = (rows.m[row] + log2f(total)) / kLog2e;
   }
   __syncthreads();
   constexpr int kChunks = kHeadDim / 8;
@@ -131,6 +127,20 @@ struct BlockTiles {
   }
   __device__ uint32_t k_addr(int stage) const { return wgmma::smem_addr(ks + stage * kKvBytes); }
   __device__ uint32_t v_addr(int stage) const { return wgmma::smem_addr(vs + stage * kKvBytes); }
+  // Copies cu_seqlens in, finds the block's keys and starts the prologue loads: Q with tile 0 in the first cp.async
+  // group, then tiles 1 … kStages − 2, one group each (empty past the end).
+  __device__ BlockKeys start(const ForwardArgs& a, int head, int q0) const {
+    for (int i = threadIdx.x; i < a.r; i += kThreads) cu[i] = a.cu_seqlens[i];
+    __syncthreads();
+    const BlockKeys keys = block_keys(cu, a.r, q0, kBlockQ, a.tokens, a.window);
+    load_swizzled_async<kThreads, kBlockQ>(qs, a.q, q0, a.tokens, a.heads, head);
+#pragma unroll
+    for (int n = 0; n < kStages - 1; ++n) {
+      if (n < keys.tiles) load_kv(n, a, keys.key_begin + n * kBlockK, keys.kv_end, head);
+      cp_async_commit();
+    }
+    return keys;
+  }
 };
 
 // v4 (Q read from shared memory by every S product) and v6 (Q in registers): per tile, S then softmax then P·V,
@@ -141,20 +151,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_forward_wgmma_kernel(co
   extern __shared__ unsigned char smem_raw[];
   const BlockTiles<kStages> tiles_smem(smem_raw);
   const int head = blockIdx.y, q0 = blockIdx.x * kBlockQ;
-  const int q_last = min(q0 + kBlockQ, a.tokens) - 1;
-  for (int i = threadIdx.x; i < a.r; i += kThreads) tiles_smem.cu[i] = a.cu_seqlens[i];
-  __syncthreads();
-  const int key_begin = static_cast<int>(first_key(tiles_smem.cu, a.r, q0, a.window));
-  const int kv_end = q_last + 1;
-  const int tiles = (q_last - key_begin) / kBlockK + 1;
-
-  // Prologue: Q with tile 0 in the first group, then tiles 1 … kStages − 2, one group each (empty past the end).
-  load_swizzled_async<kThreads, kBlockQ>(tiles_smem.qs, a.q, q0, a.tokens, a.heads, head);
-#pragma unroll
-  for (int n = 0; n < kStages - 1; ++n) {
-    if (n < tiles) tiles_smem.load_kv(n, a, key_begin + n * kBlockK, kv_end, head);
-    cp_async_commit();
-  }
+  const auto [key_begin, kv_end, tiles] = tiles_smem.start(a, head, q0);
   RowState rows(tiles_smem.cu, a.r, q0, a.tokens, a.window);
   const uint32_t q_addr = wgmma::smem_addr(tiles_smem.qs) + (threadIdx.x / 128) * kWarpgroupRows * kRowBytes;
   float o[kHeadDim / 2] = {};  // m64n128 accumulators
@@ -201,19 +198,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const BlockTiles<kStages> tiles_smem(smem_raw);
   const int head = blockIdx.y, q0 = blockIdx.x * kBlockQ;
-  const int q_last = min(q0 + kBlockQ, a.tokens) - 1;
-  for (int i = threadIdx.x; i < a.r; i += kThreads) tiles_smem.cu[i] = a.cu_seqlens[i];
-  __syncthreads();
-  const int key_begin = static_cast<int>(first_key(tiles_smem.cu, a.r, q0, a.window));
-  const int kv_end = q_last + 1;
-  const int tiles = (q_last - key_begin) / kBlockK + 1;
-
-  load_swizzled_async<kThreads, kBlockQ>(tiles_smem.qs, a.q, q0, a.tokens, a.heads, head);
-#pragma unroll
-  for (int n = 0; n < kStages - 1; ++n) {
-    if (n < tiles) tiles_smem.load_kv(n, a, key_begin + n * kBlockK, kv_end, head);
-    cp_async_commit();
-  }
+  const auto [key_begin, kv_end, tiles] = tiles_smem.start(a, head, q0);
   RowState rows(tiles_smem.cu, a.r, q0, a.tokens, a.window);
   const uint32_t q_addr = wgmma::smem_addr(tiles_smem.qs) + (threadIdx.x / 128) * kWarpgroupRows * kRowBytes;
   float o[kHeadDim / 2] = {};

@@ -117,22 +117,16 @@ __device__ void store_output(const float (&o)[kHeadDim / 2], const RowState& row
                              const TmaForwardArgs& a) {
   const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, c = lane & 3, head = blockIdx.y;
+  float inv[2];
+  finish_rows(rows, a.tokens, head, a.lse, inv);
 #pragma unroll
   for (int row = 0; row < 2; ++row) {
-    float total = rows.l[row];
-    total += __shfl_xor_sync(0xffffffffu, total, 1);
-    total += __shfl_xor_sync(0xffffffffu, total, 2);
-    const float inv = total > 0.f ? 1.f / total : 0.f;
     const int local = wg * kWarpgroupRows + warp * 16 + g + 8 * row;  // row of the 128-row Q tile
 #pragma unroll
     for (int nt = 0; nt < kHeadDim / 8; ++nt) {
       uint8_t* slab = qs + (nt / 8) * kQSlabBytes;
       *reinterpret_cast<__nv_bfloat162*>(slab + wgmma::swizzled_offset(local, nt % 8) + 4 * c) =
-          __floats2bfloat162_rn(o[4 * nt + 2 * row] * inv, o[4 * nt + 2 * row + 1] * inv);
-    }
-    const int t = rows.t_row[row];
-    if (c == 0 && t < a.tokens) {
-      a.lse[static_cast<int64_t>(head) * a.tokens + t] = (rows.m[row] + log2f(total)) / kLog2e;
+          __floats2bfloat162_rn(o[4 * nt + 2 * row] * inv[row], o[4 * nt + 2 * row + 1] * inv[row]);
     }
   }
   tma::named_sync(kStoreBarrier0 + wg, 128);
@@ -235,7 +229,6 @@ __global__ void __launch_bounds__(kThreads, 1) attention_forward_tma_kernel(cons
   extern __shared__ unsigned char smem_raw[];
   const TmaBlockTiles t(smem_raw);
   const int q0 = blockIdx.x * kBlockQ;
-  const int q_last = min(q0 + kBlockQ, a.tokens) - 1;
   for (int i = threadIdx.x; i < a.r; i += kThreads) t.cu[i] = a.cu_seqlens[i];
   if (threadIdx.x == 0) {
     tma::init(t.q_full, 1);
@@ -246,8 +239,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_forward_tma_kernel(cons
     tma::fence_init();
   }
   __syncthreads();  // the last block-wide barrier: the roles part here
-  const int key_begin = static_cast<int>(first_key(t.cu, a.r, q0, a.window));
-  const int tiles = (q_last - key_begin) / kBlockK + 1;
+  const BlockKeys keys = block_keys(t.cu, a.r, q0, kBlockQ, a.tokens, a.window);
+  const int key_begin = keys.key_begin, tiles = keys.tiles;
   if (threadIdx.x >= kConsumerThreads) {
     if (threadIdx.x == kConsumerThreads) produce(a, t, q0, key_begin, tiles);
     return;
