@@ -59,11 +59,13 @@ struct RowState {
 };
 
 // Issues S = Q·Kᵀ for the warpgroup's 64 rows against one 64-key tile (one commit group; not waited).
-__device__ __forceinline__ void issue_scores(float (&s)[kBlockK / 2], uint32_t q_addr, uint32_t k_addr) {
+// `q_slab_bytes`: bytes from the Q tile's first 64-column slab to its second (blocks of other than kBlockQ rows).
+__device__ __forceinline__ void issue_scores(float (&s)[kBlockK / 2], uint32_t q_addr, uint32_t k_addr,
+                                             uint32_t q_slab_bytes = kQSlabBytes) {
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-    wgmma::mma_m64n64k16_ss(s, wgmma::k_major(q_addr + (kk / 4) * kQSlabBytes + 32 * (kk % 4)),
+    wgmma::mma_m64n64k16_ss(s, wgmma::k_major(q_addr + (kk / 4) * q_slab_bytes + 32 * (kk % 4)),
                             wgmma::k_major(k_addr + (kk / 4) * kKvSlabBytes + 32 * (kk % 4)), kk > 0);
   }
   wgmma::commit();

@@ -36,10 +36,34 @@ using namespace attn;
 using namespace attn::forward_tiles;
 
 constexpr int kStages = 4;
-constexpr int kConsumerWarps = kConsumerThreads / 32;
-constexpr int kThreads = kConsumerThreads + 32;  // + the producer warp
-constexpr int kTurnBarrier0 = 1, kStoreBarrier0 = 3;  // named barriers: turns 1, 2; stores 3, 4
-constexpr uint32_t kQTransferBytes = kQBytes, kKvTransferBytes = 2 * kKvBytes;  // a K tile and a V tile
+constexpr int kTurnBarrier0 = 1;  // named barriers: turns 1 … kConsumers, then one per warpgroup for the store
+constexpr uint32_t kKvTransferBytes = 2 * kKvBytes;  // a K tile and a V tile
+
+// The block's shape for kConsumers warpgroups of 64 query rows. v7: 2 consumers + one producer warp (288 × 224
+// registers fit as they are); v8: 3 consumers + a producer warpgroup that hands its registers to them (setmaxnreg:
+// 3 × 128 × kConsumerRegisters + 128 × kProducerRegisters ≤ 65,536).
+template <int kConsumers>
+struct Shape {
+  static constexpr int kRows = kConsumers * kWarpgroupRows;
+  static constexpr int kQSlab = kRows * kRowBytes, kQTile = 2 * kQSlab;  // two 64-column slabs
+  static constexpr int kConsumerThreadCount = 128 * kConsumers, kConsumerWarps = 4 * kConsumers;
+  static constexpr bool kRebalance = kConsumers > 2;
+  static constexpr int kThreads = kConsumerThreadCount + (kRebalance ? 128 : 32);
+  static constexpr int kConsumerRegisters = 160, kProducerRegisters = 24;
+  static constexpr int kStoreBarrier0 = kTurnBarrier0 + kConsumers;
+  static_assert(kStoreBarrier0 + kConsumers <= 16, "named barrier ids");
+  static_assert(!kRebalance || kConsumerThreadCount * kConsumerRegisters + 128 * kProducerRegisters <= 65536,
+                "register file");
+};
+
+template <int kRegisters>
+__device__ __forceinline__ void raise_registers() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void lower_registers() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
 
 struct TmaForwardArgs {
   CUtensorMap q_map, k_map, v_map;  // kernels/cuda/tensor_map.h: Q boxes of 128 rows, K/V boxes of 64
@@ -52,13 +76,14 @@ struct TmaForwardArgs {
 };
 
 // Shared memory: Q, kStages K tiles, kStages V tiles (1024-byte aligned for the swizzle), the barriers, cu_seqlens.
+template <int kConsumers>
 struct TmaBlockTiles {
   uint8_t *qs, *ks, *vs;
   uint64_t *q_full, *full, *empty;
   int* cu;
   __device__ explicit TmaBlockTiles(unsigned char* raw) {
     qs = align_1024(raw);
-    ks = qs + kQBytes;
+    ks = qs + Shape<kConsumers>::kQTile;
     vs = ks + kStages * kKvBytes;
     q_full = reinterpret_cast<uint64_t*>(vs + kStages * kKvBytes);
     full = q_full + 1;
@@ -68,16 +93,21 @@ struct TmaBlockTiles {
   __device__ uint32_t k_addr(int stage) const { return wgmma::smem_addr(ks + stage * kKvBytes); }
   __device__ uint32_t v_addr(int stage) const { return wgmma::smem_addr(vs + stage * kKvBytes); }
 };
+template <int kConsumers>
 constexpr size_t smem_bytes(int r) {
-  return 1024 + kQBytes + 2 * kStages * kKvBytes + (1 + 2 * kStages) * sizeof(uint64_t) + r * sizeof(int);
+  return 1024 + Shape<kConsumers>::kQTile + 2 * kStages * kKvBytes + (1 + 2 * kStages) * sizeof(uint64_t) +
+         r * sizeof(int);
 }
 
 // The producer: Q, then tile n into stage n % kStages once its previous use has been released.
-__device__ void produce(const TmaForwardArgs& a, const TmaBlockTiles& t, int q0, int key_begin, int tiles) {
+template <int kConsumers>
+__device__ void produce(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>& t, int q0, int key_begin,
+                        int tiles) {
+  using S = Shape<kConsumers>;
   const int head = blockIdx.y;
-  tma::arrive_expect_tx(t.q_full, kQTransferBytes);
+  tma::arrive_expect_tx(t.q_full, S::kQTile);
   tma::load_3d(t.qs, &a.q_map, 0, head, q0, t.q_full);
-  tma::load_3d(t.qs + kQSlabBytes, &a.q_map, wgmma::kSlabCols, head, q0, t.q_full);
+  tma::load_3d(t.qs + S::kQSlab, &a.q_map, wgmma::kSlabCols, head, q0, t.q_full);
   for (int n = 0; n < tiles; ++n) {
     const int stage = n % kStages, use = n / kStages, k0 = key_begin + n * kBlockK;
     if (use > 0) tma::wait(t.empty + stage, (use - 1) & 1);
@@ -91,52 +121,57 @@ __device__ void produce(const TmaForwardArgs& a, const TmaBlockTiles& t, int q0,
   }
 }
 
-// Alternating bursts: warpgroup w issues its n-th burst after the other warpgroup issued its (n − 1)-th (w = 1)
-// or n-th (w = 0). Every warpgroup issues the same number of bursts (tiles + 1), and the last arrival of warpgroup
-// 1 is left out so that every arrival meets a sync.
+// Round-robin bursts: warpgroup w issues its n-th burst after warpgroup w − 1 issued its n-th (w = 0: after the last
+// warpgroup issued its (n − 1)-th). Every warpgroup issues the same number of bursts (tiles + 1); the last warpgroup
+// starts the round and leaves out its final arrival, so that every arrival meets a sync.
+template <int kConsumers>
 struct Turns {
   int wg, bursts, issued = 0;
   __device__ Turns(int warpgroup, int total) : wg(warpgroup), bursts(total) {
-    if (wg == 1) tma::named_arrive(kTurnBarrier0, kConsumerThreads);
+    if (wg == kConsumers - 1) tma::named_arrive(kTurnBarrier0, 2 * 128);
   }
-  __device__ void begin() const { tma::named_sync(kTurnBarrier0 + wg, kConsumerThreads); }
+  __device__ void begin() const { tma::named_sync(kTurnBarrier0 + wg, 2 * 128); }
   __device__ void end() {
     ++issued;
-    if (wg == 0 || issued < bursts) tma::named_arrive(kTurnBarrier0 + (1 - wg), kConsumerThreads);
+    const int next = (wg + 1) % kConsumers;
+    if (next != 0 || issued < bursts) tma::named_arrive(kTurnBarrier0 + next, 2 * 128);
   }
 };
 
 // Stage `stage` may be refilled as far as this warp is concerned (its products reading it have completed).
-__device__ __forceinline__ void release(const TmaBlockTiles& t, int stage) {
+template <int kConsumers>
+__device__ __forceinline__ void release(const TmaBlockTiles<kConsumers>& t, int stage) {
   if ((threadIdx.x & 31) == 0) tma::arrive(t.empty + stage);
 }
 
 // Normalises O, writes the warpgroup's 64 rows into its own rows of the Q tile (swizzled as Q: the other
 // warpgroup may still be reading its Q rows), then stores 16-byte chunks; lse per row.
+template <int kConsumers>
 __device__ void store_output(const float (&o)[kHeadDim / 2], const RowState& rows, uint8_t* qs, int q0,
                              const TmaForwardArgs& a) {
+  using S = Shape<kConsumers>;
   const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, c = lane & 3, head = blockIdx.y;
   float inv[2];
   finish_rows(rows, a.tokens, head, a.lse, inv);
 #pragma unroll
   for (int row = 0; row < 2; ++row) {
-    const int local = wg * kWarpgroupRows + warp * 16 + g + 8 * row;  // row of the 128-row Q tile
+    const int local = wg * kWarpgroupRows + warp * 16 + g + 8 * row;  // row of the block's Q tile
 #pragma unroll
     for (int nt = 0; nt < kHeadDim / 8; ++nt) {
-      uint8_t* slab = qs + (nt / 8) * kQSlabBytes;
+      uint8_t* slab = qs + (nt / 8) * S::kQSlab;
       *reinterpret_cast<__nv_bfloat162*>(slab + wgmma::swizzled_offset(local, nt % 8) + 4 * c) =
           __floats2bfloat162_rn(o[4 * nt + 2 * row] * inv[row], o[4 * nt + 2 * row + 1] * inv[row]);
     }
   }
-  tma::named_sync(kStoreBarrier0 + wg, 128);
+  tma::named_sync(S::kStoreBarrier0 + wg, 128);
   constexpr int kChunks = kHeadDim / 8;
 #pragma unroll
   for (int j = 0; j < kWarpgroupRows * kChunks / 128; ++j) {
     const int i = threadIdx.x % 128 + j * 128, rr = wg * kWarpgroupRows + i / kChunks, chunk = i % kChunks;
     const int t = q0 + rr;
     if (t < a.tokens) {
-      const uint8_t* src = qs + (chunk / 8) * kQSlabBytes + wgmma::swizzled_offset(rr, chunk % 8);
+      const uint8_t* src = qs + (chunk / 8) * S::kQSlab + wgmma::swizzled_offset(rr, chunk % 8);
       *reinterpret_cast<uint4*>(a.y + (static_cast<int64_t>(t) * a.heads + head) * kHeadDim + chunk * 8) =
           *reinterpret_cast<const uint4*>(src);
     }
@@ -144,11 +179,14 @@ __device__ void store_output(const float (&o)[kHeadDim / 2], const RowState& row
 }
 
 // One consumer warpgroup's walk over the block's tiles.
-__device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles& t, int q0, int key_begin, int tiles) {
+template <int kConsumers>
+__device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>& t, int q0, int key_begin,
+                        int tiles) {
+  constexpr uint32_t kQSlab = Shape<kConsumers>::kQSlab;
   const int wg = threadIdx.x / 128;
   RowState rows(t.cu, a.r, q0, a.tokens, a.window);
   const uint32_t q_addr = wgmma::smem_addr(t.qs) + wg * kWarpgroupRows * kRowBytes;
-  Turns turns(wg, tiles + 1);
+  Turns<kConsumers> turns(wg, tiles + 1);
   float o[kHeadDim / 2] = {};
   float s[kBlockK / 2], p[kBlockK / 2];  // scores (wgmma accumulators), probabilities
   uint32_t pa[kBlockK / 16][4];
@@ -160,7 +198,7 @@ __device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles& t, int q0,
   TileKind prev = rows.classify_tile(key_begin);
   turns.begin();
   if (prev != TileKind::skip) {
-    issue_scores(s, q_addr, t.k_addr(0));
+    issue_scores(s, q_addr, t.k_addr(0), kQSlab);
     turns.end();
     wgmma::wait<0>();
     wgmma::fence_operands(s);
@@ -180,7 +218,7 @@ __device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles& t, int q0,
     // cannot tell which commit group wait<1> retires and serialises every wgmma.
     turns.begin();
     if (scores && values) {
-      issue_scores(s, q_addr, t.k_addr(stage));
+      issue_scores(s, q_addr, t.k_addr(stage), kQSlab);
       issue_pv(o, pa, t.v_addr((n - 1) % kStages));
       turns.end();
       wgmma::wait<1>();  // S (committed first) has completed; P·V may still run
@@ -190,7 +228,7 @@ __device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles& t, int q0,
       wgmma::wait<0>();
       wgmma::fence_operands(o);
     } else if (scores) {
-      issue_scores(s, q_addr, t.k_addr(stage));
+      issue_scores(s, q_addr, t.k_addr(stage), kQSlab);
       turns.end();
       wgmma::wait<0>();
       wgmma::fence_operands(s);
@@ -222,36 +260,40 @@ __device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles& t, int q0,
   } else {
     turns.end();
   }
-  store_output(o, rows, t.qs, q0, a);
+  store_output<kConsumers>(o, rows, t.qs, q0, a);
 }
 
-__global__ void __launch_bounds__(kThreads, 1) attention_forward_tma_kernel(const __grid_constant__ TmaForwardArgs a) {
+template <int kConsumers>
+__global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
+    attention_forward_tma_kernel(const __grid_constant__ TmaForwardArgs a) {
+  using S = Shape<kConsumers>;
   extern __shared__ unsigned char smem_raw[];
-  const TmaBlockTiles t(smem_raw);
-  const int q0 = blockIdx.x * kBlockQ;
-  for (int i = threadIdx.x; i < a.r; i += kThreads) t.cu[i] = a.cu_seqlens[i];
+  const TmaBlockTiles<kConsumers> t(smem_raw);
+  const int q0 = blockIdx.x * S::kRows;
+  for (int i = threadIdx.x; i < a.r; i += S::kThreads) t.cu[i] = a.cu_seqlens[i];
   if (threadIdx.x == 0) {
     tma::init(t.q_full, 1);
     for (int s = 0; s < kStages; ++s) {
       tma::init(t.full + s, 1);
-      tma::init(t.empty + s, kConsumerWarps);
+      tma::init(t.empty + s, S::kConsumerWarps);
     }
     tma::fence_init();
   }
   __syncthreads();  // the last block-wide barrier: the roles part here
-  const BlockKeys keys = block_keys(t.cu, a.r, q0, kBlockQ, a.tokens, a.window);
-  const int key_begin = keys.key_begin, tiles = keys.tiles;
-  if (threadIdx.x >= kConsumerThreads) {
-    if (threadIdx.x == kConsumerThreads) produce(a, t, q0, key_begin, tiles);
+  const BlockKeys keys = block_keys(t.cu, a.r, q0, S::kRows, a.tokens, a.window);
+  if (threadIdx.x >= S::kConsumerThreadCount) {
+    if constexpr (S::kRebalance) lower_registers<S::kProducerRegisters>();
+    if (threadIdx.x == S::kConsumerThreadCount) produce(a, t, q0, keys.key_begin, keys.tiles);
     return;
   }
-  consume(a, t, q0, key_begin, tiles);
+  if constexpr (S::kRebalance) raise_registers<S::kConsumerRegisters>();
+  consume(a, t, q0, keys.key_begin, keys.tiles);
 }
 
-}  // namespace
-
-void attention_forward_v7(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
-                          Tensor& lse, int64_t window, float scale) {
+template <int kConsumers>
+void launch_tma_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                        Tensor& lse, int64_t window, float scale) {
+  using S = Shape<kConsumers>;
   // v4 covers what the copy engine cannot take (misaligned bases) and non-positive scales (via v1).
   if (!(scale > 0.f) || !tma_aligned(q.raw()) || !tma_aligned(k.raw()) || !tma_aligned(v.raw())) {
     attention_forward_v4(q, k, v, cu_seqlens, y, lse, window, scale);
@@ -259,10 +301,10 @@ void attention_forward_v7(const Tensor& q, const Tensor& k, const Tensor& v, con
   }
   const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
   if (p.tokens == 0) return;
-  const size_t smem = smem_bytes(p.r);
-  set_smem_limit(attention_forward_tma_kernel, smem, "attention_forward");
+  const size_t smem = smem_bytes<kConsumers>(p.r);
+  set_smem_limit(attention_forward_tma_kernel<kConsumers>, smem, "attention_forward");
   const int win = static_cast<int>(window < p.tokens ? window : p.tokens);
-  const TmaForwardArgs args{head_rows_tensor_map(device_bf16(q), p.tokens, p.heads, kBlockQ, "attention_forward q"),
+  const TmaForwardArgs args{head_rows_tensor_map(device_bf16(q), p.tokens, p.heads, S::kRows, "attention_forward q"),
                             head_rows_tensor_map(device_bf16(k), p.tokens, p.heads, kBlockK, "attention_forward k"),
                             head_rows_tensor_map(device_bf16(v), p.tokens, p.heads, kBlockK, "attention_forward v"),
                             device_i32(cu_seqlens),
@@ -273,9 +315,21 @@ void attention_forward_v7(const Tensor& q, const Tensor& k, const Tensor& v, con
                             p.heads,
                             win,
                             scale * kLog2e};
-  const dim3 grid(static_cast<unsigned>((p.tokens + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(p.heads));
-  attention_forward_tma_kernel<<<grid, kThreads, smem, current_stream()>>>(args);
+  const dim3 grid(static_cast<unsigned>((p.tokens + S::kRows - 1) / S::kRows), static_cast<unsigned>(p.heads));
+  attention_forward_tma_kernel<kConsumers><<<grid, S::kThreads, smem, current_stream()>>>(args);
   GPT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void attention_forward_v7(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                          Tensor& lse, int64_t window, float scale) {
+  launch_tma_forward<2>(q, k, v, cu_seqlens, y, lse, window, scale);
+}
+
+void attention_forward_v8(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                          Tensor& lse, int64_t window, float scale) {
+  launch_tma_forward<3>(q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
 }  // namespace gpt::cuda

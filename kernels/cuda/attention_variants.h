@@ -16,6 +16,8 @@
 //   forward v7: v4's tiles in a warp-specialised block: a producer warp loads Q and K/V with TMA into 4 stages
 //               (mbarriers), the two consumer warpgroups walk the tiles independently (no block-wide barrier per
 //               tile), overlap each softmax with their previous P·V and take turns at the tensor cores.
+//   forward v8: v7 with three consumer warpgroups (192 queries per block: each K/V tile feeds 1.5× the rows) and a
+//               producer warpgroup that gives its registers to them (setmaxnreg).
 //   backward v1: dK/dV pass (64 keys × 4 warps) + dQ pass (64 queries × 4 warps), synchronous tile loads.
 //   backward v2: the same two passes with cp.async double-buffered tiles, ldmatrix fragments, boundary-only masks
 //                and per-warp tile skipping.
@@ -48,6 +50,8 @@ void attention_forward_v6(const Tensor& q, const Tensor& k, const Tensor& v, con
                           Tensor& lse, int64_t window, float scale);
 void attention_forward_v7(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                           Tensor& lse, int64_t window, float scale);
+void attention_forward_v8(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                          Tensor& lse, int64_t window, float scale);
 void attention_backward_v1(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale);
@@ -71,7 +75,8 @@ struct AttentionBackwardVariant {
 inline constexpr AttentionForwardVariant kAttentionForwardVariants[] = {
     {"v1", attention_forward_v1}, {"v2", attention_forward_v2}, {"v3", attention_forward_v3},
     {"v4", attention_forward_v4}, {"v5", attention_forward_v5},
-    {"v6", attention_forward_v6}, {"v7", attention_forward_v7}};
+    {"v6", attention_forward_v6}, {"v7", attention_forward_v7},
+    {"v8", attention_forward_v8}};
 inline constexpr int kPromotedForward = 6;  // v7: 1.20× v4 at both windows; stage-2 step 788.7 → 785.4 ms (NOTES.md)
 inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {
     {"v1", attention_backward_v1}, {"v2", attention_backward_v2}, {"v3", attention_backward_v3}};
