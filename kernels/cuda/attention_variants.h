@@ -77,7 +77,7 @@ inline constexpr AttentionForwardVariant kAttentionForwardVariants[] = {
     {"v4", attention_forward_v4}, {"v5", attention_forward_v5},
     {"v6", attention_forward_v6}, {"v7", attention_forward_v7},
     {"v8", attention_forward_v8}};
-inline constexpr int kPromotedForward = 6;  // v7: 1.20× v4 at both windows; stage-2 step 788.7 → 785.4 ms (NOTES.md)
+inline constexpr int kPromotedForward = 7;  // v8: 1.06–1.07× v7, 1.30–1.31× v4 (NOTES.md)
 inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {
     {"v1", attention_backward_v1}, {"v2", attention_backward_v2}, {"v3", attention_backward_v3}};
 inline constexpr int kPromotedBackward = 2;  // v3: 1.33–1.34× v2; stage-2 step 816.9 → 788.7 ms (NOTES.md)
