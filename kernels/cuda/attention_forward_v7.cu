@@ -1,16 +1,18 @@
-// CUDA forward of kernels/attention.h, version 7 (kernels/cuda/attention_variants.h): v4's tiles and per-tile steps
-// (kernels/cuda/attention_forward_tiles.cuh) in a warp-specialised block with no block-wide barrier per tile.
+// CUDA forward of kernels/attention.h, versions 7 and 8 (kernels/cuda/attention_variants.h): v4's tiles and per-tile
+// steps (kernels/cuda/attention_forward_tiles.cuh) in a warp-specialised block with no block-wide barrier per tile.
 //
-// One block = 128 consecutive tokens × one head = two consumer warpgroups of 64 query rows + one producer warp.
-//   - The producer warp's first lane loads Q and then every K/V tile with the tensor copy engine (TMA, 128-byte
+// One block = 64 · kConsumers consecutive tokens × one head = kConsumers consumer warpgroups of 64 query rows + a
+// producer (v7: 2 consumers + one producer warp; v8: 3 consumers + a producer warpgroup, registers moved to the
+// consumers with setmaxnreg).
+//   - The producer's first thread loads Q and then every K/V tile with the tensor copy engine (TMA, 128-byte
 //     swizzle = the wgmma layout) into a ring of kStages stages; each load completes on the stage's `full`
-//     mbarrier, and a stage is refilled once all 8 consumer warps have arrived on its `empty` mbarrier.
+//     mbarrier, and a stage is refilled once every consumer warp has arrived on its `empty` mbarrier.
 //   - Each consumer warpgroup walks the block's tiles on its own: per tile one burst of tensor-core work — S of
 //     tile n and P·V of tile n − 1 — then the softmax of tile n while P·V of tile n − 1 still runs; O is rescaled
-//     once that product has completed. The two warpgroups take turns issuing bursts (named barriers 1 and 2), so
-//     one's softmax runs while the other's products keep the tensor cores busy.
+//     once that product has completed. The warpgroups take turns issuing bursts (round robin on named barriers
+//     1 … kConsumers), so one's softmax runs while the others' products keep the tensor cores busy.
 //   - Each warpgroup stages its output in its own rows of the Q tile (same swizzled layout) and stores 16-byte
-//     chunks after a warpgroup barrier (named barriers 3 and 4).
+//     chunks after a warpgroup barrier (one named barrier per warpgroup).
 #include <cuda.h>
 #include <cuda_bf16.h>
 
