@@ -225,7 +225,7 @@ __device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>
       turns.end();
       wgmma::wait<1>();  // S (committed first) has completed; P·V may still run
       wgmma::fence_operands(s);
-      for (int i = 0; i < kBlockK / 2; ++i) p[i] = s[i];  // P·V is in flight: write nothing it could be using
+      for (int i = 0; i < kBlockK / 2; ++i) p[i] = s[i];  // the softmax works on its own registers, not S's
       softmax_scores(p, kind, k0, rows, a.scale_log2, rescale);
       wgmma::wait<0>();
       wgmma::fence_operands(o);
