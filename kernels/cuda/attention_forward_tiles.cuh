@@ -1,7 +1,8 @@
 #pragma once
 // Tiles, row state and per-tile steps of the wgmma attention forward kernels (kernels/cuda/attention_forward_v4.cu:
-// v4/v5/v6, attention_forward_v7.cu): 128 queries per block as two warpgroups of 64 rows, 64-key K/V tiles in the
-// 128-byte swizzle of kernels/cuda/wgmma.cuh, S = Q·Kᵀ from shared memory, P in registers as the A operand of P·V.
+// v4/v5/v6, attention_forward_v7.cu: v7/v8): warpgroups of 64 query rows (kBlockQ = 128 rows per block except v8's
+// 192), 64-key K/V tiles in the 128-byte swizzle of kernels/cuda/wgmma.cuh, S = Q·Kᵀ from shared memory, P in
+// registers as the A operand of P·V.
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -14,12 +15,11 @@
 namespace gpt::cuda::attn::forward_tiles {
 
 constexpr int kBlockQ = 128, kBlockK = 64;
-constexpr int kWarpgroupRows = 64, kConsumerThreads = 128 * (kBlockQ / kWarpgroupRows);
+constexpr int kWarpgroupRows = 64;
 constexpr int kRowBytes = wgmma::kSlabRowBytes;
 constexpr int kQSlabBytes = kBlockQ * kRowBytes, kKvSlabBytes = kBlockK * kRowBytes;  // one 64-column slab
 constexpr int kQBytes = 2 * kQSlabBytes, kKvBytes = 2 * kKvSlabBytes;               // head dim 128 = two slabs
 static_assert(kBlockQ * kHeadDim * sizeof(__nv_bfloat16) <= kQBytes, "the output is staged in the Q tile");
-
 
 __device__ __forceinline__ TileKind classify(int k0, int t_first, int t_last, int lo_first, int lo_last) {
   return classify_keys<kBlockK>(k0, t_first, t_last, lo_first, lo_last);

@@ -35,7 +35,7 @@ namespace {
 using namespace attn;
 using namespace attn::forward_tiles;
 
-constexpr int kThreads = kConsumerThreads;
+constexpr int kThreads = 128 * (kBlockQ / kWarpgroupRows);  // one warpgroup per 64 rows
 constexpr size_t smem_bytes(int stages) { return kQBytes + 2 * stages * kKvBytes + 1024; }  // + alignment slack
 
 // This thread's A fragments of the warpgroup's 64 Q rows (swizzled tile at `q_wg`, the warpgroup's first row).

@@ -68,7 +68,7 @@ __device__ __forceinline__ void lower_registers() {
 }
 
 struct TmaForwardArgs {
-  CUtensorMap q_map, k_map, v_map;  // kernels/cuda/tensor_map.h: Q boxes of 128 rows, K/V boxes of 64
+  CUtensorMap q_map, k_map, v_map;  // kernels/cuda/tensor_map.h: Q boxes of the block's rows, K/V of 64
   const int* cu_seqlens;
   int r;
   __nv_bfloat16* y;
