@@ -28,63 +28,8 @@ namespace {
 
 using namespace attn;
 
-constexpr int kThreads = 128, kRows = 64, kTile = 64, kStages = 2;
+constexpr int kThreads = 128, kRows = 64, kTile = kScoreTile, kStages = 2;
 constexpr int kTileBytes = swizzled_tile_bytes(kTile), kSlabBytes = kTile * wgmma::kSlabRowBytes;
-constexpr int kAcc = kHeadDim / 2;  // m64n128 accumulators per thread
-constexpr int kScores = kTile / 2;  // m64n64 accumulators per thread
-
-// This thread's two rows of the warpgroup's 64 (g and g + 8 of its warp's 16).
-__device__ __forceinline__ int thread_row(int i) {
-  return (threadIdx.x / 32) * 16 + ((threadIdx.x % 32) >> 2) + 8 * i;
-}
-
-// X (64 × 64) = A·Bᵀ over the head dim, both operands swizzled [64 × 128] tiles (one commit group; not waited).
-__device__ __forceinline__ void issue_product(float (&x)[kScores], uint32_t a_addr, uint32_t b_addr) {
-#pragma unroll
-  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-    const uint32_t offset = (kk / 4) * kSlabBytes + 32 * (kk % 4);
-    wgmma::mma_m64n64k16_ss(x, wgmma::k_major(a_addr + offset), wgmma::k_major(b_addr + offset), kk > 0);
-  }
-}
-
-// acc (64 × 128) += X·B with X as register A fragments (k-step kk = columns 16kk … 16kk + 15 of X) and B a swizzled
-// [64 × 128] tile read MN-major.
-__device__ __forceinline__ void issue_accumulate(float (&acc)[kAcc], const uint32_t (&xa)[kTile / 16][4],
-                                                 uint32_t b_addr) {
-#pragma unroll
-  for (int kk = 0; kk < kTile / 16; ++kk) {
-    wgmma::mma_m64n128k16_rs_mn(acc, xa[kk], wgmma::mn_major(b_addr + kk * 16 * wgmma::kSlabRowBytes, kSlabBytes), 1);
-  }
-}
-
-// A fragments of a 64 × 64 accumulator tile (s[4·nt + j]: 8-column block nt, element j).
-__device__ __forceinline__ void pack_fragments(const float (&x)[kScores], uint32_t (&xa)[kTile / 16][4]) {
-#pragma unroll
-  for (int kk = 0; kk < kTile / 16; ++kk) {
-    xa[kk][0] = pack_bf16(x[8 * kk], x[8 * kk + 1]);
-    xa[kk][1] = pack_bf16(x[8 * kk + 2], x[8 * kk + 3]);
-    xa[kk][2] = pack_bf16(x[8 * kk + 4], x[8 * kk + 5]);
-    xa[kk][3] = pack_bf16(x[8 * kk + 6], x[8 * kk + 7]);
-  }
-}
-
-// dst[t, h, :] += scale · acc for this thread's two rows (tokens row0 + thread_row(i)), rounded once.
-__device__ __forceinline__ void add_rows(__nv_bfloat16* dst, const float (&acc)[kAcc], int row0, int tokens,
-                                         int heads, int head, float scale) {
-  const int c = threadIdx.x & 3;
-#pragma unroll
-  for (int row = 0; row < 2; ++row) {
-    const int t = row0 + thread_row(row);
-    if (t >= tokens) continue;
-    __nv_bfloat16* p = dst + (static_cast<int64_t>(t) * heads + head) * kHeadDim;
-#pragma unroll
-    for (int nt = 0; nt < kHeadDim / 8; ++nt) {
-      auto* cell = reinterpret_cast<__nv_bfloat162*>(p + nt * 8 + 2 * c);
-      const float2 old = __bfloat1622float2(*cell);
-      *cell = __floats2bfloat162_rn(old.x + scale * acc[4 * nt + 2 * row], old.y + scale * acc[4 * nt + 2 * row + 1]);
-    }
-  }
-}
 
 struct BackwardArgs {
   const __nv_bfloat16 *q, *k, *v, *dy;
@@ -140,9 +85,9 @@ __global__ void __launch_bounds__(kThreads, 2) attention_dkdv_wgmma_kernel(const
   };
   load_queries(0);  // its group also carries K and V
 
-  const int key_row[2] = {s0 + thread_row(0), s0 + thread_row(1)};
+  const int key_row[2] = {s0 + warpgroup_row(0), s0 + warpgroup_row(1)};
   const uint32_t k_addr = wgmma::smem_addr(ks), v_addr = wgmma::smem_addr(vs);
-  float dk_acc[kAcc] = {}, dv_acc[kAcc] = {};
+  float dk_acc[kRowAcc] = {}, dv_acc[kRowAcc] = {};
   for (int n = 0; n < tiles; ++n) {
     const int q0 = s0 + n * kTile, st = n % kStages;
     if (n + 1 < tiles) {  // the other stage was released by the barrier that ended iteration n − 1
@@ -164,10 +109,10 @@ __global__ void __launch_bounds__(kThreads, 2) attention_dkdv_wgmma_kernel(const
     }
     if (kind != TileKind::skip) {
       const uint32_t q_addr = wgmma::smem_addr(qs + st * kTileBytes), do_addr = wgmma::smem_addr(dos + st * kTileBytes);
-      float sT[kScores], dpT[kScores];
+      float sT[kScoreAcc], dpT[kScoreAcc];
       wgmma::fence();
-      issue_product(sT, k_addr, q_addr);
-      issue_product(dpT, v_addr, do_addr);
+      issue_product(sT, k_addr, kSlabBytes, q_addr, kSlabBytes);
+      issue_product(dpT, v_addr, kSlabBytes, do_addr, kSlabBytes);
       wgmma::commit();
       wgmma::wait<0>();
       wgmma::fence_operands(sT);
@@ -202,8 +147,8 @@ __global__ void __launch_bounds__(kThreads, 2) attention_dkdv_wgmma_kernel(const
     }
     __syncthreads();  // the stage is done with before it is refilled
   }
-  add_rows(a.dk, dk_acc, s0, a.tokens, a.heads, head, a.scale);
-  add_rows(a.dv, dv_acc, s0, a.tokens, a.heads, head, 1.f);
+  add_accumulator_rows(a.dk, dk_acc, s0, a.tokens, a.heads, head, a.scale);
+  add_accumulator_rows(a.dv, dv_acc, s0, a.tokens, a.heads, head, 1.f);
 }
 
 // ---- step 3: dQ --------------------------------------------------------------------------------------------
@@ -235,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_dq_wgmma_kernel(const _
   float neg_lse2[2], d_row[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    t_row[i] = q0 + thread_row(i);
+    t_row[i] = q0 + warpgroup_row(i);
     const bool valid = t_row[i] < a.tokens;
     lo_row[i] = valid ? static_cast<int>(first_key(cu, a.r, t_row[i], a.window)) : t_row[i] + 1;
     neg_lse2[i] = valid ? -a.lse[static_cast<int64_t>(head) * a.tokens + t_row[i]] * kLog2e : 0.f;
@@ -243,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_dq_wgmma_kernel(const _
   }
 
   const uint32_t q_addr = wgmma::smem_addr(qs), do_addr = wgmma::smem_addr(dos);
-  float dq_acc[kAcc] = {};
+  float dq_acc[kRowAcc] = {};
   for (int n = 0; n < tiles; ++n) {
     const int k0 = key_begin + n * kTile, st = n % kStages;
     if (n + 1 < tiles) {
@@ -267,10 +212,10 @@ __global__ void __launch_bounds__(kThreads, 2) attention_dq_wgmma_kernel(const _
     }
     if (kind != TileKind::skip) {
       const uint32_t k_addr = wgmma::smem_addr(ks + st * kTileBytes), v_addr = wgmma::smem_addr(vs + st * kTileBytes);
-      float s[kScores], dp[kScores];
+      float s[kScoreAcc], dp[kScoreAcc];
       wgmma::fence();
-      issue_product(s, q_addr, k_addr);
-      issue_product(dp, do_addr, v_addr);
+      issue_product(s, q_addr, kSlabBytes, k_addr, kSlabBytes);
+      issue_product(dp, do_addr, kSlabBytes, v_addr, kSlabBytes);
       wgmma::commit();
       wgmma::wait<0>();
       wgmma::fence_operands(s);
@@ -299,7 +244,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_dq_wgmma_kernel(const _
     }
     __syncthreads();
   }
-  add_rows(a.dq, dq_acc, q0, a.tokens, a.heads, head, a.scale);
+  add_accumulator_rows(a.dq, dq_acc, q0, a.tokens, a.heads, head, a.scale);
 }
 
 }  // namespace

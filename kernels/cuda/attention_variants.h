@@ -23,6 +23,9 @@
 //                and per-warp tile skipping.
 //   backward v3: the same two passes on wgmma: one warpgroup × 64 rows per block, swizzled tiles, Pᵀ/dSᵀ (dK/dV
 //                pass) and dS (dQ pass) in registers as the A operands of the accumulating products.
+//   backward v4: one pass of five products per tile pair: 128 keys per block (two consumer warpgroups) and a TMA
+//                producer; dQ = dS·K from dSᵀ in shared memory, added into a f32 accumulator by the copy engine in
+//                a fixed order per query tile (deterministic).
 #include <cstdint>
 #include <iterator>
 
@@ -61,6 +64,9 @@ void attention_backward_v2(const Tensor& dy, const Tensor& q, const Tensor& k, c
 void attention_backward_v3(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale);
+void attention_backward_v4(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
+                           Tensor& dv, int64_t window, float scale);
 
 struct AttentionForwardVariant {
   const char* name;
@@ -79,7 +85,8 @@ inline constexpr AttentionForwardVariant kAttentionForwardVariants[] = {
     {"v8", attention_forward_v8}};
 inline constexpr int kPromotedForward = 7;  // v8: 1.06–1.07× v7, 1.30–1.31× v4 (NOTES.md)
 inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {
-    {"v1", attention_backward_v1}, {"v2", attention_backward_v2}, {"v3", attention_backward_v3}};
+    {"v1", attention_backward_v1}, {"v2", attention_backward_v2}, {"v3", attention_backward_v3},
+    {"v4", attention_backward_v4}};
 inline constexpr int kPromotedBackward = 2;  // v3: 1.33–1.34× v2; stage-2 step 816.9 → 788.7 ms (NOTES.md)
 static_assert(kPromotedForward < static_cast<int>(std::size(kAttentionForwardVariants)));
 static_assert(kPromotedBackward < static_cast<int>(std::size(kAttentionBackwardVariants)));

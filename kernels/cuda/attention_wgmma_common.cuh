@@ -1,6 +1,7 @@
 #pragma once
-// Pieces the wgmma attention kernels share (forward v4/v5, backward v3): cp.async loads of [T, H, 128] rows into
-// the 128-byte-swizzled tiles of kernels/cuda/wgmma.cuh, and the proxy fence that makes them visible to wgmma.
+// Pieces the wgmma attention kernels share (forward v4/v5, backward v3/v4): cp.async loads of [T, H, 128] rows into
+// the 128-byte-swizzled tiles of kernels/cuda/wgmma.cuh, the proxy fence that makes them visible to wgmma, and the
+// backward's products over 64 × 64 score tiles and its gradient stores.
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -34,6 +35,66 @@ __device__ __forceinline__ void load_swizzled_async(uint8_t* tile, const __nv_bf
 
 // cp.async and st.shared write through the generic proxy; wgmma reads shared memory through the async proxy.
 __device__ __forceinline__ void fence_async_proxy() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// 64 × 64 accumulators of m64n64 (per thread) and 64 × 128 of m64n128; query/key tiles of the backward are 64 rows.
+inline constexpr int kScoreAcc = 32, kRowAcc = kHeadDim / 2, kScoreTile = 64;
+
+// This thread's two accumulator rows of its warpgroup's 64 (g and g + 8 of its warp's 16).
+__device__ __forceinline__ int warpgroup_row(int i) {
+  return ((threadIdx.x % 128) / 32) * 16 + ((threadIdx.x % 32) >> 2) + 8 * i;
+}
+
+// X (64 × 64) = A·Bᵀ over the head dim, both operands 64 rows of swizzled [rows × 128] tiles whose two 64-column
+// slabs lie `a_slab` / `b_slab` bytes apart (one commit group; not waited).
+__device__ __forceinline__ void issue_product(float (&x)[kScoreAcc], uint32_t a_addr, uint32_t a_slab,
+                                              uint32_t b_addr, uint32_t b_slab) {
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+    const uint32_t within = 32 * (kk % 4);
+    wgmma::mma_m64n64k16_ss(x, wgmma::k_major(a_addr + (kk / 4) * a_slab + within),
+                            wgmma::k_major(b_addr + (kk / 4) * b_slab + within), kk > 0);
+  }
+}
+
+// acc (64 × 128) += X·B with X as register A fragments (k-step kk = columns 16kk … 16kk + 15 of X) and B a swizzled
+// [64 × 128] tile read MN-major.
+__device__ __forceinline__ void issue_accumulate(float (&acc)[kRowAcc], const uint32_t (&xa)[kScoreTile / 16][4],
+                                                 uint32_t b_addr) {
+  constexpr uint32_t kSlab = kScoreTile * wgmma::kSlabRowBytes;
+#pragma unroll
+  for (int kk = 0; kk < kScoreTile / 16; ++kk) {
+    wgmma::mma_m64n128k16_rs_mn(acc, xa[kk], wgmma::mn_major(b_addr + kk * 16 * wgmma::kSlabRowBytes, kSlab), 1);
+  }
+}
+
+// A fragments of a 64 × 64 accumulator tile (x[4·nt + j]: 8-column block nt, element j).
+__device__ __forceinline__ void pack_fragments(const float (&x)[kScoreAcc], uint32_t (&xa)[kScoreTile / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kScoreTile / 16; ++kk) {
+    xa[kk][0] = pack_bf16(x[8 * kk], x[8 * kk + 1]);
+    xa[kk][1] = pack_bf16(x[8 * kk + 2], x[8 * kk + 3]);
+    xa[kk][2] = pack_bf16(x[8 * kk + 4], x[8 * kk + 5]);
+    xa[kk][3] = pack_bf16(x[8 * kk + 6], x[8 * kk + 7]);
+  }
+}
+
+// dst[t, h, :] += scale · acc for this thread's two rows (tokens row0 + warpgroup_row(i)), rounded once.
+__device__ __forceinline__ void add_accumulator_rows(__nv_bfloat16* dst, const float (&acc)[kRowAcc], int row0,
+                                                     int tokens, int heads, int head, float scale) {
+  const int c = threadIdx.x & 3;
+#pragma unroll
+  for (int row = 0; row < 2; ++row) {
+    const int t = row0 + warpgroup_row(row);
+    if (t >= tokens) continue;
+    __nv_bfloat16* p = dst + (static_cast<int64_t>(t) * heads + head) * kHeadDim;
+#pragma unroll
+    for (int nt = 0; nt < kHeadDim / 8; ++nt) {
+      auto* cell = reinterpret_cast<__nv_bfloat162*>(p + nt * 8 + 2 * c);
+      const float2 old = __bfloat1622float2(*cell);
+      *cell = __floats2bfloat162_rn(old.x + scale * acc[4 * nt + 2 * row], old.y + scale * acc[4 * nt + 2 * row + 1]);
+    }
+  }
+}
 
 // The first 1024-byte boundary at or after `raw` (wgmma's swizzle is anchored there).
 __device__ __forceinline__ uint8_t* align_1024(unsigned char* raw) {

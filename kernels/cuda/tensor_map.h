@@ -15,4 +15,8 @@ inline bool tma_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) %
 // Coordinates: (column 0 or 64, head, token). `what` names the tensor in errors.
 CUtensorMap head_rows_tensor_map(const void* base, int64_t tokens, int heads, int box_rows, const char* what);
 
+// The same for a [tokens, heads, 128] f32 tensor: boxes of 32 columns (128 bytes, one swizzled row) × `box_rows`
+// tokens of one head; coordinates (column 0, 32, 64 or 96, head, token). Stores and reductions skip rows past the end.
+CUtensorMap head_rows_tensor_map_f32(const void* base, int64_t tokens, int heads, int box_rows, const char* what);
+
 }  // namespace gpt::cuda

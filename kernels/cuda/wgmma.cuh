@@ -68,6 +68,22 @@ __device__ __forceinline__ void mma_m64n64k16_ss(float (&d)[32], uint64_t a, uin
       : "l"(a), "l"(b), "r"(accumulate));
 }
 
+// D[64×64] (+)= A·B with A [64×16] and B [16×64] both from shared memory, both MN-major (imm-trans-a = imm-trans-b
+// = 1): A is stored as its transpose (rows = the reduction), B as for mma_m64n128k16_rs_mn.
+__device__ __forceinline__ void mma_m64n64k16_ss_mn(float (&d)[32], uint64_t a, uint64_t b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, "
+      "%2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, "
+      "%28, %29, %30, %31}, %32, %33, p, 1, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
 // D[64×128] (+)= A·B with A [64×16] in registers (the accumulator layout's A fragments) and B [16×128] from
 // shared memory, MN-major (transposed on the fly: imm-trans-b = 1).
 __device__ __forceinline__ void mma_m64n128k16_rs_mn(float (&d)[64], const uint32_t (&a)[4], uint64_t b,

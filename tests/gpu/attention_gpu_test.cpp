@@ -190,6 +190,44 @@ INSTANTIATE_TEST_SUITE_P(
         Layout{"recipe_like_window_640", {0, 1000, 2077, 2125, 2125}, 2, 640, 0.12f}),
     [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
+// A recipe-sized slice (12,288 tokens, 6 heads, window 1408, documents of 37 … 3,000 tokens): more blocks than the
+// GPU holds at once, so versions that order their accumulation across blocks (backward v4) run with most blocks
+// waiting on others. No f64 reference at this size: each version must give bitwise the same gradients on every run
+// (the backward's contract), and agree with v3 (itself checked against f64 above) within the bf16 tolerance.
+TEST(AttentionGpuRecipeSlice, BackwardVersionsRepeatBitwiseAndAgree) {
+  GPT_REQUIRE_CUDA();
+  const Layout p{"recipe_slice", {0, 37, 3037, 3800, 5100, 5101, 7900, 9000, 12288}, 6, 1408, 0.12f};
+  Case c;
+  c.layout = &p;
+  const Shape shape{p.cu.back(), p.heads, 128};
+  auto input = [&](uint64_t seed) { return testing::random_tensor(shape, DType::bf16, seed); };
+  c.qg = input(11).to(Device::cuda);
+  c.kg = input(12).to(Device::cuda);
+  c.vg = input(13).to(Device::cuda);
+  c.dyg = input(14).to(Device::cuda);
+  c.dq0 = input(15);
+  c.dk0 = input(16);
+  c.dv0 = input(17);
+  c.cu_gpu = cu_tensor(p.cu, Device::cuda);
+  const GpuForward f = run_forward(c, cuda::attention_forward);
+  const GpuGrads baseline = run_backward(c, f, cuda::kAttentionBackwardVariants[2].fn);  // v3
+  for (const auto& variant : cuda::kAttentionBackwardVariants) {
+    SCOPED_TRACE(std::string("backward ") + variant.name);
+    const GpuGrads first = run_backward(c, f, variant.fn);
+    for (int run = 0; run < 2; ++run) {
+      const GpuGrads again = run_backward(c, f, variant.fn);
+      EXPECT_EQ(again.dq.to_doubles(), first.dq.to_doubles()) << "dq differs on repeat " << run;
+      EXPECT_EQ(again.dk.to_doubles(), first.dk.to_doubles()) << "dk differs on repeat " << run;
+      EXPECT_EQ(again.dv.to_doubles(), first.dv.to_doubles()) << "dv differs on repeat " << run;
+    }
+    for (const auto& [name, got, want, start] :
+         {std::tuple{"dq", &first.dq, &baseline.dq, &c.dq0}, std::tuple{"dk", &first.dk, &baseline.dk, &c.dk0},
+          std::tuple{"dv", &first.dv, &baseline.dv, &c.dv0}}) {
+      EXPECT_LT(relative_frobenius(increment(*got, *start), increment(*want, *start)), kTolGrad) << name << " vs v3";
+    }
+  }
+}
+
 TEST(AttentionGpuCuSeqlens, DoubleMatchesCpu) {
   GPT_REQUIRE_CUDA();
   const std::vector<int32_t> cu = {0, 5, 5, 100, 4096, 4096};
