@@ -8,7 +8,7 @@
 //     dSᵀ = Pᵀ ⊙ (dPᵀ − D) in registers, dV += Pᵀ·dY and dK += dSᵀ·Q (register A operands), writes dSᵀ to shared
 //     memory and, once both halves are there, its 64 columns of the tile's dQ = dS·K over all 128 keys (both
 //     operands read MN-major). The f32 dQ tile goes to a staging buffer.
-//   - The producer adds the staged tile into a f32 dQ accumulator with the copy engine (cp.reduce.async.bulk), in a
+//   - The producer's second warp adds the staged tile into a f32 dQ accumulator with the copy engine (cp.reduce.async.bulk), in a
 //     fixed order: the key blocks that see a query tile add to it from the highest block down, each waiting for a
 //     per-tile counter in global memory to reach its rank. The first (the diagonal block) stores instead of adding,
 //     so the accumulator needs no clearing. The sum is thus the same on every run: f32 additions in one order.
@@ -39,7 +39,7 @@ using namespace attn;
 
 constexpr int kConsumers = 2, kKeys = 64 * kConsumers, kQueries = kScoreTile, kStages = 2;
 constexpr int kConsumerThreads = 128 * kConsumers, kConsumerWarps = 4 * kConsumers;
-constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup (one warp works)
+constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup (two warps work: loads, dQ)
 constexpr int kConsumerRegisters = 240, kProducerRegisters = 24;
 static_assert(kConsumerThreads * kConsumerRegisters + 128 * kProducerRegisters <= 65536, "register file");
 
@@ -105,21 +105,27 @@ struct KeyBlock {
     q_end = s_last + min(seg_last - s_last, window);  // no int overflow near T = 2^31
     tiles = (q_end - s0) / kQueries + 1;
   }
-  // How warpgroup w's 64 keys meet the tile of queries [q0, q0 + 64): uniform over the warpgroup.
-  __device__ TileKind classify(int w, int q0, int tokens, const QueryStats& st) const {
+  // Whether warpgroup w's 64 keys can meet the tile of queries [q0, q0 + 64) whose first query's window starts at
+  // lo_first (first_key is non-decreasing, so that is the tile's lowest allowed key).
+  __device__ bool meets(int w, int q0, int tokens, int lo_first) const {
     const int k0 = s0 + kScoreTile * w;
-    if (k0 >= tokens) return TileKind::skip;
-    const int k_last = min(k0 + kScoreTile - 1, tokens - 1);
-    if (k0 > min(q0 + kQueries - 1, q_end) || k_last < st.lo[0]) return TileKind::skip;
-    if (q0 >= k_last && q0 + kQueries - 1 <= q_end && st.lo[kQueries - 1] <= k0 && k0 + kScoreTile <= tokens) {
+    if (k0 >= tokens) return false;
+    return k0 <= min(q0 + kQueries - 1, q_end) && min(k0 + kScoreTile - 1, tokens - 1) >= lo_first;
+  }
+  // How warpgroup w's keys meet the tile: uniform over the warpgroup.
+  __device__ TileKind classify(int w, int q0, int tokens, const QueryStats& st) const {
+    if (!meets(w, q0, tokens, st.lo[0])) return TileKind::skip;
+    const int k0 = s0 + kScoreTile * w;
+    if (k0 + kScoreTile <= tokens && q0 >= k0 + kScoreTile - 1 && q0 + kQueries - 1 <= q_end &&
+        st.lo[kQueries - 1] <= k0) {
       return TileKind::full;  // every query is at or after every key and its window reaches the first key
     }
     return TileKind::masked;
   }
-  // Whether the block adds to the tile's dQ: some key of it is seen by some query of the tile. The key blocks that
-  // do form a contiguous range ending at the block of the tile's last query, which fixes each one's rank.
-  __device__ bool contributes(int q0, int tokens, const QueryStats& st) const {
-    return classify(0, q0, tokens, st) != TileKind::skip || classify(1, q0, tokens, st) != TileKind::skip;
+  // Whether the block adds to the tile's dQ: some key of it can be seen by some query of the tile. The key blocks
+  // that do form a contiguous range ending at the block of the tile's last query, which fixes each one's rank.
+  __device__ bool contributes(int q0, int tokens, int lo_first) const {
+    return meets(0, q0, tokens, lo_first) || meets(1, q0, tokens, lo_first);
   }
 };
 
@@ -211,14 +217,19 @@ __device__ void add_dq_in_order(const BackwardArgs& a, const BlockTiles& t, cons
   __syncwarp();
 }
 
-__device__ void produce(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int key_block) {
+// Warp 0 of the producer: the query tiles, one stage ahead of the consumers.
+__device__ void load_query_tiles(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b) {
+  for (int n = 0; n < b.tiles; ++n) load_query_tile(a, t, b, n);
+}
+
+// Warp 1 of the producer: the staged dQ tiles, in the order the consumers stage them. It works out which tiles the
+// block adds to on its own (the statistics' stage may already hold a later tile).
+__device__ void add_dq_tiles(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int key_block) {
   int contributions = 0;
-  for (int n = 0; n <= b.tiles; ++n) {
-    if (n < b.tiles) load_query_tile(a, t, b, n);  // one tile ahead of the dQ it adds
-    if (n == 0) continue;
-    const int prev = n - 1;
-    if (b.contributes(b.s0 + prev * kQueries, a.tokens, t.stats[prev % kStages])) {
-      add_dq_in_order(a, t, b, prev, key_block, contributions++);
+  for (int n = 0; n < b.tiles; ++n) {
+    const int q0 = b.s0 + n * kQueries;
+    if (b.contributes(q0, a.tokens, static_cast<int>(first_key(t.cu, a.r, q0, a.window)))) {
+      add_dq_in_order(a, t, b, n, key_block, contributions++);
     }
   }
 }
@@ -297,7 +308,7 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlo
     tma::wait(t.full + stage, (n / kStages) & 1);
     const QueryStats& st = t.stats[stage];
     const TileKind kind = b.classify(w, q0, a.tokens, st);
-    const bool adds_dq = b.contributes(q0, a.tokens, st);
+    const bool adds_dq = b.contributes(q0, a.tokens, st.lo[0]);
     uint8_t* ds_tile = t.ds + (contributions & 1) * kDsTile;
     const uint32_t ds_addr = wgmma::smem_addr(ds_tile);
     if (kind != TileKind::skip) {
@@ -371,7 +382,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(c
   const KeyBlock b(t.cu, a.r, key_block * kKeys, a.tokens, a.window);
   if (threadIdx.x >= kConsumerThreads) {
     lower_registers<kProducerRegisters>();
-    if (threadIdx.x / 32 == kConsumerThreads / 32) {
+    const int warp = (threadIdx.x - kConsumerThreads) / 32;
+    if (warp == 0) {
       if (threadIdx.x == kConsumerThreads) {
         tma::arrive_expect_tx(t.kv_full, 2 * kKeyTile);
         tma::load_3d(t.ks, &a.k_map, 0, head, b.s0, t.kv_full);
@@ -379,7 +391,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(c
         tma::load_3d(t.vs, &a.v_map, 0, head, b.s0, t.kv_full);
         tma::load_3d(t.vs + kKeySlab, &a.v_map, wgmma::kSlabCols, head, b.s0, t.kv_full);
       }
-      produce(a, t, b, key_block);
+      load_query_tiles(a, t, b);
+    } else if (warp == 1) {
+      add_dq_tiles(a, t, b, key_block);
     }
     return;
   }
