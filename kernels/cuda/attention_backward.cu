@@ -253,9 +253,9 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(
 AttentionScratch attention_row_dot(const Tensor& dy, const Tensor& y, const AttentionProblem& p) {
   const cudaStream_t stream = current_stream();
   // Stream-ordered scratch for D: no device-wide synchronization on allocation or release.
-  float* raw = nullptr;
-  GPT_CUDA_CHECK(cudaMallocAsync(&raw, static_cast<size_t>(p.heads * p.tokens) * sizeof(float), stream));
-  AttentionScratch dsum(raw, StreamFree{stream});
+  AttentionScratch dsum(
+      static_cast<float*>(stream_ordered_alloc(static_cast<size_t>(p.heads * p.tokens) * sizeof(float), stream)),
+      StreamFree{stream});
   const int64_t rows = p.tokens * p.heads;
   row_dot_kernel<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(device_bf16(dy), device_bf16(y),
                                                                             dsum.get(), p.tokens, p.heads);

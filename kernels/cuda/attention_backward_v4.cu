@@ -8,7 +8,7 @@
 //     dSᵀ = Pᵀ ⊙ (dPᵀ − D) in registers, dV += Pᵀ·dY and dK += dSᵀ·Q (register A operands), writes dSᵀ to shared
 //     memory and, once both halves are there, its 64 columns of the tile's dQ = dS·K over all 128 keys (both
 //     operands read MN-major). The f32 dQ tile goes to a staging buffer.
-//   - The producer's second warp adds the staged tile into a f32 dQ accumulator with the copy engine (cp.reduce.async.bulk), in a
+//   - Two more producer warps (alternate tiles) add the staged tile into a f32 dQ accumulator with the copy engine (cp.reduce.async.bulk), in a
 //     fixed order: the key blocks that see a query tile add to it from the highest block down, each waiting for a
 //     per-tile counter in global memory to reach its rank. The first (the diagonal block) stores instead of adding,
 //     so the accumulator needs no clearing. The sum is thus the same on every run: f32 additions in one order.
@@ -39,7 +39,7 @@ using namespace attn;
 
 constexpr int kConsumers = 2, kKeys = 64 * kConsumers, kQueries = kScoreTile, kStages = 2;
 constexpr int kConsumerThreads = 128 * kConsumers, kConsumerWarps = 4 * kConsumers;
-constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup (two warps work: loads, dQ)
+constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup (three warps work: loads, dQ ×2)
 constexpr int kConsumerRegisters = 240, kProducerRegisters = 24;
 static_assert(kConsumerThreads * kConsumerRegisters + 128 * kProducerRegisters <= 65536, "register file");
 
@@ -48,8 +48,11 @@ constexpr int kQuerySlab = kQueries * wgmma::kSlabRowBytes, kQueryTile = 2 * kQu
 constexpr int kDsTile = kKeys * wgmma::kSlabRowBytes;  // dSᵀ: 128 key rows × 64 query columns, one slab, 16 KB
 constexpr int kDqBoxCols = 32, kDqBoxes = kHeadDim / kDqBoxCols;  // f32 staging: 4 boxes of [64 × 32], 128 B rows
 constexpr int kDqBox = kQueries * 128, kDqTile = kDqBoxes * kDqBox;  // 8 / 32 KB
-constexpr uint32_t kStageTransferBytes = 2 * kQueryTile;            // a Q tile and a dY tile
-constexpr int kDsBarrier = 1;                                       // named barrier of the consumer warpgroups
+constexpr int kDqStages = 2;  // staging tiles, each with its own adder warp: contribution k uses tile k % 2
+constexpr uint32_t kStageTransferBytes = 2 * kQueryTile;  // a Q tile and a dY tile
+// Named barriers of the two consumer warpgroups: dSᵀ may be overwritten (both finished the last dQ product) / dSᵀ
+// holds both halves.
+constexpr int kDsFreeBarrier = 1, kDsReadyBarrier = 2;
 
 struct QueryStats {       // one query tile's row statistics
   float neg_lse2[kQueries];  // −lse·log2e
@@ -72,27 +75,27 @@ struct BackwardArgs {
 struct BlockTiles {
   uint8_t *ks, *vs, *qs, *dys, *ds, *dq;
   QueryStats* stats;
-  uint64_t *full, *empty, *kv_full, *dq_full, *dq_empty;
+  uint64_t *full, *empty, *kv_full, *dq_full, *dq_empty;  // dq_*: one per staging tile
   int* cu;
   __device__ explicit BlockTiles(unsigned char* raw) {
     ks = align_1024(raw);
     vs = ks + kKeyTile;
     qs = vs + kKeyTile;                 // kStages Q tiles
     dys = qs + kStages * kQueryTile;    // kStages dY tiles
-    ds = dys + kStages * kQueryTile;    // two dSᵀ tiles (alternate contributions)
-    dq = ds + 2 * kDsTile;              // one f32 dQ staging tile
-    stats = reinterpret_cast<QueryStats*>(dq + kDqTile);
+    ds = dys + kStages * kQueryTile;    // the dSᵀ tile
+    dq = ds + kDsTile;                  // kDqStages f32 dQ staging tiles
+    stats = reinterpret_cast<QueryStats*>(dq + kDqStages * kDqTile);
     full = reinterpret_cast<uint64_t*>(stats + kStages);
     empty = full + kStages;
     kv_full = empty + kStages;
     dq_full = kv_full + 1;
-    dq_empty = dq_full + 1;
-    cu = reinterpret_cast<int*>(dq_empty + 1);
+    dq_empty = dq_full + kDqStages;
+    cu = reinterpret_cast<int*>(dq_empty + kDqStages);
   }
 };
 constexpr size_t smem_bytes(int r) {
-  return 1024 + 2 * kKeyTile + 2 * kStages * kQueryTile + 2 * kDsTile + kDqTile + kStages * sizeof(QueryStats) +
-         (2 * kStages + 3) * sizeof(uint64_t) + r * sizeof(int);
+  return 1024 + 2 * kKeyTile + 2 * kStages * kQueryTile + kDsTile + kDqStages * kDqTile +
+         kStages * sizeof(QueryStats) + (2 * kStages + 1 + 2 * kDqStages) * sizeof(uint64_t) + r * sizeof(int);
 }
 
 // The block's keys [s0, s_last] and the query tiles that can see them: [s0, q_end] in tiles of 64.
@@ -190,17 +193,19 @@ __device__ void load_query_tile(const BackwardArgs& a, const BlockTiles& t, cons
 // Adds the staged dQ of query tile n (the block's `contribution`-th) into the accumulator in rank order.
 __device__ void add_dq_in_order(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int n, int key_block,
                                 int contribution) {
+  const int slot = contribution % kDqStages, use = contribution / kDqStages;
+  const uint8_t* staged = t.dq + slot * kDqTile;
   const int lane = threadIdx.x % 32, head = blockIdx.y;
   const int q0 = b.s0 + n * kQueries, tile = q0 / kQueries;
   const int rank = (min(q0 + kQueries, a.tokens) - 1) / kKeys - key_block;  // key blocks above this one that add
   int* turn = a.dq_turns + static_cast<int64_t>(head) * a.query_tiles + tile;
-  tma::wait(t.dq_full, contribution & 1);
+  tma::wait(t.dq_full + slot, use & 1);
   if (lane == 0) {
     wait_for_turn(turn, rank);
     tma::fence_proxy_global();
 #pragma unroll
     for (int box = 0; box < kDqBoxes; ++box) {
-      const uint8_t* src = t.dq + box * kDqBox;
+      const uint8_t* src = staged + box * kDqBox;
       if (rank == 0) {
         tma::store_3d(&a.dq_map, box * kDqBoxCols, head, q0, src);
       } else {
@@ -209,7 +214,7 @@ __device__ void add_dq_in_order(const BackwardArgs& a, const BlockTiles& t, cons
     }
     tma::bulk_commit();
     tma::bulk_wait_shared_read();
-    tma::arrive(t.dq_empty);  // the staging tile may be refilled
+    tma::arrive(t.dq_empty + slot);  // the staging tile may be refilled
     tma::bulk_wait_complete();
     tma::fence_proxy_global();
     store_release(turn, rank + 1);
@@ -222,14 +227,16 @@ __device__ void load_query_tiles(const BackwardArgs& a, const BlockTiles& t, con
   for (int n = 0; n < b.tiles; ++n) load_query_tile(a, t, b, n);
 }
 
-// Warp 1 of the producer: the staged dQ tiles, in the order the consumers stage them. It works out which tiles the
-// block adds to on its own (the statistics' stage may already hold a later tile).
-__device__ void add_dq_tiles(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int key_block) {
+// Warps 1 and 2 of the producer: the staged dQ tiles of staging slot `slot` (every other contribution), so that one
+// tile's ordered addition overlaps the next one's. Each works out which tiles the block adds to on its own (the
+// statistics' stage may already hold a later tile).
+__device__ void add_dq_tiles(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int key_block, int slot) {
   int contributions = 0;
   for (int n = 0; n < b.tiles; ++n) {
     const int q0 = b.s0 + n * kQueries;
     if (b.contributes(q0, a.tokens, static_cast<int>(first_key(t.cu, a.r, q0, a.window)))) {
-      add_dq_in_order(a, t, b, n, key_block, contributions++);
+      if (contributions % kDqStages == slot) add_dq_in_order(a, t, b, n, key_block, contributions);
+      ++contributions;
     }
   }
 }
@@ -278,20 +285,21 @@ __device__ __forceinline__ void stage_dq(uint8_t* dq_tile, const float (&dq)[kSc
 
 // The tile's dQ once both dSᵀ halves are in shared memory: product, staging, hand-over to the producer. Waits for
 // every wgmma group this warpgroup has in flight (also the dK/dV products issued before).
-__device__ __forceinline__ void dq_tile(const BlockTiles& t, uint32_t ds_addr, int contribution, int w) {
+__device__ __forceinline__ void dq_tile(const BlockTiles& t, int contribution, int w) {
+  const int slot = contribution % kDqStages, use = contribution / kDqStages;
   fence_async_proxy();  // dSᵀ was written through the generic proxy
-  tma::named_sync(kDsBarrier, kConsumerThreads);
-  if (contribution > 0) tma::wait(t.dq_empty, (contribution - 1) & 1);
+  tma::named_sync(kDsReadyBarrier, kConsumerThreads);
+  if (use > 0) tma::wait(t.dq_empty + slot, (use - 1) & 1);
   float dq[kScoreAcc];
   wgmma::fence();
-  issue_dq(dq, ds_addr, wgmma::smem_addr(t.ks), w);
+  issue_dq(dq, wgmma::smem_addr(t.ds), wgmma::smem_addr(t.ks), w);
   wgmma::commit();
   wgmma::wait<0>();
   wgmma::fence_operands(dq);
-  stage_dq(t.dq, dq, w);
+  stage_dq(t.dq + slot * kDqTile, dq, w);
   fence_async_proxy();
   __syncwarp();
-  if ((threadIdx.x & 31) == 0) tma::arrive(t.dq_full);
+  if ((threadIdx.x & 31) == 0) tma::arrive(t.dq_full + slot);
 }
 
 __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b) {
@@ -309,20 +317,18 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlo
     const QueryStats& st = t.stats[stage];
     const TileKind kind = b.classify(w, q0, a.tokens, st);
     const bool adds_dq = b.contributes(q0, a.tokens, st.lo[0]);
-    uint8_t* ds_tile = t.ds + (contributions & 1) * kDsTile;
-    const uint32_t ds_addr = wgmma::smem_addr(ds_tile);
     if (kind != TileKind::skip) {
       const uint32_t q_addr = wgmma::smem_addr(t.qs + stage * kQueryTile);
       const uint32_t dy_addr = wgmma::smem_addr(t.dys + stage * kQueryTile);
       float sT[kScoreAcc], dpT[kScoreAcc];
       wgmma::fence();
       issue_product(sT, k_addr, kKeySlab, q_addr, kQuerySlab);
+      wgmma::commit();
       issue_product(dpT, v_addr, kKeySlab, dy_addr, kQuerySlab);
       wgmma::commit();
-      wgmma::wait<0>();
+      wgmma::wait<1>();  // Sᵀ; dPᵀ may still run during the exponentials
       wgmma::fence_operands(sT);
-      wgmma::fence_operands(dpT);
-      // sT becomes Pᵀ, dpT becomes dSᵀ (rows = keys, columns = queries).
+      // sT becomes Pᵀ, then dpT becomes dSᵀ (rows = keys, columns = queries).
 #pragma unroll
       for (int nt = 0; nt < kQueries / 8; ++nt) {
 #pragma unroll
@@ -334,9 +340,12 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlo
             if (!(key < a.tokens && key <= q && key >= st.lo[col])) p = 0.f;
           }
           sT[i] = p;
-          dpT[i] = p * (dpT[i] - st.d[col]);
         }
       }
+      wgmma::wait<0>();
+      wgmma::fence_operands(dpT);
+#pragma unroll
+      for (int i = 0; i < kScoreAcc; ++i) dpT[i] = sT[i] * (dpT[i] - st.d[(i / 4) * 8 + 2 * c + (i & 1)]);
       uint32_t pa[kScoreTile / 16][4], da[kScoreTile / 16][4];
       pack_fragments(sT, pa);
       pack_fragments(dpT, da);
@@ -346,15 +355,17 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlo
       issue_accumulate(dv, pa, dy_addr);
       issue_accumulate(dk, da, q_addr);
       wgmma::commit();
-      store_ds(ds_tile, da, w);  // adds_dq holds: this warpgroup's keys meet the tile
-      dq_tile(t, ds_addr, contributions, w);  // waits for dK/dV as well
+      tma::named_sync(kDsFreeBarrier, kConsumerThreads);
+      store_ds(t.ds, da, w);  // adds_dq holds: this warpgroup's keys meet the tile
+      dq_tile(t, contributions, w);  // waits for dK/dV as well
       wgmma::fence_operands(dv);
       wgmma::fence_operands(dk);
       ++contributions;
     } else if (adds_dq) {  // the other warpgroup's keys meet the tile, these do not: zero rows of dSᵀ
       const uint32_t zero[kScoreTile / 16][4] = {};
-      store_ds(ds_tile, zero, w);
-      dq_tile(t, ds_addr, contributions, w);
+      tma::named_sync(kDsFreeBarrier, kConsumerThreads);
+      store_ds(t.ds, zero, w);
+      dq_tile(t, contributions, w);
       ++contributions;
     }
     if ((threadIdx.x & 31) == 0) tma::arrive(t.empty + stage);
@@ -374,8 +385,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(c
       tma::init(t.empty + s, kConsumerWarps);
     }
     tma::init(t.kv_full, 1);
-    tma::init(t.dq_full, kConsumerWarps);
-    tma::init(t.dq_empty, 1);
+    for (int s = 0; s < kDqStages; ++s) {
+      tma::init(t.dq_full + s, kConsumerWarps);
+      tma::init(t.dq_empty + s, 1);
+    }
     tma::fence_init();
   }
   __syncthreads();  // the last block-wide barrier: the roles part here
@@ -392,8 +405,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(c
         tma::load_3d(t.vs + kKeySlab, &a.v_map, wgmma::kSlabCols, head, b.s0, t.kv_full);
       }
       load_query_tiles(a, t, b);
-    } else if (warp == 1) {
-      add_dq_tiles(a, t, b, key_block);
+    } else if (warp <= kDqStages) {
+      add_dq_tiles(a, t, b, key_block, warp - 1);
     }
     return;
   }
@@ -432,8 +445,7 @@ void attention_backward_v4(const Tensor& dy, const Tensor& q, const Tensor& k, c
   // Scratch: the f32 dQ accumulator (every element is stored before it is added to) and the per-tile counters.
   const size_t accum_floats = static_cast<size_t>(p.tokens) * p.heads * kHeadDim;
   const size_t turn_ints = static_cast<size_t>(p.heads) * query_tiles;
-  float* raw = nullptr;
-  GPT_CUDA_CHECK(cudaMallocAsync(&raw, (accum_floats + turn_ints) * sizeof(float), stream));
+  auto* raw = static_cast<float*>(stream_ordered_alloc((accum_floats + turn_ints) * sizeof(float), stream));
   const AttentionScratch scratch(raw, StreamFree{stream});
   int* turns = reinterpret_cast<int*>(raw + accum_floats);
   GPT_CUDA_CHECK(cudaMemsetAsync(turns, 0, turn_ints * sizeof(int), stream));

@@ -85,7 +85,7 @@ __device__ A block_sum(A v, A* scratch) {
 class DeviceScratch {
  public:
   explicit DeviceScratch(size_t bytes) {
-    if (bytes > 0) GPT_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes, op_stream()));
+    if (bytes > 0) ptr_ = stream_ordered_alloc(bytes, op_stream());
   }
   ~DeviceScratch() {
     if (ptr_ != nullptr) cudaFreeAsync(ptr_, op_stream());

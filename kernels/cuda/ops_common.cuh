@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/runtime.h"
 #include "kernels/cuda/type_traits.cuh"
 
 namespace gpt::cuda {
@@ -37,7 +38,7 @@ inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 class DeviceScratch {
  public:
   explicit DeviceScratch(size_t bytes) : bytes_(bytes) {
-    if (bytes_ > 0) GPT_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes_, cudaStream_t{}));
+    if (bytes_ > 0) ptr_ = stream_ordered_alloc(bytes_, cudaStream_t{});
   }
   ~DeviceScratch() {
     if (ptr_ != nullptr) cudaFreeAsync(ptr_, 0);

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <mutex>
+#include <set>
 #include <utility>
 
 namespace gpt::cuda {
@@ -135,6 +136,25 @@ const cudaDeviceProp& device_properties() {
     it = cache.emplace(device, prop).first;
   }
   return it->second;
+}
+
+void* stream_ordered_alloc(size_t bytes, cudaStream_t stream) {
+  static std::mutex mutex;
+  static std::set<int> retaining;
+  int device = 0;
+  GPT_CUDA_CHECK(cudaGetDevice(&device));
+  {
+    const std::lock_guard lock(mutex);
+    if (retaining.insert(device).second) {
+      cudaMemPool_t pool = nullptr;
+      GPT_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+      uint64_t keep_all = UINT64_MAX;
+      GPT_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+    }
+  }
+  void* p = nullptr;
+  GPT_CUDA_CHECK(cudaMallocAsync(&p, bytes, stream));
+  return p;
 }
 
 }  // namespace gpt::cuda

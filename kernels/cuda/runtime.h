@@ -104,4 +104,9 @@ void copy_to_host_async(PinnedBuffer& dst, size_t offset, const Tensor& src, cud
 // Properties of the current device, read once per device.
 const cudaDeviceProp& device_properties();
 
+// cudaMallocAsync on `stream` from the current device's default pool, which is first told (once per device) to keep
+// freed memory instead of returning it to the driver at every synchronisation: per-call scratch (attention, the
+// reductions' partial sums) then costs no mapping of fresh memory after the first call of a shape.
+void* stream_ordered_alloc(size_t bytes, cudaStream_t stream);
+
 }  // namespace gpt::cuda
