@@ -147,8 +147,8 @@ __global__ void __launch_bounds__(kThreads, 2) attention_dkdv_wgmma_kernel(const
     }
     __syncthreads();  // the stage is done with before it is refilled
   }
-  add_accumulator_rows(a.dk, dk_acc, s0, a.tokens, a.heads, head, a.scale);
-  add_accumulator_rows(a.dv, dv_acc, s0, a.tokens, a.heads, head, 1.f);
+  add_accumulator_rows<2>({GradientRows{a.dk, dk_acc, s0, a.scale}, GradientRows{a.dv, dv_acc, s0, 1.f}}, a.tokens,
+                          a.heads, head);
 }
 
 // ---- step 3: dQ --------------------------------------------------------------------------------------------
@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_dq_wgmma_kernel(const _
     }
     __syncthreads();
   }
-  add_accumulator_rows(a.dq, dq_acc, q0, a.tokens, a.heads, head, a.scale);
+  add_accumulator_rows<1>({GradientRows{a.dq, dq_acc, q0, a.scale}}, a.tokens, a.heads, head);
 }
 
 }  // namespace

@@ -162,11 +162,21 @@ __device__ __forceinline__ void lower_registers() {
 
 // ---- producer (one warp) -------------------------------------------------------------------------------------
 
-// Query tile n into stage n % kStages once the consumers have released the stage's previous tile.
+// Query tile n into stage n % kStages once the consumers have released the stage's previous tile: the copies
+// first (their latency then covers the statistics' loads), then every lane's statistics and its arrival.
 __device__ void load_query_tile(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int n) {
   const int lane = threadIdx.x % 32, stage = n % kStages, use = n / kStages, head = blockIdx.y;
   const int q0 = b.s0 + n * kQueries;
   if (use > 0) tma::wait(t.empty + stage, (use - 1) & 1);
+  if (lane == 0) {
+    tma::expect_tx(t.full + stage, kStageTransferBytes);
+    uint8_t* q_tile = t.qs + stage * kQueryTile;
+    uint8_t* dy_tile = t.dys + stage * kQueryTile;
+    tma::load_3d(q_tile, &a.q_map, 0, head, q0, t.full + stage);
+    tma::load_3d(q_tile + kQuerySlab, &a.q_map, wgmma::kSlabCols, head, q0, t.full + stage);
+    tma::load_3d(dy_tile, &a.dy_map, 0, head, q0, t.full + stage);
+    tma::load_3d(dy_tile + kQuerySlab, &a.dy_map, wgmma::kSlabCols, head, q0, t.full + stage);
+  }
   QueryStats& st = t.stats[stage];
 #pragma unroll
   for (int i = 0; i < kQueries / 32; ++i) {
@@ -176,18 +186,7 @@ __device__ void load_query_tile(const BackwardArgs& a, const BlockTiles& t, cons
     st.d[row] = valid ? a.dsum[static_cast<int64_t>(head) * a.tokens + q] : 0.f;
     st.lo[row] = valid ? static_cast<int>(first_key(t.cu, a.r, q, a.window)) : a.tokens;
   }
-  __syncwarp();
-  if (lane == 0) {
-    tma::arrive_expect_tx(t.full + stage, kStageTransferBytes);
-    uint8_t* q_tile = t.qs + stage * kQueryTile;
-    uint8_t* dy_tile = t.dys + stage * kQueryTile;
-    tma::load_3d(q_tile, &a.q_map, 0, head, q0, t.full + stage);
-    tma::load_3d(q_tile + kQuerySlab, &a.q_map, wgmma::kSlabCols, head, q0, t.full + stage);
-    tma::load_3d(dy_tile, &a.dy_map, 0, head, q0, t.full + stage);
-    tma::load_3d(dy_tile + kQuerySlab, &a.dy_map, wgmma::kSlabCols, head, q0, t.full + stage);
-  } else {
-    tma::arrive(t.full + stage);
-  }
+  tma::arrive(t.full + stage);  // each lane's own statistics are released by its arrival
 }
 
 // Adds the staged dQ of query tile n (the block's `contribution`-th) into the accumulator in rank order.
@@ -370,8 +369,8 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlo
     }
     if ((threadIdx.x & 31) == 0) tma::arrive(t.empty + stage);
   }
-  add_accumulator_rows(a.dk, dk, k0, a.tokens, a.heads, blockIdx.y, a.scale);
-  add_accumulator_rows(a.dv, dv, k0, a.tokens, a.heads, blockIdx.y, 1.f);
+  add_accumulator_rows<2>({GradientRows{a.dk, dk, k0, a.scale}, GradientRows{a.dv, dv, k0, 1.f}}, a.tokens, a.heads,
+                          blockIdx.y);
 }
 
 __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(const __grid_constant__ BackwardArgs a) {
@@ -381,7 +380,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(c
   for (int i = threadIdx.x; i < a.r; i += kThreads) t.cu[i] = a.cu_seqlens[i];
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      tma::init(t.full + s, 32);  // every producer lane (the statistics), one with the bytes
+      tma::init(t.full + s, 32);  // every loader lane (the statistics); the bytes are announced by expect_tx
       tma::init(t.empty + s, kConsumerWarps);
     }
     tma::init(t.kv_full, 1);

@@ -78,20 +78,48 @@ __device__ __forceinline__ void pack_fragments(const float (&x)[kScoreAcc], uint
   }
 }
 
-// dst[t, h, :] += scale · acc for this thread's two rows (tokens row0 + warpgroup_row(i)), rounded once.
-__device__ __forceinline__ void add_accumulator_rows(__nv_bfloat16* dst, const float (&acc)[kRowAcc], int row0,
-                                                     int tokens, int heads, int head, float scale) {
+// One gradient's part of a block epilogue: dst[t, h, :] += scale · acc for this thread's two accumulator rows
+// (tokens row0 + warpgroup_row(i)), rounded once.
+struct GradientRows {
+  __nv_bfloat16* dst;
+  const float (&acc)[kRowAcc];
+  int row0;
+  float scale;
+};
+
+// The epilogue of kGradients gradients at once: every old value is loaded before the first store, so the whole
+// read-modify-write costs one memory latency instead of one per row and gradient (the compiler may not move loads
+// of one row above stores of another: they could alias).
+template <int kGradients>
+__device__ __forceinline__ void add_accumulator_rows(const GradientRows (&grads)[kGradients], int tokens, int heads,
+                                                     int head) {
+  constexpr int kCells = kHeadDim / 8;  // bf16 pairs per row and thread
   const int c = threadIdx.x & 3;
+  __nv_bfloat162 old[kGradients][2][kCells];
 #pragma unroll
-  for (int row = 0; row < 2; ++row) {
-    const int t = row0 + warpgroup_row(row);
-    if (t >= tokens) continue;
-    __nv_bfloat16* p = dst + (static_cast<int64_t>(t) * heads + head) * kHeadDim;
+  for (int g = 0; g < kGradients; ++g) {
 #pragma unroll
-    for (int nt = 0; nt < kHeadDim / 8; ++nt) {
-      auto* cell = reinterpret_cast<__nv_bfloat162*>(p + nt * 8 + 2 * c);
-      const float2 old = __bfloat1622float2(*cell);
-      *cell = __floats2bfloat162_rn(old.x + scale * acc[4 * nt + 2 * row], old.y + scale * acc[4 * nt + 2 * row + 1]);
+    for (int row = 0; row < 2; ++row) {
+      const int t = grads[g].row0 + warpgroup_row(row);
+      const __nv_bfloat16* p = grads[g].dst + (static_cast<int64_t>(t < tokens ? t : 0) * heads + head) * kHeadDim;
+#pragma unroll
+      for (int nt = 0; nt < kCells; ++nt) old[g][row][nt] = *reinterpret_cast<const __nv_bfloat162*>(p + nt * 8 + 2 * c);
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < kGradients; ++g) {
+#pragma unroll
+    for (int row = 0; row < 2; ++row) {
+      const int t = grads[g].row0 + warpgroup_row(row);
+      if (t >= tokens) continue;
+      __nv_bfloat16* p = grads[g].dst + (static_cast<int64_t>(t) * heads + head) * kHeadDim;
+#pragma unroll
+      for (int nt = 0; nt < kCells; ++nt) {
+        const float2 o = __bfloat1622float2(old[g][row][nt]);
+        const float scale = grads[g].scale;
+        *reinterpret_cast<__nv_bfloat162*>(p + nt * 8 + 2 * c) = __floats2bfloat162_rn(
+            o.x + scale * grads[g].acc[4 * nt + 2 * row], o.y + scale * grads[g].acc[4 * nt + 2 * row + 1]);
+      }
     }
   }
 }

@@ -30,6 +30,12 @@ __device__ __forceinline__ void arrive_expect_tx(uint64_t* bar, uint32_t bytes) 
                : "memory");
 }
 
+// Announces `bytes` for the current phase without arriving (the arrivals come separately).
+__device__ __forceinline__ void expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(shared_addr(bar)), "r"(bytes)
+               : "memory");
+}
+
 __device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) {
   const uint32_t addr = shared_addr(bar);
   uint32_t done = 0;
