@@ -1,4 +1,4 @@
-// CUDA backward of kernels/attention.h, version 4 (kernels/cuda/attention_variants.h): one pass over key blocks
+// CUDA backward of kernels/attention.h, versions 4 and 5 (kernels/cuda/attention_variants.h): one pass over key blocks
 // with five products per tile pair instead of v3's seven, warp-specialised like forward v7/v8, and deterministic.
 //
 // One block = 128 consecutive keys × one head: two consumer warpgroups of 64 keys and a producer warpgroup.
@@ -13,6 +13,8 @@
 //     per-tile counter in global memory to reach its rank. The first (the diagonal block) stores instead of adding,
 //     so the accumulator needs no clearing. The sum is thus the same on every run: f32 additions in one order.
 //   - A last kernel adds scale · dQ (rounded once) into dq.
+//   - dK and dV: v4 adds them into dk and dv with a read-modify-write by the consumer threads (rounded once); v5 stages
+//     them as bf16 in shared memory and has the copy engine add them (add_gradients_async).
 // Ordering relies on blocks starting in launch order (block x of a head waits only on blocks < x of that head: the
 // grid runs key blocks from the last to the first), as in the deterministic modes of other flash-attention codes.
 #include <cuda.h>
@@ -51,8 +53,8 @@ constexpr int kDqBox = kQueries * 128, kDqTile = kDqBoxes * kDqBox;  // 8 / 32 K
 constexpr int kDqStages = 2;  // staging tiles, each with its own adder warp: contribution k uses tile k % 2
 constexpr uint32_t kStageTransferBytes = 2 * kQueryTile;  // a Q tile and a dY tile
 // Named barriers of the two consumer warpgroups: dSᵀ may be overwritten (both finished the last dQ product) / dSᵀ
-// holds both halves.
-constexpr int kDsFreeBarrier = 1, kDsReadyBarrier = 2;
+// holds both halves / both finished their last tile (v5's epilogue reuses the Q and dY stages).
+constexpr int kDsFreeBarrier = 1, kDsReadyBarrier = 2, kEpilogueBarrier = 3;
 
 struct QueryStats {       // one query tile's row statistics
   float neg_lse2[kQueries];  // −lse·log2e
@@ -62,6 +64,7 @@ struct QueryStats {       // one query tile's row statistics
 
 struct BackwardArgs {
   CUtensorMap q_map, k_map, v_map, dy_map, dq_map;  // bf16 boxes of 64 / 128 / 128 / 64 rows; f32 dQ of 64
+  CUtensorMap dk_map, dv_map;                       // bf16 boxes of 128 rows (v5's epilogue adds through them)
   const float *lse, *dsum;
   const int* cu_seqlens;
   int* dq_turns;  // [heads, query tiles]: how many key blocks have added to the tile so far (zero at launch)
@@ -301,6 +304,38 @@ __device__ __forceinline__ void dq_tile(const BlockTiles& t, int contribution, i
   if ((threadIdx.x & 31) == 0) tma::arrive(t.dq_full + slot);
 }
 
+// v5's epilogue: scale·dK and dV rounded to bf16 into the (now idle) Q and dY stages, laid out as the K tile, then
+// added into dk and dv by the copy engine (bf16 adds at L2, rows past the end skipped), so the block's end waits
+// for no global load. Costs one more rounding than v4's read-modify-write (of the increment, before the add).
+__device__ void add_gradients_async(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b,
+                                    const float (&dk)[kRowAcc], const float (&dv)[kRowAcc]) {
+  const int w = threadIdx.x / 128, c = threadIdx.x & 3, head = blockIdx.y;
+  tma::named_sync(kEpilogueBarrier, kConsumerThreads);  // the other warpgroup's last products read the stages
+#pragma unroll
+  for (int row = 0; row < 2; ++row) {
+    const int r = kScoreTile * w + warpgroup_row(row);
+#pragma unroll
+    for (int nt = 0; nt < kHeadDim / 8; ++nt) {
+      const uint32_t offset = (nt / 8) * kKeySlab + wgmma::swizzled_offset(r, nt % 8) + 4 * c;
+      *reinterpret_cast<__nv_bfloat162*>(t.qs + offset) =
+          __floats2bfloat162_rn(a.scale * dk[4 * nt + 2 * row], a.scale * dk[4 * nt + 2 * row + 1]);
+      *reinterpret_cast<__nv_bfloat162*>(t.dys + offset) =
+          __floats2bfloat162_rn(dv[4 * nt + 2 * row], dv[4 * nt + 2 * row + 1]);
+    }
+  }
+  fence_async_proxy();
+  tma::named_sync(kEpilogueBarrier, kConsumerThreads);
+  if (threadIdx.x == 0) {
+    tma::reduce_add_3d(&a.dk_map, 0, head, b.s0, t.qs);
+    tma::reduce_add_3d(&a.dk_map, wgmma::kSlabCols, head, b.s0, t.qs + kKeySlab);
+    tma::reduce_add_3d(&a.dv_map, 0, head, b.s0, t.dys);
+    tma::reduce_add_3d(&a.dv_map, wgmma::kSlabCols, head, b.s0, t.dys + kKeySlab);
+    tma::bulk_commit();
+    tma::bulk_wait_shared_read();  // the block may end once the copy engine has read its shared memory
+  }
+}
+
+template <bool kAsyncEpilogue>
 __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b) {
   const int w = threadIdx.x / 128, c = threadIdx.x & 3;
   const int k0 = b.s0 + kScoreTile * w;
@@ -369,10 +404,15 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlo
     }
     if ((threadIdx.x & 31) == 0) tma::arrive(t.empty + stage);
   }
-  add_accumulator_rows<2>({GradientRows{a.dk, dk, k0, a.scale}, GradientRows{a.dv, dv, k0, 1.f}}, a.tokens, a.heads,
-                          blockIdx.y);
+  if constexpr (kAsyncEpilogue) {
+    add_gradients_async(a, t, b, dk, dv);
+  } else {
+    add_accumulator_rows<2>({GradientRows{a.dk, dk, k0, a.scale}, GradientRows{a.dv, dv, k0, 1.f}}, a.tokens,
+                            a.heads, blockIdx.y);
+  }
 }
 
+template <bool kAsyncEpilogue>
 __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(const __grid_constant__ BackwardArgs a) {
   extern __shared__ unsigned char smem_raw[];
   const BlockTiles t(smem_raw);
@@ -410,7 +450,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(c
     return;
   }
   raise_registers<kConsumerRegisters>();
-  consume(a, t, b);
+  consume<kAsyncEpilogue>(a, t, b);
 }
 
 // dq += scale · dq_accum, rounded once; 4 elements per thread.
@@ -424,13 +464,12 @@ __global__ void add_scaled_dq_kernel(__nv_bfloat16* dq, const float* accum, int6
   cell[1] = __floats2bfloat162_rn(hi.x + scale * g.z, hi.y + scale * g.w);
 }
 
-}  // namespace
-
-void attention_backward_v4(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
+template <bool kAsyncEpilogue>
+void launch_fused_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale) {
   if (!tma_aligned(q.raw()) || !tma_aligned(k.raw()) || !tma_aligned(v.raw()) || !tma_aligned(dy.raw()) ||
-      !tma_aligned(dq.raw())) {
+      !tma_aligned(dq.raw()) || !tma_aligned(dk.raw()) || !tma_aligned(dv.raw())) {
     attention_backward_v3(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);  // the copy engine's limit
     return;
   }
@@ -456,6 +495,8 @@ void attention_backward_v4(const Tensor& dy, const Tensor& q, const Tensor& k, c
       head_rows_tensor_map(device_bf16(v), p.tokens, p.heads, kKeys, "attention_backward v"),
       head_rows_tensor_map(device_bf16(dy), p.tokens, p.heads, kQueries, "attention_backward dy"),
       head_rows_tensor_map_f32(raw, p.tokens, p.heads, kQueries, "attention_backward dq accumulator"),
+      head_rows_tensor_map(device_bf16(dk), p.tokens, p.heads, kKeys, "attention_backward dk"),
+      head_rows_tensor_map(device_bf16(dv), p.tokens, p.heads, kKeys, "attention_backward dv"),
       static_cast<const float*>(lse.raw()),
       dsum.get(),
       device_i32(cu_seqlens),
@@ -471,15 +512,29 @@ void attention_backward_v4(const Tensor& dy, const Tensor& q, const Tensor& k, c
       scale,
       scale * kLog2e};
   const size_t smem = smem_bytes(p.r);
-  set_smem_limit(attention_backward_fused_kernel, smem, "attention_backward");
+  set_smem_limit(attention_backward_fused_kernel<kAsyncEpilogue>, smem, "attention_backward");
   const dim3 grid(static_cast<unsigned>(key_blocks), static_cast<unsigned>(p.heads));
-  attention_backward_fused_kernel<<<grid, kThreads, smem, stream>>>(args);
+  attention_backward_fused_kernel<kAsyncEpilogue><<<grid, kThreads, smem, stream>>>(args);
   GPT_CUDA_CHECK_LAUNCH();
 
   const int64_t quads = static_cast<int64_t>(accum_floats / 4);
   add_scaled_dq_kernel<<<static_cast<unsigned>((quads + 255) / 256), 256, 0, stream>>>(device_bf16(dq), raw, quads,
                                                                                      scale);
   GPT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void attention_backward_v4(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
+                           Tensor& dv, int64_t window, float scale) {
+  launch_fused_backward<false>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
+}
+
+void attention_backward_v5(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
+                           Tensor& dv, int64_t window, float scale) {
+  launch_fused_backward<true>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
 }
 
 }  // namespace gpt::cuda

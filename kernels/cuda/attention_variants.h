@@ -26,6 +26,8 @@
 //   backward v4: one pass of five products per tile pair: 128 keys per block (two consumer warpgroups) and a TMA
 //                producer; dQ = dS·K from dSᵀ in shared memory, added into a f32 accumulator by the copy engine in
 //                a fixed order per query tile (deterministic).
+//   backward v5: v4 whose dK/dV epilogue is added by the copy engine from shared memory (bf16 adds at L2) instead
+//                of a read-modify-write by the consumer threads.
 #include <cstdint>
 #include <iterator>
 
@@ -67,6 +69,9 @@ void attention_backward_v3(const Tensor& dy, const Tensor& q, const Tensor& k, c
 void attention_backward_v4(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale);
+void attention_backward_v5(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
+                           Tensor& dv, int64_t window, float scale);
 
 struct AttentionForwardVariant {
   const char* name;
@@ -86,7 +91,7 @@ inline constexpr AttentionForwardVariant kAttentionForwardVariants[] = {
 inline constexpr int kPromotedForward = 7;  // v8: 1.06–1.07× v7, 1.30–1.31× v4 (NOTES.md)
 inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {
     {"v1", attention_backward_v1}, {"v2", attention_backward_v2}, {"v3", attention_backward_v3},
-    {"v4", attention_backward_v4}};
+    {"v4", attention_backward_v4}, {"v5", attention_backward_v5}};
 inline constexpr int kPromotedBackward = 3;  // v4: 1.15–1.20× v3; stage-2 step 790.5 → 778.3 ms (NOTES.md)
 static_assert(kPromotedForward < static_cast<int>(std::size(kAttentionForwardVariants)));
 static_assert(kPromotedBackward < static_cast<int>(std::size(kAttentionBackwardVariants)));
