@@ -154,15 +154,6 @@ __device__ __forceinline__ void wait_for_turn(const int* turn, int rank) {
   }
 }
 
-template <int kRegisters>
-__device__ __forceinline__ void raise_registers() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-}
-template <int kRegisters>
-__device__ __forceinline__ void lower_registers() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-}
-
 // ---- producer (one warp) -------------------------------------------------------------------------------------
 
 // Query tile n into stage n % kStages once the consumers have released the stage's previous tile: the copies
@@ -173,12 +164,8 @@ __device__ void load_query_tile(const BackwardArgs& a, const BlockTiles& t, cons
   if (use > 0) tma::wait(t.empty + stage, (use - 1) & 1);
   if (lane == 0) {
     tma::expect_tx(t.full + stage, kStageTransferBytes);
-    uint8_t* q_tile = t.qs + stage * kQueryTile;
-    uint8_t* dy_tile = t.dys + stage * kQueryTile;
-    tma::load_3d(q_tile, &a.q_map, 0, head, q0, t.full + stage);
-    tma::load_3d(q_tile + kQuerySlab, &a.q_map, wgmma::kSlabCols, head, q0, t.full + stage);
-    tma::load_3d(dy_tile, &a.dy_map, 0, head, q0, t.full + stage);
-    tma::load_3d(dy_tile + kQuerySlab, &a.dy_map, wgmma::kSlabCols, head, q0, t.full + stage);
+    tma::load_head_rows(t.qs + stage * kQueryTile, kQuerySlab, &a.q_map, head, q0, t.full + stage);
+    tma::load_head_rows(t.dys + stage * kQueryTile, kQuerySlab, &a.dy_map, head, q0, t.full + stage);
   }
   QueryStats& st = t.stats[stage];
 #pragma unroll
@@ -438,10 +425,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(c
     if (warp == 0) {
       if (threadIdx.x == kConsumerThreads) {
         tma::arrive_expect_tx(t.kv_full, 2 * kKeyTile);
-        tma::load_3d(t.ks, &a.k_map, 0, head, b.s0, t.kv_full);
-        tma::load_3d(t.ks + kKeySlab, &a.k_map, wgmma::kSlabCols, head, b.s0, t.kv_full);
-        tma::load_3d(t.vs, &a.v_map, 0, head, b.s0, t.kv_full);
-        tma::load_3d(t.vs + kKeySlab, &a.v_map, wgmma::kSlabCols, head, b.s0, t.kv_full);
+        tma::load_head_rows(t.ks, kKeySlab, &a.k_map, head, b.s0, t.kv_full);
+        tma::load_head_rows(t.vs, kKeySlab, &a.v_map, head, b.s0, t.kv_full);
       }
       load_query_tiles(a, t, b);
     } else if (warp <= kDqStages) {

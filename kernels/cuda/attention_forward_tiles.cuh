@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_wgmma_common.cuh"
 #include "kernels/cuda/fast_math.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
@@ -143,16 +144,9 @@ __device__ __forceinline__ void rescale_output(float (&o)[kHeadDim / 2], const f
   for (int i = 0; i < kHeadDim / 2; ++i) o[i] *= rescale[(i >> 1) & 1];
 }
 
-// P (exponentiated scores) as the A fragments of P·V: k-step kk covers keys 16kk … 16kk + 15.
-__device__ __forceinline__ void pack_p(const float (&s)[kBlockK / 2], uint32_t (&pa)[kBlockK / 16][4]) {
-#pragma unroll
-  for (int kk = 0; kk < kBlockK / 16; ++kk) {
-    pa[kk][0] = pack_bf16(s[8 * kk], s[8 * kk + 1]);
-    pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-    pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-    pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
-  }
-}
+// P (exponentiated scores) as the A fragments of P·V (k-step kk covers keys 16kk … 16kk + 15): pack_fragments of
+// kernels/cuda/attention_wgmma_common.cuh (kBlockK = kScoreTile).
+static_assert(kBlockK == kScoreTile, "P tiles are the wgmma score tiles");
 
 // The end of a block: each row's softmax sum over the 4 threads that share it, 1 / sum for O (0 for a row with no
 // allowed key) and the row's lse (natural log), written by one thread per row for rows before `tokens`.

@@ -63,7 +63,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[kBlockK / 2], TileKind k
   float rescale[2];
   softmax_scores(s, kind, k0, rows, scale_log2, rescale);
   rescale_output(o, rescale);
-  pack_p(s, pa);
+  pack_fragments(s, pa);
 }
 
 // Normalises O, stages the block's rows row-major in the Q tile (every wgmma that read it has completed), then

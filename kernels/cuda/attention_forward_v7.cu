@@ -58,15 +58,6 @@ struct Shape {
                 "register file");
 };
 
-template <int kRegisters>
-__device__ __forceinline__ void raise_registers() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-}
-template <int kRegisters>
-__device__ __forceinline__ void lower_registers() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-}
-
 struct TmaForwardArgs {
   CUtensorMap q_map, k_map, v_map;  // kernels/cuda/tensor_map.h: Q boxes of the block's rows, K/V of 64
   const int* cu_seqlens;
@@ -108,18 +99,13 @@ __device__ void produce(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>
   using S = Shape<kConsumers>;
   const int head = blockIdx.y;
   tma::arrive_expect_tx(t.q_full, S::kQTile);
-  tma::load_3d(t.qs, &a.q_map, 0, head, q0, t.q_full);
-  tma::load_3d(t.qs + S::kQSlab, &a.q_map, wgmma::kSlabCols, head, q0, t.q_full);
+  tma::load_head_rows(t.qs, S::kQSlab, &a.q_map, head, q0, t.q_full);
   for (int n = 0; n < tiles; ++n) {
     const int stage = n % kStages, use = n / kStages, k0 = key_begin + n * kBlockK;
     if (use > 0) tma::wait(t.empty + stage, (use - 1) & 1);
     tma::arrive_expect_tx(t.full + stage, kKvTransferBytes);
-    uint8_t* k_tile = t.ks + stage * kKvBytes;
-    uint8_t* v_tile = t.vs + stage * kKvBytes;
-    tma::load_3d(k_tile, &a.k_map, 0, head, k0, t.full + stage);
-    tma::load_3d(k_tile + kKvSlabBytes, &a.k_map, wgmma::kSlabCols, head, k0, t.full + stage);
-    tma::load_3d(v_tile, &a.v_map, 0, head, k0, t.full + stage);
-    tma::load_3d(v_tile + kKvSlabBytes, &a.v_map, wgmma::kSlabCols, head, k0, t.full + stage);
+    tma::load_head_rows(t.ks + stage * kKvBytes, kKvSlabBytes, &a.k_map, head, k0, t.full + stage);
+    tma::load_head_rows(t.vs + stage * kKvBytes, kKvSlabBytes, &a.v_map, head, k0, t.full + stage);
   }
 }
 
@@ -205,7 +191,7 @@ __device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>
     wgmma::wait<0>();
     wgmma::fence_operands(s);
     softmax_scores(s, prev, key_begin, rows, a.scale_log2, rescale);
-    pack_p(s, pa);  // O is still zero: nothing to rescale
+    pack_fragments(s, pa);  // O is still zero: nothing to rescale
   } else {
     turns.end();
   }
@@ -247,7 +233,7 @@ __device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>
     release(t, (n - 1) % kStages);  // K of tile n − 1 was read in burst n − 1, V in this one
     if (scores) {
       rescale_output(o, rescale);
-      pack_p(p, pa);
+      pack_fragments(p, pa);
     }
     prev = kind;
   }

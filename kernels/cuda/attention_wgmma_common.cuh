@@ -124,6 +124,17 @@ __device__ __forceinline__ void add_accumulator_rows(const GradientRows (&grads)
   }
 }
 
+// Warp-specialised blocks move registers between warpgroups (every warp of a warpgroup executes the same one):
+// producers lower their limit, consumers raise theirs; the kernel's total must fit the register file.
+template <int kRegisters>
+__device__ __forceinline__ void raise_registers() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void lower_registers() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
 // The first 1024-byte boundary at or after `raw` (wgmma's swizzle is anchored there).
 __device__ __forceinline__ uint8_t* align_1024(unsigned char* raw) {
   return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});

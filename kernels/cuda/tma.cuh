@@ -58,6 +58,14 @@ __device__ __forceinline__ void load_3d(void* dst, const CUtensorMap* map, int c
       : "memory");
 }
 
+// Both 64-column boxes of a [rows × 128] tile of one head (the head_rows maps of kernels/cuda/tensor_map.h), the
+// second slab `slab_bytes` after the first.
+__device__ __forceinline__ void load_head_rows(void* tile, uint32_t slab_bytes, const CUtensorMap* map, int head, int row,
+                                               uint64_t* bar) {
+  load_3d(tile, map, 0, head, row, bar);
+  load_3d(static_cast<uint8_t*>(tile) + slab_bytes, map, 64, head, row, bar);
+}
+
 // Shared → global through the copy engine (bulk groups of the issuing thread): the box at (c0, c1, c2) is written
 // from, or added element by element into global memory (f32 add, performed at L2), `src`; rows past the tensor's
 // end are not written. A bulk group is committed, then waited for until its shared reads are done (the source may be
