@@ -7,16 +7,18 @@
 //   - Per query tile each consumer warpgroup computes Sᵀ = K·Qᵀ and dPᵀ = V·dYᵀ for its 64 keys, Pᵀ and
 //     dSᵀ = Pᵀ ⊙ (dPᵀ − D) in registers, dV += Pᵀ·dY and dK += dSᵀ·Q (register A operands), writes dSᵀ to shared
 //     memory and, once both halves are there, its 64 columns of the tile's dQ = dS·K over all 128 keys (both
-//     operands read MN-major). The f32 dQ tile goes to a staging buffer.
-//   - Two more producer warps (alternate tiles) add the staged tile into a f32 dQ accumulator with the copy engine (cp.reduce.async.bulk), in a
-//     fixed order: the key blocks that see a query tile add to it from the highest block down, each waiting for a
-//     per-tile counter in global memory to reach its rank. The first (the diagonal block) stores instead of adding,
-//     so the accumulator needs no clearing. The sum is thus the same on every run: f32 additions in one order.
+//     operands read MN-major). The f32 dQ tile goes to one of two staging tiles.
+//   - Two more producer warps (one per staging tile) add the staged tile into a f32 dQ accumulator with the copy
+//     engine (cp.reduce.async.bulk), in a fixed order: the key blocks that see a query tile add to it from the
+//     highest block down, each waiting for a per-tile counter in global memory to reach its rank. The first (the
+//     diagonal block) stores instead of adding, so the accumulator needs no clearing. The sum is thus the same on
+//     every run: f32 additions in one order.
 //   - A last kernel adds scale · dQ (rounded once) into dq.
 //   - dK and dV: v4 adds them into dk and dv with a read-modify-write by the consumer threads (rounded once); v5 stages
 //     them as bf16 in shared memory and has the copy engine add them (add_gradients_async).
-// Ordering relies on blocks starting in launch order (block x of a head waits only on blocks < x of that head: the
-// grid runs key blocks from the last to the first), as in the deterministic modes of other flash-attention codes.
+// The ordering relies on blocks starting in launch order, which CUDA does in practice but does not promise: block x
+// of a head waits only on blocks < x of that head (the grid runs key blocks from the last to the first), so the
+// oldest unfinished block never waits.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -154,7 +156,7 @@ __device__ __forceinline__ void wait_for_turn(const int* turn, int rank) {
   }
 }
 
-// ---- producer (one warp) -------------------------------------------------------------------------------------
+// ---- producer warps -------------------------------------------------------------------------------------------
 
 // Query tile n into stage n % kStages once the consumers have released the stage's previous tile: the copies
 // first (their latency then covers the statistics' loads), then every lane's statistics and its arrival.

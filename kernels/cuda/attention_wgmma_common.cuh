@@ -103,7 +103,9 @@ __device__ __forceinline__ void add_accumulator_rows(const GradientRows (&grads)
       const int t = grads[g].row0 + warpgroup_row(row);
       const __nv_bfloat16* p = grads[g].dst + (static_cast<int64_t>(t < tokens ? t : 0) * heads + head) * kHeadDim;
 #pragma unroll
-      for (int nt = 0; nt < kCells; ++nt) old[g][row][nt] = *reinterpret_cast<const __nv_bfloat162*>(p + nt * 8 + 2 * c);
+      for (int nt = 0; nt < kCells; ++nt) {
+        old[g][row][nt] = *reinterpret_cast<const __nv_bfloat162*>(p + nt * 8 + 2 * c);
+      }
     }
   }
 #pragma unroll

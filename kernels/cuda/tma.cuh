@@ -60,16 +60,16 @@ __device__ __forceinline__ void load_3d(void* dst, const CUtensorMap* map, int c
 
 // Both 64-column boxes of a [rows × 128] tile of one head (the head_rows maps of kernels/cuda/tensor_map.h), the
 // second slab `slab_bytes` after the first.
-__device__ __forceinline__ void load_head_rows(void* tile, uint32_t slab_bytes, const CUtensorMap* map, int head, int row,
-                                               uint64_t* bar) {
+__device__ __forceinline__ void load_head_rows(void* tile, uint32_t slab_bytes, const CUtensorMap* map, int head,
+                                               int row, uint64_t* bar) {
   load_3d(tile, map, 0, head, row, bar);
   load_3d(static_cast<uint8_t*>(tile) + slab_bytes, map, 64, head, row, bar);
 }
 
 // Shared → global through the copy engine (bulk groups of the issuing thread): the box at (c0, c1, c2) is written
-// from, or added element by element into global memory (f32 add, performed at L2), `src`; rows past the tensor's
-// end are not written. A bulk group is committed, then waited for until its shared reads are done (the source may be
-// reused) or until its global writes are complete.
+// from `src`, or `src` is added into it element by element (in the map's element type, f32 or bf16, at L2); rows
+// past the tensor's end are not written. A bulk group is committed, then waited for until its shared reads are done
+// (the source may be reused) or until its global writes are complete.
 __device__ __forceinline__ void store_3d(const CUtensorMap* map, int c0, int c1, int c2, const void* src) {
   asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
                    reinterpret_cast<uint64_t>(map)),
@@ -77,10 +77,11 @@ __device__ __forceinline__ void store_3d(const CUtensorMap* map, int c0, int c1,
                : "memory");
 }
 __device__ __forceinline__ void reduce_add_3d(const CUtensorMap* map, int c0, int c1, int c2, const void* src) {
-  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
-                   reinterpret_cast<uint64_t>(map)),
-               "r"(c0), "r"(c1), "r"(c2), "r"(shared_addr(src))
-               : "memory");
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(c0), "r"(c1), "r"(c2), "r"(shared_addr(src))
+      : "memory");
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void bulk_wait_shared_read() {
