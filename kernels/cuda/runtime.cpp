@@ -153,7 +153,11 @@ void* stream_ordered_alloc(size_t bytes, cudaStream_t stream) {
     }
   }
   void* p = nullptr;
-  GPT_CUDA_CHECK(cudaMallocAsync(&p, bytes, stream));
+  const cudaError_t rc = cudaMallocAsync(&p, bytes, stream);
+  if (rc != cudaSuccess) {
+    (void)cudaGetLastError();  // an out-of-memory here is not sticky: leave the device usable for the caller
+    GPT_FAIL("stream-ordered scratch of ", bytes, " bytes on device ", device, ": ", cudaGetErrorString(rc));
+  }
   return p;
 }
 
