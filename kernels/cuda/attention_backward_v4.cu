@@ -103,39 +103,9 @@ constexpr size_t smem_bytes(int r) {
          kStages * sizeof(QueryStats) + (2 * kStages + 1 + 2 * kDqStages) * sizeof(uint64_t) + r * sizeof(int);
 }
 
-// The block's keys [s0, s_last] and the query tiles that can see them: [s0, q_end] in tiles of 64.
-struct KeyBlock {
-  int s0, s_last, q_end, tiles;
-  __device__ KeyBlock(const int* cu, int r, int first, int tokens, int window) : s0(first) {
-    s_last = min(s0 + kKeys, tokens) - 1;
-    // Queries that see a key s: [s, min(segment end − 1, s + window)]; the union ends at s_last's bound.
-    const int seg_last = segment_end(cu, r, s_last) - 1;
-    q_end = s_last + min(seg_last - s_last, window);  // no int overflow near T = 2^31
-    tiles = (q_end - s0) / kQueries + 1;
-  }
-  // Whether warpgroup w's 64 keys can meet the tile of queries [q0, q0 + 64) whose first query's window starts at
-  // lo_first (first_key is non-decreasing, so that is the tile's lowest allowed key).
-  __device__ bool meets(int w, int q0, int tokens, int lo_first) const {
-    const int k0 = s0 + kScoreTile * w;
-    if (k0 >= tokens) return false;
-    return k0 <= min(q0 + kQueries - 1, q_end) && min(k0 + kScoreTile - 1, tokens - 1) >= lo_first;
-  }
-  // How warpgroup w's keys meet the tile: uniform over the warpgroup.
-  __device__ TileKind classify(int w, int q0, int tokens, const QueryStats& st) const {
-    if (!meets(w, q0, tokens, st.lo[0])) return TileKind::skip;
-    const int k0 = s0 + kScoreTile * w;
-    if (k0 + kScoreTile <= tokens && q0 >= k0 + kScoreTile - 1 && q0 + kQueries - 1 <= q_end &&
-        st.lo[kQueries - 1] <= k0) {
-      return TileKind::full;  // every query is at or after every key and its window reaches the first key
-    }
-    return TileKind::masked;
-  }
-  // Whether the block adds to the tile's dQ: some key of it can be seen by some query of the tile. The key blocks
-  // that do form a contiguous range ending at the block of the tile's last query, which fixes each one's rank.
-  __device__ bool contributes(int q0, int tokens, int lo_first) const {
-    return meets(0, q0, tokens, lo_first) || meets(1, q0, tokens, lo_first);
-  }
-};
+// The block's keys and the query tiles that can see them (kernels/cuda/attention_schedule.h; its invariants are
+// checked on the CPU by tests/attention/attention_schedule_test.cpp).
+using KeyBlock = BackwardKeyBlock<kKeys, kQueries, kScoreTile>;
 
 __device__ __forceinline__ int load_acquire(const int* p) {
   int v;
@@ -188,7 +158,7 @@ __device__ void add_dq_in_order(const BackwardArgs& a, const BlockTiles& t, cons
   const uint8_t* staged = t.dq + slot * kDqTile;
   const int lane = threadIdx.x % 32, head = blockIdx.y;
   const int q0 = b.s0 + n * kQueries, tile = q0 / kQueries;
-  const int rank = (min(q0 + kQueries, a.tokens) - 1) / kKeys - key_block;  // key blocks above this one that add
+  const int rank = KeyBlock::dq_rank(q0, a.tokens, key_block);  // key blocks above this one that add
   int* turn = a.dq_turns + static_cast<int64_t>(head) * a.query_tiles + tile;
   tma::wait(t.dq_full + slot, use & 1);
   if (lane == 0) {
@@ -338,7 +308,7 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlo
     const int stage = n % kStages, q0 = b.s0 + n * kQueries;
     tma::wait(t.full + stage, (n / kStages) & 1);
     const QueryStats& st = t.stats[stage];
-    const TileKind kind = b.classify(w, q0, a.tokens, st);
+    const TileKind kind = b.classify(w, q0, a.tokens, st.lo);
     const bool adds_dq = b.contributes(q0, a.tokens, st.lo[0]);
     if (kind != TileKind::skip) {
       const uint32_t q_addr = wgmma::smem_addr(t.qs + stage * kQueryTile);

@@ -1,6 +1,6 @@
 #pragma once
 // Shared pieces of the CUDA attention kernels (kernels/attention.h): bf16 tensor-core fragments (mma.sync
-// m16n8k16, fp32 accumulation), shared-memory tile loads and the per-token key range.
+// m16n8k16, fp32 accumulation) and shared-memory tile loads; the per-token key range is in attention_schedule.h.
 //
 // Fragment layouts of mma.m16n8k16.row.col (g = lane / 4, c = lane % 4):
 //   A (16×16, row-major): a0 = (g, 2c..2c+1), a1 = (g+8, 2c..), a2 = (g, 2c+8..), a3 = (g+8, 2c+8..)
@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/attention_schedule.h"
 #include "kernels/cuda/fast_math.cuh"
 
 namespace gpt::cuda::attn {
@@ -139,37 +140,8 @@ __device__ __forceinline__ void ldmatrix_b_rows_x2(uint32_t (&b)[4], const __nv_
   ldmatrix_x4(b, tile + (n0 + row + (matrix >> 1) * 8) * kRowStride + k0 + (matrix & 1) * 8);
 }
 
-// First token of the segment that holds token t: the last cu_seqlens entry ≤ t (empty segments repeat values,
-// so the last one is the segment that really contains t). `cu` has r entries in shared memory.
-__device__ __forceinline__ int segment_begin(const int* cu, int r, int64_t t) {
-  int lo = 0, hi = r - 1;  // invariant: cu[lo] ≤ t < cu[hi] (cu[r-1] = T > t)
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) >> 1;
-    if (cu[mid] <= t) lo = mid; else hi = mid;
-  }
-  return cu[lo];
-}
-
-// One past the last token of the segment that holds token t.
-__device__ __forceinline__ int segment_end(const int* cu, int r, int64_t t) {
-  int lo = 0, hi = r - 1;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) >> 1;
-    if (cu[mid] <= t) lo = mid; else hi = mid;
-  }
-  return cu[hi];
-}
-
-// Lowest key a query t may attend: max(segment start, t − window).
-__device__ __forceinline__ int64_t first_key(const int* cu, int r, int64_t t, int64_t window) {
-  const int64_t b = segment_begin(cu, r, t);
-  return b > t - window ? b : t - window;
-}
-
 // How a tile of kTile keys [k0, k0 + kTile) meets rows [t_first, t_last] whose first allowed keys run from lo_first to
 // lo_last (first_key is non-decreasing in t): no pair allowed, every pair allowed, or masks needed.
-enum class TileKind { skip, full, masked };
-
 template <int kTile>
 __device__ __forceinline__ TileKind classify_keys(int k0, int t_first, int t_last, int lo_first, int lo_last) {
   const int k_last = k0 + kTile - 1;

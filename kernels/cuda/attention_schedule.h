@@ -1,0 +1,96 @@
+#pragma once
+// Index arithmetic of the CUDA attention kernels that does not touch data: which keys a query may attend
+// (cu_seqlens segments and the sliding window) and how backward v4/v5 split the work into key blocks and query
+// tiles. Plain C++ with host-device qualifiers under nvcc, so that the CPU tests can check the invariants the
+// kernels rely on (tests/attention/attention_schedule_test.cpp) on the same code the GPU runs.
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define GPT_ATTN_HD __host__ __device__ __forceinline__
+#else
+#define GPT_ATTN_HD inline
+#endif
+
+namespace gpt::cuda::attn {
+
+GPT_ATTN_HD int min_int(int a, int b) {
+#if defined(__CUDA_ARCH__)
+  return min(a, b);
+#else
+  return a < b ? a : b;
+#endif
+}
+
+// First token of the segment that holds token t: the last cu_seqlens entry ≤ t (empty segments repeat values,
+// so the last one is the segment that really contains t). `cu` has r entries (in shared memory on the GPU).
+GPT_ATTN_HD int segment_begin(const int* cu, int r, int64_t t) {
+  int lo = 0, hi = r - 1;  // invariant: cu[lo] ≤ t < cu[hi] (cu[r-1] = T > t)
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) >> 1;
+    if (cu[mid] <= t) lo = mid; else hi = mid;
+  }
+  return cu[lo];
+}
+
+// One past the last token of the segment that holds token t.
+GPT_ATTN_HD int segment_end(const int* cu, int r, int64_t t) {
+  int lo = 0, hi = r - 1;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) >> 1;
+    if (cu[mid] <= t) lo = mid; else hi = mid;
+  }
+  return cu[hi];
+}
+
+// Lowest key a query t may attend: max(segment start, t − window).
+GPT_ATTN_HD int64_t first_key(const int* cu, int r, int64_t t, int64_t window) {
+  const int64_t b = segment_begin(cu, r, t);
+  return b > t - window ? b : t - window;
+}
+
+// How a tile of keys meets a tile of queries: no pair allowed, every pair allowed, or masks needed.
+enum class TileKind { skip, full, masked };
+
+// Backward v4/v5: a block of kKeys keys [s0, s_last] (warpgroups of kHalf keys) and the query tiles of kQueries
+// that can see them, [s0, q_end]. Key blocks and query tiles are aligned to their sizes.
+template <int kKeys, int kQueries, int kHalf>
+struct BackwardKeyBlock {
+  static_assert(kKeys == 2 * kHalf && kKeys % kQueries == 0, "two halves; query tiles split key blocks evenly");
+  int s0, s_last, q_end, tiles;
+
+  GPT_ATTN_HD BackwardKeyBlock(const int* cu, int r, int first, int tokens, int window) : s0(first) {
+    s_last = min_int(s0 + kKeys, tokens) - 1;
+    // Queries that see a key s: [s, min(segment end − 1, s + window)]; the union ends at s_last's bound.
+    const int seg_last = segment_end(cu, r, s_last) - 1;
+    q_end = s_last + min_int(seg_last - s_last, window);  // no int overflow near T = 2^31
+    tiles = (q_end - s0) / kQueries + 1;
+  }
+  // Whether half w's keys can meet the tile of queries [q0, q0 + kQueries) whose first query's window starts at
+  // lo_first (first_key is non-decreasing, so that is the tile's lowest allowed key).
+  GPT_ATTN_HD bool meets(int w, int q0, int tokens, int lo_first) const {
+    const int k0 = s0 + kHalf * w;
+    if (k0 >= tokens) return false;
+    return k0 <= min_int(q0 + kQueries - 1, q_end) && min_int(k0 + kHalf - 1, tokens - 1) >= lo_first;
+  }
+  // How half w's keys meet the tile; lo[i] is the first allowed key of the tile's query i (queries past q_end:
+  // `tokens`, they see nothing).
+  GPT_ATTN_HD TileKind classify(int w, int q0, int tokens, const int* lo) const {
+    if (!meets(w, q0, tokens, lo[0])) return TileKind::skip;
+    const int k0 = s0 + kHalf * w;
+    if (k0 + kHalf <= tokens && q0 >= k0 + kHalf - 1 && q0 + kQueries - 1 <= q_end && lo[kQueries - 1] <= k0) {
+      return TileKind::full;  // every query is at or after every key and its window reaches the first key
+    }
+    return TileKind::masked;
+  }
+  // Whether the block adds to the tile's dQ: some key of it can be seen by some query of the tile. The key blocks
+  // that do form a contiguous range ending at the block of the tile's last query, which fixes each one's rank.
+  GPT_ATTN_HD bool contributes(int q0, int tokens, int lo_first) const {
+    return meets(0, q0, tokens, lo_first) || meets(1, q0, tokens, lo_first);
+  }
+  // The number of key blocks after `key_block` that add to the tile at q0 before it (0: it stores the tile).
+  GPT_ATTN_HD static int dq_rank(int q0, int tokens, int key_block) {
+    return (min_int(q0 + kQueries, tokens) - 1) / kKeys - key_block;
+  }
+};
+
+}  // namespace gpt::cuda::attn
