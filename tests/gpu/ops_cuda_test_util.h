@@ -1,39 +1,23 @@
 #pragma once
 // Helpers of the CUDA op tests (embedding, elementwise, smear, bigram, activation, softcap loss, fp8, transpose):
-// NaN poisoning of outputs, relative Frobenius errors against the CPU reference, random ids.
-//
-// Tolerances (‖gpu − cpu‖ / ‖cpu‖ over all elements, same inputs): f64 1e-12; f32 1e-5 (summation order and a few
-// ulp of fast intrinsics); bf16 5e-3 (one bf16 ulp is 2^-8 relative, and only elements near a rounding tie flip).
-// Any non-finite GPU element fails.
+// the shared GPU test helpers (tests/gpu/gpu_test_util.h: NaN poisoning, relative Frobenius errors, tolerances per
+// dtype), plus the op tests' own: errors of a GPU tensor against its CPU reference, random ids, scalars.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/tensor.h"
-#include "tests/common/gradcheck.h"
-#include "tests/common/tape_lockstep.h"
+#include "tests/gpu/gpu_test_util.h"
 
 namespace gpt::ops_cuda_testing {
 
-inline double tolerance_for(DType dtype) {
-  return dtype == DType::f64 ? 1e-12 : dtype == DType::f32 ? 1e-5 : 5e-3;
-}
-
-// Every byte 0xFF: NaN in f64, f32 and bf16, so an element the kernel never wrote fails the comparison.
-inline void poison(Tensor& t) {
-  ASSERT_FALSE(t.is_cpu());
-  GPT_CUDA_CHECK(cudaMemset(t.raw(), 0xFF, t.nbytes()));
-  GPT_CUDA_CHECK(cudaDeviceSynchronize());
-}
-
-inline double relative_frobenius(const std::vector<double>& a, const std::vector<double>& b) {
-  return testing::relative_error(a, b);
-}
+using gpu_testing::poison;
+using gpu_testing::relative_frobenius;
+using gpu_testing::tolerance_for;
 
 // GPU tensor (any floating dtype) against the CPU reference tensor.
 inline double rel_error(const Tensor& gpu, const Tensor& cpu) {
@@ -63,7 +47,4 @@ inline Tensor scalar_tensor(double v, DType dtype) { return Tensor::from_doubles
 
 }  // namespace gpt::ops_cuda_testing
 
-#define GPT_REQUIRE_CUDA_DEVICE()                                            \
-  do {                                                                       \
-    if (!::gpt::cuda_available()) GTEST_FAIL() << "no CUDA device visible"; \
-  } while (0)
+#define GPT_REQUIRE_CUDA_DEVICE() GPT_REQUIRE_CUDA()
