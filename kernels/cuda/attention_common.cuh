@@ -140,14 +140,4 @@ __device__ __forceinline__ void ldmatrix_b_rows_x2(uint32_t (&b)[4], const __nv_
   ldmatrix_x4(b, tile + (n0 + row + (matrix >> 1) * 8) * kRowStride + k0 + (matrix & 1) * 8);
 }
 
-// How a tile of kTile keys [k0, k0 + kTile) meets rows [t_first, t_last] whose first allowed keys run from lo_first to
-// lo_last (first_key is non-decreasing in t): no pair allowed, every pair allowed, or masks needed.
-template <int kTile>
-__device__ __forceinline__ TileKind classify_keys(int k0, int t_first, int t_last, int lo_first, int lo_last) {
-  const int k_last = k0 + kTile - 1;
-  if (t_last < t_first || k0 > t_last || k_last < lo_first) return TileKind::skip;
-  if (k_last <= t_first && k0 >= lo_last) return TileKind::full;
-  return TileKind::masked;
-}
-
 }  // namespace gpt::cuda::attn

@@ -26,17 +26,6 @@ __device__ __forceinline__ TileKind classify(int k0, int t_first, int t_last, in
   return classify_keys<kBlockK>(k0, t_first, t_last, lo_first, lo_last);
 }
 
-// The keys a block of queries [q0, q0 + rows) walks: from the first key its first query may see, in 64-key tiles, to
-// its last query (kv_end: one past it).
-struct BlockKeys {
-  int key_begin, kv_end, tiles;
-};
-__device__ __forceinline__ BlockKeys block_keys(const int* cu, int r, int q0, int rows, int tokens, int window) {
-  const int q_last = min(q0 + rows, tokens) - 1;
-  const int key_begin = static_cast<int>(first_key(cu, r, q0, window));
-  return {key_begin, q_last + 1, (q_last - key_begin) / kBlockK + 1};
-}
-
 // Everything one thread knows about its two query rows (g and g + 8 of its warp's 16) and its warpgroup's 64.
 struct RowState {
   int w0, w_last, lo_w_first, lo_w_last;  // the warpgroup's rows and their first allowed keys

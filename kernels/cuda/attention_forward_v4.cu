@@ -132,7 +132,7 @@ struct BlockTiles {
   __device__ BlockKeys start(const ForwardArgs& a, int head, int q0) const {
     for (int i = threadIdx.x; i < a.r; i += kThreads) cu[i] = a.cu_seqlens[i];
     __syncthreads();
-    const BlockKeys keys = block_keys(cu, a.r, q0, kBlockQ, a.tokens, a.window);
+    const BlockKeys keys = block_keys<kBlockK>(cu, a.r, q0, kBlockQ, a.tokens, a.window);
     load_swizzled_async<kThreads, kBlockQ>(qs, a.q, q0, a.tokens, a.heads, head);
 #pragma unroll
     for (int n = 0; n < kStages - 1; ++n) {

@@ -268,7 +268,7 @@ __global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
     tma::fence_init();
   }
   __syncthreads();  // the last block-wide barrier: the roles part here
-  const BlockKeys keys = block_keys(t.cu, a.r, q0, S::kRows, a.tokens, a.window);
+  const BlockKeys keys = block_keys<kBlockK>(t.cu, a.r, q0, S::kRows, a.tokens, a.window);
   if (threadIdx.x >= S::kConsumerThreadCount) {
     if constexpr (S::kRebalance) lower_registers<S::kProducerRegisters>();
     if (threadIdx.x == S::kConsumerThreadCount) produce(a, t, q0, keys.key_begin, keys.tiles);

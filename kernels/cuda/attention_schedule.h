@@ -1,7 +1,7 @@
 #pragma once
 // Index arithmetic of the CUDA attention kernels that does not touch data: which keys a query may attend
-// (cu_seqlens segments and the sliding window) and how backward v4/v5 split the work into key blocks and query
-// tiles. Plain C++ with host-device qualifiers under nvcc, so that the CPU tests can check the invariants the
+// (cu_seqlens segments and the sliding window), which key tiles a forward block walks and how they meet its rows,
+// and how backward v4/v5 split the work into key blocks and query tiles. Plain C++ with host-device qualifiers under nvcc, so that the CPU tests can check the invariants the
 // kernels rely on (tests/attention/attention_schedule_test.cpp) on the same code the GPU runs.
 #include <cstdint>
 
@@ -50,6 +50,29 @@ GPT_ATTN_HD int64_t first_key(const int* cu, int r, int64_t t, int64_t window) {
 
 // How a tile of keys meets a tile of queries: no pair allowed, every pair allowed, or masks needed.
 enum class TileKind { skip, full, masked };
+
+// How a tile of kTile keys [k0, k0 + kTile) meets rows [t_first, t_last] whose first allowed keys run from lo_first
+// to lo_last (first_key is non-decreasing in t): no pair allowed, every pair allowed, or masks needed. An empty row
+// range (t_last < t_first: rows wholly past the end) is skipped.
+template <int kTile>
+GPT_ATTN_HD TileKind classify_keys(int k0, int t_first, int t_last, int lo_first, int lo_last) {
+  const int k_last = k0 + kTile - 1;
+  if (t_last < t_first || k0 > t_last || k_last < lo_first) return TileKind::skip;
+  if (k_last <= t_first && k0 >= lo_last) return TileKind::full;
+  return TileKind::masked;
+}
+
+// The keys a forward block of queries [q0, q0 + rows) walks: from the first key its first query may see, in tiles
+// of kTile, to its last query (kv_end: one past it).
+struct BlockKeys {
+  int key_begin, kv_end, tiles;
+};
+template <int kTile>
+GPT_ATTN_HD BlockKeys block_keys(const int* cu, int r, int q0, int rows, int tokens, int window) {
+  const int q_last = min_int(q0 + rows, tokens) - 1;
+  const int key_begin = static_cast<int>(first_key(cu, r, q0, window));
+  return {key_begin, q_last + 1, (q_last - key_begin) / kTile + 1};
+}
 
 // Backward v4/v5: a block of kKeys keys [s0, s_last] (warpgroups of kHalf keys) and the query tiles of kQueries
 // that can see them, [s0, q_end]. Key blocks and query tiles are aligned to their sizes.

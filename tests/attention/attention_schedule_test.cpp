@@ -1,5 +1,6 @@
 // The index arithmetic of the CUDA attention kernels (kernels/cuda/attention_schedule.h), checked on the CPU
-// against brute force over segment layouts and windows: the segment lookups, and the invariants backward v4/v5's
+// against brute force over segment layouts and windows: the segment lookups, the forward's key walk and tile
+// kinds (skip / full / masked) and per-element masks, and the invariants backward v4/v5's
 // deterministic dQ relies on — a key block's tile loop covers every query that sees its keys, a skipped half has no
 // allowed pair and a full one has only allowed pairs, the key blocks that add to a query tile are a contiguous
 // range whose ranks are 0 … n − 1 from the diagonal block down (so every block waits only on blocks launched before
@@ -89,6 +90,57 @@ TEST(AttentionSchedule, SegmentLookupsMatchTheirDefinition) {
       ASSERT_EQ(segment_begin(l.cu.data(), r, t), naive_segment_begin(l, t)) << "token " << t;
       ASSERT_EQ(segment_end(l.cu.data(), r, t), naive_segment_end(l, t)) << "token " << t;
       ASSERT_EQ(first_key(l.cu.data(), r, t, l.window), std::max(naive_segment_begin(l, t), t - l.window));
+    }
+  }
+}
+
+// Forward: a block of `rows` queries walks the key tiles of block_keys; each group of rows (a warpgroup of 64 in
+// v4–v8, a warp of 16 or 32 in v2 / v3) classifies every tile from its first and last rows' first keys and masks
+// the elements of masked tiles with each row's first key (t + 1 for rows past the end: nothing).
+TEST(AttentionSchedule, ForwardWalkCoversEveryAllowedKeyAndTileKindsAreExact) {
+  constexpr int kTile = 64;
+  const std::vector<Layout> all = layouts();
+  for (size_t n = 0; n < 60 && n < all.size(); ++n) {
+    const Layout& l = all[n];
+    SCOPED_TRACE(l.describe());
+    const int tokens = l.tokens(), r = static_cast<int>(l.cu.size());
+    auto first = [&](int t) { return static_cast<int>(first_key(l.cu.data(), r, t, l.window)); };
+    for (const auto& [rows, group] : {std::pair{128, 64}, std::pair{192, 64}, std::pair{128, 16}, std::pair{128, 32}}) {
+      for (int q0 = 0; q0 < tokens; q0 += rows) {
+        const BlockKeys keys = block_keys<kTile>(l.cu.data(), r, q0, rows, tokens, l.window);
+        const int q_end = std::min(q0 + rows, tokens);
+        ASSERT_EQ(keys.kv_end, q_end);
+        for (int t = q0; t < q_end; ++t) {
+          for (int s = first(t); s <= t; ++s) {
+            ASSERT_TRUE(s >= keys.key_begin && s < keys.key_begin + kTile * keys.tiles)
+                << "rows of " << rows << " at " << q0 << ": query " << t << "'s key " << s << " is not walked";
+          }
+        }
+        for (int w0 = q0; w0 < q0 + rows; w0 += group) {
+          const int w_last = std::min(w0 + group - 1, tokens - 1);  // < w0 for a group wholly past the end
+          const int lo_first = w0 < tokens ? first(w0) : 0, lo_last = w0 < tokens ? first(w_last) : 0;
+          for (int tile = 0; tile < keys.tiles; ++tile) {
+            const int k0 = keys.key_begin + kTile * tile;
+            const TileKind kind = classify_keys<kTile>(k0, w0, w_last, lo_first, lo_last);
+            int pairs = 0;
+            for (int t = w0; t < w0 + group; ++t) {
+              const int lo_row = t < tokens ? first(t) : t + 1;
+              for (int k = k0; k < k0 + kTile; ++k) {
+                const bool ok = t < tokens && k < tokens && allowed(l, t, k);
+                ASSERT_EQ(!(k < lo_row || k > t), ok) << "mask of query " << t << ", key " << k;
+                pairs += ok;
+              }
+            }
+            if (kind == TileKind::skip) {
+              EXPECT_EQ(pairs, 0) << "skipped tile at " << k0 << " for rows " << w0 << "…" << w_last;
+            }
+            if (kind == TileKind::full) {  // rows past the end compute unmasked but are never stored
+              const int valid_rows = std::max(0, std::min(w0 + group, tokens) - w0);
+              EXPECT_EQ(pairs, valid_rows * kTile) << "full tile at " << k0 << " for rows " << w0 << "…" << w_last;
+            }
+          }
+        }
+      }
     }
   }
 }
