@@ -53,11 +53,7 @@ struct RowState {
 __device__ __forceinline__ void issue_scores(float (&s)[kBlockK / 2], uint32_t q_addr, uint32_t k_addr,
                                              uint32_t q_slab_bytes = kQSlabBytes) {
   wgmma::fence();
-#pragma unroll
-  for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-    wgmma::mma_m64n64k16_ss(s, wgmma::k_major(q_addr + (kk / 4) * q_slab_bytes + 32 * (kk % 4)),
-                            wgmma::k_major(k_addr + (kk / 4) * kKvSlabBytes + 32 * (kk % 4)), kk > 0);
-  }
+  issue_product(s, q_addr, q_slab_bytes, k_addr, kKvSlabBytes);
   wgmma::commit();
 }
 
@@ -76,12 +72,10 @@ __device__ __forceinline__ void issue_scores(float (&s)[kBlockK / 2], const uint
 // Issues O += P·V for one tile (one commit group; not waited).
 __device__ __forceinline__ void issue_pv(float (&o)[kHeadDim / 2], const uint32_t (&pa)[kBlockK / 16][4],
                                          uint32_t v_addr) {
+  static_assert(kKvSlabBytes == kScoreTile * wgmma::kSlabRowBytes, "V tiles have the 64 rows issue_accumulate reads");
   wgmma::fence_operands(o);
   wgmma::fence();
-#pragma unroll
-  for (int kk = 0; kk < kBlockK / 16; ++kk) {
-    wgmma::mma_m64n128k16_rs_mn(o, pa[kk], wgmma::mn_major(v_addr + kk * 16 * kRowBytes, kKvSlabBytes), 1);
-  }
+  issue_accumulate(o, pa, v_addr);
   wgmma::commit();
 }
 

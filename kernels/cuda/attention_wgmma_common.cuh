@@ -1,7 +1,8 @@
 #pragma once
-// Pieces the wgmma attention kernels share (forward v4/v5, backward v3/v4): cp.async loads of [T, H, 128] rows into
-// the 128-byte-swizzled tiles of kernels/cuda/wgmma.cuh, the proxy fence that makes them visible to wgmma, and the
-// backward's products over 64 × 64 score tiles and its gradient stores.
+// Pieces the wgmma attention kernels share (forward v4–v8, backward v3–v5): cp.async loads of [T, H, 128] rows into
+// the 128-byte-swizzled tiles of kernels/cuda/wgmma.cuh, the proxy fence that makes them visible to wgmma, the
+// products over 64 × 64 score tiles (S = A·Bᵀ, then X·B with X in registers), the backward's gradient stores and
+// the register rebalancing of warp-specialised blocks.
 #include <cuda_bf16.h>
 
 #include <cstdint>
