@@ -92,7 +92,7 @@ inline constexpr int kPromotedForward = 7;  // v8: 1.06–1.07× v7, 1.30–1.31
 inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {
     {"v1", attention_backward_v1}, {"v2", attention_backward_v2}, {"v3", attention_backward_v3},
     {"v4", attention_backward_v4}, {"v5", attention_backward_v5}};
-inline constexpr int kPromotedBackward = 3;  // v4: 1.15–1.20× v3; stage-2 step 790.5 → 778.3 ms (NOTES.md)
+inline constexpr int kPromotedBackward = 4;  // v5: 1.08–1.11× v4; stage-2 step 767.6 → 763.8 ms (NOTES.md)
 static_assert(kPromotedForward < static_cast<int>(std::size(kAttentionForwardVariants)));
 static_assert(kPromotedBackward < static_cast<int>(std::size(kAttentionBackwardVariants)));
 
