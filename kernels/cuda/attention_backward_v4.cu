@@ -16,9 +16,10 @@
 //   - A last kernel adds scale · dQ (rounded once) into dq.
 //   - dK and dV: v4 adds them into dk and dv with a read-modify-write by the consumer threads (rounded once); v5 stages
 //     them as bf16 in shared memory and has the copy engine add them (add_gradients_async).
-// The ordering relies on blocks starting in launch order, which CUDA does in practice but does not promise: block x
-// of a head waits only on blocks < x of that head (the grid runs key blocks from the last to the first), so the
-// oldest unfinished block never waits.
+// Progress does not rely on the order in which the hardware starts blocks: each block takes its (head, key block)
+// from a ticket counter when it starts, tickets run the key blocks of a head from the last to the first, and a
+// block only waits on blocks of its head with smaller tickets, which have therefore started (and hold their SM
+// until they finish). The block with the smallest unfinished ticket never waits.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -70,6 +71,7 @@ struct BackwardArgs {
   const float *lse, *dsum;
   const int* cu_seqlens;
   int* dq_turns;  // [heads, query tiles]: how many key blocks have added to the tile so far (zero at launch)
+  int* tickets;   // how many blocks have started (zero at launch): a block's ticket names its work
   int r;
   __nv_bfloat16 *dk, *dv;
   int tokens, heads, window, query_tiles, key_blocks;
@@ -130,8 +132,8 @@ __device__ __forceinline__ void wait_for_turn(const int* turn, int rank) {
 
 // Query tile n into stage n % kStages once the consumers have released the stage's previous tile: the copies
 // first (their latency then covers the statistics' loads), then every lane's statistics and its arrival.
-__device__ void load_query_tile(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int n) {
-  const int lane = threadIdx.x % 32, stage = n % kStages, use = n / kStages, head = blockIdx.y;
+__device__ void load_query_tile(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int head, int n) {
+  const int lane = threadIdx.x % 32, stage = n % kStages, use = n / kStages;
   const int q0 = b.s0 + n * kQueries;
   if (use > 0) tma::wait(t.empty + stage, (use - 1) & 1);
   if (lane == 0) {
@@ -152,11 +154,11 @@ __device__ void load_query_tile(const BackwardArgs& a, const BlockTiles& t, cons
 }
 
 // Adds the staged dQ of query tile n (the block's `contribution`-th) into the accumulator in rank order.
-__device__ void add_dq_in_order(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int n, int key_block,
-                                int contribution) {
+__device__ void add_dq_in_order(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int head, int n,
+                                int key_block, int contribution) {
   const int slot = contribution % kDqStages, use = contribution / kDqStages;
   const uint8_t* staged = t.dq + slot * kDqTile;
-  const int lane = threadIdx.x % 32, head = blockIdx.y;
+  const int lane = threadIdx.x % 32;
   const int q0 = b.s0 + n * kQueries, tile = q0 / kQueries;
   const int rank = KeyBlock::dq_rank(q0, a.tokens, key_block);  // key blocks above this one that add
   int* turn = a.dq_turns + static_cast<int64_t>(head) * a.query_tiles + tile;
@@ -184,19 +186,20 @@ __device__ void add_dq_in_order(const BackwardArgs& a, const BlockTiles& t, cons
 }
 
 // Warp 0 of the producer: the query tiles, one stage ahead of the consumers.
-__device__ void load_query_tiles(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b) {
-  for (int n = 0; n < b.tiles; ++n) load_query_tile(a, t, b, n);
+__device__ void load_query_tiles(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int head) {
+  for (int n = 0; n < b.tiles; ++n) load_query_tile(a, t, b, head, n);
 }
 
 // Warps 1 and 2 of the producer: the staged dQ tiles of staging slot `slot` (every other contribution), so that one
 // tile's ordered addition overlaps the next one's. Each works out which tiles the block adds to on its own (the
 // statistics' stage may already hold a later tile).
-__device__ void add_dq_tiles(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int key_block, int slot) {
+__device__ void add_dq_tiles(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int head, int key_block,
+                             int slot) {
   int contributions = 0;
   for (int n = 0; n < b.tiles; ++n) {
     const int q0 = b.s0 + n * kQueries;
     if (b.contributes(q0, a.tokens, static_cast<int>(first_key(t.cu, a.r, q0, a.window)))) {
-      if (contributions % kDqStages == slot) add_dq_in_order(a, t, b, n, key_block, contributions);
+      if (contributions % kDqStages == slot) add_dq_in_order(a, t, b, head, n, key_block, contributions);
       ++contributions;
     }
   }
@@ -266,9 +269,9 @@ __device__ __forceinline__ void dq_tile(const BlockTiles& t, int contribution, i
 // v5's epilogue: scale·dK and dV rounded to bf16 into the (now idle) Q and dY stages, laid out as the K tile, then
 // added into dk and dv by the copy engine (bf16 adds at L2, rows past the end skipped), so the block's end waits
 // for no global load. Costs one more rounding than v4's read-modify-write (of the increment, before the add).
-__device__ void add_gradients_async(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b,
+__device__ void add_gradients_async(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int head,
                                     const float (&dk)[kRowAcc], const float (&dv)[kRowAcc]) {
-  const int w = threadIdx.x / 128, c = threadIdx.x & 3, head = blockIdx.y;
+  const int w = threadIdx.x / 128, c = threadIdx.x & 3;
   tma::named_sync(kEpilogueBarrier, kConsumerThreads);  // the other warpgroup's last products read the stages
 #pragma unroll
   for (int row = 0; row < 2; ++row) {
@@ -295,7 +298,7 @@ __device__ void add_gradients_async(const BackwardArgs& a, const BlockTiles& t, 
 }
 
 template <bool kAsyncEpilogue>
-__device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b) {
+__device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int head) {
   const int w = threadIdx.x / 128, c = threadIdx.x & 3;
   const int k0 = b.s0 + kScoreTile * w;
   const int key_row[2] = {k0 + warpgroup_row(0), k0 + warpgroup_row(1)};
@@ -364,20 +367,21 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlo
     if ((threadIdx.x & 31) == 0) tma::arrive(t.empty + stage);
   }
   if constexpr (kAsyncEpilogue) {
-    add_gradients_async(a, t, b, dk, dv);
+    add_gradients_async(a, t, b, head, dk, dv);
   } else {
     add_accumulator_rows<2>({GradientRows{a.dk, dk, k0, a.scale}, GradientRows{a.dv, dv, k0, 1.f}}, a.tokens,
-                            a.heads, blockIdx.y);
+                            a.heads, head);
   }
 }
 
 template <bool kAsyncEpilogue>
 __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(const __grid_constant__ BackwardArgs a) {
   extern __shared__ unsigned char smem_raw[];
+  __shared__ int ticket;
   const BlockTiles t(smem_raw);
-  const int key_block = a.key_blocks - 1 - static_cast<int>(blockIdx.x), head = blockIdx.y;
   for (int i = threadIdx.x; i < a.r; i += kThreads) t.cu[i] = a.cu_seqlens[i];
   if (threadIdx.x == 0) {
+    ticket = atomicAdd(a.tickets, 1);
     for (int s = 0; s < kStages; ++s) {
       tma::init(t.full + s, 32);  // every loader lane (the statistics); the bytes are announced by expect_tx
       tma::init(t.empty + s, kConsumerWarps);
@@ -390,6 +394,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(c
     tma::fence_init();
   }
   __syncthreads();  // the last block-wide barrier: the roles part here
+  const int head = ticket / a.key_blocks, key_block = a.key_blocks - 1 - ticket % a.key_blocks;
   const KeyBlock b(t.cu, a.r, key_block * kKeys, a.tokens, a.window);
   if (threadIdx.x >= kConsumerThreads) {
     lower_registers<kProducerRegisters>();
@@ -400,14 +405,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(c
         tma::load_head_rows(t.ks, kKeySlab, &a.k_map, head, b.s0, t.kv_full);
         tma::load_head_rows(t.vs, kKeySlab, &a.v_map, head, b.s0, t.kv_full);
       }
-      load_query_tiles(a, t, b);
+      load_query_tiles(a, t, b, head);
     } else if (warp <= kDqStages) {
-      add_dq_tiles(a, t, b, key_block, warp - 1);
+      add_dq_tiles(a, t, b, head, key_block, warp - 1);
     }
     return;
   }
   raise_registers<kConsumerRegisters>();
-  consume<kAsyncEpilogue>(a, t, b);
+  consume<kAsyncEpilogue>(a, t, b, head);
 }
 
 // dq += scale · dq_accum, rounded once; 4 elements per thread.
@@ -437,13 +442,14 @@ void launch_fused_backward(const Tensor& dy, const Tensor& q, const Tensor& k, c
   const int query_tiles = static_cast<int>((p.tokens + kQueries - 1) / kQueries);
   const int key_blocks = static_cast<int>((p.tokens + kKeys - 1) / kKeys);
 
-  // Scratch: the f32 dQ accumulator (every element is stored before it is added to) and the per-tile counters.
+  // Scratch: the f32 dQ accumulator (every element is stored before it is added to), the per-tile counters and
+  // the ticket counter, the last two zeroed by one memset.
   const size_t accum_floats = static_cast<size_t>(p.tokens) * p.heads * kHeadDim;
   const size_t turn_ints = static_cast<size_t>(p.heads) * query_tiles;
-  auto* raw = static_cast<float*>(stream_ordered_alloc((accum_floats + turn_ints) * sizeof(float), stream));
+  auto* raw = static_cast<float*>(stream_ordered_alloc((accum_floats + turn_ints + 1) * sizeof(float), stream));
   const AttentionScratch scratch(raw, StreamFree{stream});
   int* turns = reinterpret_cast<int*>(raw + accum_floats);
-  GPT_CUDA_CHECK(cudaMemsetAsync(turns, 0, turn_ints * sizeof(int), stream));
+  GPT_CUDA_CHECK(cudaMemsetAsync(turns, 0, (turn_ints + 1) * sizeof(int), stream));
 
   const int win = static_cast<int>(window < p.tokens ? window : p.tokens);
   const BackwardArgs args{
@@ -458,6 +464,7 @@ void launch_fused_backward(const Tensor& dy, const Tensor& q, const Tensor& k, c
       dsum.get(),
       device_i32(cu_seqlens),
       turns,
+      turns + turn_ints,
       p.r,
       device_bf16(dk),
       device_bf16(dv),
@@ -470,8 +477,8 @@ void launch_fused_backward(const Tensor& dy, const Tensor& q, const Tensor& k, c
       scale * kLog2e};
   const size_t smem = smem_bytes(p.r);
   set_smem_limit(attention_backward_fused_kernel<kAsyncEpilogue>, smem, "attention_backward");
-  const dim3 grid(static_cast<unsigned>(key_blocks), static_cast<unsigned>(p.heads));
-  attention_backward_fused_kernel<kAsyncEpilogue><<<grid, kThreads, smem, stream>>>(args);
+  const auto blocks = static_cast<unsigned>(key_blocks) * static_cast<unsigned>(p.heads);  // one per ticket
+  attention_backward_fused_kernel<kAsyncEpilogue><<<blocks, kThreads, smem, stream>>>(args);
   GPT_CUDA_CHECK_LAUNCH();
 
   const int64_t quads = static_cast<int64_t>(accum_floats / 4);
