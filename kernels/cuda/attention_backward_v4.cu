@@ -445,11 +445,11 @@ void launch_fused_backward(const Tensor& dy, const Tensor& q, const Tensor& k, c
   // Scratch: the f32 dQ accumulator (every element is stored before it is added to), the per-tile counters and
   // the ticket counter, the last two zeroed by one memset.
   const size_t accum_floats = static_cast<size_t>(p.tokens) * p.heads * kHeadDim;
-  const size_t turn_ints = static_cast<size_t>(p.heads) * query_tiles;
-  auto* raw = static_cast<float*>(stream_ordered_alloc((accum_floats + turn_ints + 1) * sizeof(float), stream));
+  const size_t turn_ints = static_cast<size_t>(p.heads) * query_tiles, counter_ints = turn_ints + 1;
+  auto* raw = static_cast<float*>(stream_ordered_alloc((accum_floats + counter_ints) * sizeof(float), stream));
   const AttentionScratch scratch(raw, StreamFree{stream});
   int* turns = reinterpret_cast<int*>(raw + accum_floats);
-  GPT_CUDA_CHECK(cudaMemsetAsync(turns, 0, (turn_ints + 1) * sizeof(int), stream));
+  GPT_CUDA_CHECK(cudaMemsetAsync(turns, 0, counter_ints * sizeof(int), stream));
 
   const int win = static_cast<int>(window < p.tokens ? window : p.tokens);
   const BackwardArgs args{
