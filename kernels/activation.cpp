@@ -38,11 +38,13 @@ void relu_square_forward(const Tensor& pre, Tensor& post) {
   GPT_BACKEND_CALL(pre.device(), relu_square_forward, pre, post);
 }
 
-void relu_square_backward(const Tensor& dpost, const Tensor& post, Tensor& dpre) {
+void relu_square_backward(const Tensor& dpost, const Tensor& post, Tensor& dpre, GradWrite write) {
   check_floating(post, "relu_square_backward: post");
   check_like(dpost, post, "relu_square_backward: dpost");
   check_like(dpre, post, "relu_square_backward: dpre");
-  GPT_BACKEND_CALL(post.device(), relu_square_backward, dpost, post, dpre);
+  GPT_CHECK(write == GradWrite::overwrite || dpre.raw() != dpost.raw(),
+            "relu_square_backward: dpre may be dpost only with GradWrite::overwrite");
+  GPT_BACKEND_CALL(post.device(), relu_square_backward, dpost, post, dpre, write);
 }
 
 void bias_add_forward(const Tensor& x, const Tensor& bias, Tensor& y) {

@@ -17,9 +17,14 @@ namespace gpt {
 void gelu_forward(const Tensor& x, Tensor& y);
 void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx);
 
-// pre, post, dpost, dpre: same shape and dtype. post may be pre.
+// How a backward stores its gradient: added to what the output holds (the convention), or written over it.
+enum class GradWrite : uint8_t { add, overwrite };
+
+// pre, post, dpost, dpre: same shape and dtype. post may be pre. With GradWrite::overwrite the gradient is written
+// (dpre = dpost·2·sqrt(post), the same bits as adding into zeros) and dpre may be dpost: the MLP backward turns its
+// dpost scratch into dpre in place instead of zeroing a second [tokens, hidden] buffer and reading it back.
 void relu_square_forward(const Tensor& pre, Tensor& post);
-void relu_square_backward(const Tensor& dpost, const Tensor& post, Tensor& dpre);
+void relu_square_backward(const Tensor& dpost, const Tensor& post, Tensor& dpre, GradWrite write = GradWrite::add);
 
 // x, y: [rows, n] (any leading shape, n = last dimension); bias, dbias: [n].
 void bias_add_forward(const Tensor& x, const Tensor& bias, Tensor& y);
@@ -29,7 +34,7 @@ namespace cpu {
 void gelu_forward(const Tensor& x, Tensor& y);
 void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx);
 void relu_square_forward(const Tensor& pre, Tensor& post);
-void relu_square_backward(const Tensor& dpost, const Tensor& post, Tensor& dpre);
+void relu_square_backward(const Tensor& dpost, const Tensor& post, Tensor& dpre, GradWrite write);
 void bias_add_forward(const Tensor& x, const Tensor& bias, Tensor& y);
 void bias_backward(const Tensor& dy, Tensor& dbias);
 }  // namespace cpu
@@ -37,7 +42,7 @@ namespace cuda {
 void gelu_forward(const Tensor& x, Tensor& y);
 void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx);
 void relu_square_forward(const Tensor& pre, Tensor& post);
-void relu_square_backward(const Tensor& dpost, const Tensor& post, Tensor& dpre);
+void relu_square_backward(const Tensor& dpost, const Tensor& post, Tensor& dpre, GradWrite write);
 void bias_add_forward(const Tensor& x, const Tensor& bias, Tensor& y);
 void bias_backward(const Tensor& dy, Tensor& dbias);
 }  // namespace cuda

@@ -48,10 +48,8 @@ Tensor RotaryTables::build_table(bool cosine, DType dtype, Device device) const 
 Tensor RotaryTables::cos_table(DType dtype, Device device) const { return build_table(true, dtype, device); }
 Tensor RotaryTables::sin_table(DType dtype, Device device) const { return build_table(false, dtype, device); }
 
-namespace {
-
-void check_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, RotaryLayout layout, const Tensor& out,
-                  const char* op) {
+void check_rotary_operands(const Tensor& x, const Tensor& cos, const Tensor& sin, RotaryLayout layout,
+                           const Tensor& out, const char* op) {
   GPT_CHECK(x.ndim() == 3, op, ": x must be [T, H, D], got ", x.describe());
   GPT_CHECK(is_floating(x.dtype()), op, ": x must be f64, f32 or bf16, got ", x.describe());
   const int64_t T = x.size(0), H = x.size(1), D = x.size(2);
@@ -73,15 +71,14 @@ void check_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, RotaryL
   check_same_device({&x, &cos, &sin, &out}, op);
 }
 
-}  // namespace
 
 void rotary_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, RotaryLayout layout, Tensor& y) {
-  check_rotary(x, cos, sin, layout, y, "rotary_forward");
+  check_rotary_operands(x, cos, sin, layout, y, "rotary_forward");
   GPT_BACKEND_CALL(x.device(), rotary_forward, x, cos, sin, layout, y);
 }
 
 void rotary_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, RotaryLayout layout, Tensor& dx) {
-  check_rotary(dy, cos, sin, layout, dx, "rotary_backward");
+  check_rotary_operands(dy, cos, sin, layout, dx, "rotary_backward");
   GPT_BACKEND_CALL(dy.device(), rotary_backward, dy, cos, sin, layout, dx);
 }
 

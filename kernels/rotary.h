@@ -65,6 +65,11 @@ class RotaryTables {
   double tau_ = kInitialAttentionScale;
 };
 
+// Argument checks of the ops below (x and out [T, H, D], tables [P, D/4] of x's dtype, enough table rows for the
+// layout); shared with the ops that rotate as one of their steps (kernels/qk_norm_rotary.h).
+void check_rotary_operands(const Tensor& x, const Tensor& cos, const Tensor& sin, RotaryLayout layout,
+                           const Tensor& out, const char* op);
+
 // y = rotation of x. x, y: [T, H, D] of one floating dtype; cos, sin: [P, D/4] of the same dtype.
 // y may alias x (each pair is read before it is written).
 void rotary_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, RotaryLayout layout, Tensor& y);

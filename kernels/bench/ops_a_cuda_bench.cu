@@ -1,4 +1,5 @@
-// Google Benchmark cases for the CUDA memory-bound ops (embedding, mix, activations, softcap loss, fp8, transpose).
+// Google Benchmark cases for the CUDA memory-bound ops (embedding, mix, activations, QK-norm + rotary, softcap loss,
+// fp8, transpose).
 // Each iteration is timed with CUDA events (manual time); the GB/s counter counts the fewest bytes the op must move
 // (each input read once, each output written once), so it compares directly with the device's copy bandwidth.
 #include <benchmark/benchmark.h>
@@ -11,10 +12,12 @@
 
 #include "kernels/activation.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/fp8_variants.h"
 #include "kernels/cuda/softcap_loss_variants.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
 #include "kernels/fp8.h"
+#include "kernels/qk_norm_rotary.h"
 #include "kernels/softcap_loss.h"
 #include "kernels/transpose.h"
 
@@ -66,6 +69,7 @@ void run_timed(benchmark::State& state, double bytes, const std::function<void()
 }
 
 constexpr int64_t kTokens = 16384, kDim = 768, kVocab = 50304, kLossRows = 49152 / 8;
+constexpr int64_t kMicrobatchTokens = 49152;  // one stage-2 microbatch on one GPU
 
 void BM_EmbeddingForward(benchmark::State& state) {
   const Tensor table = random_device({kVocab, kDim}, DType::bf16, 1);
@@ -145,14 +149,66 @@ void BM_Amax(benchmark::State& state) {
   run_timed(state, 2.0 * x.numel(), [&] { amax(x, m); });
 }
 
-// The fused §7.2 activation: pre read, post and post8 written.
+// The fused §7.2 activation at one microbatch's MLP shape (49,152 × 3,072): pre read, post and post8 written.
+// Arg: kernel version (kernels/cuda/fp8_variants.h).
 void BM_ReluSquareQuantize(benchmark::State& state) {
-  const Tensor pre = random_device({kTokens, 4 * kDim}, DType::bf16, 20);
+  const Tensor pre = random_device({kMicrobatchTokens, 4 * kDim}, DType::bf16, 20);
   const Tensor scale = Tensor::from_floats(std::vector<float>{0.5f}, {1}, DType::f32, Device::cuda);
   Tensor post = Tensor::empty(pre.shape(), DType::bf16, Device::cuda);
   Tensor q = Tensor::empty(pre.shape(), DType::e4m3, Device::cuda);
   Tensor m = Tensor::empty({1}, DType::f32, Device::cuda);
-  run_timed(state, 5.0 * pre.numel(), [&] { relu_square_quantize_fp8(pre, scale, post, q, m); });
+  const auto run = state.range(0) == 1 ? cuda::relu_square_quantize_fp8_v1 : cuda::relu_square_quantize_fp8_v2;
+  state.SetLabel(state.range(0) == 1 ? "v1" : "v2");
+  run_timed(state, 5.0 * pre.numel(), [&] { run(pre, scale, post, q, m); });
+}
+
+// The MLP backward's relu² step at 49,152 × 3,072. Arg 0: dpre zeroed then added into (what the MLP backward did:
+// the bytes count the zero fill and the read-back); arg 1: written over dpost in place (GradWrite::overwrite).
+void BM_ReluSquareBackward(benchmark::State& state) {
+  const bool overwrite = state.range(0) == 1;
+  const Tensor post = random_device({kMicrobatchTokens, 4 * kDim}, DType::bf16, 24);
+  Tensor dpost = random_device(post.shape(), DType::bf16, 25);
+  Tensor dpre = Tensor::empty(post.shape(), DType::bf16, Device::cuda);
+  state.SetLabel(overwrite ? "overwrite in place" : "zero + add");
+  run_timed(state, (overwrite ? 3.0 : 5.0) * post.numel() * 2, [&] {
+    if (overwrite) {
+      relu_square_backward(dpost, post, dpost, GradWrite::overwrite);
+    } else {
+      GPT_CUDA_CHECK(cudaMemsetAsync(dpre.raw(), 0, dpre.nbytes()));
+      relu_square_backward(dpost, post, dpre);
+    }
+  });
+}
+
+// QK-norm + rotary on one microbatch's q (49,152 × 6 × 128, paired layout). Args: fused (0: rmsnorm then rotary
+// through an intermediate, as the model ran them before kernels/qk_norm_rotary.h; 1: the fused op), backward (0/1;
+// the unfused backward zeroes and adds into the intermediate gradient as the model did). Bytes: the fused op's floor
+// (forward x read, y written; backward dy, x, dx read, dx written), so the two rows' GB/s compare like their times.
+void BM_QkNormRotary(benchmark::State& state) {
+  const bool fused = state.range(0) == 1, backward = state.range(1) == 1;
+  const Shape shape{kMicrobatchTokens, 6, 128};
+  RotaryTables tables(128, 2 * kMicrobatchTokens);
+  const Tensor cos = tables.cos_table(DType::bf16, Device::cuda), sin = tables.sin_table(DType::bf16, Device::cuda);
+  const RotaryLayout layout = RotaryLayout::paired;
+  const Tensor x = random_device(shape, DType::bf16, 26, 3.0), dy = random_device(shape, DType::bf16, 27);
+  Tensor y = Tensor::empty(shape, DType::bf16, Device::cuda), mid = Tensor::empty(shape, DType::bf16, Device::cuda);
+  Tensor dx = Tensor::zeros(shape, DType::bf16, Device::cuda);
+  Tensor rstd = Tensor::empty({kMicrobatchTokens * 6}, DType::f32, Device::cuda);
+  qk_norm_rotary_forward(x, cos, sin, layout, y, rstd);
+  state.SetLabel(std::string(fused ? "fused" : "rmsnorm + rotary") + (backward ? " backward" : " forward"));
+  run_timed(state, (backward ? 4.0 : 2.0) * x.numel() * 2, [&] {
+    if (!backward && fused) qk_norm_rotary_forward(x, cos, sin, layout, y, rstd);
+    if (!backward && !fused) {
+      rmsnorm_forward(x, mid, rstd);
+      rotary_forward(mid, cos, sin, layout, y);
+    }
+    if (backward && fused) qk_norm_rotary_backward(dy, x, rstd, cos, sin, layout, dx);
+    if (backward && !fused) {
+      GPT_CUDA_CHECK(cudaMemsetAsync(mid.raw(), 0, mid.nbytes()));
+      rotary_backward(dy, cos, sin, layout, mid);
+      rmsnorm_backward(mid, x, rstd, dx);
+    }
+  });
 }
 
 // The three §7.1 lm_head products through the op (byte transposes included) at one microbatch's rows / 8:
@@ -202,7 +258,13 @@ BENCHMARK(BM_SoftcapTrainLoss)
 BENCHMARK(BM_ValidationLossRows)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_QuantizeE4m3)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Amax)->UseManualTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_ReluSquareQuantize)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ReluSquareQuantize)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ReluSquareBackward)->ArgName("overwrite")->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_QkNormRotary)
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->ArgNames({"fused", "backward"})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Fp8GemmLmHead)->Arg(0)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AddTransposed)->UseManualTime()->Unit(benchmark::kMicrosecond);
 

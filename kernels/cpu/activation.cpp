@@ -65,14 +65,16 @@ void relu_square_forward(const Tensor& pre, Tensor& post) {
   });
 }
 
-void relu_square_backward(const Tensor& dpost, const Tensor& post, Tensor& dpre) {
+void relu_square_backward(const Tensor& dpost, const Tensor& post, Tensor& dpre, GradWrite write) {
   dispatch_floating(post.dtype(), "relu_square_backward", [&]<typename T>() {
     using A = acc_t<T>;
     const T* pp = post.data<T>();
     const T* gp = dpost.data<T>();
     T* dp = dpre.data<T>();
+    const bool add = write == GradWrite::add;
     pointwise(post.numel(), [&](int64_t i) {
-      dp[i] = store<T>(load(dp[i]) + A(2) * std::sqrt(load(pp[i])) * load(gp[i]));
+      const A grad = A(2) * std::sqrt(load(pp[i])) * load(gp[i]);  // read before dp[i] is written (dp may be gp)
+      dp[i] = store<T>(add ? load(dp[i]) + grad : grad);
     });
   });
 }

@@ -58,14 +58,19 @@ __global__ void unary_kernel(const T* a, T* out, int64_t packs, F f) {
   }
 }
 
-// acc[i] = f(a[i], b[i], acc[i]) (the accumulating backwards).
-template <typename T, typename A, int VEC, typename F>
+// acc[i] = f(a[i], b[i], acc[i]) (the accumulating backwards), or f(a[i], b[i], 0) without reading acc when not
+// kAdd (acc may then be a: each pack is read before it is written).
+template <typename T, typename A, int VEC, bool kAdd, typename F>
 __global__ void accumulate_kernel(const T* a, const T* b, T* acc, int64_t packs, F f) {
   for (int64_t p = blockIdx.x * int64_t{kThreads} + threadIdx.x; p < packs; p += gridDim.x * int64_t{kThreads}) {
     const Pack<T, VEC> x = load_pack<T, VEC>(a + p * VEC), y = load_pack<T, VEC>(b + p * VEC);
-    Pack<T, VEC> z = load_pack<T, VEC>(acc + p * VEC);
+    Pack<T, VEC> z;
+    if constexpr (kAdd) z = load_pack<T, VEC>(acc + p * VEC);
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) z.v[j] = from_acc<T>(f(to_acc<A>(x.v[j]), to_acc<A>(y.v[j]), to_acc<A>(z.v[j])));
+    for (int j = 0; j < VEC; ++j) {
+      const A start = kAdd ? to_acc<A>(z.v[j]) : A(0);
+      z.v[j] = from_acc<T>(f(to_acc<A>(x.v[j]), to_acc<A>(y.v[j]), start));
+    }
     store_pack<T, VEC>(acc + p * VEC, z);
   }
 }
@@ -140,18 +145,22 @@ void launch_unary(const Tensor& a, Tensor& out, const char* op, F f) {
 }
 
 template <typename F>
-void launch_accumulate(const Tensor& a, const Tensor& b, Tensor& acc, const char* op, F f) {
+void launch_accumulate(const Tensor& a, const Tensor& b, Tensor& acc, const char* op, F f,
+                       GradWrite write = GradWrite::add) {
   const int64_t n = a.numel();
   if (n == 0) return;
   dispatch_floating_cuda(a.dtype(), op, [&]<typename T, typename A>() {
     constexpr int kVec = kVec16<T>;
-    if (packable<T>(n, {a.raw(), b.raw(), acc.raw()})) {
-      accumulate_kernel<T, A, kVec><<<blocks_for(n / kVec, kThreads, 1 << 16), kThreads>>>(
-          device_ptr<T>(a), device_ptr<T>(b), device_ptr<T>(acc), n / kVec, f);
-    } else {
-      accumulate_kernel<T, A, 1><<<blocks_for(n, kThreads, 1 << 16), kThreads>>>(
-          device_ptr<T>(a), device_ptr<T>(b), device_ptr<T>(acc), n, f);
-    }
+    const bool packed = packable<T>(n, {a.raw(), b.raw(), acc.raw()});
+    auto launch = [&]<int VEC, bool kAdd>() {
+      accumulate_kernel<T, A, VEC, kAdd><<<blocks_for(n / VEC, kThreads, 1 << 16), kThreads>>>(
+          device_ptr<T>(a), device_ptr<T>(b), device_ptr<T>(acc), n / VEC, f);
+    };
+    const bool add = write == GradWrite::add;
+    if (packed && add) launch.template operator()<kVec, true>();
+    if (packed && !add) launch.template operator()<kVec, false>();
+    if (!packed && add) launch.template operator()<1, true>();
+    if (!packed && !add) launch.template operator()<1, false>();
   });
   GPT_CUDA_CHECK_LAUNCH();
 }
@@ -165,8 +174,8 @@ void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
 void relu_square_forward(const Tensor& pre, Tensor& post) {
   launch_unary(pre, post, "relu_square_forward", ReluSquareFwd{});
 }
-void relu_square_backward(const Tensor& dpost, const Tensor& post, Tensor& dpre) {
-  launch_accumulate(dpost, post, dpre, "relu_square_backward", ReluSquareBwd{});
+void relu_square_backward(const Tensor& dpost, const Tensor& post, Tensor& dpre, GradWrite write) {
+  launch_accumulate(dpost, post, dpre, "relu_square_backward", ReluSquareBwd{}, write);
 }
 
 void bias_add_forward(const Tensor& x, const Tensor& bias, Tensor& y) {

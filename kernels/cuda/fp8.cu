@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "kernels/cuda/fp8_variants.h"
 #include "kernels/cuda/ops_common.cuh"
 #include "kernels/fp8.h"
 
@@ -69,8 +70,30 @@ __global__ void amax_kernel(const T* __restrict__ x, int64_t packs, unsigned* __
   block_max_to(m, out_bits);
 }
 
-// post = T(relu(pre)²), q = fp8(post / scale), max |post| into *max_bits: relu_square_forward, quantize and amax
-// in one pass over pre (the §7.2 activation; saves two reads of post per MLP layer).
+// post = T(relu(pre)²), q = fp8(post / scale), and max |post| folded into m, for one pack of pre.
+template <typename T, typename A, bool kE5m2, int VEC>
+__device__ __forceinline__ void relu_square_quantize_pack(const Pack<T, VEC>& x, float s, T* __restrict__ post,
+                                                          uint8_t* __restrict__ q, unsigned& m) {
+  Pack<T, VEC> y;
+  Pack<uint8_t, VEC> y8;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    const A x_j = to_acc<A>(x.v[j]);
+    const A r = x_j > A(0) ? x_j : A(0);  // as relu_square_forward's kernel
+    y.v[j] = from_acc<T>(r * r);
+    const float stored = static_cast<float>(to_acc<A>(y.v[j]));
+    y8.v[j] = float_to_fp8_device<kE5m2>(stored / s);
+    m = max(m, abs_bits(stored));
+  }
+  store_pack<T, VEC>(post, y);
+  store_pack<uint8_t, VEC>(q, y8);
+}
+
+// relu_square_forward, quantize and amax in one pass over pre (the §7.2 activation; saves two reads of post per
+// MLP layer). Versions (kernels/cuda/fp8_variants.h):
+//   v1: one pack per thread, as many blocks as packs need (up to 65,536), one atomicMax per block.
+//   v2: a few blocks per SM walking the packs two at a time (both loads issued before either is converted), so
+//       ≈ 1,000 blocks end in an atomicMax instead of 65,536.
 template <typename T, typename A, bool kE5m2, int VEC>
 __global__ void relu_square_quantize_kernel(const T* __restrict__ pre, const float* __restrict__ scale,
                                             T* __restrict__ post, uint8_t* __restrict__ q, int64_t packs,
@@ -78,20 +101,26 @@ __global__ void relu_square_quantize_kernel(const T* __restrict__ pre, const flo
   const float s = scale[0];
   unsigned m = 0;
   for (int64_t p = blockIdx.x * int64_t{kThreads} + threadIdx.x; p < packs; p += gridDim.x * int64_t{kThreads}) {
-    const Pack<T, VEC> x = load_pack<T, VEC>(pre + p * VEC);
-    Pack<T, VEC> y;
-    Pack<uint8_t, VEC> y8;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      const A x_j = to_acc<A>(x.v[j]);
-      const A r = x_j > A(0) ? x_j : A(0);  // as relu_square_forward's kernel
-      y.v[j] = from_acc<T>(r * r);
-      const float stored = static_cast<float>(to_acc<A>(y.v[j]));
-      y8.v[j] = float_to_fp8_device<kE5m2>(stored / s);
-      m = max(m, abs_bits(stored));
-    }
-    store_pack<T, VEC>(post + p * VEC, y);
-    store_pack<uint8_t, VEC>(q + p * VEC, y8);
+    relu_square_quantize_pack<T, A, kE5m2, VEC>(load_pack<T, VEC>(pre + p * VEC), s, post + p * VEC, q + p * VEC, m);
+  }
+  block_max_to(m, max_bits);
+}
+
+template <typename T, typename A, bool kE5m2, int VEC>
+__global__ void __launch_bounds__(kThreads)
+    relu_square_quantize_v2_kernel(const T* __restrict__ pre, const float* __restrict__ scale, T* __restrict__ post,
+                                   uint8_t* __restrict__ q, int64_t packs, unsigned* __restrict__ max_bits) {
+  const float s = scale[0];
+  unsigned m = 0;
+  const int64_t stride = gridDim.x * int64_t{kThreads};
+  int64_t p = blockIdx.x * int64_t{kThreads} + threadIdx.x;
+  for (; p + stride < packs; p += 2 * stride) {
+    const Pack<T, VEC> x0 = load_pack<T, VEC>(pre + p * VEC), x1 = load_pack<T, VEC>(pre + (p + stride) * VEC);
+    relu_square_quantize_pack<T, A, kE5m2, VEC>(x0, s, post + p * VEC, q + p * VEC, m);
+    relu_square_quantize_pack<T, A, kE5m2, VEC>(x1, s, post + (p + stride) * VEC, q + (p + stride) * VEC, m);
+  }
+  if (p < packs) {
+    relu_square_quantize_pack<T, A, kE5m2, VEC>(load_pack<T, VEC>(pre + p * VEC), s, post + p * VEC, q + p * VEC, m);
   }
   block_max_to(m, max_bits);
 }
@@ -213,7 +242,11 @@ void amax(const Tensor& x, Tensor& out) {
   });
 }
 
-void relu_square_quantize_fp8(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q, Tensor& post_max) {
+namespace {
+
+template <int kVersion>
+void relu_square_quantize_version(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q,
+                                  Tensor& post_max) {
   const int64_t n = pre.numel();
   max_into(post_max, [&](unsigned* bits) {
     if (n == 0) return;
@@ -225,13 +258,35 @@ void relu_square_quantize_fp8(const Tensor& pre, const Tensor& scale, Tensor& po
                           reinterpret_cast<uintptr_t>(qp) % kVec == 0;
       auto launch = [&]<int VEC, bool kE5m2>() {
         const int64_t packs = n / VEC;
-        relu_square_quantize_kernel<T, A, kE5m2, VEC><<<grid_for(packs), kThreads>>>(
-            device_ptr<T>(pre), device_ptr<float>(scale), device_ptr<T>(post), qp, packs, bits);
+        if constexpr (kVersion == 1) {
+          relu_square_quantize_kernel<T, A, kE5m2, VEC><<<grid_for(packs), kThreads>>>(
+              device_ptr<T>(pre), device_ptr<float>(scale), device_ptr<T>(post), qp, packs, bits);
+        } else {
+          constexpr int kBlocksPerSm = 2048 / kThreads;  // one full-occupancy wave
+          const int64_t wave = int64_t{multiprocessor_count()} * kBlocksPerSm;
+          const auto blocks = static_cast<unsigned>(std::min<int64_t>(wave, (packs + kThreads - 1) / kThreads));
+          relu_square_quantize_v2_kernel<T, A, kE5m2, VEC><<<std::max(blocks, 1u), kThreads>>>(
+              device_ptr<T>(pre), device_ptr<float>(scale), device_ptr<T>(post), qp, packs, bits);
+        }
       };
       launch_packed_fp8<kVec>(packed, e5m2, launch);
     });
     GPT_CUDA_CHECK_LAUNCH();
   });
+}
+
+}  // namespace
+
+void relu_square_quantize_fp8_v1(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q, Tensor& post_max) {
+  relu_square_quantize_version<1>(pre, scale, post, q, post_max);
+}
+
+void relu_square_quantize_fp8_v2(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q, Tensor& post_max) {
+  relu_square_quantize_version<2>(pre, scale, post, q, post_max);
+}
+
+void relu_square_quantize_fp8(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q, Tensor& post_max) {
+  relu_square_quantize_fp8_v2(pre, scale, post, q, post_max);
 }
 
 void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scale) {

@@ -15,16 +15,6 @@ namespace gpt::cuda {
 // unless a StreamGuard says otherwise).
 inline cudaStream_t op_stream() { return current_stream(); }
 
-inline int multiprocessor_count() {
-  static const int count = [] {
-    int device = 0, sms = 0;
-    GPT_CUDA_CHECK(cudaGetDevice(&device));
-    GPT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return sms;
-  }();
-  return count;
-}
-
 // Blocks for a grid-stride loop over `work` items: enough to fill the chip, no more than the work needs.
 inline unsigned grid_stride_blocks(int64_t work, int threads, int blocks_per_sm = 8) {
   const int64_t needed = (work + threads - 1) / threads;

@@ -79,6 +79,16 @@ thread_local cudaStream_t tls_current_stream = nullptr;  // nullptr = legacy def
 
 cudaStream_t current_stream() { return tls_current_stream; }
 
+int multiprocessor_count() {
+  static const int count = [] {
+    int device = 0, sms = 0;
+    GPT_CUDA_CHECK(cudaGetDevice(&device));
+    GPT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }();
+  return count;
+}
+
 StreamGuard::StreamGuard(cudaStream_t stream) : previous_(std::exchange(tls_current_stream, stream)) {}
 StreamGuard::~StreamGuard() { tls_current_stream = previous_; }
 

@@ -60,6 +60,9 @@ void stream_wait(cudaStream_t stream, const Event& event);
 // The stream CUDA ops of this thread launch on.
 cudaStream_t current_stream();
 
+// Streaming multiprocessors of the current device (read once): grids of grid-stride kernels are sized from it.
+int multiprocessor_count();
+
 // Sets the current stream of this thread for its lifetime and restores the previous one after.
 class StreamGuard {
  public:

@@ -49,6 +49,17 @@ TEST_P(ActivationCuda, ReluSquareMatchesCpu) {
   EXPECT_LT(rel_error(dpre_gpu, dpre_cpu), tolerance_for(dtype));
 }
 
+TEST_P(ActivationCuda, OverwritingReluSquareBackwardMatchesCpuInPlace) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  const auto [dtype, rows, n] = GetParam();
+  Tensor post = random_tensor({rows, n}, dtype, 68, 2.0);
+  relu_square_forward(post, post);
+  Tensor dpre_cpu = random_tensor(post.shape(), dtype, 69), dpre_gpu = gpu(dpre_cpu);  // dpost, overwritten
+  relu_square_backward(dpre_cpu, post, dpre_cpu, GradWrite::overwrite);
+  relu_square_backward(dpre_gpu, gpu(post), dpre_gpu, GradWrite::overwrite);
+  EXPECT_LT(rel_error(dpre_gpu, dpre_cpu), tolerance_for(dtype));
+}
+
 TEST_P(ActivationCuda, InPlaceReluSquareMatchesCpu) {
   GPT_REQUIRE_CUDA_DEVICE();
   const auto [dtype, rows, n] = GetParam();

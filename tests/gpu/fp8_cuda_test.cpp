@@ -7,7 +7,9 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 
+#include "kernels/cuda/fp8_variants.h"
 #include "kernels/fp8.h"
 #include "tests/gpu/ops_cuda_test_util.h"
 
@@ -73,25 +75,32 @@ TEST_P(Fp8Cuda, QuantizePackedPathIsBitExactIncludingSpecials) {
   }
 }
 
-// The fused §7.2 activation equals relu_square_forward, quantize_fp8 and amax on the CPU, bit for bit; the scale
-// makes the largest values saturate. 64 × 3072 takes the pack path, 7 × 143 the scalar one.
+// The fused §7.2 activation equals relu_square_forward, quantize_fp8 and amax on the CPU, bit for bit, in every
+// kernel version (kernels/cuda/fp8_variants.h); the scale makes the largest values saturate. 64 × 3072 takes the
+// pack path, 7 × 143 the scalar one; 1537 × 3072 has more packs than two of v2's waves, so its threads take both
+// the two-pack loop and the one-pack tail.
 TEST_P(Fp8Cuda, ReluSquareQuantizeMatchesTheThreeOps) {
   GPT_REQUIRE_CUDA_DEVICE();
-  for (const Shape& shape : {Shape{64, 3072}, Shape{7, 143}}) {
+  using Version = void (*)(const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&);
+  const std::pair<const char*, Version> versions[] = {{"v1", cuda::relu_square_quantize_fp8_v1},
+                                                      {"v2", cuda::relu_square_quantize_fp8_v2}};
+  for (const Shape& shape : {Shape{64, 3072}, Shape{7, 143}, Shape{1537, 3072}}) {
     for (DType dtype : {DType::bf16, DType::f32}) {
       const Tensor pre = random_tensor(shape, dtype, 105, 30.0);
       const Tensor scale = scalar_tensor(0.9, DType::f32);
       Tensor post_cpu = Tensor::empty(shape, dtype), q_cpu = Tensor::empty(shape, GetParam());
       Tensor max_cpu = Tensor::empty({1}, DType::f32);
       relu_square_quantize_fp8(pre, scale, post_cpu, q_cpu, max_cpu);
-      Tensor post_gpu = Tensor::empty(shape, dtype, Device::cuda);
-      Tensor q_gpu = Tensor::empty(shape, GetParam(), Device::cuda);
-      Tensor max_gpu = Tensor::empty({1}, DType::f32, Device::cuda);
-      relu_square_quantize_fp8(gpu(pre), gpu(scale), post_gpu, q_gpu, max_gpu);
-      const std::string what = shape_string(shape) + " " + dtype_name(dtype);
-      EXPECT_EQ(post_gpu.to_doubles(), post_cpu.to_doubles()) << what;
-      EXPECT_EQ(bytes_of(q_gpu), bytes_of(q_cpu)) << what;
-      EXPECT_EQ(max_gpu.to_floats()[0], max_cpu.to_floats()[0]) << what;
+      for (const auto& [name, run] : versions) {
+        Tensor post_gpu = Tensor::empty(shape, dtype, Device::cuda);
+        Tensor q_gpu = Tensor::empty(shape, GetParam(), Device::cuda);
+        Tensor max_gpu = Tensor::empty({1}, DType::f32, Device::cuda);
+        run(gpu(pre), gpu(scale), post_gpu, q_gpu, max_gpu);
+        const std::string what = shape_string(shape) + " " + dtype_name(dtype) + " " + name;
+        EXPECT_EQ(post_gpu.to_doubles(), post_cpu.to_doubles()) << what;
+        EXPECT_EQ(bytes_of(q_gpu), bytes_of(q_cpu)) << what;
+        EXPECT_EQ(max_gpu.to_floats()[0], max_cpu.to_floats()[0]) << what;
+      }
       EXPECT_GT(max_cpu.to_floats()[0], 448.0f * 0.9f) << "the case should saturate some values";
     }
   }

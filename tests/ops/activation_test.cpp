@@ -67,6 +67,26 @@ TEST(ReluSquare, BackwardFromPostMatchesFiniteDifferences) {
   EXPECT_LT(testing::max_relative_error(dpre.to_doubles(), expected), 1e-8);
 }
 
+TEST(ReluSquare, OverwritingBackwardEqualsAddingIntoZerosAndMayReuseDpost) {
+  const Tensor post = random_tensor({4, 9}, DType::bf16, 6, 2.0);
+  Tensor post_sq = Tensor::empty(post.shape(), DType::bf16);
+  relu_square_forward(post, post_sq);  // non-negative, with exact zeros where post < 0
+  const Tensor dpost = random_tensor({4, 9}, DType::bf16, 7);
+  Tensor added = Tensor::zeros(post.shape(), DType::bf16);
+  relu_square_backward(dpost, post_sq, added);
+  Tensor written = random_tensor({4, 9}, DType::bf16, 8);  // overwritten, whatever it held
+  relu_square_backward(dpost, post_sq, written, GradWrite::overwrite);
+  Tensor in_place = dpost.clone();
+  relu_square_backward(in_place, post_sq, in_place, GradWrite::overwrite);
+  const std::vector<double> want = added.to_doubles(), got = written.to_doubles(), got_in_place = in_place.to_doubles();
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i], want[i]) << i;  // == also equates −0 and +0, the only way the two may differ
+    EXPECT_EQ(got_in_place[i], want[i]) << i;
+  }
+  Tensor alias = dpost.clone();
+  EXPECT_THROW(relu_square_backward(alias, post_sq, alias), Error);  // adding into its own input is refused
+}
+
 TEST(ReluSquare, InPlace) {
   Tensor t = Tensor::from_doubles(std::vector<double>{-1, 3}, {2}, DType::f32);
   relu_square_forward(t, t);

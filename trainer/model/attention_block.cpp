@@ -37,8 +37,8 @@ Var attention_sublayer(Forward& f, int layer, AttentionInputs in) {
 
   // Steps 3-5: QK-norm, rotary (paired table on paired layers), partial key offset.
   const RotaryLayout layout = plan.paired ? RotaryLayout::paired : RotaryLayout::normal;
-  q = taped::rotary(tape, taped::rmsnorm(tape, q), f.config.rotary_cos, f.config.rotary_sin, layout);
-  k = taped::rotary(tape, taped::rmsnorm(tape, k), f.config.rotary_cos, f.config.rotary_sin, layout);
+  q = taped::qk_norm_rotary(tape, q, f.config.rotary_cos, f.config.rotary_sin, layout);
+  k = taped::qk_norm_rotary(tape, k, f.config.rotary_cos, f.config.rotary_sin, layout);
   if (plan.key_offset) k = taped::key_offset(tape, k);
 
   // Step 6: value injection.

@@ -6,6 +6,7 @@
 #include "kernels/gemm.h"
 #include "kernels/head_gate.h"
 #include "kernels/key_offset.h"
+#include "kernels/qk_norm_rotary.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/smear.h"
 #include "kernels/value_gate.h"
@@ -232,14 +233,16 @@ Var smear(Tape& tape, Var e, Var gate, Var lambda) {
   return out;
 }
 
-Var rotary(Tape& tape, Var x, const Tensor& cos, const Tensor& sin, RotaryLayout layout) {
-  Tensor y = new_like(x.value());
-  rotary_forward(x.value(), cos, sin, layout, y);
+Var qk_norm_rotary(Tape& tape, Var x, const Tensor& cos, const Tensor& sin, RotaryLayout layout) {
+  const Tensor& xv = x.value();
+  Tensor y = new_like(xv);
+  Tensor rstd = Tensor::empty({xv.size(0) * xv.size(1)}, stat_dtype(xv.dtype()), xv.device());
+  qk_norm_rotary_forward(xv, cos, sin, layout, y, rstd);
   Var out(y);
-  tape.push([x, cos, sin, layout, out]() mutable {
+  tape.push([x, cos, sin, layout, out, rstd]() mutable {
     if (!out.has_grad() || !x.requires_grad()) return;
-    rotary_backward(out.grad(), cos, sin, layout, x.grad());
-  }, "rotary", {out, x});
+    qk_norm_rotary_backward(out.grad(), x.value(), rstd, cos, sin, layout, x.grad());
+  }, "qk_norm_rotary", {out, x});
   return out;
 }
 
@@ -352,8 +355,8 @@ Var mlp(Tape& tape, Var u, Var w1, Var w2, MlpFp8State* fp8_state) {
     Tensor dpost = new_like(post);
     gemm(dy, w2.value(), dpost, {.trans_b = true});
     if (w2.requires_grad()) gemm(post, dy, w2.grad(), {.trans_a = true, .beta = 1.0f});
-    Tensor dpre = Tensor::zeros(post.shape(), post.dtype(), post.device());
-    relu_square_backward(dpost, post, dpre);
+    Tensor dpre = dpost;  // dpost is dead once w2's gradient has read it: the relu² gradient overwrites it
+    relu_square_backward(dpost, post, dpre, GradWrite::overwrite);
     if (u.requires_grad()) gemm(dpre, w1.value(), u.grad(), {.beta = 1.0f});
     if (w1.requires_grad()) gemm(dpre, u.value(), w1.grad(), {.trans_a = true, .beta = 1.0f});
   }, "mlp", {out, u, w1, w2});

@@ -62,7 +62,8 @@ Var bigram(Tape& tape, Var table, const Tensor& sign_table, const Tensor& ids, c
 Var smear(Tape& tape, Var e, Var gate, Var lambda);
 
 // q/k/v tensors are [T, H, D].
-Var rotary(Tape& tape, Var x, const Tensor& cos, const Tensor& sin, RotaryLayout layout);
+// QK-norm then rotary (§2.9 steps 3–4) in one op: kernels/qk_norm_rotary.h.
+Var qk_norm_rotary(Tape& tape, Var x, const Tensor& cos, const Tensor& sin, RotaryLayout layout);
 Var key_offset(Tape& tape, Var k);
 Var value_gate(Tape& tape, Var v, Var u, Var ve, Var gate);
 // Core attention; paired = the (2T, H/2, D) reinterpretation with doubled cu_seqlens (§2.9 step 7).
