@@ -47,14 +47,21 @@ void mix_forward(std::span<const MixTerm> terms, Tensor& out) {
 void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads) {
   check_terms(terms, dout, "mix_backward");
   GPT_CHECK(grads.size() == terms.size(), "mix_backward: ", grads.size(), " grads for ", terms.size(), " terms");
-  int overwrites = 0;
+  int dout_writers = 0;
   for (size_t k = 0; k < terms.size(); ++k) {
     const MixGrad& g = grads[k];
     if (g.dx.defined()) {
       check_shape(g.dx, dout.shape(), "mix_backward: dx");
       check_dtype(g.dx, dout.dtype(), "mix_backward: dx");
       check_same_device({&g.dx, &dout}, "mix_backward: dx");
-      overwrites += g.overwrite_dx ? 1 : 0;
+      if (g.dx.raw() == dout.raw()) {
+        GPT_CHECK(g.overwrite_dx, "mix_backward: term ", k, "'s dx is dout itself, which only an overwriting term may be");
+        ++dout_writers;
+      }
+      for (size_t j = 0; j < k && g.overwrite_dx; ++j) {
+        GPT_CHECK(!grads[j].dx.defined() || grads[j].dx.raw() != g.dx.raw(), "mix_backward: term ", k,
+                  " overwrites the dx that term ", j, " writes first");
+      }
     }
     if (g.dscalar.defined()) {
       GPT_CHECK(terms[k].coef.scalar.defined(), "mix_backward: dscalar given for term ", k, " without a scalar");
@@ -67,7 +74,7 @@ void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<
       check_dtype(g.dlanes, terms[k].coef.lanes.dtype(), "mix_backward: dlanes");
     }
   }
-  GPT_CHECK(overwrites <= 1, "mix_backward: at most one term may overwrite its dx, got ", overwrites);
+  GPT_CHECK(dout_writers <= 1, "mix_backward: at most one term's dx may be dout itself, got ", dout_writers);
   GPT_BACKEND_CALL(dout.device(), mix_backward, dout, terms, grads);
 }
 

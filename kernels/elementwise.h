@@ -24,8 +24,10 @@
 //   dx_k[t, c]      += coef_k(t, c) · dout[t, c]            (or =, when MixGrad::overwrite_dx)
 //   dG[t, lane+g]   += S · Σ_{c in block g} dout[t, c] · x_k[t, c]
 //   ds              += f'(s) · Σ_{t, c} L(t, c) · dout[t, c] · x_k[t, c]   (bf16 rounding of s is pass-through)
-// Reductions run in the accumulation type in a fixed order (deterministic). With overwrite_dx, dx_k may be the
-// dout tensor itself (the residual gradient flows in place: dx = ρ·dout); at most one term may do that.
+// Reductions run in the accumulation type in a fixed order (deterministic). Terms are applied in order, element by
+// element, so two terms may write one dx (a tensor mixed twice) as long as an overwriting term writes it first.
+// With overwrite_dx, dx_k may be the dout tensor itself (the residual gradient flows in place: dx = ρ·dout); at
+// most one term may do that.
 #include <span>
 
 #include "kernels/tensor.h"

@@ -12,6 +12,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/embedding_variants.h"
 #include "kernels/cuda/fp8_variants.h"
 #include "kernels/cuda/softcap_loss_variants.h"
 #include "kernels/elementwise.h"
@@ -71,11 +72,16 @@ void run_timed(benchmark::State& state, double bytes, const std::function<void()
 constexpr int64_t kTokens = 16384, kDim = 768, kVocab = 50304, kLossRows = 49152 / 8;
 constexpr int64_t kMicrobatchTokens = 49152;  // one stage-2 microbatch on one GPU
 
+// One microbatch's token-embedding gather (49,152 rows of the 50,304 × 768 table). Arg: gather version
+// (kernels/cuda/embedding_variants.h).
 void BM_EmbeddingForward(benchmark::State& state) {
   const Tensor table = random_device({kVocab, kDim}, DType::bf16, 1);
-  const Tensor ids = random_ids_device(kTokens, kVocab, DType::i32, 2);
-  Tensor out = Tensor::empty({kTokens, kDim}, DType::bf16, Device::cuda);
-  run_timed(state, 2.0 * kTokens * kDim * 2, [&] { embedding_forward(table, ids, out); });
+  const Tensor ids = random_ids_device(kMicrobatchTokens, kVocab, DType::i32, 2);
+  Tensor out = Tensor::empty({kMicrobatchTokens, kDim}, DType::bf16, Device::cuda);
+  const int version = static_cast<int>(state.range(0));
+  state.SetLabel("v" + std::to_string(version));
+  run_timed(state, 2.0 * kMicrobatchTokens * kDim * 2,
+            [&] { cuda::embedding_forward_version(table, ids, out, version); });
 }
 
 void BM_EmbeddingBackward(benchmark::State& state) {
@@ -244,7 +250,7 @@ void BM_AddTransposed(benchmark::State& state) {
   run_timed(state, 3.0 * src.numel() * 2, [&] { add_transposed(src, dst); });
 }
 
-BENCHMARK(BM_EmbeddingForward)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_EmbeddingForward)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EmbeddingBackward)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MixForward3)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ReluSquareForward)->UseManualTime()->Unit(benchmark::kMicrosecond);

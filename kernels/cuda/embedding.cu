@@ -3,8 +3,11 @@
 // increasing token order in the accumulation type and added once, exactly as the CPU reference does, so the result
 // is bitwise reproducible run to run (and matches the CPU in f32/f64 up to nothing at all). Ids outside the table
 // (bad input, checked on the CPU path) make the forward write NaN rows and are skipped by the backward.
+#include <algorithm>
+
 #include "kernels/bigram.h"
 #include "kernels/cuda/ops_common.cuh"
+#include "kernels/cuda/embedding_variants.h"
 #include "kernels/cuda/row_sort.cuh"
 #include "kernels/embedding.h"
 
@@ -36,6 +39,52 @@ __global__ void gather_rows_kernel(const T* __restrict__ table, const int32_t* _
         }
       }
       store_pack<T, VEC>(dst + c, v);
+    }
+  }
+}
+
+// v2 of the gather: one warp per token, tokens walked by one wave of warps; each lane issues the loads of up to
+// kPacksInFlight packs of its row before the first store (v1, one pack per thread and one small block per token,
+// kept the row's latency chain of id load → row load → store alone in flight: ≈ 1 TB/s on the H200).
+constexpr int kGatherWarps = 8, kPacksInFlight = 4;
+
+template <typename T, typename A, int VEC, bool kSigned>
+__global__ void __launch_bounds__(kGatherWarps * 32)
+    gather_rows_warp_kernel(const T* __restrict__ table, const int32_t* __restrict__ ids, int64_t n, int64_t rows,
+                            int d, const T* __restrict__ sign, const int32_t* __restrict__ sign_ids,
+                            int64_t sign_rows, T* __restrict__ out) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kGatherWarps;
+  for (int64_t t = blockIdx.x * int64_t{kGatherWarps} + threadIdx.x / 32; t < n; t += warps) {
+    const int32_t id = ids[t];
+    const int32_t sid = kSigned ? sign_ids[t] : 0;
+    const bool valid = id >= 0 && id < rows && (!kSigned || (sid >= 0 && sid < sign_rows));
+    const T* src = table + static_cast<int64_t>(valid ? id : 0) * d;
+    const T* sgn = kSigned ? sign + static_cast<int64_t>(valid ? sid : 0) * d : nullptr;
+    T* dst = out + t * d;
+    for (int c0 = 0; c0 < d; c0 += 32 * VEC * kPacksInFlight) {
+      Pack<T, VEC> v[kPacksInFlight];
+#pragma unroll
+      for (int k = 0; k < kPacksInFlight; ++k) {
+        const int c = c0 + (lane + 32 * k) * VEC;
+        if (c >= d) break;
+        if (!valid) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) v[k].v[j] = from_acc<T>(A(NAN));
+          continue;
+        }
+        v[k] = load_pack<T, VEC>(src + c);
+        if constexpr (kSigned) {
+          const Pack<T, VEC> s = load_pack<T, VEC>(sgn + c);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) v[k].v[j] = from_acc<T>(to_acc<A>(v[k].v[j]) * to_acc<A>(s.v[j]));
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kPacksInFlight; ++k) {
+        const int c = c0 + (lane + 32 * k) * VEC;
+        if (c < d) store_pack<T, VEC>(dst + c, v[k]);
+      }
     }
   }
 }
@@ -102,15 +151,26 @@ void dispatch_packed(DType dtype, int d, std::initializer_list<const void*> base
 
 template <bool kSigned>
 void gather(const Tensor& table, const Tensor* sign, const Tensor& ids, const Tensor* sign_ids, Tensor& out,
-            const char* op) {
+            const char* op, int version) {
   const int d = static_cast<int>(table.size(1));
   const int64_t n = ids.numel(), rows = table.size(0);
   if (n == 0) return;
   const void* sign_base = kSigned ? sign->raw() : nullptr;
   dispatch_packed(table.dtype(), d, {table.raw(), out.raw(), sign_base}, op, [&]<typename T, typename A, int VEC>() {
-    gather_rows_kernel<T, A, VEC, kSigned><<<blocks_for(n, 1), threads_for(d, VEC)>>>(
-        device_ptr<T>(table), device_ptr<int32_t>(ids), n, rows, d, kSigned ? device_ptr<T>(*sign) : nullptr,
-        kSigned ? device_ptr<int32_t>(*sign_ids) : nullptr, kSigned ? sign->size(0) : 0, device_ptr<T>(out));
+    const T* sign_ptr = kSigned ? device_ptr<T>(*sign) : nullptr;
+    const int32_t* sign_ids_ptr = kSigned ? device_ptr<int32_t>(*sign_ids) : nullptr;
+    const int64_t sign_rows = kSigned ? sign->size(0) : 0;
+    if (version == 1) {
+      gather_rows_kernel<T, A, VEC, kSigned><<<blocks_for(n, 1), threads_for(d, VEC)>>>(
+          device_ptr<T>(table), device_ptr<int32_t>(ids), n, rows, d, sign_ptr, sign_ids_ptr, sign_rows,
+          device_ptr<T>(out));
+    } else {
+      const int64_t wave = int64_t{multiprocessor_count()} * (2048 / (kGatherWarps * 32));
+      const auto blocks = static_cast<unsigned>(std::min<int64_t>(wave, (n + kGatherWarps - 1) / kGatherWarps));
+      gather_rows_warp_kernel<T, A, VEC, kSigned><<<blocks, kGatherWarps * 32>>>(
+          device_ptr<T>(table), device_ptr<int32_t>(ids), n, rows, d, sign_ptr, sign_ids_ptr, sign_rows,
+          device_ptr<T>(out));
+    }
   });
   GPT_CUDA_CHECK_LAUNCH();
 }
@@ -134,8 +194,12 @@ void scatter(const Tensor& dout, const Tensor* sign, const Tensor& ids, const Te
 
 }  // namespace
 
+void embedding_forward_version(const Tensor& table, const Tensor& ids, Tensor& out, int version) {
+  gather<false>(table, nullptr, ids, nullptr, out, "embedding_forward", version);
+}
+
 void embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) {
-  gather<false>(table, nullptr, ids, nullptr, out, "embedding_forward");
+  embedding_forward_version(table, ids, out, kPromotedGather);
 }
 
 void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable) {
@@ -143,7 +207,7 @@ void embedding_backward(const Tensor& dout, const Tensor& ids, Tensor& dtable) {
 }
 
 void bigram_forward(const Tensor& embed, const Tensor& sign, const Tensor& ids, const Tensor& sign_ids, Tensor& out) {
-  gather<true>(embed, &sign, ids, &sign_ids, out, "bigram_forward");
+  gather<true>(embed, &sign, ids, &sign_ids, out, "bigram_forward", kPromotedGather);
 }
 
 void bigram_backward(const Tensor& dout, const Tensor& sign, const Tensor& ids, const Tensor& sign_ids,

@@ -16,15 +16,25 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// q = fp8(x / scale): the division as divide_by_scale, two elements per cvt (the same bits as one IEEE division
+// and one cvt per element).
 template <typename T, typename A, bool kE5m2, int VEC>
 __global__ void quantize_kernel(const T* __restrict__ x, const float* __restrict__ scale, uint8_t* __restrict__ q,
                                 int64_t packs) {
   const float s = scale[0];
+  const float r = __frcp_rn(s);
   for (int64_t p = blockIdx.x * int64_t{kThreads} + threadIdx.x; p < packs; p += gridDim.x * int64_t{kThreads}) {
     const Pack<T, VEC> v = load_pack<T, VEC>(x + p * VEC);
-    Pack<uint8_t, VEC> out;
+    float scaled[VEC];
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) out.v[j] = float_to_fp8_device<kE5m2>(static_cast<float>(to_acc<A>(v.v[j])) / s);
+    for (int j = 0; j < VEC; ++j) scaled[j] = divide_by_scale(static_cast<float>(to_acc<A>(v.v[j])), s, r);
+    Pack<uint8_t, VEC> out;
+    if constexpr (VEC % 2 == 0) {
+      out = fp8_pack<kE5m2, VEC>(scaled);
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) out.v[j] = float_to_fp8_device<kE5m2>(scaled[j]);
+    }
     store_pack<uint8_t, VEC>(q + p * VEC, out);
   }
 }
@@ -89,38 +99,46 @@ __device__ __forceinline__ void relu_square_quantize_pack(const Pack<T, VEC>& x,
   store_pack<uint8_t, VEC>(q, y8);
 }
 
-// relu_square_forward, quantize and amax in one pass over pre (the §7.2 activation; saves two reads of post per
-// MLP layer). Versions (kernels/cuda/fp8_variants.h):
-//   v1: one pack per thread, as many blocks as packs need (up to 65,536), one atomicMax per block.
-//   v2: a few blocks per SM walking the packs two at a time (both loads issued before either is converted), so
-//       ≈ 1,000 blocks end in an atomicMax instead of 65,536.
+// v2's pack: the same values through divide_by_scale (r = RN(1/s)) and paired conversions.
 template <typename T, typename A, bool kE5m2, int VEC>
+__device__ __forceinline__ void relu_square_quantize_pack_v2(const Pack<T, VEC>& x, float s, float r,
+                                                             T* __restrict__ post, uint8_t* __restrict__ q,
+                                                             unsigned& m) {
+  Pack<T, VEC> y;
+  float scaled[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    const A x_j = to_acc<A>(x.v[j]);
+    const A relu = x_j > A(0) ? x_j : A(0);
+    y.v[j] = from_acc<T>(relu * relu);
+    const float stored = static_cast<float>(to_acc<A>(y.v[j]));
+    scaled[j] = divide_by_scale(stored, s, r);
+    m = max(m, abs_bits(stored));
+  }
+  store_pack<T, VEC>(post, y);
+  store_pack<uint8_t, VEC>(q, fp8_pack<kE5m2, VEC>(scaled));
+}
+
+// relu_square_forward, quantize and amax in one pass over pre (the §7.2 activation; saves two reads of post per
+// MLP layer): one pack per thread, one atomicMax per block. Versions (kernels/cuda/fp8_variants.h):
+//   v1: an IEEE division and one cvt per element: ≈ 1.85 TB/s at 49,152 × 3,072 on the H200, bound by those
+//       instructions, not by memory (relu² alone moves its bytes at ≈ 3.7 TB/s).
+//   v2: the division as divide_by_scale (one reciprocal per thread, three instructions per element) and two
+//       elements per cvt; the same bits.
+template <typename T, typename A, bool kE5m2, int VEC, int kVersion>
 __global__ void relu_square_quantize_kernel(const T* __restrict__ pre, const float* __restrict__ scale,
                                             T* __restrict__ post, uint8_t* __restrict__ q, int64_t packs,
                                             unsigned* __restrict__ max_bits) {
   const float s = scale[0];
+  const float r = __frcp_rn(s);
   unsigned m = 0;
   for (int64_t p = blockIdx.x * int64_t{kThreads} + threadIdx.x; p < packs; p += gridDim.x * int64_t{kThreads}) {
-    relu_square_quantize_pack<T, A, kE5m2, VEC>(load_pack<T, VEC>(pre + p * VEC), s, post + p * VEC, q + p * VEC, m);
-  }
-  block_max_to(m, max_bits);
-}
-
-template <typename T, typename A, bool kE5m2, int VEC>
-__global__ void __launch_bounds__(kThreads)
-    relu_square_quantize_v2_kernel(const T* __restrict__ pre, const float* __restrict__ scale, T* __restrict__ post,
-                                   uint8_t* __restrict__ q, int64_t packs, unsigned* __restrict__ max_bits) {
-  const float s = scale[0];
-  unsigned m = 0;
-  const int64_t stride = gridDim.x * int64_t{kThreads};
-  int64_t p = blockIdx.x * int64_t{kThreads} + threadIdx.x;
-  for (; p + stride < packs; p += 2 * stride) {
-    const Pack<T, VEC> x0 = load_pack<T, VEC>(pre + p * VEC), x1 = load_pack<T, VEC>(pre + (p + stride) * VEC);
-    relu_square_quantize_pack<T, A, kE5m2, VEC>(x0, s, post + p * VEC, q + p * VEC, m);
-    relu_square_quantize_pack<T, A, kE5m2, VEC>(x1, s, post + (p + stride) * VEC, q + (p + stride) * VEC, m);
-  }
-  if (p < packs) {
-    relu_square_quantize_pack<T, A, kE5m2, VEC>(load_pack<T, VEC>(pre + p * VEC), s, post + p * VEC, q + p * VEC, m);
+    const Pack<T, VEC> x = load_pack<T, VEC>(pre + p * VEC);
+    if constexpr (kVersion == 2 && VEC % 2 == 0) {
+      relu_square_quantize_pack_v2<T, A, kE5m2, VEC>(x, s, r, post + p * VEC, q + p * VEC, m);
+    } else {
+      relu_square_quantize_pack<T, A, kE5m2, VEC>(x, s, post + p * VEC, q + p * VEC, m);
+    }
   }
   block_max_to(m, max_bits);
 }
@@ -258,16 +276,8 @@ void relu_square_quantize_version(const Tensor& pre, const Tensor& scale, Tensor
                           reinterpret_cast<uintptr_t>(qp) % kVec == 0;
       auto launch = [&]<int VEC, bool kE5m2>() {
         const int64_t packs = n / VEC;
-        if constexpr (kVersion == 1) {
-          relu_square_quantize_kernel<T, A, kE5m2, VEC><<<grid_for(packs), kThreads>>>(
-              device_ptr<T>(pre), device_ptr<float>(scale), device_ptr<T>(post), qp, packs, bits);
-        } else {
-          constexpr int kBlocksPerSm = 2048 / kThreads;  // one full-occupancy wave
-          const int64_t wave = int64_t{multiprocessor_count()} * kBlocksPerSm;
-          const auto blocks = static_cast<unsigned>(std::min<int64_t>(wave, (packs + kThreads - 1) / kThreads));
-          relu_square_quantize_v2_kernel<T, A, kE5m2, VEC><<<std::max(blocks, 1u), kThreads>>>(
-              device_ptr<T>(pre), device_ptr<float>(scale), device_ptr<T>(post), qp, packs, bits);
-        }
+        relu_square_quantize_kernel<T, A, kE5m2, VEC, kVersion><<<grid_for(packs), kThreads>>>(
+            device_ptr<T>(pre), device_ptr<float>(scale), device_ptr<T>(post), qp, packs, bits);
       };
       launch_packed_fp8<kVec>(packed, e5m2, launch);
     });

@@ -97,6 +97,42 @@ __device__ __forceinline__ uint8_t float_to_fp8_device(float v) {
       __nv_cvt_float_to_fp8(v, __NV_SATFINITE, kE5m2 ? __NV_E5M2 : __NV_E4M3));
 }
 
+// VEC floats to e4m3 / e5m2, two per cvt; bit-identical to float_to_fp8_device (satfinite clamps ±inf to the
+// largest finite value as the helper does; a pair holding a NaN takes the helper for its sign | 0x7F encoding).
+template <bool kE5m2, int VEC>
+__device__ __forceinline__ Pack<uint8_t, VEC> fp8_pack(const float (&v)[VEC]) {
+  static_assert(VEC % 2 == 0);
+  Pack<uint8_t, VEC> out;
+#pragma unroll
+  for (int j = 0; j < VEC; j += 2) {
+    if (isnan(v[j] + v[j + 1])) {  // also true for +inf + −inf: the helper is exact for every input
+      out.v[j] = float_to_fp8_device<kE5m2>(v[j]);
+      out.v[j + 1] = float_to_fp8_device<kE5m2>(v[j + 1]);
+    } else {
+      unsigned short pair;  // cvt puts its first source in the upper byte
+      if constexpr (kE5m2) {
+        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(v[j + 1]), "f"(v[j]));
+      } else {
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(v[j + 1]), "f"(v[j]));
+      }
+      out.v[j] = static_cast<uint8_t>(pair & 0xFF);
+      out.v[j + 1] = static_cast<uint8_t>(pair >> 8);
+    }
+  }
+  return out;
+}
+
+// x / s rounded to nearest, as the IEEE division, from r = RN(1/s) computed once: q0 = RN(x·r) is within an ulp
+// of x/s and one exact FMA residual corrects it (Markstein's theorem), three instructions instead of a division
+// per element. A non-finite q0 (x infinite or NaN, x·r overflowing, s tiny enough that r is infinite) takes the
+// division itself. Subnormal quotients may differ from the division in the last place; every fp8 format rounds
+// them to 0 alike.
+__device__ __forceinline__ float divide_by_scale(float x, float s, float r) {
+  const float q0 = __fmul_rn(x, r);
+  if (!isfinite(q0)) return __fdiv_rn(x, s);
+  return __fmaf_rn(__fmaf_rn(-q0, s, x), r, q0);
+}
+
 template <bool kE5m2>
 __device__ __forceinline__ float fp8_to_float_device(uint8_t bits) {
   const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(bits), kE5m2 ? __NV_E5M2 : __NV_E4M3);

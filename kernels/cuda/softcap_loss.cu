@@ -238,27 +238,6 @@ __device__ __forceinline__ Pack<T, VEC> round_pack(const float (&v)[VEC]) {
   return out;
 }
 
-// e5m2 of VEC floats, two per cvt; bit-identical to float_to_fp8_device<true> (satfinite clamps ±inf to ±57344 as
-// the helper does; a pair holding a NaN takes the helper for its sign | 0x7F encoding).
-template <int VEC>
-__device__ __forceinline__ Pack<uint8_t, VEC> e5m2_pack(const float (&v)[VEC]) {
-  static_assert(VEC % 2 == 0);
-  Pack<uint8_t, VEC> out;
-#pragma unroll
-  for (int j = 0; j < VEC; j += 2) {
-    if (isnan(v[j] + v[j + 1])) {  // also true for +inf + −inf: the helper is exact for every input
-      out.v[j] = float_to_fp8_device<true>(v[j]);
-      out.v[j + 1] = float_to_fp8_device<true>(v[j + 1]);
-    } else {
-      unsigned short pair;  // cvt puts its first source in the upper byte
-      asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(v[j + 1]), "f"(v[j]));
-      out.v[j] = static_cast<uint8_t>(pair & 0xFF);
-      out.v[j + 1] = static_cast<uint8_t>(pair >> 8);
-    }
-  }
-  return out;
-}
-
 // Sweep-1 work on one pack: s rounded to T, and Σ exp(23·s − 23) added to sum.
 template <typename T, typename A, int VEC>
 __device__ __forceinline__ Pack<T, VEC> softcap_pack(const Pack<T, VEC>& raw, A& sum) {
@@ -322,7 +301,7 @@ __device__ __forceinline__ void store_gradient_pack(const Pack<T, VEC>& s_pack, 
   if constexpr (kE5m2) {
     Pack<uint8_t, VEC> out;
     if constexpr (std::is_same_v<A, float>) {
-      out = e5m2_pack<VEC>(g);
+      out = fp8_pack<true, VEC>(g);
     } else {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) out.v[j] = float_to_fp8_device<true>(static_cast<float>(g[j]));

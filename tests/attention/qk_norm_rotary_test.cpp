@@ -102,6 +102,8 @@ TEST(QkNormRotary, RejectsBadArguments) {
   EXPECT_THROW(qk_norm_rotary_forward(x, tab.cos, tab.sin, RotaryLayout::normal, y, short_rstd), Error);
   EXPECT_THROW(qk_norm_rotary_forward(x, tab.cos, tab.sin, RotaryLayout::normal, y, f64_rstd), Error);
   EXPECT_THROW(qk_norm_rotary_forward(x, tab.cos, tab.sin, RotaryLayout::paired, y, rstd), Error);  // 16 rows
+  Tensor same = Tensor::zeros({8, 2, 16}, DType::f32);
+  EXPECT_THROW(qk_norm_rotary_forward(same, tab.cos, tab.sin, RotaryLayout::normal, same, rstd), Error);
   Tensor dx = Tensor::zeros({8, 2, 16}, DType::f32);
   const Tensor dy_wrong = Tensor::zeros({8, 2, 8}, DType::f32);
   EXPECT_THROW(qk_norm_rotary_backward(dy_wrong, x, rstd, tab.cos, tab.sin, RotaryLayout::normal, dx), Error);

@@ -1,7 +1,11 @@
 // CUDA embedding / value-embedding / bigram gathers and scatter-add backwards against the CPU reference.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 #include "kernels/bigram.h"
+#include "kernels/cuda/embedding_variants.h"
 #include "kernels/embedding.h"
 #include "tests/gpu/ops_cuda_test_util.h"
 
@@ -30,6 +34,11 @@ TEST_P(EmbeddingCuda, ForwardAndBackwardMatchCpu) {
   poison(out_gpu);
   embedding_forward(gpu(table), gpu(ids), out_gpu);
   EXPECT_EQ(rel_error(out_gpu, out_cpu), 0.0) << "a gather copies exactly";
+  for (int version = 1; version <= cuda::kGatherVersions; ++version) {
+    poison(out_gpu);
+    cuda::embedding_forward_version(gpu(table), gpu(ids), out_gpu, version);
+    EXPECT_EQ(rel_error(out_gpu, out_cpu), 0.0) << "gather v" << version;
+  }
 
   Tensor dtable_cpu = random_tensor({rows, d}, dtype, 24);  // backward adds: start from non-zero
   Tensor dtable_gpu = gpu(dtable_cpu), dtable_again = gpu(dtable_cpu);
@@ -48,6 +57,34 @@ INSTANTIATE_TEST_SUITE_P(
                       EmbedCase{DType::bf16, 70, 24, 300, 40}, EmbedCase{DType::bf16, 33, 13, 77, 33},
                       EmbedCase{DType::f32, 50304, 768, 2048, 50304}, EmbedCase{DType::bf16, 50304, 768, 16384, 2000},
                       EmbedCase{DType::f32, 50304, 768, 16384, 50304}));
+
+// Ids outside the table (bad input the CPU path refuses) give NaN rows in every gather version, never a read
+// outside the table.
+TEST(EmbeddingCuda, OutOfRangeIdsGiveNanRowsInEveryVersion) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  const int64_t rows = 40, d = 768;
+  const Tensor table = gpu(random_tensor({rows, d}, DType::bf16, 35));
+  const std::vector<int32_t> id_values = {3, -1, 39, 40, 7, 1 << 30, 0};
+  Tensor ids = Tensor::empty({static_cast<int64_t>(id_values.size())}, DType::i32);
+  for (size_t i = 0; i < id_values.size(); ++i) ids.data<int32_t>()[i] = id_values[i];
+  const Tensor ids_g = gpu(ids);
+  for (int version = 1; version <= cuda::kGatherVersions; ++version) {
+    Tensor out = Tensor::zeros({ids.numel(), d}, DType::bf16, Device::cuda);
+    cuda::embedding_forward_version(table, ids_g, out, version);
+    const std::vector<double> got = out.to_doubles(), want = table.to_doubles();
+    for (size_t t = 0; t < id_values.size(); ++t) {
+      const bool valid = id_values[t] >= 0 && id_values[t] < rows;
+      for (int64_t c = 0; c < d; ++c) {
+        const double v = got[t * d + c];
+        if (valid) {
+          ASSERT_EQ(v, want[id_values[t] * d + c]) << "v" << version << " token " << t;
+        } else {
+          ASSERT_TRUE(std::isnan(v)) << "v" << version << " token " << t;
+        }
+      }
+    }
+  }
+}
 
 TEST(EmbeddingCuda, ValuePlaneTouchesOnlyItsRows) {
   GPT_REQUIRE_CUDA_DEVICE();

@@ -40,6 +40,30 @@ TEST(Var, CopiesShareTheGradientSlot) {
   EXPECT_EQ(a.grad().data<float>()[0], 3.0f);
 }
 
+TEST(Var, OnlyTheFirstWriterOfAGradientMayOverwriteIt) {
+  Var v(Tensor::zeros({2, 3}, DType::f32));
+  bool fresh = false;
+  Tensor& first = v.grad_for_overwrite(fresh);
+  EXPECT_TRUE(fresh);
+  EXPECT_TRUE(v.has_grad());
+  EXPECT_EQ(first.shape(), (Shape{2, 3}));
+  first.data<float>()[0] = 5.0f;  // the first writer fills it
+  Tensor& second = v.grad_for_overwrite(fresh);
+  EXPECT_FALSE(fresh) << "a second writer must add";
+  EXPECT_EQ(second.data<float>()[0], 5.0f);
+  EXPECT_EQ(v.grad().data<float>()[0], 5.0f);
+
+  Var zeroed(Tensor::zeros({2}, DType::f32));
+  zeroed.grad();
+  zeroed.grad_for_overwrite(fresh);
+  EXPECT_FALSE(fresh) << "a zero-allocated gradient is already held";
+  Var attached = Var::with_gradient_buffer(Tensor::zeros({2}, DType::f32), Tensor::zeros({2}, DType::f32));
+  attached.grad_for_overwrite(fresh);
+  EXPECT_FALSE(fresh) << "an attached buffer (a parameter's, a view's) may hold other gradients";
+  Var constant(Tensor::zeros({2}, DType::f32), /*requires_grad=*/false);
+  EXPECT_THROW(constant.grad_for_overwrite(fresh), Error);
+}
+
 TEST(Var, NoGradientForConstants) {
   Var c(Tensor::zeros({2}, DType::f32), /*requires_grad=*/false);
   EXPECT_THROW(c.grad(), Error);

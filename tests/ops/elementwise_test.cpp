@@ -131,6 +131,21 @@ TEST(Mix, BackwardOverwriteMayAliasDout) {
   EXPECT_EQ(da.to_doubles(), (std::vector<double>{13, 16}));
 }
 
+TEST(Mix, OverwritingTermsIgnoreWhatTheirDxHeldAndLaterTermsAddOnTop) {
+  // Fresh (uninitialised) gradient buffers: every overwriting term writes its dx whatever it held; a tensor mixed
+  // twice collects the second term's share on top of the first one's overwrite.
+  Tensor dout = Tensor::from_doubles(std::vector<double>{1, 2}, {1, 2}, DType::f64);
+  Tensor x = Tensor::from_doubles(std::vector<double>{3, 4}, {1, 2}, DType::f64);
+  Tensor dx = Tensor::from_doubles(std::vector<double>{99, -99}, {1, 2}, DType::f64);
+  Tensor da = Tensor::from_doubles(std::vector<double>{7, 7}, {1, 2}, DType::f64);
+  const std::vector<MixTerm> terms = {{x, Coef::of_scalar(scalar(0.5))}, {x, Coef::of_scalar(scalar(3.0))},
+                                      {x, Coef::one()}};
+  const std::vector<MixGrad> grads = {{.dx = dx, .overwrite_dx = true}, {.dx = dx}, {.dx = da, .overwrite_dx = true}};
+  mix_backward(dout, terms, grads);
+  EXPECT_EQ(dx.to_doubles(), (std::vector<double>{3.5, 7.0}));
+  EXPECT_EQ(da.to_doubles(), (std::vector<double>{1, 2}));
+}
+
 TEST(Mix, ScaleWeightForwardAndBackward) {
   Tensor w = random_tensor({4, 3}, DType::f64, 7);
   Tensor lambda = scalar(1.7);
@@ -170,7 +185,14 @@ TEST(Mix, RejectsBadArguments) {
   EXPECT_THROW(mix_forward({&wrong_shape, 1}, out), Error);
   const std::vector<MixTerm> two = {{x, Coef::one()}, {x, Coef::one()}};
   const std::vector<MixGrad> both_overwrite = {{.dx = out, .overwrite_dx = true}, {.dx = out, .overwrite_dx = true}};
-  EXPECT_THROW(mix_backward(x, two, both_overwrite), Error);
+  EXPECT_THROW(mix_backward(x, two, both_overwrite), Error);  // the second would erase the first's share
+  const std::vector<MixGrad> add_then_overwrite = {{.dx = out}, {.dx = out, .overwrite_dx = true}};
+  EXPECT_THROW(mix_backward(x, two, add_then_overwrite), Error);
+  Tensor dout = Tensor::zeros({2, 4}, DType::f32);
+  const std::vector<MixGrad> adds_into_dout = {{.dx = dout}, {}};
+  EXPECT_THROW(mix_backward(dout, two, adds_into_dout), Error);  // dout may be a dx only of an overwriting term
+  const std::vector<MixGrad> two_into_dout = {{.dx = dout, .overwrite_dx = true}, {.dx = dout, .overwrite_dx = true}};
+  EXPECT_THROW(mix_backward(dout, two, two_into_dout), Error);
 }
 
 }  // namespace

@@ -40,6 +40,16 @@ class Var {
     if (!slot_->defined()) *slot_ = Tensor::zeros(value_.shape(), value_.dtype(), value_.device());
     return *slot_;
   }
+  // The gradient for an op about to write every element of it. When none exists yet it is allocated without the
+  // zero fill and `fresh` is set: the op then writes instead of adding into zeros (the same values, without the
+  // fill and the read-back of a [tokens, d] buffer). Otherwise the op must add, as into grad().
+  Tensor& grad_for_overwrite(bool& fresh) {
+    GPT_CHECK(slot_ != nullptr, "grad_for_overwrite() of a Var that does not require a gradient (", value_.describe(),
+              ")");
+    fresh = !slot_->defined();
+    if (fresh) *slot_ = Tensor::empty(value_.shape(), value_.dtype(), value_.device());
+    return *slot_;
+  }
 
  private:
   Tensor value_;

@@ -76,7 +76,11 @@ Var linear(Tape& tape, Var x, Var w) {
   Var out(y);
   tape.push([x, w, out]() mutable {
     if (!out.has_grad()) return;
-    if (x.requires_grad()) gemm(out.grad(), w.value(), x.grad(), {.beta = 1.0f});
+    if (x.requires_grad()) {
+      bool fresh = false;
+      Tensor& dx = x.grad_for_overwrite(fresh);
+      gemm(out.grad(), w.value(), dx, {.beta = fresh ? 0.0f : 1.0f});
+    }
     if (w.requires_grad()) gemm(out.grad(), x.value(), w.grad(), {.trans_a = true, .beta = 1.0f});
   }, "linear", {out, x, w});
   return out;
@@ -88,7 +92,11 @@ Var matmul(Tape& tape, Var x, Var w) {
   Var out(y);
   tape.push([x, w, out]() mutable {
     if (!out.has_grad()) return;
-    if (x.requires_grad()) gemm(out.grad(), w.value(), x.grad(), {.trans_b = true, .beta = 1.0f});
+    if (x.requires_grad()) {
+      bool fresh = false;
+      Tensor& dx = x.grad_for_overwrite(fresh);
+      gemm(out.grad(), w.value(), dx, {.trans_b = true, .beta = fresh ? 0.0f : 1.0f});
+    }
     if (w.requires_grad()) gemm(x.value(), out.grad(), w.grad(), {.trans_a = true, .beta = 1.0f});
   }, "matmul", {out, x, w});
   return out;
@@ -175,7 +183,7 @@ Var mix(Tape& tape, const std::vector<Term>& terms) {
     std::vector<MixGrad> grads(terms.size());
     for (size_t k = 0; k < terms.size(); ++k) {
       Term& t = terms[k];
-      if (t.x.requires_grad()) grads[k].dx = t.x.grad();
+      if (t.x.requires_grad()) grads[k].dx = t.x.grad_for_overwrite(grads[k].overwrite_dx);
       if (present(t.scalar) && t.scalar.requires_grad()) grads[k].dscalar = t.scalar.grad();
       if (present(t.lanes) && t.lanes.requires_grad()) grads[k].dlanes = t.lanes.grad();
     }
@@ -357,7 +365,11 @@ Var mlp(Tape& tape, Var u, Var w1, Var w2, MlpFp8State* fp8_state) {
     if (w2.requires_grad()) gemm(post, dy, w2.grad(), {.trans_a = true, .beta = 1.0f});
     Tensor dpre = dpost;  // dpost is dead once w2's gradient has read it: the relu² gradient overwrites it
     relu_square_backward(dpost, post, dpre, GradWrite::overwrite);
-    if (u.requires_grad()) gemm(dpre, w1.value(), u.grad(), {.beta = 1.0f});
+    if (u.requires_grad()) {
+      bool fresh = false;
+      Tensor& du = u.grad_for_overwrite(fresh);
+      gemm(dpre, w1.value(), du, {.beta = fresh ? 0.0f : 1.0f});
+    }
     if (w1.requires_grad()) gemm(dpre, u.value(), w1.grad(), {.trans_a = true, .beta = 1.0f});
   }, "mlp", {out, u, w1, w2});
   return out;
