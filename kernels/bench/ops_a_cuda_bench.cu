@@ -244,6 +244,16 @@ void BM_Fp8GemmLmHead(benchmark::State& state) {
                                                  benchmark::Counter::kIsRate);
 }
 
+// The byte transpose of one microbatch's lm_head gradient G8 (49,152 × 50,304 e5m2) that the weight-gradient FP8
+// GEMM needs. Arg: version (kernels/cuda/fp8_variants.h).
+void BM_Fp8Transpose(benchmark::State& state) {
+  Tensor g8 = Tensor::empty({kMicrobatchTokens, kVocab}, DType::e5m2, Device::cuda);
+  GPT_CUDA_CHECK(cudaMemset(g8.raw(), 0x3C, g8.nbytes()));
+  const int version = static_cast<int>(state.range(0));
+  state.SetLabel("v" + std::to_string(version));
+  run_timed(state, 2.0 * g8.numel(), [&] { benchmark::DoNotOptimize(cuda::transpose_fp8_bytes(g8, version)); });
+}
+
 void BM_AddTransposed(benchmark::State& state) {
   const Tensor src = random_device({kVocab, kDim}, DType::bf16, 20);
   Tensor dst = Tensor::zeros({kDim, kVocab}, DType::bf16, Device::cuda);
@@ -272,6 +282,7 @@ BENCHMARK(BM_QkNormRotary)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Fp8GemmLmHead)->Arg(0)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Fp8Transpose)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AddTransposed)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -143,32 +143,6 @@ __global__ void relu_square_quantize_kernel(const T* __restrict__ pre, const flo
   block_max_to(m, max_bits);
 }
 
-// dst[c, r] = src[r, c] for bytes, rows and cols multiples of 4: 64×64 tiles moved as 4-byte words on both sides.
-constexpr int kByteTile = 64;
-constexpr int kTileWords = kByteTile / 4;
-
-__global__ void transpose_bytes_kernel(const uint8_t* __restrict__ src, uint8_t* __restrict__ dst, int64_t rows,
-                                       int64_t cols) {
-  __shared__ uint8_t tile[kByteTile][kByteTile + 4];  // +4: rows 68 bytes apart spread the column reads over banks
-  const int64_t r0 = blockIdx.y * int64_t{kByteTile}, c0 = blockIdx.x * int64_t{kByteTile};
-  for (int i = threadIdx.x; i < kByteTile * kTileWords; i += kThreads) {
-    const int r = i / kTileWords, w = i % kTileWords;
-    const int64_t gr = r0 + r, gc = c0 + 4 * w;
-    const uint32_t word = gr < rows && gc < cols ? *reinterpret_cast<const uint32_t*>(src + gr * cols + gc) : 0u;
-    *reinterpret_cast<uint32_t*>(&tile[r][4 * w]) = word;
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < kByteTile * kTileWords; i += kThreads) {
-    const int c = i / kTileWords, w = i % kTileWords;  // dst row c0 + c, dst columns r0 + 4w … r0 + 4w + 3
-    const int64_t gc = c0 + c, gr = r0 + 4 * w;
-    if (gc < cols && gr < rows) {
-      const uint32_t word = uint32_t{tile[4 * w][c]} | uint32_t{tile[4 * w + 1][c]} << 8 |
-                            uint32_t{tile[4 * w + 2][c]} << 16 | uint32_t{tile[4 * w + 3][c]} << 24;
-      *reinterpret_cast<uint32_t*>(dst + gc * rows + gr) = word;
-    }
-  }
-}
-
 __global__ void amax_finish_kernel(float* out) {
   const unsigned bits = __float_as_uint(out[0]);
   if (bits == 0xFFFFFFFFu) out[0] = NAN;
@@ -306,19 +280,6 @@ void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scal
 
 namespace {
 
-// The K-contiguous copy of a row-major fp8 [rows, cols] matrix: [cols, rows].
-Tensor transposed_fp8(const Tensor& q) {
-  const int64_t rows = q.size(0), cols = q.size(1);
-  Tensor t = Tensor::empty({cols, rows}, q.dtype(), Device::cuda);
-  GPT_CHECK((rows + kByteTile - 1) / kByteTile < 65536, "fp8_gemm: ", rows, " rows exceed the transpose grid");
-  const dim3 grid(static_cast<unsigned>((cols + kByteTile - 1) / kByteTile),
-                  static_cast<unsigned>((rows + kByteTile - 1) / kByteTile));
-  transpose_bytes_kernel<<<grid, kThreads>>>(static_cast<const uint8_t*>(q.raw()),
-                                             static_cast<uint8_t*>(const_cast<void*>(t.raw())), rows, cols);
-  GPT_CUDA_CHECK_LAUNCH();
-  return t;
-}
-
 // cuBLASLt's FP8 kernels want every dimension a multiple of 16 and 16-byte aligned operands and scale pointers.
 bool tensor_core_fp8_fits(int64_t m, int64_t n, int64_t k, std::initializer_list<const Tensor*> tensors) {
   if (m % 16 != 0 || n % 16 != 0 || k % 16 != 0) return false;
@@ -377,8 +338,9 @@ void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const T
     return;
   }
   // gemm_fp8 (checked public entry) computes A·Bᵀ with A [M, K] and B [N, K].
-  const Tensor a_mk = args.trans_a ? transposed_fp8(a8) : a8;
-  const Tensor b_nk = args.trans_b ? b8 : transposed_fp8(b8);
+  // The K-contiguous copies of operands stored the other way.
+  const Tensor a_mk = args.trans_a ? transpose_fp8_bytes(a8) : a8;
+  const Tensor b_nk = args.trans_b ? b8 : transpose_fp8_bytes(b8);
   gpt::gemm_fp8(a_mk, b_nk, c, a_scale, b_scale,
                 {.alpha = args.alpha, .beta = args.beta, .fast_accum = accumulation == Fp8Accumulation::fast});
 }

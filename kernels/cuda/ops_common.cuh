@@ -125,11 +125,12 @@ __device__ __forceinline__ Pack<uint8_t, VEC> fp8_pack(const float (&v)[VEC]) {
 // x / s rounded to nearest, as the IEEE division, from r = RN(1/s) computed once: q0 = RN(x·r) is within an ulp
 // of x/s and one exact FMA residual corrects it (Markstein's theorem), three instructions instead of a division
 // per element. A non-finite q0 (x infinite or NaN, x·r overflowing, s tiny enough that r is infinite) takes the
-// division itself. Subnormal quotients may differ from the division in the last place; every fp8 format rounds
-// them to 0 alike.
+// division itself, a zero q0 is returned as it is (its sign is the division's). Subnormal quotients may differ
+// from the division in the last place; every fp8 format rounds them to 0 alike.
 __device__ __forceinline__ float divide_by_scale(float x, float s, float r) {
   const float q0 = __fmul_rn(x, r);
   if (!isfinite(q0)) return __fdiv_rn(x, s);
+  if (q0 == 0.0f) return q0;  // x = ±0 (the correction would turn −0 into +0) or an fp8-invisible underflow
   return __fmaf_rn(__fmaf_rn(-q0, s, x), r, q0);
 }
 

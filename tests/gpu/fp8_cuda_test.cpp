@@ -118,6 +118,29 @@ TEST_P(Fp8Cuda, QuantizeBf16RecipeShape) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, Fp8Cuda, ::testing::Values(DType::e4m3, DType::e5m2));
 
+// Every version of the byte transpose fp8_gemm applies to an operand (kernels/cuda/fp8_variants.h) against a host
+// transpose: whole 128-byte tiles, partial tiles in both directions, and a shape v2 leaves to v1 (not multiples
+// of 16).
+TEST(Fp8Cuda, ByteTransposeVersionsMatchTheHost) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  for (const Shape& shape : {Shape{128, 256}, Shape{1040, 784}, Shape{48, 80}, Shape{12, 20}, Shape{512, 50304}}) {
+    const int64_t rows = shape[0], cols = shape[1];
+    Tensor q = Tensor::empty(shape, DType::e4m3);
+    auto* bytes = static_cast<uint8_t*>(const_cast<void*>(q.raw()));
+    for (int64_t i = 0; i < q.numel(); ++i) bytes[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+    std::vector<uint8_t> want(static_cast<size_t>(q.numel()));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) want[c * rows + r] = bytes[r * cols + c];
+    }
+    const Tensor q_gpu = gpu(q);
+    for (int version = 1; version <= 2; ++version) {
+      const Tensor t = cuda::transpose_fp8_bytes(q_gpu, version);
+      EXPECT_EQ(t.shape(), (Shape{cols, rows}));
+      EXPECT_EQ(bytes_of(t), want) << shape_string(shape) << " v" << version;
+    }
+  }
+}
+
 TEST(Fp8Cuda, AmaxAndScaleFromAmax) {
   GPT_REQUIRE_CUDA_DEVICE();
   for (DType dtype : {DType::f64, DType::f32, DType::bf16}) {
