@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/rotary.h"
 #include "kernels/tensor.h"
 #include "tests/common/gradcheck.h"
 
@@ -15,6 +16,16 @@ inline Tensor cu_tensor(const std::vector<int32_t>& values) {
   int32_t* p = t.data<int32_t>();
   for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
   return t;
+}
+
+// Rotary cos/sin tables [P, D/4] after one YaRN event (non-trivial frequencies).
+struct RotaryTableSet {
+  Tensor cos, sin;
+};
+inline RotaryTableSet yarn_tables(int64_t head_dim, int64_t positions, DType dtype) {
+  RotaryTables t(head_dim, positions);
+  t.apply_yarn(16, 48);
+  return {t.cos_table(dtype), t.sin_table(dtype)};
 }
 
 // Segment id of every token, computed by walking the boundaries (independent of kernels/cpu/segments.h).

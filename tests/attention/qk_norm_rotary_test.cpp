@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tests/attention/attention_test_util.h"
 #include "tests/common/gradcheck.h"
 
 namespace gpt {
@@ -14,14 +15,8 @@ namespace {
 
 using testing::random_tensor;
 
-struct Tables {
-  Tensor cos, sin;
-};
-Tables make_tables(int64_t D, int64_t P, DType dtype) {
-  RotaryTables t(D, P);
-  t.apply_yarn(16, 48);  // non-trivial frequencies
-  return {t.cos_table(dtype), t.sin_table(dtype)};
-}
+using Tables = attention_test::RotaryTableSet;
+constexpr auto make_tables = attention_test::yarn_tables;
 
 constexpr RotaryLayout kLayouts[] = {RotaryLayout::normal, RotaryLayout::paired};
 

@@ -95,14 +95,8 @@ TEST(RotaryTables, RejectsBadArguments) {
   EXPECT_THROW(tables.cos_table(DType::i32), Error);
 }
 
-struct Tables {
-  Tensor cos, sin;
-};
-Tables make_tables(int64_t D, int64_t P, DType dtype) {
-  RotaryTables t(D, P);
-  t.apply_yarn(16, 48);  // non-trivial frequencies
-  return {t.cos_table(dtype), t.sin_table(dtype)};
-}
+using Tables = attention_test::RotaryTableSet;
+constexpr auto make_tables = attention_test::yarn_tables;
 
 // Independent formula: pair (z_2k, z_2k+1) as a complex number times e^{−iθ}.
 std::vector<double> rotate_reference(const Tensor& x, const Tables& tab, RotaryLayout layout) {
