@@ -6,7 +6,8 @@
 //   v2: 128 × 128-byte tiles moved as 16-byte chunks on both sides (full 128-byte lines of every row), the shared
 //       tile XOR-swizzled by 16-byte chunk so that both phases are free of bank conflicts, and 4 × 4 byte blocks
 //       transposed in registers with byte permutes (one 4-byte shared load per 4 bytes); rows and cols multiples
-//       of 16 (every fp8_gemm operand: cuBLASLt's FP8 kernels need that too), else v1.
+//       of 16 (every fp8_gemm operand: cuBLASLt's FP8 kernels need that too), else v1. ≈ 3.65 TB/s on G8
+//       (1,355 µs against v1's 2,067 in the same run, 2026-12-04).
 #include "kernels/cuda/fp8_variants.h"
 #include "kernels/cuda/ops_common.cuh"
 #include "kernels/fp8.h"
