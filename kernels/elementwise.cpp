@@ -55,7 +55,8 @@ void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<
       check_dtype(g.dx, dout.dtype(), "mix_backward: dx");
       check_same_device({&g.dx, &dout}, "mix_backward: dx");
       if (g.dx.raw() == dout.raw()) {
-        GPT_CHECK(g.overwrite_dx, "mix_backward: term ", k, "'s dx is dout itself, which only an overwriting term may be");
+        GPT_CHECK(g.overwrite_dx, "mix_backward: term ", k,
+                  "'s dx is dout itself, which only an overwriting term may be");
         ++dout_writers;
       }
       for (size_t j = 0; j < k && g.overwrite_dx; ++j) {

@@ -71,7 +71,6 @@ void check_rotary_operands(const Tensor& x, const Tensor& cos, const Tensor& sin
   check_same_device({&x, &cos, &sin, &out}, op);
 }
 
-
 void rotary_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, RotaryLayout layout, Tensor& y) {
   check_rotary_operands(x, cos, sin, layout, y, "rotary_forward");
   GPT_BACKEND_CALL(x.device(), rotary_forward, x, cos, sin, layout, y);

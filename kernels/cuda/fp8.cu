@@ -28,13 +28,7 @@ __global__ void quantize_kernel(const T* __restrict__ x, const float* __restrict
     float scaled[VEC];
 #pragma unroll
     for (int j = 0; j < VEC; ++j) scaled[j] = divide_by_scale(static_cast<float>(to_acc<A>(v.v[j])), s, r);
-    Pack<uint8_t, VEC> out;
-    if constexpr (VEC % 2 == 0) {
-      out = fp8_pack<kE5m2, VEC>(scaled);
-    } else {
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) out.v[j] = float_to_fp8_device<kE5m2>(scaled[j]);
-    }
+    const Pack<uint8_t, VEC> out = fp8_pack<kE5m2, VEC>(scaled);
     store_pack<uint8_t, VEC>(q + p * VEC, out);
   }
 }
@@ -80,43 +74,32 @@ __global__ void amax_kernel(const T* __restrict__ x, int64_t packs, unsigned* __
   block_max_to(m, out_bits);
 }
 
-// post = T(relu(pre)²), q = fp8(post / scale), and max |post| folded into m, for one pack of pre.
-template <typename T, typename A, bool kE5m2, int VEC>
-__device__ __forceinline__ void relu_square_quantize_pack(const Pack<T, VEC>& x, float s, T* __restrict__ post,
-                                                          uint8_t* __restrict__ q, unsigned& m) {
-  Pack<T, VEC> y;
-  Pack<uint8_t, VEC> y8;
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) {
-    const A x_j = to_acc<A>(x.v[j]);
-    const A r = x_j > A(0) ? x_j : A(0);  // as relu_square_forward's kernel
-    y.v[j] = from_acc<T>(r * r);
-    const float stored = static_cast<float>(to_acc<A>(y.v[j]));
-    y8.v[j] = float_to_fp8_device<kE5m2>(stored / s);
-    m = max(m, abs_bits(stored));
-  }
-  store_pack<T, VEC>(post, y);
-  store_pack<uint8_t, VEC>(q, y8);
-}
-
-// v2's pack: the same values through divide_by_scale (r = RN(1/s)) and paired conversions.
-template <typename T, typename A, bool kE5m2, int VEC>
-__device__ __forceinline__ void relu_square_quantize_pack_v2(const Pack<T, VEC>& x, float s, float r,
-                                                             T* __restrict__ post, uint8_t* __restrict__ q,
-                                                             unsigned& m) {
+// post = T(relu(pre)²), q = fp8(post / scale), and max |post| folded into m, for one pack of pre; the division and
+// the conversion as the version has them (below).
+template <typename T, typename A, bool kE5m2, int VEC, int kVersion>
+__device__ __forceinline__ void relu_square_quantize_pack(const Pack<T, VEC>& x, float s, float r,
+                                                          T* __restrict__ post, uint8_t* __restrict__ q,
+                                                          unsigned& m) {
   Pack<T, VEC> y;
   float scaled[VEC];
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
     const A x_j = to_acc<A>(x.v[j]);
-    const A relu = x_j > A(0) ? x_j : A(0);
+    const A relu = x_j > A(0) ? x_j : A(0);  // as relu_square_forward's kernel
     y.v[j] = from_acc<T>(relu * relu);
     const float stored = static_cast<float>(to_acc<A>(y.v[j]));
-    scaled[j] = divide_by_scale(stored, s, r);
+    scaled[j] = kVersion == 1 ? stored / s : divide_by_scale(stored, s, r);
     m = max(m, abs_bits(stored));
   }
   store_pack<T, VEC>(post, y);
-  store_pack<uint8_t, VEC>(q, fp8_pack<kE5m2, VEC>(scaled));
+  Pack<uint8_t, VEC> y8;
+  if constexpr (kVersion == 1) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) y8.v[j] = float_to_fp8_device<kE5m2>(scaled[j]);
+  } else {
+    y8 = fp8_pack<kE5m2, VEC>(scaled);
+  }
+  store_pack<uint8_t, VEC>(q, y8);
 }
 
 // relu_square_forward, quantize and amax in one pass over pre (the §7.2 activation; saves two reads of post per
@@ -133,12 +116,8 @@ __global__ void relu_square_quantize_kernel(const T* __restrict__ pre, const flo
   const float r = __frcp_rn(s);
   unsigned m = 0;
   for (int64_t p = blockIdx.x * int64_t{kThreads} + threadIdx.x; p < packs; p += gridDim.x * int64_t{kThreads}) {
-    const Pack<T, VEC> x = load_pack<T, VEC>(pre + p * VEC);
-    if constexpr (kVersion == 2 && VEC % 2 == 0) {
-      relu_square_quantize_pack_v2<T, A, kE5m2, VEC>(x, s, r, post + p * VEC, q + p * VEC, m);
-    } else {
-      relu_square_quantize_pack<T, A, kE5m2, VEC>(x, s, post + p * VEC, q + p * VEC, m);
-    }
+    relu_square_quantize_pack<T, A, kE5m2, VEC, kVersion>(load_pack<T, VEC>(pre + p * VEC), s, r, post + p * VEC,
+                                                          q + p * VEC, m);
   }
   block_max_to(m, max_bits);
 }

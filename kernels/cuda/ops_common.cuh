@@ -97,14 +97,15 @@ __device__ __forceinline__ uint8_t float_to_fp8_device(float v) {
       __nv_cvt_float_to_fp8(v, __NV_SATFINITE, kE5m2 ? __NV_E5M2 : __NV_E4M3));
 }
 
-// VEC floats to e4m3 / e5m2, two per cvt; bit-identical to float_to_fp8_device (satfinite clamps ±inf to the
-// largest finite value as the helper does; a pair holding a NaN takes the helper for its sign | 0x7F encoding).
+// VEC floats to e4m3 / e5m2, two per cvt (an odd last one alone); bit-identical to float_to_fp8_device (satfinite
+// clamps ±inf to the largest finite value as the helper does; a pair holding a NaN takes the helper for its
+// sign | 0x7F encoding).
 template <bool kE5m2, int VEC>
 __device__ __forceinline__ Pack<uint8_t, VEC> fp8_pack(const float (&v)[VEC]) {
-  static_assert(VEC % 2 == 0);
   Pack<uint8_t, VEC> out;
+  if constexpr (VEC % 2 == 1) out.v[VEC - 1] = float_to_fp8_device<kE5m2>(v[VEC - 1]);
 #pragma unroll
-  for (int j = 0; j < VEC; j += 2) {
+  for (int j = 0; j + 1 < VEC; j += 2) {
     if (isnan(v[j] + v[j + 1])) {  // also true for +inf + −inf: the helper is exact for every input
       out.v[j] = float_to_fp8_device<kE5m2>(v[j]);
       out.v[j + 1] = float_to_fp8_device<kE5m2>(v[j + 1]);

@@ -32,6 +32,15 @@ void add_into(const Tensor& src, Tensor& dst) {
   mix_backward(src, {&unit, 1}, {&grad, 1});
 }
 
+// x's gradient as the output of a GEMM that produces a share of it: beta = 0 (written, no zero fill) when the GEMM
+// is its first writer, else 1 (added).
+Tensor& gemm_gradient(Var& x, float& beta) {
+  bool fresh = false;
+  Tensor& g = x.grad_for_overwrite(fresh);
+  beta = fresh ? 0.0f : 1.0f;
+  return g;
+}
+
 bool present(Var v) { return v.value().defined(); }
 
 // The Vars of a mix for the tape's step record: the output, then each term's x, scalar and lanes.
@@ -77,9 +86,9 @@ Var linear(Tape& tape, Var x, Var w) {
   tape.push([x, w, out]() mutable {
     if (!out.has_grad()) return;
     if (x.requires_grad()) {
-      bool fresh = false;
-      Tensor& dx = x.grad_for_overwrite(fresh);
-      gemm(out.grad(), w.value(), dx, {.beta = fresh ? 0.0f : 1.0f});
+      float beta = 1.0f;
+      Tensor& dx = gemm_gradient(x, beta);
+      gemm(out.grad(), w.value(), dx, {.beta = beta});
     }
     if (w.requires_grad()) gemm(out.grad(), x.value(), w.grad(), {.trans_a = true, .beta = 1.0f});
   }, "linear", {out, x, w});
@@ -93,9 +102,9 @@ Var matmul(Tape& tape, Var x, Var w) {
   tape.push([x, w, out]() mutable {
     if (!out.has_grad()) return;
     if (x.requires_grad()) {
-      bool fresh = false;
-      Tensor& dx = x.grad_for_overwrite(fresh);
-      gemm(out.grad(), w.value(), dx, {.trans_b = true, .beta = fresh ? 0.0f : 1.0f});
+      float beta = 1.0f;
+      Tensor& dx = gemm_gradient(x, beta);
+      gemm(out.grad(), w.value(), dx, {.trans_b = true, .beta = beta});
     }
     if (w.requires_grad()) gemm(x.value(), out.grad(), w.grad(), {.trans_a = true, .beta = 1.0f});
   }, "matmul", {out, x, w});
@@ -366,9 +375,9 @@ Var mlp(Tape& tape, Var u, Var w1, Var w2, MlpFp8State* fp8_state) {
     Tensor dpre = dpost;  // dpost is dead once w2's gradient has read it: the relu² gradient overwrites it
     relu_square_backward(dpost, post, dpre, GradWrite::overwrite);
     if (u.requires_grad()) {
-      bool fresh = false;
-      Tensor& du = u.grad_for_overwrite(fresh);
-      gemm(dpre, w1.value(), du, {.beta = fresh ? 0.0f : 1.0f});
+      float beta = 1.0f;
+      Tensor& du = gemm_gradient(u, beta);
+      gemm(dpre, w1.value(), du, {.beta = beta});
     }
     if (w1.requires_grad()) gemm(dpre, u.value(), w1.grad(), {.trans_a = true, .beta = 1.0f});
   }, "mlp", {out, u, w1, w2});
