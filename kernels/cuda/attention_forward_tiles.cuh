@@ -1,7 +1,7 @@
 #pragma once
 // Tiles, row state and per-tile steps of the wgmma attention forward kernels (kernels/cuda/attention_forward_v4.cu:
-// v4/v5/v6, attention_forward_v7.cu: v7/v8): warpgroups of 64 query rows (kBlockQ = 128 rows per block except v8's
-// 192), 64-key K/V tiles in the 128-byte swizzle of kernels/cuda/wgmma.cuh, S = Q·Kᵀ from shared memory, P in
+// v4/v5/v6, attention_forward_tma.cu: v7/v8/v9): warpgroups of 64 query rows (kBlockQ = 128 rows per block except
+// v8/v9's 192), 64-key K/V tiles in the 128-byte swizzle of kernels/cuda/wgmma.cuh, S = Q·Kᵀ from shared memory, P in
 // registers as the A operand of P·V.
 #include <cuda_bf16.h>
 

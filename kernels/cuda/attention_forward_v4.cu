@@ -12,7 +12,7 @@
 //   - the output is staged through the Q tile's shared memory for 16-byte, row-contiguous stores.
 // v4 runs each tile's products and softmax in sequence (3 stages); v6 is v4 with Q as register A fragments. v5 overlaps them inside the warpgroup: S of
 // tile n + 1 is issued before the softmax of tile n, so the tensor cores work while the softmax runs (4 stages: tile
-// n + 1 must have landed one iteration early). v7 (attention_forward_v7.cu) adds TMA loads, a producer warp and
+// n + 1 must have landed one iteration early). v7 (attention_forward_tma.cu) adds TMA loads, a producer warp and
 // turn-taking warpgroups on the same tiles.
 #include <cuda_bf16.h>
 

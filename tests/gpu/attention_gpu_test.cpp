@@ -192,11 +192,12 @@ INSTANTIATE_TEST_SUITE_P(
 
 // A recipe-sized slice (12,288 tokens, 6 heads, window 1408, documents of 37 … 3,000 tokens): more blocks than the
 // GPU holds at once, so versions that order their accumulation across blocks (backward v4) run with most blocks
-// waiting on others. No f64 reference at this size: each version must give bitwise the same gradients on every run
-// (the backward's contract), and agree with v3 (itself checked against f64 above) within the bf16 tolerance.
-TEST(AttentionGpuRecipeSlice, BackwardVersionsRepeatBitwiseAndAgree) {
-  GPT_REQUIRE_CUDA();
-  const Layout p{"recipe_slice", {0, 37, 3037, 3800, 5100, 5101, 7900, 9000, 12288}, 6, 1408, 0.12f};
+// waiting on others, and the persistent forward (v9) takes several items per block through both of its Q tiles. No
+// f64 reference at this size: each version must repeat bitwise and agree with a version checked against f64 above.
+const Layout kRecipeSlice{"recipe_slice", {0, 37, 3037, 3800, 5100, 5101, 7900, 9000, 12288}, 6, 1408, 0.12f};
+
+Case recipe_slice_case() {
+  const Layout& p = kRecipeSlice;
   Case c;
   c.layout = &p;
   const Shape shape{p.cu.back(), p.heads, 128};
@@ -209,6 +210,34 @@ TEST(AttentionGpuRecipeSlice, BackwardVersionsRepeatBitwiseAndAgree) {
   c.dk0 = input(16);
   c.dv0 = input(17);
   c.cu_gpu = cu_tensor(p.cu, Device::cuda);
+  return c;
+}
+
+// Every forward version within the bf16 tolerance of v8; v9 computes each (query block, head) item exactly as v8
+// does (same rows per block, same key tiles in the same order), so it must match v8 bit for bit however its
+// blocks pick up the items, and repeat.
+TEST(AttentionGpuRecipeSlice, ForwardVersionsAgreeAndThePersistentOneEqualsV8) {
+  GPT_REQUIRE_CUDA();
+  ASSERT_STREQ(cuda::kAttentionForwardVariants[7].name, "v8");
+  ASSERT_STREQ(cuda::kAttentionForwardVariants[8].name, "v9");
+  const Case c = recipe_slice_case();
+  const GpuForward v8 = run_forward(c, cuda::kAttentionForwardVariants[7].fn);
+  for (const auto& variant : cuda::kAttentionForwardVariants) {
+    SCOPED_TRACE(std::string("forward ") + variant.name);
+    const GpuForward f = run_forward(c, variant.fn);
+    EXPECT_LT(relative_frobenius(f.y, v8.y), kTolY) << "y vs v8";
+    EXPECT_LT(relative_frobenius(f.lse, v8.lse), kTolLse) << "lse vs v8";
+  }
+  for (int run = 0; run < 3; ++run) {
+    const GpuForward f = run_forward(c, cuda::kAttentionForwardVariants[8].fn);
+    EXPECT_EQ(f.y.to_doubles(), v8.y.to_doubles()) << "v9 y differs from v8 on run " << run;
+    EXPECT_EQ(f.lse.to_doubles(), v8.lse.to_doubles()) << "v9 lse differs from v8 on run " << run;
+  }
+}
+
+TEST(AttentionGpuRecipeSlice, BackwardVersionsRepeatBitwiseAndAgree) {
+  GPT_REQUIRE_CUDA();
+  const Case c = recipe_slice_case();
   const GpuForward f = run_forward(c, cuda::attention_forward);
   const GpuGrads baseline = run_backward(c, f, cuda::kAttentionBackwardVariants[2].fn);  // v3
   for (const auto& variant : cuda::kAttentionBackwardVariants) {

@@ -1,0 +1,542 @@
+// CUDA forward of kernels/attention.h, versions 7, 8 and 9 (kernels/cuda/attention_variants.h): v4's tiles and
+// per-tile steps (kernels/cuda/attention_forward_tiles.cuh) in a warp-specialised block with no block-wide barrier
+// per tile.
+//
+// One block = 64 · kConsumers consecutive tokens × one head = kConsumers consumer warpgroups of 64 query rows + a
+// producer (v7: 2 consumers + one producer warp; v8: 3 consumers + a producer warpgroup, registers moved to the
+// consumers with setmaxnreg).
+//   - The producer's first thread loads Q and then every K/V tile with the tensor copy engine (TMA, 128-byte
+//     swizzle = the wgmma layout) into a ring of kStages stages; each load completes on the stage's `full`
+//     mbarrier, and a stage is refilled once every consumer warp has arrived on its `empty` mbarrier.
+//   - Each consumer warpgroup walks the block's tiles on its own: per tile one burst of tensor-core work — S of
+//     tile n and P·V of tile n − 1 — then the softmax of tile n while P·V of tile n − 1 still runs; O is rescaled
+//     once that product has completed. The warpgroups take turns issuing bursts (round robin on named barriers
+//     1 … kConsumers), so one's softmax runs while the others' products keep the tensor cores busy.
+//   - Each warpgroup stages its output in its own rows of the Q tile (same swizzled layout) and stores 16-byte
+//     chunks after a warpgroup barrier (one named barrier per warpgroup).
+// v9 keeps v8's block and makes it persistent: one block per SM takes (query block, head) items from a ticket
+// counter, heaviest first (forward_schedule_kernel sorts the query blocks by the key tiles they walk), with two Q
+// tiles so that the producer loads the next item's Q and first K/V tiles while the consumers finish the current
+// one; the K/V ring and the warpgroups' turns run on across items.
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "kernels/attention.h"
+#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_forward_tiles.cuh"
+#include "kernels/cuda/attention_launch.h"
+#include "kernels/cuda/attention_variants.h"
+#include "kernels/cuda/attention_wgmma_common.cuh"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/runtime.h"
+#include "kernels/cuda/tensor_map.h"
+#include "kernels/cuda/tma.cuh"
+#include "kernels/cuda/wgmma.cuh"
+
+namespace gpt::cuda {
+
+namespace {
+
+using namespace attn;
+using namespace attn::forward_tiles;
+
+constexpr int kStages = 4;
+constexpr int kTurnBarrier0 = 1;  // named barriers: turns 1 … kConsumers, then one per warpgroup for the store
+constexpr uint32_t kKvTransferBytes = 2 * kKvBytes;  // a K tile and a V tile
+
+// The block's shape for kConsumers warpgroups of 64 query rows. v7: 2 consumers + one producer warp (288 × 224
+// registers fit as they are); v8/v9: 3 consumers + a producer warpgroup that hands its registers to them
+// (setmaxnreg: 3 × 128 × kConsumerRegisters + 128 × kProducerRegisters ≤ 65,536).
+template <int kConsumers>
+struct Shape {
+  static constexpr int kRows = kConsumers * kWarpgroupRows;
+  static constexpr int kQSlab = kRows * kRowBytes, kQTile = 2 * kQSlab;  // two 64-column slabs
+  static constexpr int kConsumerThreadCount = 128 * kConsumers, kConsumerWarps = 4 * kConsumers;
+  static constexpr bool kRebalance = kConsumers > 2;
+  static constexpr int kThreads = kConsumerThreadCount + (kRebalance ? 128 : 32);
+  static constexpr int kConsumerRegisters = 160, kProducerRegisters = 24;
+  static constexpr int kStoreBarrier0 = kTurnBarrier0 + kConsumers;
+  static_assert(kStoreBarrier0 + kConsumers <= 16, "named barrier ids");
+  static_assert(!kRebalance || kConsumerThreadCount * kConsumerRegisters + 128 * kProducerRegisters <= 65536,
+                "register file");
+};
+
+struct TmaForwardArgs {
+  CUtensorMap q_map, k_map, v_map;  // kernels/cuda/tensor_map.h: Q boxes of the block's rows, K/V of 64
+  const int* cu_seqlens;
+  int r;
+  __nv_bfloat16* y;
+  float* lse;
+  int tokens, heads, window;
+  float scale_log2;
+  int* schedule;  // v9: [0] the ticket counter (zero at launch), [1 + i] the i-th heaviest query block
+  int items;      // v9: query blocks × heads
+};
+
+// Shared memory of v7/v8: Q, kStages K tiles, kStages V tiles (1024-byte aligned for the swizzle), the barriers,
+// cu_seqlens.
+template <int kConsumers>
+struct TmaBlockTiles {
+  uint8_t *qs, *ks, *vs;
+  uint64_t *q_full, *full, *empty;
+  int* cu;
+  __device__ explicit TmaBlockTiles(unsigned char* raw) {
+    qs = align_1024(raw);
+    ks = qs + Shape<kConsumers>::kQTile;
+    vs = ks + kStages * kKvBytes;
+    q_full = reinterpret_cast<uint64_t*>(vs + kStages * kKvBytes);
+    full = q_full + 1;
+    empty = full + kStages;
+    cu = reinterpret_cast<int*>(empty + kStages);
+  }
+  __device__ uint32_t k_addr(int stage) const { return wgmma::smem_addr(ks + stage * kKvBytes); }
+  __device__ uint32_t v_addr(int stage) const { return wgmma::smem_addr(vs + stage * kKvBytes); }
+};
+template <int kConsumers>
+constexpr size_t smem_bytes(int r) {
+  return 1024 + Shape<kConsumers>::kQTile + 2 * kStages * kKvBytes + (1 + 2 * kStages) * sizeof(uint64_t) +
+         r * sizeof(int);
+}
+
+// Shared memory of v9: two Q tiles (item i uses tile i % 2) with their full/empty barriers and the item each holds
+// (first query, head; first query −1: no more items), then v8's K/V ring and cu_seqlens.
+struct ItemSlot {
+  int q0, head;
+};
+template <int kConsumers>
+struct PersistentTiles {
+  uint8_t *q_tiles, *ks, *vs;
+  uint64_t *q_full, *q_empty, *full, *empty;
+  ItemSlot* slot;
+  int* cu;
+  __device__ explicit PersistentTiles(unsigned char* raw) {
+    q_tiles = align_1024(raw);
+    ks = q_tiles + 2 * Shape<kConsumers>::kQTile;
+    vs = ks + kStages * kKvBytes;
+    q_full = reinterpret_cast<uint64_t*>(vs + kStages * kKvBytes);
+    q_empty = q_full + 2;
+    full = q_empty + 2;
+    empty = full + kStages;
+    slot = reinterpret_cast<ItemSlot*>(empty + kStages);
+    cu = reinterpret_cast<int*>(slot + 2);
+  }
+  __device__ uint8_t* qs(int b) const { return q_tiles + b * Shape<kConsumers>::kQTile; }
+  __device__ uint32_t k_addr(int stage) const { return wgmma::smem_addr(ks + stage * kKvBytes); }
+  __device__ uint32_t v_addr(int stage) const { return wgmma::smem_addr(vs + stage * kKvBytes); }
+};
+template <int kConsumers>
+constexpr size_t persistent_smem_bytes(int r) {
+  return 1024 + 2 * Shape<kConsumers>::kQTile + 2 * kStages * kKvBytes + (4 + 2 * kStages) * sizeof(uint64_t) +
+         2 * sizeof(ItemSlot) + r * sizeof(int);
+}
+
+// Loads K/V tiles [0, tiles) from key_begin into the ring, the block's g-th tile overall into stage g % kStages
+// once its previous use has been released.
+template <typename Tiles>
+__device__ void produce_tiles(const TmaForwardArgs& a, const Tiles& t, int head, int key_begin, int tiles, int g0) {
+  for (int n = 0; n < tiles; ++n) {
+    const int g = g0 + n, stage = g % kStages, use = g / kStages, k0 = key_begin + n * kBlockK;
+    if (use > 0) tma::wait(t.empty + stage, (use - 1) & 1);
+    tma::arrive_expect_tx(t.full + stage, kKvTransferBytes);
+    tma::load_head_rows(t.ks + stage * kKvBytes, kKvSlabBytes, &a.k_map, head, k0, t.full + stage);
+    tma::load_head_rows(t.vs + stage * kKvBytes, kKvSlabBytes, &a.v_map, head, k0, t.full + stage);
+  }
+}
+
+// The producer of v7/v8: Q, then the block's tiles.
+template <int kConsumers>
+__device__ void produce(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>& t, int q0, int key_begin,
+                        int tiles) {
+  using S = Shape<kConsumers>;
+  const int head = blockIdx.y;
+  tma::arrive_expect_tx(t.q_full, S::kQTile);
+  tma::load_head_rows(t.qs, S::kQSlab, &a.q_map, head, q0, t.q_full);
+  produce_tiles(a, t, head, key_begin, tiles, 0);
+}
+
+// The producer of v9: per item a ticket (the next one fetched while this one loads), its Q into tile i % 2 once the
+// consumers have released that tile's item i − 2, then its K/V tiles.
+template <int kConsumers>
+__device__ void produce_items(const TmaForwardArgs& a, const PersistentTiles<kConsumers>& t) {
+  using S = Shape<kConsumers>;
+  int ticket = atomicAdd(a.schedule, 1), g = 0;
+  for (int i = 0;; ++i) {
+    const int b = i & 1;
+    if (i >= 2) tma::wait(t.q_empty + b, ((i >> 1) - 1) & 1);
+    if (ticket >= a.items) {
+      t.slot[b] = {-1, 0};
+      tma::arrive(t.q_full + b);
+      return;
+    }
+    const int q0 = a.schedule[1 + ticket / a.heads] * S::kRows, head = ticket % a.heads;
+    ticket = atomicAdd(a.schedule, 1);
+    t.slot[b] = {q0, head};  // published by the arrival below (release), read after the consumers' wait (acquire)
+    tma::arrive_expect_tx(t.q_full + b, S::kQTile);
+    tma::load_head_rows(t.qs(b), S::kQSlab, &a.q_map, head, q0, t.q_full + b);
+    const BlockKeys keys = block_keys<kBlockK>(t.cu, a.r, q0, S::kRows, a.tokens, a.window);
+    produce_tiles(a, t, head, keys.key_begin, keys.tiles, g);
+    g += keys.tiles;
+  }
+}
+
+// Round-robin bursts: warpgroup w issues its n-th burst after warpgroup w − 1 issued its n-th (w = 0: after the last
+// warpgroup issued its (n − 1)-th). Every warpgroup issues the same number of bursts; the last warpgroup starts the
+// round. With a known total (v7/v8: tiles + 1) it leaves out its final arrival, so that every arrival meets a sync;
+// v9 (total INT_MAX) instead has warpgroup 0 meet that arrival at the end (finish).
+template <int kConsumers>
+struct Turns {
+  int wg, bursts, issued = 0;
+  __device__ Turns(int warpgroup, int total) : wg(warpgroup), bursts(total) {
+    if (wg == kConsumers - 1) tma::named_arrive(kTurnBarrier0, 2 * 128);
+  }
+  __device__ void begin() const { tma::named_sync(kTurnBarrier0 + wg, 2 * 128); }
+  __device__ void end() {
+    ++issued;
+    const int next = (wg + 1) % kConsumers;
+    if (next != 0 || issued < bursts) tma::named_arrive(kTurnBarrier0 + next, 2 * 128);
+  }
+  __device__ void finish() const {
+    if (wg == 0) begin();
+  }
+};
+
+// Stage `stage` may be refilled as far as this warp is concerned (its products reading it have completed).
+__device__ __forceinline__ void release(uint64_t* empty) {
+  if ((threadIdx.x & 31) == 0) tma::arrive(empty);
+}
+
+// Normalises O, writes the warpgroup's 64 rows into its own rows of the Q tile `qs` (swizzled as Q: the other
+// warpgroups may still be reading their Q rows), then stores 16-byte chunks; lse per row.
+template <int kConsumers>
+__device__ void store_output(const float (&o)[kHeadDim / 2], const RowState& rows, uint8_t* qs, int q0, int head,
+                             const TmaForwardArgs& a) {
+  using S = Shape<kConsumers>;
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int g = lane >> 2, c = lane & 3;
+  float inv[2];
+  finish_rows(rows, a.tokens, head, a.lse, inv);
+#pragma unroll
+  for (int row = 0; row < 2; ++row) {
+    const int local = wg * kWarpgroupRows + warp * 16 + g + 8 * row;  // row of the block's Q tile
+#pragma unroll
+    for (int nt = 0; nt < kHeadDim / 8; ++nt) {
+      uint8_t* slab = qs + (nt / 8) * S::kQSlab;
+      *reinterpret_cast<__nv_bfloat162*>(slab + wgmma::swizzled_offset(local, nt % 8) + 4 * c) =
+          __floats2bfloat162_rn(o[4 * nt + 2 * row] * inv[row], o[4 * nt + 2 * row + 1] * inv[row]);
+    }
+  }
+  tma::named_sync(S::kStoreBarrier0 + wg, 128);
+  constexpr int kChunks = kHeadDim / 8;
+#pragma unroll
+  for (int j = 0; j < kWarpgroupRows * kChunks / 128; ++j) {
+    const int i = threadIdx.x % 128 + j * 128, rr = wg * kWarpgroupRows + i / kChunks, chunk = i % kChunks;
+    const int t = q0 + rr;
+    if (t < a.tokens) {
+      const uint8_t* src = qs + (chunk / 8) * S::kQSlab + wgmma::swizzled_offset(rr, chunk % 8);
+      *reinterpret_cast<uint4*>(a.y + (static_cast<int64_t>(t) * a.heads + head) * kHeadDim + chunk * 8) =
+          *reinterpret_cast<const uint4*>(src);
+    }
+  }
+}
+
+// One consumer warpgroup's walk over one item's tiles, the block's g0-th tile overall first; O accumulates
+// unnormalised. kReleaseLast: the last tile's stage is released too (v9: the ring runs on into the next item).
+template <int kConsumers, bool kReleaseLast, typename Tiles>
+__device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t q_addr, RowState& rows,
+                              int key_begin, int tiles, int g0, Turns<kConsumers>& turns, float (&o)[kHeadDim / 2]) {
+  constexpr uint32_t kQSlab = Shape<kConsumers>::kQSlab;
+  float s[kBlockK / 2], p[kBlockK / 2];  // scores (wgmma accumulators), probabilities
+  uint32_t pa[kBlockK / 16][4];
+  float rescale[2];
+
+  // Burst 0: S of tile 0.
+  tma::wait(t.full + g0 % kStages, (g0 / kStages) & 1);
+  TileKind prev = rows.classify_tile(key_begin);
+  turns.begin();
+  if (prev != TileKind::skip) {
+    issue_scores(s, q_addr, t.k_addr(g0 % kStages), kQSlab);
+    turns.end();
+    wgmma::wait<0>();
+    wgmma::fence_operands(s);
+    softmax_scores(s, prev, key_begin, rows, a.scale_log2, rescale);
+    pack_fragments(s, pa);  // O is still zero: nothing to rescale
+  } else {
+    turns.end();
+  }
+
+  // Burst n: S of tile n and P·V of tile n − 1.
+  for (int n = 1; n < tiles; ++n) {
+    const int stage = (g0 + n) % kStages, prev_stage = (g0 + n - 1) % kStages, k0 = key_begin + n * kBlockK;
+    tma::wait(t.full + stage, ((g0 + n) / kStages) & 1);
+    const TileKind kind = rows.classify_tile(k0);
+    const bool scores = kind != TileKind::skip, values = prev != TileKind::skip;
+    // Each case issues, waits and reads on its own path: with the issues behind separate conditions the compiler
+    // cannot tell which commit group wait<1> retires and serialises every wgmma.
+    turns.begin();
+    if (scores && values) {
+      issue_scores(s, q_addr, t.k_addr(stage), kQSlab);
+      issue_pv(o, pa, t.v_addr(prev_stage));
+      turns.end();
+      wgmma::wait<1>();  // S (committed first) has completed; P·V may still run
+      wgmma::fence_operands(s);
+      for (int i = 0; i < kBlockK / 2; ++i) p[i] = s[i];  // the softmax works on its own registers, not S's
+      softmax_scores(p, kind, k0, rows, a.scale_log2, rescale);
+      wgmma::wait<0>();
+      wgmma::fence_operands(o);
+    } else if (scores) {
+      issue_scores(s, q_addr, t.k_addr(stage), kQSlab);
+      turns.end();
+      wgmma::wait<0>();
+      wgmma::fence_operands(s);
+      for (int i = 0; i < kBlockK / 2; ++i) p[i] = s[i];
+      softmax_scores(p, kind, k0, rows, a.scale_log2, rescale);
+    } else if (values) {
+      issue_pv(o, pa, t.v_addr(prev_stage));
+      turns.end();
+      wgmma::wait<0>();
+      wgmma::fence_operands(o);
+    } else {
+      turns.end();
+    }
+    release(t.empty + prev_stage);  // K of tile n − 1 was read in burst n − 1, V in this one
+    if (scores) {
+      rescale_output(o, rescale);
+      pack_fragments(p, pa);
+    }
+    prev = kind;
+  }
+
+  // Last burst: P·V of the last tile.
+  const int last_stage = (g0 + tiles - 1) % kStages;
+  turns.begin();
+  if (prev != TileKind::skip) {
+    issue_pv(o, pa, t.v_addr(last_stage));
+    turns.end();
+    wgmma::wait<0>();
+    wgmma::fence_operands(o);
+  } else {
+    turns.end();
+  }
+  if constexpr (kReleaseLast) release(t.empty + last_stage);
+}
+
+// v7/v8: one consumer warpgroup's walk over the block's tiles, then its output.
+template <int kConsumers>
+__device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>& t, int q0, int key_begin,
+                        int tiles) {
+  const int wg = threadIdx.x / 128;
+  RowState rows(t.cu, a.r, q0, a.tokens, a.window);
+  const uint32_t q_addr = wgmma::smem_addr(t.qs) + wg * kWarpgroupRows * kRowBytes;
+  Turns<kConsumers> turns(wg, tiles + 1);
+  float o[kHeadDim / 2] = {};
+  tma::wait(t.q_full, 0);
+  consume_tiles<kConsumers, false>(a, t, q_addr, rows, key_begin, tiles, 0, turns, o);
+  store_output<kConsumers>(o, rows, t.qs, q0, blockIdx.y, a);
+}
+
+// v9: the items the producer hands out, until it publishes the end; Q tile i % 2 is released per warp once the
+// warp's output has been read back out of it.
+template <int kConsumers>
+__device__ void consume_items(const TmaForwardArgs& a, const PersistentTiles<kConsumers>& t) {
+  using S = Shape<kConsumers>;
+  const int wg = threadIdx.x / 128;
+  Turns<kConsumers> turns(wg, INT_MAX);
+  int g = 0;
+  for (int i = 0;; ++i) {
+    const int b = i & 1;
+    tma::wait(t.q_full + b, (i >> 1) & 1);
+    const ItemSlot item = t.slot[b];
+    if (item.q0 < 0) break;
+    const BlockKeys keys = block_keys<kBlockK>(t.cu, a.r, item.q0, S::kRows, a.tokens, a.window);
+    RowState rows(t.cu, a.r, item.q0, a.tokens, a.window);
+    const uint32_t q_addr = wgmma::smem_addr(t.qs(b)) + wg * kWarpgroupRows * kRowBytes;
+    float o[kHeadDim / 2] = {};
+    consume_tiles<kConsumers, true>(a, t, q_addr, rows, keys.key_begin, keys.tiles, g, turns, o);
+    g += keys.tiles;
+    store_output<kConsumers>(o, rows, t.qs(b), item.q0, item.head, a);
+    __syncwarp();
+    release(t.q_empty + b);
+  }
+  turns.finish();
+}
+
+template <int kConsumers>
+__global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
+    attention_forward_tma_kernel(const __grid_constant__ TmaForwardArgs a) {
+  using S = Shape<kConsumers>;
+  extern __shared__ unsigned char smem_raw[];
+  const TmaBlockTiles<kConsumers> t(smem_raw);
+  const int q0 = blockIdx.x * S::kRows;
+  for (int i = threadIdx.x; i < a.r; i += S::kThreads) t.cu[i] = a.cu_seqlens[i];
+  if (threadIdx.x == 0) {
+    tma::init(t.q_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      tma::init(t.full + s, 1);
+      tma::init(t.empty + s, S::kConsumerWarps);
+    }
+    tma::fence_init();
+  }
+  __syncthreads();  // the last block-wide barrier: the roles part here
+  const BlockKeys keys = block_keys<kBlockK>(t.cu, a.r, q0, S::kRows, a.tokens, a.window);
+  if (threadIdx.x >= S::kConsumerThreadCount) {
+    if constexpr (S::kRebalance) lower_registers<S::kProducerRegisters>();
+    if (threadIdx.x == S::kConsumerThreadCount) produce(a, t, q0, keys.key_begin, keys.tiles);
+    return;
+  }
+  if constexpr (S::kRebalance) raise_registers<S::kConsumerRegisters>();
+  consume(a, t, q0, keys.key_begin, keys.tiles);
+}
+
+template <int kConsumers>
+__global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
+    attention_forward_persistent_kernel(const __grid_constant__ TmaForwardArgs a) {
+  using S = Shape<kConsumers>;
+  static_assert(S::kRebalance, "the persistent block has a producer warpgroup");
+  extern __shared__ unsigned char smem_raw[];
+  const PersistentTiles<kConsumers> t(smem_raw);
+  for (int i = threadIdx.x; i < a.r; i += S::kThreads) t.cu[i] = a.cu_seqlens[i];
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < 2; ++b) {
+      tma::init(t.q_full + b, 1);
+      tma::init(t.q_empty + b, S::kConsumerWarps);
+    }
+    for (int s = 0; s < kStages; ++s) {
+      tma::init(t.full + s, 1);
+      tma::init(t.empty + s, S::kConsumerWarps);
+    }
+    tma::fence_init();
+  }
+  __syncthreads();  // the last block-wide barrier: the roles part here
+  if (threadIdx.x >= S::kConsumerThreadCount) {
+    lower_registers<S::kProducerRegisters>();
+    if (threadIdx.x == S::kConsumerThreadCount) produce_items(a, t);
+    return;
+  }
+  raise_registers<S::kConsumerRegisters>();
+  consume_items(a, t);
+}
+
+// Heaviest-first order of the query blocks of `rows` queries: schedule[0] = 0 (v9's ticket counter), schedule[1 + i]
+// = the query block with the i-th most key tiles to walk (block_keys; ties in any order, counts of kBins − 1 or
+// more share the top bin). One block; the order only spreads the work, every item's result is the same.
+constexpr int kScheduleThreads = 1024, kScheduleBins = 1024;
+__global__ void __launch_bounds__(kScheduleThreads)
+    forward_schedule_kernel(const int* cu_seqlens, int r, int tokens, int window, int rows, int q_blocks,
+                            int* schedule) {
+  extern __shared__ int cu[];
+  __shared__ int bins[kScheduleBins];
+  for (int i = threadIdx.x; i < r; i += kScheduleThreads) cu[i] = cu_seqlens[i];
+  for (int i = threadIdx.x; i < kScheduleBins; i += kScheduleThreads) bins[i] = 0;
+  __syncthreads();
+  const auto bin_of = [&](int block) {
+    return min_int(block_keys<kBlockK>(cu, r, block * rows, rows, tokens, window).tiles, kScheduleBins - 1);
+  };
+  for (int b = threadIdx.x; b < q_blocks; b += kScheduleThreads) atomicAdd(&bins[bin_of(b)], 1);
+  __syncthreads();
+  if (threadIdx.x == 0) {  // bins → first position of each, largest counts first
+    int position = 0;
+    for (int i = kScheduleBins - 1; i >= 0; --i) {
+      const int count = bins[i];
+      bins[i] = position;
+      position += count;
+    }
+    schedule[0] = 0;
+  }
+  __syncthreads();
+  for (int b = threadIdx.x; b < q_blocks; b += kScheduleThreads) schedule[1 + atomicAdd(&bins[bin_of(b)], 1)] = b;
+}
+
+template <int kConsumers>
+TmaForwardArgs forward_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                            Tensor& lse, const AttentionProblem& p, int64_t window, float scale) {
+  using S = Shape<kConsumers>;
+  const int win = static_cast<int>(window < p.tokens ? window : p.tokens);
+  return {head_rows_tensor_map(device_bf16(q), p.tokens, p.heads, S::kRows, "attention_forward q"),
+          head_rows_tensor_map(device_bf16(k), p.tokens, p.heads, kBlockK, "attention_forward k"),
+          head_rows_tensor_map(device_bf16(v), p.tokens, p.heads, kBlockK, "attention_forward v"),
+          device_i32(cu_seqlens),
+          p.r,
+          device_bf16(y),
+          static_cast<float*>(lse.raw()),
+          static_cast<int>(p.tokens),
+          p.heads,
+          win,
+          scale * kLog2e,
+          nullptr,
+          0};
+}
+
+// What the copy engine cannot take (misaligned bases) and non-positive scales go to v4 (and from there to v1).
+bool tma_forward_applies(const Tensor& q, const Tensor& k, const Tensor& v, float scale) {
+  return scale > 0.f && tma_aligned(q.raw()) && tma_aligned(k.raw()) && tma_aligned(v.raw());
+}
+
+template <int kConsumers>
+void launch_tma_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                        Tensor& lse, int64_t window, float scale) {
+  using S = Shape<kConsumers>;
+  if (!tma_forward_applies(q, k, v, scale)) {
+    attention_forward_v4(q, k, v, cu_seqlens, y, lse, window, scale);
+    return;
+  }
+  const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
+  if (p.tokens == 0) return;
+  const size_t smem = smem_bytes<kConsumers>(p.r);
+  set_smem_limit(attention_forward_tma_kernel<kConsumers>, smem, "attention_forward");
+  const TmaForwardArgs args = forward_args<kConsumers>(q, k, v, cu_seqlens, y, lse, p, window, scale);
+  const dim3 grid(static_cast<unsigned>((p.tokens + S::kRows - 1) / S::kRows), static_cast<unsigned>(p.heads));
+  attention_forward_tma_kernel<kConsumers><<<grid, S::kThreads, smem, current_stream()>>>(args);
+  GPT_CUDA_CHECK_LAUNCH();
+}
+
+void launch_persistent_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
+                               Tensor& y, Tensor& lse, int64_t window, float scale) {
+  constexpr int kConsumers = 3;
+  using S = Shape<kConsumers>;
+  const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
+  const size_t smem = persistent_smem_bytes<kConsumers>(p.r);
+  // Two Q tiles leave room for fewer cu_seqlens entries than v8 takes: more go to v8.
+  if (!tma_forward_applies(q, k, v, scale) || smem > device_properties().sharedMemPerBlockOptin) {
+    launch_tma_forward<kConsumers>(q, k, v, cu_seqlens, y, lse, window, scale);
+    return;
+  }
+  if (p.tokens == 0) return;
+  const cudaStream_t stream = current_stream();
+  const int q_blocks = static_cast<int>((p.tokens + S::kRows - 1) / S::kRows);
+  auto* raw = static_cast<float*>(stream_ordered_alloc((1 + static_cast<size_t>(q_blocks)) * sizeof(int), stream));
+  const AttentionScratch scratch(raw, StreamFree{stream});
+  TmaForwardArgs args = forward_args<kConsumers>(q, k, v, cu_seqlens, y, lse, p, window, scale);
+  args.schedule = reinterpret_cast<int*>(raw);
+  args.items = q_blocks * p.heads;
+  forward_schedule_kernel<<<1, kScheduleThreads, p.r * sizeof(int), stream>>>(args.cu_seqlens, p.r, args.tokens,
+                                                                              args.window, S::kRows, q_blocks,
+                                                                              args.schedule);
+  GPT_CUDA_CHECK_LAUNCH();
+  set_smem_limit(attention_forward_persistent_kernel<kConsumers>, smem, "attention_forward");
+  const auto blocks = static_cast<unsigned>(std::min(multiprocessor_count(), args.items));
+  attention_forward_persistent_kernel<kConsumers><<<blocks, S::kThreads, smem, stream>>>(args);
+  GPT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void attention_forward_v7(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                          Tensor& lse, int64_t window, float scale) {
+  launch_tma_forward<2>(q, k, v, cu_seqlens, y, lse, window, scale);
+}
+
+void attention_forward_v8(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                          Tensor& lse, int64_t window, float scale) {
+  launch_tma_forward<3>(q, k, v, cu_seqlens, y, lse, window, scale);
+}
+
+void attention_forward_v9(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                          Tensor& lse, int64_t window, float scale) {
+  launch_persistent_forward(q, k, v, cu_seqlens, y, lse, window, scale);
+}
+
+}  // namespace gpt::cuda
