@@ -79,29 +79,33 @@ __device__ __forceinline__ void issue_pv(float (&o)[kHeadDim / 2], const uint32_
   wgmma::commit();
 }
 
-// Masks and exponentiates one tile's scores in place (s[4·nt + j] as v2's s[nt][j]), updates the rows' running max
-// and sum, and returns the factor O must be rescaled by (rescale_output) before this tile's P·V accumulates.
-__device__ __forceinline__ void softmax_scores(float (&s)[kBlockK / 2], TileKind kind, int k0, RowState& rows,
-                                               float scale_log2, float (&rescale)[2]) {
+// Keys a row of a masked tile may not see → −∞ (in place).
+__device__ __forceinline__ void mask_scores(float (&s)[kBlockK / 2], int k0, const RowState& rows) {
   const int c = threadIdx.x & 3;
-  if (kind == TileKind::masked) {
 #pragma unroll
-    for (int nt = 0; nt < kBlockK / 8; ++nt) {
+  for (int nt = 0; nt < kBlockK / 8; ++nt) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int row = j >> 1, key = k0 + nt * 8 + 2 * c + (j & 1);
-        if (key < rows.lo_row[row] || key > rows.t_row[row]) s[4 * nt + j] = -INFINITY;
-      }
+    for (int j = 0; j < 4; ++j) {
+      const int row = j >> 1, key = k0 + nt * 8 + 2 * c + (j & 1);
+      if (key < rows.lo_row[row] || key > rows.t_row[row]) s[4 * nt + j] = -INFINITY;
     }
   }
-  // Row maxima on raw scores (scale > 0), then m in the log2 domain.
-  float tile_max[2] = {-INFINITY, -INFINITY};
+}
+
+// This thread's maxima of its two rows' raw scores.
+__device__ __forceinline__ void thread_row_max(const float (&s)[kBlockK / 2], float (&tile_max)[2]) {
+  tile_max[0] = tile_max[1] = -INFINITY;
 #pragma unroll
   for (int nt = 0; nt < kBlockK / 8; ++nt) {
     tile_max[0] = fmaxf(tile_max[0], fmaxf(s[4 * nt], s[4 * nt + 1]));
     tile_max[1] = fmaxf(tile_max[1], fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
   }
-  float neg_m[2];
+}
+
+// Raises the rows' running max (log2 domain) to the tile's, whose maxima are reduced over the row's 4 threads
+// here (raw scores: scale > 0); the factor O and the sums must be rescaled by, and −m for the exponentials.
+__device__ __forceinline__ void raise_row_max(float (&tile_max)[2], RowState& rows, float scale_log2,
+                                              float (&rescale)[2], float (&neg_m)[2]) {
 #pragma unroll
   for (int row = 0; row < 2; ++row) {
     tile_max[row] = fmaxf(tile_max[row], __shfl_xor_sync(0xffffffffu, tile_max[row], 1));
@@ -112,6 +116,11 @@ __device__ __forceinline__ void softmax_scores(float (&s)[kBlockK / 2], TileKind
     rows.m[row] = m_new;
     neg_m[row] = -m_use;
   }
+}
+
+// s ← 2^(s · scale_log2 − m) in place; the rows' sums l ← l · rescale + Σ s.
+__device__ __forceinline__ void exponentiate(float (&s)[kBlockK / 2], const float (&neg_m)[2], float scale_log2,
+                                             const float (&rescale)[2], RowState& rows) {
   float sum[2] = {0.f, 0.f};
 #pragma unroll
   for (int i = 0; i < kBlockK / 2; ++i) {
@@ -120,6 +129,45 @@ __device__ __forceinline__ void softmax_scores(float (&s)[kBlockK / 2], TileKind
   }
 #pragma unroll
   for (int row = 0; row < 2; ++row) rows.l[row] = rows.l[row] * rescale[row] + sum[row];
+}
+
+// Masks and exponentiates one tile's scores in place (s[4·nt + j] as v2's s[nt][j]), updates the rows' running max
+// and sum, and returns the factor O must be rescaled by (rescale_output) before this tile's P·V accumulates.
+__device__ __forceinline__ void softmax_scores(float (&s)[kBlockK / 2], TileKind kind, int k0, RowState& rows,
+                                               float scale_log2, float (&rescale)[2]) {
+  if (kind == TileKind::masked) mask_scores(s, k0, rows);
+  float tile_max[2], neg_m[2];
+  thread_row_max(s, tile_max);
+  raise_row_max(tile_max, rows, scale_log2, rescale, neg_m);
+  exponentiate(s, neg_m, scale_log2, rescale, rows);
+}
+
+// v10/v11: softmax_scores with a lazily raised max. The running max m moves only when some score of the warp's rows
+// exceeds it by more than kMaxSlackLog2 (then exactly as softmax_scores); otherwise the tile is exponentiated
+// against the stale m, so its values stay below 2^kMaxSlackLog2 (bf16 P and f32 sums hold that with room), and
+// neither the reduction of the row maxima across threads nor a rescale of O is needed. y and lse are the same
+// mathematically (lse = m + log2 l holds for any m the sums were taken against). Returns whether O must be rescaled.
+constexpr float kMaxSlackLog2 = 8.f;
+__device__ __forceinline__ bool softmax_scores_lazy(float (&s)[kBlockK / 2], TileKind kind, int k0, RowState& rows,
+                                                    float scale_log2, float (&rescale)[2]) {
+  if (kind == TileKind::masked) mask_scores(s, k0, rows);
+  float tile_max[2], neg_m[2];
+  thread_row_max(s, tile_max);
+  // A row with nothing allowed yet (m = −∞) raises at its first allowed score.
+  const bool over = tile_max[0] * scale_log2 > rows.m[0] + kMaxSlackLog2 ||
+                    tile_max[1] * scale_log2 > rows.m[1] + kMaxSlackLog2;
+  const bool raise = __any_sync(0xffffffffu, over);  // warp-uniform: the reduction's shuffles need the whole warp
+  if (raise) {
+    raise_row_max(tile_max, rows, scale_log2, rescale, neg_m);
+  } else {
+#pragma unroll
+    for (int row = 0; row < 2; ++row) {
+      rescale[row] = 1.f;
+      neg_m[row] = rows.m[row] == -INFINITY ? 0.f : -rows.m[row];  // m = −∞ here: every score of the row is −∞
+    }
+  }
+  exponentiate(s, neg_m, scale_log2, rescale, rows);
+  return raise;
 }
 
 __device__ __forceinline__ void rescale_output(float (&o)[kHeadDim / 2], const float (&rescale)[2]) {

@@ -17,7 +17,8 @@
 // v9 keeps v8's block and makes it persistent: one block per SM takes (query block, head) items from a ticket
 // counter, heaviest first (forward_schedule_kernel sorts the query blocks by the key tiles they walk), with two Q
 // tiles so that the producer loads the next item's Q and first K/V tiles while the consumers finish the current
-// one; the K/V ring and the warpgroups' turns run on across items.
+// one; the K/V ring and the warpgroups' turns run on across items. v10 / v11 are v8 / v9 with a lazily raised
+// softmax max (softmax_scores_lazy: most tiles skip the cross-thread max reduction and the O rescale).
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -243,9 +244,22 @@ __device__ void store_output(const float (&o)[kHeadDim / 2], const RowState& row
   }
 }
 
+// One tile's softmax (kernels/cuda/attention_forward_tiles.cuh); returns whether O must be rescaled.
+template <bool kLazyMax>
+__device__ __forceinline__ bool softmax_tile(float (&s)[kBlockK / 2], TileKind kind, int k0, RowState& rows,
+                                             float scale_log2, float (&rescale)[2]) {
+  if constexpr (kLazyMax) {
+    return softmax_scores_lazy(s, kind, k0, rows, scale_log2, rescale);
+  } else {
+    softmax_scores(s, kind, k0, rows, scale_log2, rescale);
+    return true;
+  }
+}
+
 // One consumer warpgroup's walk over one item's tiles, the block's g0-th tile overall first; O accumulates
 // unnormalised. kReleaseLast: the last tile's stage is released too (v9: the ring runs on into the next item).
-template <int kConsumers, bool kReleaseLast, typename Tiles>
+// kLazyMax: softmax_scores_lazy (v10/v11).
+template <int kConsumers, bool kReleaseLast, bool kLazyMax, typename Tiles>
 __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t q_addr, RowState& rows,
                               int key_begin, int tiles, int g0, Turns<kConsumers>& turns, float (&o)[kHeadDim / 2]) {
   constexpr uint32_t kQSlab = Shape<kConsumers>::kQSlab;
@@ -262,7 +276,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
     turns.end();
     wgmma::wait<0>();
     wgmma::fence_operands(s);
-    softmax_scores(s, prev, key_begin, rows, a.scale_log2, rescale);
+    softmax_tile<kLazyMax>(s, prev, key_begin, rows, a.scale_log2, rescale);
     pack_fragments(s, pa);  // O is still zero: nothing to rescale
   } else {
     turns.end();
@@ -274,6 +288,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
     tma::wait(t.full + stage, ((g0 + n) / kStages) & 1);
     const TileKind kind = rows.classify_tile(k0);
     const bool scores = kind != TileKind::skip, values = prev != TileKind::skip;
+    bool rescale_o = false;
     // Each case issues, waits and reads on its own path: with the issues behind separate conditions the compiler
     // cannot tell which commit group wait<1> retires and serialises every wgmma.
     turns.begin();
@@ -284,7 +299,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
       wgmma::wait<1>();  // S (committed first) has completed; P·V may still run
       wgmma::fence_operands(s);
       for (int i = 0; i < kBlockK / 2; ++i) p[i] = s[i];  // the softmax works on its own registers, not S's
-      softmax_scores(p, kind, k0, rows, a.scale_log2, rescale);
+      rescale_o = softmax_tile<kLazyMax>(p, kind, k0, rows, a.scale_log2, rescale);
       wgmma::wait<0>();
       wgmma::fence_operands(o);
     } else if (scores) {
@@ -293,7 +308,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
       wgmma::wait<0>();
       wgmma::fence_operands(s);
       for (int i = 0; i < kBlockK / 2; ++i) p[i] = s[i];
-      softmax_scores(p, kind, k0, rows, a.scale_log2, rescale);
+      rescale_o = softmax_tile<kLazyMax>(p, kind, k0, rows, a.scale_log2, rescale);
     } else if (values) {
       issue_pv(o, pa, t.v_addr(prev_stage));
       turns.end();
@@ -304,7 +319,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
     }
     release(t.empty + prev_stage);  // K of tile n − 1 was read in burst n − 1, V in this one
     if (scores) {
-      rescale_output(o, rescale);
+      if (rescale_o) rescale_output(o, rescale);
       pack_fragments(p, pa);
     }
     prev = kind;
@@ -324,8 +339,8 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
   if constexpr (kReleaseLast) release(t.empty + last_stage);
 }
 
-// v7/v8: one consumer warpgroup's walk over the block's tiles, then its output.
-template <int kConsumers>
+// v7/v8/v10: one consumer warpgroup's walk over the block's tiles, then its output.
+template <int kConsumers, bool kLazyMax>
 __device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>& t, int q0, int key_begin,
                         int tiles) {
   const int wg = threadIdx.x / 128;
@@ -334,13 +349,13 @@ __device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>
   Turns<kConsumers> turns(wg, tiles + 1);
   float o[kHeadDim / 2] = {};
   tma::wait(t.q_full, 0);
-  consume_tiles<kConsumers, false>(a, t, q_addr, rows, key_begin, tiles, 0, turns, o);
+  consume_tiles<kConsumers, false, kLazyMax>(a, t, q_addr, rows, key_begin, tiles, 0, turns, o);
   store_output<kConsumers>(o, rows, t.qs, q0, blockIdx.y, a);
 }
 
-// v9: the items the producer hands out, until it publishes the end; Q tile i % 2 is released per warp once the
+// v9/v11: the items the producer hands out, until it publishes the end; Q tile i % 2 is released per warp once the
 // warp's output has been read back out of it.
-template <int kConsumers>
+template <int kConsumers, bool kLazyMax>
 __device__ void consume_items(const TmaForwardArgs& a, const PersistentTiles<kConsumers>& t) {
   using S = Shape<kConsumers>;
   const int wg = threadIdx.x / 128;
@@ -355,7 +370,7 @@ __device__ void consume_items(const TmaForwardArgs& a, const PersistentTiles<kCo
     RowState rows(t.cu, a.r, item.q0, a.tokens, a.window);
     const uint32_t q_addr = wgmma::smem_addr(t.qs(b)) + wg * kWarpgroupRows * kRowBytes;
     float o[kHeadDim / 2] = {};
-    consume_tiles<kConsumers, true>(a, t, q_addr, rows, keys.key_begin, keys.tiles, g, turns, o);
+    consume_tiles<kConsumers, true, kLazyMax>(a, t, q_addr, rows, keys.key_begin, keys.tiles, g, turns, o);
     g += keys.tiles;
     store_output<kConsumers>(o, rows, t.qs(b), item.q0, item.head, a);
     __syncwarp();
@@ -364,7 +379,7 @@ __device__ void consume_items(const TmaForwardArgs& a, const PersistentTiles<kCo
   turns.finish();
 }
 
-template <int kConsumers>
+template <int kConsumers, bool kLazyMax>
 __global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
     attention_forward_tma_kernel(const __grid_constant__ TmaForwardArgs a) {
   using S = Shape<kConsumers>;
@@ -388,10 +403,10 @@ __global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
     return;
   }
   if constexpr (S::kRebalance) raise_registers<S::kConsumerRegisters>();
-  consume(a, t, q0, keys.key_begin, keys.tiles);
+  consume<kConsumers, kLazyMax>(a, t, q0, keys.key_begin, keys.tiles);
 }
 
-template <int kConsumers>
+template <int kConsumers, bool kLazyMax>
 __global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
     attention_forward_persistent_kernel(const __grid_constant__ TmaForwardArgs a) {
   using S = Shape<kConsumers>;
@@ -417,7 +432,7 @@ __global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
     return;
   }
   raise_registers<S::kConsumerRegisters>();
-  consume_items(a, t);
+  consume_items<kConsumers, kLazyMax>(a, t);
 }
 
 // Heaviest-first order of the query blocks of `rows` queries: schedule[0] = 0 (v9's ticket counter), schedule[1 + i]
@@ -475,7 +490,7 @@ bool tma_forward_applies(const Tensor& q, const Tensor& k, const Tensor& v, floa
   return scale > 0.f && tma_aligned(q.raw()) && tma_aligned(k.raw()) && tma_aligned(v.raw());
 }
 
-template <int kConsumers>
+template <int kConsumers, bool kLazyMax>
 void launch_tma_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                         Tensor& lse, int64_t window, float scale) {
   using S = Shape<kConsumers>;
@@ -486,13 +501,14 @@ void launch_tma_forward(const Tensor& q, const Tensor& k, const Tensor& v, const
   const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
   if (p.tokens == 0) return;
   const size_t smem = smem_bytes<kConsumers>(p.r);
-  set_smem_limit(attention_forward_tma_kernel<kConsumers>, smem, "attention_forward");
+  set_smem_limit(attention_forward_tma_kernel<kConsumers, kLazyMax>, smem, "attention_forward");
   const TmaForwardArgs args = forward_args<kConsumers>(q, k, v, cu_seqlens, y, lse, p, window, scale);
   const dim3 grid(static_cast<unsigned>((p.tokens + S::kRows - 1) / S::kRows), static_cast<unsigned>(p.heads));
-  attention_forward_tma_kernel<kConsumers><<<grid, S::kThreads, smem, current_stream()>>>(args);
+  attention_forward_tma_kernel<kConsumers, kLazyMax><<<grid, S::kThreads, smem, current_stream()>>>(args);
   GPT_CUDA_CHECK_LAUNCH();
 }
 
+template <bool kLazyMax>
 void launch_persistent_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
                                Tensor& y, Tensor& lse, int64_t window, float scale) {
   constexpr int kConsumers = 3;
@@ -501,7 +517,7 @@ void launch_persistent_forward(const Tensor& q, const Tensor& k, const Tensor& v
   const size_t smem = persistent_smem_bytes<kConsumers>(p.r);
   // Two Q tiles leave room for fewer cu_seqlens entries than v8 takes: more go to v8.
   if (!tma_forward_applies(q, k, v, scale) || smem > device_properties().sharedMemPerBlockOptin) {
-    launch_tma_forward<kConsumers>(q, k, v, cu_seqlens, y, lse, window, scale);
+    launch_tma_forward<kConsumers, kLazyMax>(q, k, v, cu_seqlens, y, lse, window, scale);
     return;
   }
   if (p.tokens == 0) return;
@@ -516,9 +532,9 @@ void launch_persistent_forward(const Tensor& q, const Tensor& k, const Tensor& v
                                                                               args.window, S::kRows, q_blocks,
                                                                               args.schedule);
   GPT_CUDA_CHECK_LAUNCH();
-  set_smem_limit(attention_forward_persistent_kernel<kConsumers>, smem, "attention_forward");
+  set_smem_limit(attention_forward_persistent_kernel<kConsumers, kLazyMax>, smem, "attention_forward");
   const auto blocks = static_cast<unsigned>(std::min(multiprocessor_count(), args.items));
-  attention_forward_persistent_kernel<kConsumers><<<blocks, S::kThreads, smem, stream>>>(args);
+  attention_forward_persistent_kernel<kConsumers, kLazyMax><<<blocks, S::kThreads, smem, stream>>>(args);
   GPT_CUDA_CHECK_LAUNCH();
 }
 
@@ -526,17 +542,27 @@ void launch_persistent_forward(const Tensor& q, const Tensor& k, const Tensor& v
 
 void attention_forward_v7(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                           Tensor& lse, int64_t window, float scale) {
-  launch_tma_forward<2>(q, k, v, cu_seqlens, y, lse, window, scale);
+  launch_tma_forward<2, false>(q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
 void attention_forward_v8(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                           Tensor& lse, int64_t window, float scale) {
-  launch_tma_forward<3>(q, k, v, cu_seqlens, y, lse, window, scale);
+  launch_tma_forward<3, false>(q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
 void attention_forward_v9(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                           Tensor& lse, int64_t window, float scale) {
-  launch_persistent_forward(q, k, v, cu_seqlens, y, lse, window, scale);
+  launch_persistent_forward<false>(q, k, v, cu_seqlens, y, lse, window, scale);
+}
+
+void attention_forward_v10(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                           Tensor& lse, int64_t window, float scale) {
+  launch_tma_forward<3, true>(q, k, v, cu_seqlens, y, lse, window, scale);
+}
+
+void attention_forward_v11(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                           Tensor& lse, int64_t window, float scale) {
+  launch_persistent_forward<true>(q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
 }  // namespace gpt::cuda

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <utility>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -213,25 +215,35 @@ Case recipe_slice_case() {
   return c;
 }
 
-// Every forward version within the bf16 tolerance of v8; v9 computes each (query block, head) item exactly as v8
-// does (same rows per block, same key tiles in the same order), so it must match v8 bit for bit however its
-// blocks pick up the items, and repeat.
-TEST(AttentionGpuRecipeSlice, ForwardVersionsAgreeAndThePersistentOneEqualsV8) {
+// Every forward version within the bf16 tolerance of v8. The persistent versions compute each (query block, head)
+// item exactly as their one-block-per-item twins do (same rows per block, same key tiles in the same order): v9
+// must match v8 and v11 must match v10 bit for bit however the blocks pick up the items, on every run.
+TEST(AttentionGpuRecipeSlice, ForwardVersionsAgreeAndPersistentOnesEqualTheirTwins) {
   GPT_REQUIRE_CUDA();
-  ASSERT_STREQ(cuda::kAttentionForwardVariants[7].name, "v8");
-  ASSERT_STREQ(cuda::kAttentionForwardVariants[8].name, "v9");
+  const auto& versions = cuda::kAttentionForwardVariants;
+  ASSERT_STREQ(versions[7].name, "v8");
   const Case c = recipe_slice_case();
-  const GpuForward v8 = run_forward(c, cuda::kAttentionForwardVariants[7].fn);
-  for (const auto& variant : cuda::kAttentionForwardVariants) {
+  const GpuForward v8 = run_forward(c, versions[7].fn);
+  for (const auto& variant : versions) {
     SCOPED_TRACE(std::string("forward ") + variant.name);
     const GpuForward f = run_forward(c, variant.fn);
     EXPECT_LT(relative_frobenius(f.y, v8.y), kTolY) << "y vs v8";
     EXPECT_LT(relative_frobenius(f.lse, v8.lse), kTolLse) << "lse vs v8";
   }
-  for (int run = 0; run < 3; ++run) {
-    const GpuForward f = run_forward(c, cuda::kAttentionForwardVariants[8].fn);
-    EXPECT_EQ(f.y.to_doubles(), v8.y.to_doubles()) << "v9 y differs from v8 on run " << run;
-    EXPECT_EQ(f.lse.to_doubles(), v8.lse.to_doubles()) << "v9 lse differs from v8 on run " << run;
+  for (const auto& [persistent, twin] : {std::pair{"v9", "v8"}, std::pair{"v11", "v10"}}) {
+    const auto find = [&](const char* name) {
+      const auto* it = std::find_if(std::begin(versions), std::end(versions),
+                                    [&](const auto& v) { return std::string(v.name) == name; });
+      return it == std::end(versions) ? nullptr : it->fn;
+    };
+    const cuda::AttentionForwardFn persistent_fn = find(persistent), twin_fn = find(twin);
+    ASSERT_TRUE(persistent_fn && twin_fn) << persistent << " or " << twin << " is not a forward version";
+    const GpuForward want = run_forward(c, twin_fn);
+    for (int run = 0; run < 3; ++run) {
+      const GpuForward f = run_forward(c, persistent_fn);
+      EXPECT_EQ(f.y.to_doubles(), want.y.to_doubles()) << persistent << " y differs from " << twin << ", run " << run;
+      EXPECT_EQ(f.lse.to_doubles(), want.lse.to_doubles()) << persistent << " lse differs from " << twin << ", run " << run;
+    }
   }
 }
 
