@@ -49,6 +49,13 @@ constexpr int kStages = 4;
 constexpr int kTurnBarrier0 = 1;  // named barriers: turns 1 … kConsumers, then one per warpgroup for the store
 constexpr uint32_t kKvTransferBytes = 2 * kKvBytes;  // a K tile and a V tile
 
+// What distinguishes the versions beyond their block shape and grid.
+struct ForwardOptions {
+  bool lazy_max;    // softmax_scores_lazy (v10–v12) instead of softmax_scores
+  bool take_turns;  // warpgroups issue their bursts round robin (Turns); v12: whenever each is ready
+};
+constexpr ForwardOptions kExactMax{false, true}, kLazyMax{true, true}, kLazyMaxNoTurns{true, false};
+
 // The block's shape for kConsumers warpgroups of 64 query rows. v7: 2 consumers + one producer warp (288 × 224
 // registers fit as they are); v8/v9: 3 consumers + a producer warpgroup that hands its registers to them
 // (setmaxnreg: 3 × 128 × kConsumerRegisters + 128 × kProducerRegisters ≤ 65,536).
@@ -188,17 +195,22 @@ __device__ void produce_items(const TmaForwardArgs& a, const PersistentTiles<kCo
 // warpgroup issued its (n − 1)-th). Every warpgroup issues the same number of bursts; the last warpgroup starts the
 // round. With a known total (v7/v8: tiles + 1) it leaves out its final arrival, so that every arrival meets a sync;
 // v9 (total INT_MAX) instead has warpgroup 0 meet that arrival at the end (finish).
-template <int kConsumers>
+// kEnabled = false (v12): no order at all, every call a no-op.
+template <int kConsumers, bool kEnabled = true>
 struct Turns {
   int wg, bursts, issued = 0;
   __device__ Turns(int warpgroup, int total) : wg(warpgroup), bursts(total) {
-    if (wg == kConsumers - 1) tma::named_arrive(kTurnBarrier0, 2 * 128);
+    if (kEnabled && wg == kConsumers - 1) tma::named_arrive(kTurnBarrier0, 2 * 128);
   }
-  __device__ void begin() const { tma::named_sync(kTurnBarrier0 + wg, 2 * 128); }
+  __device__ void begin() const {
+    if constexpr (kEnabled) tma::named_sync(kTurnBarrier0 + wg, 2 * 128);
+  }
   __device__ void end() {
-    ++issued;
-    const int next = (wg + 1) % kConsumers;
-    if (next != 0 || issued < bursts) tma::named_arrive(kTurnBarrier0 + next, 2 * 128);
+    if constexpr (kEnabled) {
+      ++issued;
+      const int next = (wg + 1) % kConsumers;
+      if (next != 0 || issued < bursts) tma::named_arrive(kTurnBarrier0 + next, 2 * 128);
+    }
   }
   __device__ void finish() const {
     if (wg == 0) begin();
@@ -258,10 +270,10 @@ __device__ __forceinline__ bool softmax_tile(float (&s)[kBlockK / 2], TileKind k
 
 // One consumer warpgroup's walk over one item's tiles, the block's g0-th tile overall first; O accumulates
 // unnormalised. kReleaseLast: the last tile's stage is released too (v9: the ring runs on into the next item).
-// kLazyMax: softmax_scores_lazy (v10/v11).
-template <int kConsumers, bool kReleaseLast, bool kLazyMax, typename Tiles>
+template <int kConsumers, bool kReleaseLast, ForwardOptions kOptions, typename Tiles>
 __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t q_addr, RowState& rows,
-                              int key_begin, int tiles, int g0, Turns<kConsumers>& turns, float (&o)[kHeadDim / 2]) {
+                              int key_begin, int tiles, int g0, Turns<kConsumers, kOptions.take_turns>& turns,
+                              float (&o)[kHeadDim / 2]) {
   constexpr uint32_t kQSlab = Shape<kConsumers>::kQSlab;
   float s[kBlockK / 2], p[kBlockK / 2];  // scores (wgmma accumulators), probabilities
   uint32_t pa[kBlockK / 16][4];
@@ -276,7 +288,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
     turns.end();
     wgmma::wait<0>();
     wgmma::fence_operands(s);
-    softmax_tile<kLazyMax>(s, prev, key_begin, rows, a.scale_log2, rescale);
+    softmax_tile<kOptions.lazy_max>(s, prev, key_begin, rows, a.scale_log2, rescale);
     pack_fragments(s, pa);  // O is still zero: nothing to rescale
   } else {
     turns.end();
@@ -299,7 +311,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
       wgmma::wait<1>();  // S (committed first) has completed; P·V may still run
       wgmma::fence_operands(s);
       for (int i = 0; i < kBlockK / 2; ++i) p[i] = s[i];  // the softmax works on its own registers, not S's
-      rescale_o = softmax_tile<kLazyMax>(p, kind, k0, rows, a.scale_log2, rescale);
+      rescale_o = softmax_tile<kOptions.lazy_max>(p, kind, k0, rows, a.scale_log2, rescale);
       wgmma::wait<0>();
       wgmma::fence_operands(o);
     } else if (scores) {
@@ -308,7 +320,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
       wgmma::wait<0>();
       wgmma::fence_operands(s);
       for (int i = 0; i < kBlockK / 2; ++i) p[i] = s[i];
-      rescale_o = softmax_tile<kLazyMax>(p, kind, k0, rows, a.scale_log2, rescale);
+      rescale_o = softmax_tile<kOptions.lazy_max>(p, kind, k0, rows, a.scale_log2, rescale);
     } else if (values) {
       issue_pv(o, pa, t.v_addr(prev_stage));
       turns.end();
@@ -340,26 +352,26 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
 }
 
 // v7/v8/v10: one consumer warpgroup's walk over the block's tiles, then its output.
-template <int kConsumers, bool kLazyMax>
+template <int kConsumers, ForwardOptions kOptions>
 __device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>& t, int q0, int key_begin,
                         int tiles) {
   const int wg = threadIdx.x / 128;
   RowState rows(t.cu, a.r, q0, a.tokens, a.window);
   const uint32_t q_addr = wgmma::smem_addr(t.qs) + wg * kWarpgroupRows * kRowBytes;
-  Turns<kConsumers> turns(wg, tiles + 1);
+  Turns<kConsumers, kOptions.take_turns> turns(wg, tiles + 1);
   float o[kHeadDim / 2] = {};
   tma::wait(t.q_full, 0);
-  consume_tiles<kConsumers, false, kLazyMax>(a, t, q_addr, rows, key_begin, tiles, 0, turns, o);
+  consume_tiles<kConsumers, false, kOptions>(a, t, q_addr, rows, key_begin, tiles, 0, turns, o);
   store_output<kConsumers>(o, rows, t.qs, q0, blockIdx.y, a);
 }
 
 // v9/v11: the items the producer hands out, until it publishes the end; Q tile i % 2 is released per warp once the
 // warp's output has been read back out of it.
-template <int kConsumers, bool kLazyMax>
+template <int kConsumers, ForwardOptions kOptions>
 __device__ void consume_items(const TmaForwardArgs& a, const PersistentTiles<kConsumers>& t) {
   using S = Shape<kConsumers>;
   const int wg = threadIdx.x / 128;
-  Turns<kConsumers> turns(wg, INT_MAX);
+  Turns<kConsumers, kOptions.take_turns> turns(wg, INT_MAX);
   int g = 0;
   for (int i = 0;; ++i) {
     const int b = i & 1;
@@ -370,7 +382,7 @@ __device__ void consume_items(const TmaForwardArgs& a, const PersistentTiles<kCo
     RowState rows(t.cu, a.r, item.q0, a.tokens, a.window);
     const uint32_t q_addr = wgmma::smem_addr(t.qs(b)) + wg * kWarpgroupRows * kRowBytes;
     float o[kHeadDim / 2] = {};
-    consume_tiles<kConsumers, true, kLazyMax>(a, t, q_addr, rows, keys.key_begin, keys.tiles, g, turns, o);
+    consume_tiles<kConsumers, true, kOptions>(a, t, q_addr, rows, keys.key_begin, keys.tiles, g, turns, o);
     g += keys.tiles;
     store_output<kConsumers>(o, rows, t.qs(b), item.q0, item.head, a);
     __syncwarp();
@@ -379,9 +391,11 @@ __device__ void consume_items(const TmaForwardArgs& a, const PersistentTiles<kCo
   turns.finish();
 }
 
-template <int kConsumers, bool kLazyMax>
+// Kernel templates take the options as bools: nvcc's launch stubs cannot spell a class-type template argument.
+template <int kConsumers, bool kLazyMax, bool kTakeTurns>
 __global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
     attention_forward_tma_kernel(const __grid_constant__ TmaForwardArgs a) {
+  constexpr ForwardOptions kOptions{kLazyMax, kTakeTurns};
   using S = Shape<kConsumers>;
   extern __shared__ unsigned char smem_raw[];
   const TmaBlockTiles<kConsumers> t(smem_raw);
@@ -403,12 +417,13 @@ __global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
     return;
   }
   if constexpr (S::kRebalance) raise_registers<S::kConsumerRegisters>();
-  consume<kConsumers, kLazyMax>(a, t, q0, keys.key_begin, keys.tiles);
+  consume<kConsumers, kOptions>(a, t, q0, keys.key_begin, keys.tiles);
 }
 
-template <int kConsumers, bool kLazyMax>
+template <int kConsumers, bool kLazyMax, bool kTakeTurns>
 __global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
     attention_forward_persistent_kernel(const __grid_constant__ TmaForwardArgs a) {
+  constexpr ForwardOptions kOptions{kLazyMax, kTakeTurns};
   using S = Shape<kConsumers>;
   static_assert(S::kRebalance, "the persistent block has a producer warpgroup");
   extern __shared__ unsigned char smem_raw[];
@@ -432,7 +447,7 @@ __global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
     return;
   }
   raise_registers<S::kConsumerRegisters>();
-  consume_items<kConsumers, kLazyMax>(a, t);
+  consume_items<kConsumers, kOptions>(a, t);
 }
 
 // Heaviest-first order of the query blocks of `rows` queries: schedule[0] = 0 (v9's ticket counter), schedule[1 + i]
@@ -490,7 +505,7 @@ bool tma_forward_applies(const Tensor& q, const Tensor& k, const Tensor& v, floa
   return scale > 0.f && tma_aligned(q.raw()) && tma_aligned(k.raw()) && tma_aligned(v.raw());
 }
 
-template <int kConsumers, bool kLazyMax>
+template <int kConsumers, ForwardOptions kOptions>
 void launch_tma_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                         Tensor& lse, int64_t window, float scale) {
   using S = Shape<kConsumers>;
@@ -501,14 +516,14 @@ void launch_tma_forward(const Tensor& q, const Tensor& k, const Tensor& v, const
   const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
   if (p.tokens == 0) return;
   const size_t smem = smem_bytes<kConsumers>(p.r);
-  set_smem_limit(attention_forward_tma_kernel<kConsumers, kLazyMax>, smem, "attention_forward");
+  set_smem_limit(attention_forward_tma_kernel<kConsumers, kOptions.lazy_max, kOptions.take_turns>, smem, "attention_forward");
   const TmaForwardArgs args = forward_args<kConsumers>(q, k, v, cu_seqlens, y, lse, p, window, scale);
   const dim3 grid(static_cast<unsigned>((p.tokens + S::kRows - 1) / S::kRows), static_cast<unsigned>(p.heads));
-  attention_forward_tma_kernel<kConsumers, kLazyMax><<<grid, S::kThreads, smem, current_stream()>>>(args);
+  attention_forward_tma_kernel<kConsumers, kOptions.lazy_max, kOptions.take_turns><<<grid, S::kThreads, smem, current_stream()>>>(args);
   GPT_CUDA_CHECK_LAUNCH();
 }
 
-template <bool kLazyMax>
+template <ForwardOptions kOptions>
 void launch_persistent_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
                                Tensor& y, Tensor& lse, int64_t window, float scale) {
   constexpr int kConsumers = 3;
@@ -517,7 +532,7 @@ void launch_persistent_forward(const Tensor& q, const Tensor& k, const Tensor& v
   const size_t smem = persistent_smem_bytes<kConsumers>(p.r);
   // Two Q tiles leave room for fewer cu_seqlens entries than v8 takes: more go to v8.
   if (!tma_forward_applies(q, k, v, scale) || smem > device_properties().sharedMemPerBlockOptin) {
-    launch_tma_forward<kConsumers, kLazyMax>(q, k, v, cu_seqlens, y, lse, window, scale);
+    launch_tma_forward<kConsumers, kOptions>(q, k, v, cu_seqlens, y, lse, window, scale);
     return;
   }
   if (p.tokens == 0) return;
@@ -532,9 +547,9 @@ void launch_persistent_forward(const Tensor& q, const Tensor& k, const Tensor& v
                                                                               args.window, S::kRows, q_blocks,
                                                                               args.schedule);
   GPT_CUDA_CHECK_LAUNCH();
-  set_smem_limit(attention_forward_persistent_kernel<kConsumers, kLazyMax>, smem, "attention_forward");
+  set_smem_limit(attention_forward_persistent_kernel<kConsumers, kOptions.lazy_max, kOptions.take_turns>, smem, "attention_forward");
   const auto blocks = static_cast<unsigned>(std::min(multiprocessor_count(), args.items));
-  attention_forward_persistent_kernel<kConsumers, kLazyMax><<<blocks, S::kThreads, smem, stream>>>(args);
+  attention_forward_persistent_kernel<kConsumers, kOptions.lazy_max, kOptions.take_turns><<<blocks, S::kThreads, smem, stream>>>(args);
   GPT_CUDA_CHECK_LAUNCH();
 }
 
@@ -542,27 +557,32 @@ void launch_persistent_forward(const Tensor& q, const Tensor& k, const Tensor& v
 
 void attention_forward_v7(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                           Tensor& lse, int64_t window, float scale) {
-  launch_tma_forward<2, false>(q, k, v, cu_seqlens, y, lse, window, scale);
+  launch_tma_forward<2, kExactMax>(q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
 void attention_forward_v8(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                           Tensor& lse, int64_t window, float scale) {
-  launch_tma_forward<3, false>(q, k, v, cu_seqlens, y, lse, window, scale);
+  launch_tma_forward<3, kExactMax>(q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
 void attention_forward_v9(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                           Tensor& lse, int64_t window, float scale) {
-  launch_persistent_forward<false>(q, k, v, cu_seqlens, y, lse, window, scale);
+  launch_persistent_forward<kExactMax>(q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
 void attention_forward_v10(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                            Tensor& lse, int64_t window, float scale) {
-  launch_tma_forward<3, true>(q, k, v, cu_seqlens, y, lse, window, scale);
+  launch_tma_forward<3, kLazyMax>(q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
 void attention_forward_v11(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                            Tensor& lse, int64_t window, float scale) {
-  launch_persistent_forward<true>(q, k, v, cu_seqlens, y, lse, window, scale);
+  launch_persistent_forward<kLazyMax>(q, k, v, cu_seqlens, y, lse, window, scale);
+}
+
+void attention_forward_v12(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                           Tensor& lse, int64_t window, float scale) {
+  launch_tma_forward<3, kLazyMaxNoTurns>(q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
 }  // namespace gpt::cuda
