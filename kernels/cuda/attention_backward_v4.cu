@@ -224,11 +224,11 @@ __device__ __forceinline__ void store_ds(uint8_t* ds_tile, const uint32_t (&da)[
 // dQ (64 queries × this warpgroup's 64 head-dim columns) = dS·K over the block's 128 keys; both from shared memory
 // MN-major (dSᵀ rows and K rows are the reduction).
 __device__ __forceinline__ void issue_dq(float (&dq)[kScoreAcc], uint32_t ds_addr, uint32_t k_addr, int w) {
+  const uint64_t ds_desc = wgmma::mn_major(ds_addr, kDsTile), k_desc = wgmma::mn_major(k_addr + w * kKeySlab, kKeySlab);
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk) {
     const uint32_t rows = kk * 16 * wgmma::kSlabRowBytes;
-    wgmma::mma_m64n64k16_ss_mn(dq, wgmma::mn_major(ds_addr + rows, kDsTile),
-                               wgmma::mn_major(k_addr + w * kKeySlab + rows, kKeySlab), kk > 0);
+    wgmma::mma_m64n64k16_ss_mn(dq, wgmma::advance(ds_desc, rows), wgmma::advance(k_desc, rows), kk > 0);
   }
 }
 

@@ -36,13 +36,15 @@ struct RowState {
     const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, g = (threadIdx.x % 32) >> 2;
     w0 = q0 + wg * kWarpgroupRows;
     w_last = min(w0 + kWarpgroupRows - 1, tokens - 1);  // < w0 for a warpgroup wholly past the end
-    lo_w_first = w0 < tokens ? static_cast<int>(first_key(cu, r, w0, window)) : 0;
-    lo_w_last = w0 < tokens ? static_cast<int>(first_key(cu, r, w_last, window)) : 0;
+    // One search for the warpgroup's first row; its other rows walk on from that segment.
+    const int segment = w0 < tokens ? segment_index(cu, r, w0) : 0;
+    lo_w_first = w0 < tokens ? static_cast<int>(first_key_from(cu, segment, w0, window)) : 0;
+    lo_w_last = w0 < tokens ? static_cast<int>(first_key_from(cu, segment, w_last, window)) : 0;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int t = w0 + warp * 16 + g + 8 * i;
       t_row[i] = t;
-      lo_row[i] = t < tokens ? static_cast<int>(first_key(cu, r, t, window)) : t + 1;
+      lo_row[i] = t < tokens ? static_cast<int>(first_key_from(cu, segment, t, window)) : t + 1;
     }
   }
   __device__ TileKind classify_tile(int k0) const { return classify(k0, w0, w_last, lo_w_first, lo_w_last); }
@@ -62,9 +64,10 @@ __device__ __forceinline__ void issue_scores(float (&s)[kBlockK / 2], uint32_t q
 __device__ __forceinline__ void issue_scores(float (&s)[kBlockK / 2], const uint32_t (&qa)[kHeadDim / 16][4],
                                              uint32_t k_addr) {
   wgmma::fence();
+  const uint64_t k_desc = wgmma::k_major(k_addr);
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-    wgmma::mma_m64n64k16_rs(s, qa[kk], wgmma::k_major(k_addr + (kk / 4) * kKvSlabBytes + 32 * (kk % 4)), kk > 0);
+    wgmma::mma_m64n64k16_rs(s, qa[kk], wgmma::advance(k_desc, (kk / 4) * kKvSlabBytes + 32 * (kk % 4)), kk > 0);
   }
   wgmma::commit();
 }

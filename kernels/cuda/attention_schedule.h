@@ -21,16 +21,27 @@ GPT_ATTN_HD int min_int(int a, int b) {
 #endif
 }
 
-// First token of the segment that holds token t: the last cu_seqlens entry ≤ t (empty segments repeat values,
-// so the last one is the segment that really contains t). `cu` has r entries (in shared memory on the GPU).
-GPT_ATTN_HD int segment_begin(const int* cu, int r, int64_t t) {
+// Index of the segment that holds token t: the last i with cu[i] ≤ t (empty segments repeat values, so the last
+// one is the segment that really contains t). `cu` has r entries (in shared memory on the GPU).
+GPT_ATTN_HD int segment_index(const int* cu, int r, int64_t t) {
   int lo = 0, hi = r - 1;  // invariant: cu[lo] ≤ t < cu[hi] (cu[r-1] = T > t)
   while (hi - lo > 1) {
     const int mid = (lo + hi) >> 1;
     if (cu[mid] <= t) lo = mid; else hi = mid;
   }
-  return cu[lo];
+  return lo;
 }
+
+// The same for a token t at or after the first token of segment `from`, by walking forward from it: one read
+// when t lies in the same segment (rows of one warpgroup almost always do), instead of a search of log2 r reads.
+GPT_ATTN_HD int segment_index_from(const int* cu, int from, int64_t t) {
+  int i = from;
+  while (cu[i + 1] <= t) ++i;  // stops at the last entry ≤ t: cu[r-1] = T > t
+  return i;
+}
+
+// First token of the segment that holds token t.
+GPT_ATTN_HD int segment_begin(const int* cu, int r, int64_t t) { return cu[segment_index(cu, r, t)]; }
 
 // One past the last token of the segment that holds token t.
 GPT_ATTN_HD int segment_end(const int* cu, int r, int64_t t) {
@@ -45,6 +56,11 @@ GPT_ATTN_HD int segment_end(const int* cu, int r, int64_t t) {
 // Lowest key a query t may attend: max(segment start, t − window).
 GPT_ATTN_HD int64_t first_key(const int* cu, int r, int64_t t, int64_t window) {
   const int64_t b = segment_begin(cu, r, t);
+  return b > t - window ? b : t - window;
+}
+// The same for t at or after the first token of segment `from` (segment_index_from).
+GPT_ATTN_HD int64_t first_key_from(const int* cu, int from, int64_t t, int64_t window) {
+  const int64_t b = cu[segment_index_from(cu, from, t)];
   return b > t - window ? b : t - window;
 }
 

@@ -49,11 +49,12 @@ __device__ __forceinline__ int warpgroup_row(int i) {
 // slabs lie `a_slab` / `b_slab` bytes apart (one commit group; not waited).
 __device__ __forceinline__ void issue_product(float (&x)[kScoreAcc], uint32_t a_addr, uint32_t a_slab,
                                               uint32_t b_addr, uint32_t b_slab) {
+  const uint64_t a_desc = wgmma::k_major(a_addr), b_desc = wgmma::k_major(b_addr);
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; ++kk) {
     const uint32_t within = 32 * (kk % 4);
-    wgmma::mma_m64n64k16_ss(x, wgmma::k_major(a_addr + (kk / 4) * a_slab + within),
-                            wgmma::k_major(b_addr + (kk / 4) * b_slab + within), kk > 0);
+    wgmma::mma_m64n64k16_ss(x, wgmma::advance(a_desc, (kk / 4) * a_slab + within),
+                            wgmma::advance(b_desc, (kk / 4) * b_slab + within), kk > 0);
   }
 }
 
@@ -62,9 +63,10 @@ __device__ __forceinline__ void issue_product(float (&x)[kScoreAcc], uint32_t a_
 __device__ __forceinline__ void issue_accumulate(float (&acc)[kRowAcc], const uint32_t (&xa)[kScoreTile / 16][4],
                                                  uint32_t b_addr) {
   constexpr uint32_t kSlab = kScoreTile * wgmma::kSlabRowBytes;
+  const uint64_t b_desc = wgmma::mn_major(b_addr, kSlab);
 #pragma unroll
   for (int kk = 0; kk < kScoreTile / 16; ++kk) {
-    wgmma::mma_m64n128k16_rs_mn(acc, xa[kk], wgmma::mn_major(b_addr + kk * 16 * wgmma::kSlabRowBytes, kSlab), 1);
+    wgmma::mma_m64n128k16_rs_mn(acc, xa[kk], wgmma::advance(b_desc, kk * 16 * wgmma::kSlabRowBytes), 1);
   }
 }
 

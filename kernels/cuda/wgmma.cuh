@@ -37,6 +37,15 @@ __device__ __forceinline__ uint64_t mn_major(uint32_t addr, uint32_t slab_bytes)
   return descriptor(addr, slab_bytes, 1024);
 }
 
+// The descriptor of the operand `bytes` (a multiple of 16) after the one `desc` describes: an add to the start
+// address field (bits 0–13, address / 16) alone. Shared addresses stay below 2^18, so the add cannot carry into the
+// leading byte offset; the upper word (stride, swizzle) is the same, so stepping through an operand's k-steps costs
+// one integer add per descriptor instead of rebuilding it (which ptxas repeats per wgmma).
+__device__ __forceinline__ uint64_t advance(uint64_t desc, uint32_t bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4), hi = static_cast<uint32_t>(desc >> 32);
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }

@@ -94,6 +94,23 @@ TEST(AttentionSchedule, SegmentLookupsMatchTheirDefinition) {
   }
 }
 
+// The forward walk from a row's segment (RowState): from the segment of any earlier token t0, t's segment and first
+// key come out as the search finds them, also across empty segments and several boundaries.
+TEST(AttentionSchedule, SegmentWalkFromAnEarlierTokenMatchesTheSearch) {
+  for (const Layout& l : layouts()) {
+    SCOPED_TRACE(l.describe());
+    const int r = static_cast<int>(l.cu.size());
+    for (int t0 = 0; t0 < l.tokens(); t0 += 7) {
+      const int from = segment_index(l.cu.data(), r, t0);
+      ASSERT_EQ(l.cu[from], naive_segment_begin(l, t0)) << "token " << t0;
+      for (int t = t0; t < std::min(l.tokens(), t0 + 200); ++t) {
+        ASSERT_EQ(segment_index_from(l.cu.data(), from, t), segment_index(l.cu.data(), r, t)) << t0 << " → " << t;
+        ASSERT_EQ(first_key_from(l.cu.data(), from, t, l.window), first_key(l.cu.data(), r, t, l.window));
+      }
+    }
+  }
+}
+
 // Forward: a block of `rows` queries walks the key tiles of block_keys; each group of rows (a warpgroup of 64 in
 // v4–v8, a warp of 16 or 32 in v2 / v3) classifies every tile from its first and last rows' first keys and masks
 // the elements of masked tiles with each row's first key (t + 1 for rows past the end: nothing).

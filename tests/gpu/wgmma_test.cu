@@ -192,5 +192,30 @@ TEST(Wgmma, RegisterAWithMnMajorSharedBMatchesCpu) {
   }
 }
 
+// wgmma::advance steps a descriptor by adding to its address field only: for every 16-byte-aligned shared address
+// a kernel can have (below 2^18) and every step that stays in range, the stepped descriptor must equal the one built
+// from the stepped address, for both descriptor kinds. Counts the mismatches on the device.
+__global__ void descriptor_step_kernel(uint32_t step, unsigned long long* mismatches) {
+  const uint32_t addr = 16 * (blockIdx.x * blockDim.x + threadIdx.x);
+  if (addr + step >= (1u << 18)) return;
+  const bool k_ok = cuda::wgmma::advance(cuda::wgmma::k_major(addr), step) == cuda::wgmma::k_major(addr + step);
+  const bool mn_ok = cuda::wgmma::advance(cuda::wgmma::mn_major(addr, 8192), step) ==
+                     cuda::wgmma::mn_major(addr + step, 8192);
+  if (!k_ok || !mn_ok) atomicAdd(mismatches, 1ull);
+}
+
+TEST(Wgmma, SteppedDescriptorsEqualRebuiltOnes) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  Tensor count = Tensor::empty({1}, DType::i64, Device::cuda);
+  auto* mismatches = static_cast<unsigned long long*>(const_cast<void*>(count.raw()));
+  // The attention kernels' steps: 32-byte k-steps, 2 KB row groups, 8 / 16 KB slabs and tiles, 48 KB Q tiles.
+  for (const uint32_t step : {0u, 16u, 32u, 96u, 2048u, 8192u, 8224u, 16384u, 49152u, 131072u}) {
+    GPT_CUDA_CHECK(cudaMemset(mismatches, 0, sizeof(unsigned long long)));
+    descriptor_step_kernel<<<(1 << 14) / 256, 256>>>(step, mismatches);
+    GPT_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(count.to_doubles()[0], 0.0) << "step " << step;
+  }
+}
+
 }  // namespace
 }  // namespace gpt
