@@ -83,14 +83,17 @@ __device__ __forceinline__ void issue_pv(float (&o)[kHeadDim / 2], const uint32_
 }
 
 // Keys a row of a masked tile may not see → −∞ (in place).
+// The bounds are made relative to this thread's first column once, so that each element compares a constant.
 __device__ __forceinline__ void mask_scores(float (&s)[kBlockK / 2], int k0, const RowState& rows) {
-  const int c = threadIdx.x & 3;
+  const int first = k0 + 2 * (threadIdx.x & 3);
+  const int lo[2] = {rows.lo_row[0] - first, rows.lo_row[1] - first};
+  const int hi[2] = {rows.t_row[0] - first, rows.t_row[1] - first};
 #pragma unroll
   for (int nt = 0; nt < kBlockK / 8; ++nt) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int row = j >> 1, key = k0 + nt * 8 + 2 * c + (j & 1);
-      if (key < rows.lo_row[row] || key > rows.t_row[row]) s[4 * nt + j] = -INFINITY;
+      const int row = j >> 1, offset = nt * 8 + (j & 1);  // key − first
+      if (offset < lo[row] || offset > hi[row]) s[4 * nt + j] = -INFINITY;
     }
   }
 }

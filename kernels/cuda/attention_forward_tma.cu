@@ -18,7 +18,8 @@
 // counter, heaviest first (forward_schedule_kernel sorts the query blocks by the key tiles they walk), with two Q
 // tiles so that the producer loads the next item's Q and first K/V tiles while the consumers finish the current
 // one; the K/V ring and the warpgroups' turns run on across items. v10 / v11 are v8 / v9 with a lazily raised
-// softmax max (softmax_scores_lazy: most tiles skip the cross-thread max reduction and the O rescale).
+// softmax max (softmax_scores_lazy: most tiles skip the cross-thread max reduction and the O rescale); v12 / v13
+// are v10 / v11 whose warpgroups issue whenever ready (no turns).
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -583,6 +584,11 @@ void attention_forward_v11(const Tensor& q, const Tensor& k, const Tensor& v, co
 void attention_forward_v12(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                            Tensor& lse, int64_t window, float scale) {
   launch_tma_forward<3, kLazyMaxNoTurns>(q, k, v, cu_seqlens, y, lse, window, scale);
+}
+
+void attention_forward_v13(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                           Tensor& lse, int64_t window, float scale) {
+  launch_persistent_forward<kLazyMaxNoTurns>(q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
 }  // namespace gpt::cuda

@@ -23,6 +23,7 @@
 //   forward v10/v11: v8/v9 whose softmax raises its running max only when a score exceeds it by more than 2^8
 //               (most tiles then skip the max reduction across threads and the rescale of O).
 //   forward v12: v10 whose warpgroups issue their tensor-core bursts whenever ready instead of round robin.
+//   forward v13: v11 (persistent) without the round robin, as v12.
 //   backward v1: dK/dV pass (64 keys × 4 warps) + dQ pass (64 queries × 4 warps), synchronous tile loads.
 //   backward v2: the same two passes with cp.async double-buffered tiles, ldmatrix fragments, boundary-only masks
 //                and per-warp tile skipping.
@@ -70,6 +71,8 @@ void attention_forward_v11(const Tensor& q, const Tensor& k, const Tensor& v, co
                            Tensor& lse, int64_t window, float scale);
 void attention_forward_v12(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                            Tensor& lse, int64_t window, float scale);
+void attention_forward_v13(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                           Tensor& lse, int64_t window, float scale);
 void attention_backward_v1(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale);
@@ -101,7 +104,8 @@ inline constexpr AttentionForwardVariant kAttentionForwardVariants[] = {
     {"v4", attention_forward_v4}, {"v5", attention_forward_v5},
     {"v6", attention_forward_v6}, {"v7", attention_forward_v7},
     {"v8", attention_forward_v8}, {"v9", attention_forward_v9},
-    {"v10", attention_forward_v10}, {"v11", attention_forward_v11}, {"v12", attention_forward_v12}};
+    {"v10", attention_forward_v10}, {"v11", attention_forward_v11}, {"v12", attention_forward_v12},
+    {"v13", attention_forward_v13}};
 inline constexpr int kPromotedForward = 7;  // v8: 1.06–1.07× v7, 1.30–1.31× v4 (NOTES.md)
 inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {
     {"v1", attention_backward_v1}, {"v2", attention_backward_v2}, {"v3", attention_backward_v3},

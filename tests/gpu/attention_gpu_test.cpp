@@ -217,7 +217,7 @@ Case recipe_slice_case() {
 
 // Every forward version within the bf16 tolerance of v8. The persistent versions compute each (query block, head)
 // item exactly as their one-block-per-item twins do (same rows per block, same key tiles in the same order): v9
-// must match v8 and v11 must match v10 bit for bit however the blocks pick up the items, on every run.
+// must match v8, v11 v10 and v13 v12 bit for bit however the blocks pick up the items, on every run.
 TEST(AttentionGpuRecipeSlice, ForwardVersionsAgreeAndPersistentOnesEqualTheirTwins) {
   GPT_REQUIRE_CUDA();
   const auto& versions = cuda::kAttentionForwardVariants;
@@ -230,7 +230,7 @@ TEST(AttentionGpuRecipeSlice, ForwardVersionsAgreeAndPersistentOnesEqualTheirTwi
     EXPECT_LT(relative_frobenius(f.y, v8.y), kTolY) << "y vs v8";
     EXPECT_LT(relative_frobenius(f.lse, v8.lse), kTolLse) << "lse vs v8";
   }
-  for (const auto& [persistent, twin] : {std::pair{"v9", "v8"}, std::pair{"v11", "v10"}}) {
+  for (const auto& [persistent, twin] : {std::pair{"v9", "v8"}, std::pair{"v11", "v10"}, std::pair{"v13", "v12"}}) {
     const auto find = [&](const char* name) {
       const auto* it = std::find_if(std::begin(versions), std::end(versions),
                                     [&](const auto& v) { return std::string(v.name) == name; });
