@@ -1,4 +1,4 @@
-// CUDA backward of kernels/attention.h, versions 4 and 5 (kernels/cuda/attention_variants.h): one pass over key blocks
+// CUDA backward of kernels/attention.h, versions 4, 5 and 6 (kernels/cuda/attention_variants.h): one pass over key blocks
 // with five products per tile pair instead of v3's seven, warp-specialised like forward v7/v8, and deterministic.
 //
 // One block = 128 consecutive keys × one head: two consumer warpgroups of 64 keys and a producer warpgroup.
@@ -16,6 +16,7 @@
 //   - A last kernel adds scale · dQ (rounded once) into dq.
 //   - dK and dV: v4 adds them into dk and dv with a read-modify-write by the consumer threads (rounded once); v5 stages
 //     them as bf16 in shared memory and has the copy engine add them (add_gradients_async).
+//   - v6 is v5 with the dQ product issued before dK's (dq_tile_then_dk): its staging overlaps dK's product.
 // Progress does not rely on the order in which the hardware starts blocks: each block takes its (head, key block)
 // from a ticket counter when it starts, tickets run the key blocks of a head from the last to the first, and a
 // block only waits on blocks of its head with smaller tickets, which have therefore started (and hold their SM
@@ -266,6 +267,29 @@ __device__ __forceinline__ void dq_tile(const BlockTiles& t, int contribution, i
   if ((threadIdx.x & 31) == 0) tma::arrive(t.dq_full + slot);
 }
 
+// v6: the tile's dQ product issued ahead of dK += dSᵀ·Q (dV += Pᵀ·dY went out before the dSᵀ barriers), so that the
+// dQ staging runs while the tensor cores still work on dK instead of after every product has completed.
+__device__ __forceinline__ void dq_tile_then_dk(const BlockTiles& t, int contribution, int w, float (&dk)[kRowAcc],
+                                                const uint32_t (&da)[kScoreTile / 16][4], uint32_t q_addr) {
+  const int slot = contribution % kDqStages, use = contribution / kDqStages;
+  fence_async_proxy();  // dSᵀ was written through the generic proxy
+  tma::named_sync(kDsReadyBarrier, kConsumerThreads);
+  if (use > 0) tma::wait(t.dq_empty + slot, (use - 1) & 1);
+  float dq[kScoreAcc];
+  wgmma::fence();
+  issue_dq(dq, wgmma::smem_addr(t.ds), wgmma::smem_addr(t.ks), w);
+  wgmma::commit();
+  issue_accumulate(dk, da, q_addr);
+  wgmma::commit();
+  wgmma::wait<1>();  // dV (issued before) and dQ have completed; dK may still run
+  wgmma::fence_operands(dq);
+  stage_dq(t.dq + slot * kDqTile, dq, w);
+  fence_async_proxy();
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) tma::arrive(t.dq_full + slot);
+  wgmma::wait<0>();
+}
+
 // v5's epilogue: scale·dK and dV rounded to bf16 into the (now idle) Q and dY stages, laid out as the K tile, then
 // added into dk and dv by the copy engine (bf16 adds at L2, rows past the end skipped), so the block's end waits
 // for no global load. Costs one more rounding than v4's read-modify-write (of the increment, before the add).
@@ -297,7 +321,7 @@ __device__ void add_gradients_async(const BackwardArgs& a, const BlockTiles& t, 
   }
 }
 
-template <bool kAsyncEpilogue>
+template <bool kAsyncEpilogue, bool kDqBeforeDk>
 __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int head) {
   const int w = threadIdx.x / 128, c = threadIdx.x & 3;
   const int k0 = b.s0 + kScoreTile * w;
@@ -348,12 +372,20 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlo
       wgmma::fence_operands(dv);
       wgmma::fence_operands(dk);
       wgmma::fence();
-      issue_accumulate(dv, pa, dy_addr);
-      issue_accumulate(dk, da, q_addr);
-      wgmma::commit();
-      tma::named_sync(kDsFreeBarrier, kConsumerThreads);
-      store_ds(t.ds, da, w);  // adds_dq holds: this warpgroup's keys meet the tile
-      dq_tile(t, contributions, w);  // waits for dK/dV as well
+      if constexpr (kDqBeforeDk) {
+        issue_accumulate(dv, pa, dy_addr);
+        wgmma::commit();
+        tma::named_sync(kDsFreeBarrier, kConsumerThreads);
+        store_ds(t.ds, da, w);
+        dq_tile_then_dk(t, contributions, w, dk, da, q_addr);
+      } else {
+        issue_accumulate(dv, pa, dy_addr);
+        issue_accumulate(dk, da, q_addr);
+        wgmma::commit();
+        tma::named_sync(kDsFreeBarrier, kConsumerThreads);
+        store_ds(t.ds, da, w);  // adds_dq holds: this warpgroup's keys meet the tile
+        dq_tile(t, contributions, w);  // waits for dK/dV as well
+      }
       wgmma::fence_operands(dv);
       wgmma::fence_operands(dk);
       ++contributions;
@@ -374,7 +406,7 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlo
   }
 }
 
-template <bool kAsyncEpilogue>
+template <bool kAsyncEpilogue, bool kDqBeforeDk>
 __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(const __grid_constant__ BackwardArgs a) {
   extern __shared__ unsigned char smem_raw[];
   __shared__ int ticket;
@@ -412,7 +444,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(c
     return;
   }
   raise_registers<kConsumerRegisters>();
-  consume<kAsyncEpilogue>(a, t, b, head);
+  consume<kAsyncEpilogue, kDqBeforeDk>(a, t, b, head);
 }
 
 // dq += scale · dq_accum, rounded once; 4 elements per thread.
@@ -426,7 +458,7 @@ __global__ void add_scaled_dq_kernel(__nv_bfloat16* dq, const float* accum, int6
   cell[1] = __floats2bfloat162_rn(hi.x + scale * g.z, hi.y + scale * g.w);
 }
 
-template <bool kAsyncEpilogue>
+template <bool kAsyncEpilogue, bool kDqBeforeDk = false>
 void launch_fused_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale) {
@@ -476,9 +508,9 @@ void launch_fused_backward(const Tensor& dy, const Tensor& q, const Tensor& k, c
       scale,
       scale * kLog2e};
   const size_t smem = smem_bytes(p.r);
-  set_smem_limit(attention_backward_fused_kernel<kAsyncEpilogue>, smem, "attention_backward");
+  set_smem_limit(attention_backward_fused_kernel<kAsyncEpilogue, kDqBeforeDk>, smem, "attention_backward");
   const auto blocks = static_cast<unsigned>(key_blocks) * static_cast<unsigned>(p.heads);  // one per ticket
-  attention_backward_fused_kernel<kAsyncEpilogue><<<blocks, kThreads, smem, stream>>>(args);
+  attention_backward_fused_kernel<kAsyncEpilogue, kDqBeforeDk><<<blocks, kThreads, smem, stream>>>(args);
   GPT_CUDA_CHECK_LAUNCH();
 
   const int64_t quads = static_cast<int64_t>(accum_floats / 4);
@@ -499,6 +531,12 @@ void attention_backward_v5(const Tensor& dy, const Tensor& q, const Tensor& k, c
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale) {
   launch_fused_backward<true>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
+}
+
+void attention_backward_v6(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
+                           Tensor& dv, int64_t window, float scale) {
+  launch_fused_backward<true, true>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
 }
 
 }  // namespace gpt::cuda

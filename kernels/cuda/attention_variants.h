@@ -34,6 +34,7 @@
 //                a fixed order per query tile (deterministic).
 //   backward v5: v4 whose dK/dV epilogue is added by the copy engine from shared memory (bf16 adds at L2) instead
 //                of a read-modify-write by the consumer threads.
+//   backward v6: v5 with each tile's dQ product issued before dK's, so that staging dQ overlaps the dK product.
 #include <cstdint>
 #include <iterator>
 
@@ -88,6 +89,9 @@ void attention_backward_v4(const Tensor& dy, const Tensor& q, const Tensor& k, c
 void attention_backward_v5(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale);
+void attention_backward_v6(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
+                           Tensor& dv, int64_t window, float scale);
 
 struct AttentionForwardVariant {
   const char* name;
@@ -109,7 +113,7 @@ inline constexpr AttentionForwardVariant kAttentionForwardVariants[] = {
 inline constexpr int kPromotedForward = 7;  // v8: 1.06–1.07× v7, 1.30–1.31× v4 (NOTES.md)
 inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {
     {"v1", attention_backward_v1}, {"v2", attention_backward_v2}, {"v3", attention_backward_v3},
-    {"v4", attention_backward_v4}, {"v5", attention_backward_v5}};
+    {"v4", attention_backward_v4}, {"v5", attention_backward_v5}, {"v6", attention_backward_v6}};
 inline constexpr int kPromotedBackward = 4;  // v5: 1.08–1.11× v4; stage-2 step 767.6 → 763.8 ms (NOTES.md)
 static_assert(kPromotedForward < static_cast<int>(std::size(kAttentionForwardVariants)));
 static_assert(kPromotedBackward < static_cast<int>(std::size(kAttentionBackwardVariants)));

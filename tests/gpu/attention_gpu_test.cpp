@@ -267,6 +267,14 @@ TEST(AttentionGpuRecipeSlice, BackwardVersionsRepeatBitwiseAndAgree) {
       EXPECT_LT(relative_frobenius(increment(*got, *start), increment(*want, *start)), kTolGrad) << name << " vs v3";
     }
   }
+  // v6 only reorders v5's products (same sums in the same order): the same bits.
+  ASSERT_STREQ(cuda::kAttentionBackwardVariants[4].name, "v5");
+  ASSERT_STREQ(cuda::kAttentionBackwardVariants[5].name, "v6");
+  const GpuGrads v5 = run_backward(c, f, cuda::kAttentionBackwardVariants[4].fn);
+  const GpuGrads v6 = run_backward(c, f, cuda::kAttentionBackwardVariants[5].fn);
+  EXPECT_EQ(v6.dq.to_doubles(), v5.dq.to_doubles()) << "dq";
+  EXPECT_EQ(v6.dk.to_doubles(), v5.dk.to_doubles()) << "dk";
+  EXPECT_EQ(v6.dv.to_doubles(), v5.dv.to_doubles()) << "dv";
 }
 
 TEST(AttentionGpuCuSeqlens, DoubleMatchesCpu) {
