@@ -141,8 +141,10 @@ __device__ __forceinline__ void lower_registers() {
 }
 
 // The first 1024-byte boundary at or after `raw` (wgmma's swizzle is anchored there).
+// Pointer arithmetic, not an integer round trip: the result must stay visibly derived from the shared array so
+// that the compiler emits shared-memory loads and stores (ld.shared / st.shared) rather than generic ones.
 __device__ __forceinline__ uint8_t* align_1024(unsigned char* raw) {
-  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
+  return raw + ((1024 - (reinterpret_cast<uintptr_t>(raw) & 1023)) & 1023);
 }
 
 }  // namespace gpt::cuda::attn
