@@ -110,7 +110,7 @@ inline constexpr AttentionForwardVariant kAttentionForwardVariants[] = {
     {"v8", attention_forward_v8}, {"v9", attention_forward_v9},
     {"v10", attention_forward_v10}, {"v11", attention_forward_v11}, {"v12", attention_forward_v12},
     {"v13", attention_forward_v13}};
-inline constexpr int kPromotedForward = 12;  // v13: 1.07–1.08× v8 in one run (2026-12-04 s8 call 5, NOTES.md)
+inline constexpr int kPromotedForward = 11;  // v12: 1.07× v8 (2026-12-04 s8 calls 5, 6; NOTES.md)
 inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {
     {"v1", attention_backward_v1}, {"v2", attention_backward_v2}, {"v3", attention_backward_v3},
     {"v4", attention_backward_v4}, {"v5", attention_backward_v5}, {"v6", attention_backward_v6}};
