@@ -16,7 +16,7 @@
 //   - A last kernel adds scale · dQ (rounded once) into dq.
 //   - dK and dV: v4 adds them into dk and dv with a read-modify-write by the consumer threads (rounded once); v5 stages
 //     them as bf16 in shared memory and has the copy engine add them (add_gradients_async).
-//   - v6 is v5 with the dQ product issued before dK's (dq_tile_then_dk): its staging overlaps dK's product.
+//   - v6 is v5 with the dQ product issued before dK's (dq_tile<true>): its staging overlaps dK's product.
 // Progress does not rely on the order in which the hardware starts blocks: each block takes its (head, key block)
 // from a ticket counter when it starts, tickets run the key blocks of a head from the last to the first, and a
 // block only waits on blocks of its head with smaller tickets, which have therefore started (and hold their SM
@@ -248,9 +248,13 @@ __device__ __forceinline__ void stage_dq(uint8_t* dq_tile, const float (&dq)[kSc
   }
 }
 
-// The tile's dQ once both dSᵀ halves are in shared memory: product, staging, hand-over to the producer. Waits for
-// every wgmma group this warpgroup has in flight (also the dK/dV products issued before).
-__device__ __forceinline__ void dq_tile(const BlockTiles& t, int contribution, int w) {
+// The tile's dQ once both dSᵀ halves are in shared memory: product, staging, hand-over to the producer; returns
+// with every wgmma group of this warpgroup completed (also the dK/dV products issued before). kThenDk (v6): dK +=
+// dSᵀ·Q is issued after the dQ product here (dV went out before the dSᵀ barriers), so that the dQ staging runs
+// while the tensor cores still work on dK instead of after every product has completed.
+template <bool kThenDk>
+__device__ __forceinline__ void dq_tile(const BlockTiles& t, int contribution, int w, float (&dk)[kRowAcc],
+                                        const uint32_t (&da)[kScoreTile / 16][4], uint32_t q_addr) {
   const int slot = contribution % kDqStages, use = contribution / kDqStages;
   fence_async_proxy();  // dSᵀ was written through the generic proxy
   tma::named_sync(kDsReadyBarrier, kConsumerThreads);
@@ -259,35 +263,19 @@ __device__ __forceinline__ void dq_tile(const BlockTiles& t, int contribution, i
   wgmma::fence();
   issue_dq(dq, wgmma::smem_addr(t.ds), wgmma::smem_addr(t.ks), w);
   wgmma::commit();
-  wgmma::wait<0>();
+  if constexpr (kThenDk) {
+    issue_accumulate(dk, da, q_addr);
+    wgmma::commit();
+    wgmma::wait<1>();  // dV (issued before) and dQ have completed; dK may still run
+  } else {
+    wgmma::wait<0>();
+  }
   wgmma::fence_operands(dq);
   stage_dq(t.dq + slot * kDqTile, dq, w);
   fence_async_proxy();
   __syncwarp();
   if ((threadIdx.x & 31) == 0) tma::arrive(t.dq_full + slot);
-}
-
-// v6: the tile's dQ product issued ahead of dK += dSᵀ·Q (dV += Pᵀ·dY went out before the dSᵀ barriers), so that the
-// dQ staging runs while the tensor cores still work on dK instead of after every product has completed.
-__device__ __forceinline__ void dq_tile_then_dk(const BlockTiles& t, int contribution, int w, float (&dk)[kRowAcc],
-                                                const uint32_t (&da)[kScoreTile / 16][4], uint32_t q_addr) {
-  const int slot = contribution % kDqStages, use = contribution / kDqStages;
-  fence_async_proxy();  // dSᵀ was written through the generic proxy
-  tma::named_sync(kDsReadyBarrier, kConsumerThreads);
-  if (use > 0) tma::wait(t.dq_empty + slot, (use - 1) & 1);
-  float dq[kScoreAcc];
-  wgmma::fence();
-  issue_dq(dq, wgmma::smem_addr(t.ds), wgmma::smem_addr(t.ks), w);
-  wgmma::commit();
-  issue_accumulate(dk, da, q_addr);
-  wgmma::commit();
-  wgmma::wait<1>();  // dV (issued before) and dQ have completed; dK may still run
-  wgmma::fence_operands(dq);
-  stage_dq(t.dq + slot * kDqTile, dq, w);
-  fence_async_proxy();
-  __syncwarp();
-  if ((threadIdx.x & 31) == 0) tma::arrive(t.dq_full + slot);
-  wgmma::wait<0>();
+  if constexpr (kThenDk) wgmma::wait<0>();
 }
 
 // v5's epilogue: scale·dK and dV rounded to bf16 into the (now idle) Q and dY stages, laid out as the K tile, then
@@ -377,14 +365,14 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlo
         wgmma::commit();
         tma::named_sync(kDsFreeBarrier, kConsumerThreads);
         store_ds(t.ds, da, w);
-        dq_tile_then_dk(t, contributions, w, dk, da, q_addr);
+        dq_tile<true>(t, contributions, w, dk, da, q_addr);
       } else {
         issue_accumulate(dv, pa, dy_addr);
         issue_accumulate(dk, da, q_addr);
         wgmma::commit();
         tma::named_sync(kDsFreeBarrier, kConsumerThreads);
         store_ds(t.ds, da, w);  // adds_dq holds: this warpgroup's keys meet the tile
-        dq_tile(t, contributions, w);  // waits for dK/dV as well
+        dq_tile<false>(t, contributions, w, dk, da, q_addr);  // waits for dK/dV as well
       }
       wgmma::fence_operands(dv);
       wgmma::fence_operands(dk);
@@ -393,7 +381,7 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlo
       const uint32_t zero[kScoreTile / 16][4] = {};
       tma::named_sync(kDsFreeBarrier, kConsumerThreads);
       store_ds(t.ds, zero, w);
-      dq_tile(t, contributions, w);
+      dq_tile<false>(t, contributions, w, dk, zero, 0);  // no dK here: q_addr unused
       ++contributions;
     }
     if ((threadIdx.x & 31) == 0) tma::arrive(t.empty + stage);
