@@ -1,5 +1,5 @@
-// CUDA backward of kernels/attention.h, versions 4, 5 and 6 (kernels/cuda/attention_variants.h): one pass over key blocks
-// with five products per tile pair instead of v3's seven, warp-specialised like forward v7/v8, and deterministic.
+// CUDA backward of kernels/attention.h, versions 4, 5 and 6 (kernels/cuda/attention_variants.h): one pass over key
+// blocks with five products per tile pair instead of v3's seven, warp-specialised like forward v7/v8, and deterministic.
 //
 // One block = 128 consecutive keys × one head: two consumer warpgroups of 64 keys and a producer warpgroup.
 //   - The producer's first warp streams the query tiles that can see the block (64 queries: Q, dY by TMA, plus each

@@ -517,10 +517,11 @@ void launch_tma_forward(const Tensor& q, const Tensor& k, const Tensor& v, const
   const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
   if (p.tokens == 0) return;
   const size_t smem = smem_bytes<kConsumers>(p.r);
-  set_smem_limit(attention_forward_tma_kernel<kConsumers, kOptions.lazy_max, kOptions.take_turns>, smem, "attention_forward");
+  const auto kernel = attention_forward_tma_kernel<kConsumers, kOptions.lazy_max, kOptions.take_turns>;
+  set_smem_limit(kernel, smem, "attention_forward");
   const TmaForwardArgs args = forward_args<kConsumers>(q, k, v, cu_seqlens, y, lse, p, window, scale);
   const dim3 grid(static_cast<unsigned>((p.tokens + S::kRows - 1) / S::kRows), static_cast<unsigned>(p.heads));
-  attention_forward_tma_kernel<kConsumers, kOptions.lazy_max, kOptions.take_turns><<<grid, S::kThreads, smem, current_stream()>>>(args);
+  kernel<<<grid, S::kThreads, smem, current_stream()>>>(args);
   GPT_CUDA_CHECK_LAUNCH();
 }
 
@@ -548,9 +549,10 @@ void launch_persistent_forward(const Tensor& q, const Tensor& k, const Tensor& v
                                                                               args.window, S::kRows, q_blocks,
                                                                               args.schedule);
   GPT_CUDA_CHECK_LAUNCH();
-  set_smem_limit(attention_forward_persistent_kernel<kConsumers, kOptions.lazy_max, kOptions.take_turns>, smem, "attention_forward");
+  const auto kernel = attention_forward_persistent_kernel<kConsumers, kOptions.lazy_max, kOptions.take_turns>;
+  set_smem_limit(kernel, smem, "attention_forward");
   const auto blocks = static_cast<unsigned>(std::min(multiprocessor_count(), args.items));
-  attention_forward_persistent_kernel<kConsumers, kOptions.lazy_max, kOptions.take_turns><<<blocks, S::kThreads, smem, stream>>>(args);
+  kernel<<<blocks, S::kThreads, smem, stream>>>(args);
   GPT_CUDA_CHECK_LAUNCH();
 }
 

@@ -242,7 +242,8 @@ TEST(AttentionGpuRecipeSlice, ForwardVersionsAgreeAndPersistentOnesEqualTheirTwi
     for (int run = 0; run < 3; ++run) {
       const GpuForward f = run_forward(c, persistent_fn);
       EXPECT_EQ(f.y.to_doubles(), want.y.to_doubles()) << persistent << " y differs from " << twin << ", run " << run;
-      EXPECT_EQ(f.lse.to_doubles(), want.lse.to_doubles()) << persistent << " lse differs from " << twin << ", run " << run;
+      EXPECT_EQ(f.lse.to_doubles(), want.lse.to_doubles())
+          << persistent << " lse differs from " << twin << ", run " << run;
     }
   }
 }
