@@ -1,4 +1,4 @@
-// CUDA forward of kernels/attention.h, versions 7, 8 and 9 (kernels/cuda/attention_variants.h): v4's tiles and
+// CUDA forward of kernels/attention.h, versions 7–13 (kernels/cuda/attention_variants.h): v4's tiles and
 // per-tile steps (kernels/cuda/attention_forward_tiles.cuh) in a warp-specialised block with no block-wide barrier
 // per tile.
 //
@@ -82,8 +82,8 @@ struct TmaForwardArgs {
   float* lse;
   int tokens, heads, window;
   float scale_log2;
-  int* schedule;  // v9: [0] the ticket counter (zero at launch), [1 + i] the i-th heaviest query block
-  int items;      // v9: query blocks × heads
+  int* schedule;  // persistent versions: [0] the ticket counter (zero at launch), [1 + i] the i-th heaviest query block
+  int items;      // persistent versions: query blocks × heads
 };
 
 // Shared memory of v7/v8: Q, kStages K tiles, kStages V tiles (1024-byte aligned for the swizzle), the barriers,
@@ -366,7 +366,7 @@ __device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>
   store_output<kConsumers>(o, rows, t.qs, q0, blockIdx.y, a);
 }
 
-// v9/v11: the items the producer hands out, until it publishes the end; Q tile i % 2 is released per warp once the
+// v9/v11/v13: the items the producer hands out, until it publishes the end; Q tile i % 2 is released per warp once the
 // warp's output has been read back out of it.
 template <int kConsumers, ForwardOptions kOptions>
 __device__ void consume_items(const TmaForwardArgs& a, const PersistentTiles<kConsumers>& t) {
