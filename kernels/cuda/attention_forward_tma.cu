@@ -82,7 +82,8 @@ struct TmaForwardArgs {
   float* lse;
   int tokens, heads, window;
   float scale_log2;
-  int* schedule;  // persistent versions: [0] the ticket counter (zero at launch), [1 + i] the i-th heaviest query block
+  int* schedule;  // persistent versions: [0] the ticket counter (zero at launch), [1 + i] the i-th heaviest
+                  // query block
   int items;      // persistent versions: query blocks × heads
 };
 
