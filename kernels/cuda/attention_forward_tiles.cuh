@@ -1,7 +1,7 @@
 #pragma once
 // Tiles, row state and per-tile steps of the wgmma attention forward kernels (kernels/cuda/attention_forward_v4.cu:
-// v4/v5/v6, attention_forward_tma.cu: v7/v8/v9): warpgroups of 64 query rows (kBlockQ = 128 rows per block except
-// v8/v9's 192), 64-key K/V tiles in the 128-byte swizzle of kernels/cuda/wgmma.cuh, S = Q·Kᵀ from shared memory, P in
+// v4/v5/v6, attention_forward_tma.cu: v7–v13): warpgroups of 64 query rows (kBlockQ = 128 rows per block except
+// v8–v13's 192), 64-key K/V tiles in the 128-byte swizzle of kernels/cuda/wgmma.cuh, S = Q·Kᵀ from shared memory, P in
 // registers as the A operand of P·V.
 #include <cuda_bf16.h>
 
@@ -37,9 +37,10 @@ struct RowState {
     w0 = q0 + wg * kWarpgroupRows;
     w_last = min(w0 + kWarpgroupRows - 1, tokens - 1);  // < w0 for a warpgroup wholly past the end
     // One search for the warpgroup's first row; its other rows walk on from that segment.
-    const int segment = w0 < tokens ? segment_index(cu, r, w0) : 0;
-    lo_w_first = w0 < tokens ? static_cast<int>(first_key_from(cu, segment, w0, window)) : 0;
-    lo_w_last = w0 < tokens ? static_cast<int>(first_key_from(cu, segment, w_last, window)) : 0;
+    const bool live = w0 < tokens;
+    const int segment = live ? segment_index(cu, r, w0) : 0;
+    lo_w_first = live ? static_cast<int>(first_key_from(cu, segment, w0, window)) : 0;
+    lo_w_last = live ? static_cast<int>(first_key_from(cu, segment, w_last, window)) : 0;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int t = w0 + warp * 16 + g + 8 * i;
@@ -148,7 +149,7 @@ __device__ __forceinline__ void softmax_scores(float (&s)[kBlockK / 2], TileKind
   exponentiate(s, neg_m, scale_log2, rescale, rows);
 }
 
-// v10/v11: softmax_scores with a lazily raised max. The running max m moves only when some score of the warp's rows
+// v10–v13: softmax_scores with a lazily raised max. The running max m moves only when some score of the warp's rows
 // exceeds it by more than kMaxSlackLog2 (then exactly as softmax_scores); otherwise the tile is exponentiated
 // against the stale m, so its values stay below 2^kMaxSlackLog2 (bf16 P and f32 sums hold that with room), and
 // neither the reduction of the row maxima across threads nor a rescale of O is needed. y and lse are the same

@@ -112,7 +112,7 @@ constexpr size_t smem_bytes(int r) {
          r * sizeof(int);
 }
 
-// Shared memory of v9: two Q tiles (item i uses tile i % 2) with their full/empty barriers and the item each holds
+// Shared memory of the persistent versions: two Q tiles (item i uses tile i % 2) with their full/empty barriers and the item each holds
 // (first query, head; first query −1: no more items), then v8's K/V ring and cu_seqlens.
 struct ItemSlot {
   int q0, head;
@@ -157,7 +157,7 @@ __device__ void produce_tiles(const TmaForwardArgs& a, const Tiles& t, int head,
   }
 }
 
-// The producer of v7/v8: Q, then the block's tiles.
+// The producer of one block per item: Q, then the block's tiles.
 template <int kConsumers>
 __device__ void produce(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>& t, int q0, int key_begin,
                         int tiles) {
@@ -168,7 +168,7 @@ __device__ void produce(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>
   produce_tiles(a, t, head, key_begin, tiles, 0);
 }
 
-// The producer of v9: per item a ticket (the next one fetched while this one loads), its Q into tile i % 2 once the
+// The producer of the persistent versions: per item a ticket (the next one fetched while this one loads), its Q into tile i % 2 once the
 // consumers have released that tile's item i − 2, then its K/V tiles.
 template <int kConsumers>
 __device__ void produce_items(const TmaForwardArgs& a, const PersistentTiles<kConsumers>& t) {
@@ -195,9 +195,9 @@ __device__ void produce_items(const TmaForwardArgs& a, const PersistentTiles<kCo
 
 // Round-robin bursts: warpgroup w issues its n-th burst after warpgroup w − 1 issued its n-th (w = 0: after the last
 // warpgroup issued its (n − 1)-th). Every warpgroup issues the same number of bursts; the last warpgroup starts the
-// round. With a known total (v7/v8: tiles + 1) it leaves out its final arrival, so that every arrival meets a sync;
-// v9 (total INT_MAX) instead has warpgroup 0 meet that arrival at the end (finish).
-// kEnabled = false (v12): no order at all, every call a no-op.
+// round. With a known total (one block per item: tiles + 1) it leaves out its final arrival, so that every arrival
+// meets a sync; the persistent versions (total INT_MAX) instead have warpgroup 0 meet that arrival at the end
+// (finish). kEnabled = false (v12, v13): no order at all, every call a no-op.
 template <int kConsumers, bool kEnabled = true>
 struct Turns {
   int wg, bursts, issued = 0;
@@ -218,6 +218,22 @@ struct Turns {
     if (wg == 0) begin();
   }
 };
+
+// The start both kernels share: cu_seqlens into shared memory, and (thread 0) the K/V ring's barriers plus those
+// `init_q` sets up; the block barrier that follows is the caller's.
+template <int kConsumers, typename Tiles, typename InitQ>
+__device__ __forceinline__ void init_block(const TmaForwardArgs& a, const Tiles& t, InitQ init_q) {
+  using S = Shape<kConsumers>;
+  for (int i = threadIdx.x; i < a.r; i += S::kThreads) t.cu[i] = a.cu_seqlens[i];
+  if (threadIdx.x == 0) {
+    init_q();
+    for (int s = 0; s < kStages; ++s) {
+      tma::init(t.full + s, 1);
+      tma::init(t.empty + s, S::kConsumerWarps);
+    }
+    tma::fence_init();
+  }
+}
 
 // Stage `stage` may be refilled as far as this warp is concerned (its products reading it have completed).
 __device__ __forceinline__ void release(uint64_t* empty) {
@@ -271,7 +287,8 @@ __device__ __forceinline__ bool softmax_tile(float (&s)[kBlockK / 2], TileKind k
 }
 
 // One consumer warpgroup's walk over one item's tiles, the block's g0-th tile overall first; O accumulates
-// unnormalised. kReleaseLast: the last tile's stage is released too (v9: the ring runs on into the next item).
+// unnormalised. kReleaseLast: the last tile's stage is released too (persistent: the ring runs on into the next
+// item).
 template <int kConsumers, bool kReleaseLast, ForwardOptions kOptions, typename Tiles>
 __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t q_addr, RowState& rows,
                               int key_begin, int tiles, int g0, Turns<kConsumers, kOptions.take_turns>& turns,
@@ -353,7 +370,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
   if constexpr (kReleaseLast) release(t.empty + last_stage);
 }
 
-// v7/v8/v10: one consumer warpgroup's walk over the block's tiles, then its output.
+// One block per item (v7, v8, v10, v12): a consumer warpgroup's walk over the block's tiles, then its output.
 template <int kConsumers, ForwardOptions kOptions>
 __device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>& t, int q0, int key_begin,
                         int tiles) {
@@ -402,15 +419,7 @@ __global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const TmaBlockTiles<kConsumers> t(smem_raw);
   const int q0 = blockIdx.x * S::kRows;
-  for (int i = threadIdx.x; i < a.r; i += S::kThreads) t.cu[i] = a.cu_seqlens[i];
-  if (threadIdx.x == 0) {
-    tma::init(t.q_full, 1);
-    for (int s = 0; s < kStages; ++s) {
-      tma::init(t.full + s, 1);
-      tma::init(t.empty + s, S::kConsumerWarps);
-    }
-    tma::fence_init();
-  }
+  init_block<kConsumers>(a, t, [&] { tma::init(t.q_full, 1); });
   __syncthreads();  // the last block-wide barrier: the roles part here
   const BlockKeys keys = block_keys<kBlockK>(t.cu, a.r, q0, S::kRows, a.tokens, a.window);
   if (threadIdx.x >= S::kConsumerThreadCount) {
@@ -430,18 +439,12 @@ __global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
   static_assert(S::kRebalance, "the persistent block has a producer warpgroup");
   extern __shared__ unsigned char smem_raw[];
   const PersistentTiles<kConsumers> t(smem_raw);
-  for (int i = threadIdx.x; i < a.r; i += S::kThreads) t.cu[i] = a.cu_seqlens[i];
-  if (threadIdx.x == 0) {
+  init_block<kConsumers>(a, t, [&] {
     for (int b = 0; b < 2; ++b) {
       tma::init(t.q_full + b, 1);
       tma::init(t.q_empty + b, S::kConsumerWarps);
     }
-    for (int s = 0; s < kStages; ++s) {
-      tma::init(t.full + s, 1);
-      tma::init(t.empty + s, S::kConsumerWarps);
-    }
-    tma::fence_init();
-  }
+  });
   __syncthreads();  // the last block-wide barrier: the roles part here
   if (threadIdx.x >= S::kConsumerThreadCount) {
     lower_registers<S::kProducerRegisters>();
@@ -452,9 +455,9 @@ __global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
   consume_items<kConsumers, kOptions>(a, t);
 }
 
-// Heaviest-first order of the query blocks of `rows` queries: schedule[0] = 0 (v9's ticket counter), schedule[1 + i]
-// = the query block with the i-th most key tiles to walk (block_keys; ties in any order, counts of kBins − 1 or
-// more share the top bin). One block; the order only spreads the work, every item's result is the same.
+// Heaviest-first order of the query blocks of `rows` queries: schedule[0] = 0 (the persistent versions' ticket
+// counter), schedule[1 + i] = the query block with the i-th most key tiles to walk (block_keys; ties in any order,
+// counts of kScheduleBins − 1 or more share the top bin). One block; the order only spreads the work, every item's result is the same.
 constexpr int kScheduleThreads = 1024, kScheduleBins = 1024;
 __global__ void __launch_bounds__(kScheduleThreads)
     forward_schedule_kernel(const int* cu_seqlens, int r, int tokens, int window, int rows, int q_blocks,

@@ -44,14 +44,7 @@ GPT_ATTN_HD int segment_index_from(const int* cu, int from, int64_t t) {
 GPT_ATTN_HD int segment_begin(const int* cu, int r, int64_t t) { return cu[segment_index(cu, r, t)]; }
 
 // One past the last token of the segment that holds token t.
-GPT_ATTN_HD int segment_end(const int* cu, int r, int64_t t) {
-  int lo = 0, hi = r - 1;
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) >> 1;
-    if (cu[mid] <= t) lo = mid; else hi = mid;
-  }
-  return cu[hi];
-}
+GPT_ATTN_HD int segment_end(const int* cu, int r, int64_t t) { return cu[segment_index(cu, r, t) + 1]; }
 
 // Lowest key a query t may attend: max(segment start, t − window).
 GPT_ATTN_HD int64_t first_key(const int* cu, int r, int64_t t, int64_t window) {
