@@ -1,5 +1,7 @@
-// CUDA backward of kernels/attention.h, versions 4, 5 and 6 (kernels/cuda/attention_variants.h): one pass over key
+// CUDA backward of kernels/attention.h, versions 4 to 7 (kernels/cuda/attention_variants.h): one pass over key
 // blocks with five products per tile pair instead of v3's seven, warp-specialised like forward v7/v8, and deterministic.
+// The block's layout, arguments and producer warps are in attention_backward_fused.cuh; the consumers, the kernel
+// and its launch here.
 //
 // One block = 128 consecutive keys × one head: two consumer warpgroups of 64 keys and a producer warpgroup.
 //   - The producer's first warp streams the query tiles that can see the block (64 queries: Q, dY by TMA, plus each
@@ -17,6 +19,8 @@
 //   - dK and dV: v4 adds them into dk and dv with a read-modify-write by the consumer threads (rounded once); v5 stages
 //     them as bf16 in shared memory and has the copy engine add them (add_gradients_async).
 //   - v6 is v5 with the dQ product issued before dK's (dq_tile<true>): its staging overlaps dK's product.
+//   - v7 is v5 with two dSᵀ tiles on mbarriers and each tile's dQ product issued one tile late (consume_deferred),
+//     so that the two consumer warpgroups need not meet at every tile.
 // Progress does not rely on the order in which the hardware starts blocks: each block takes its (head, key block)
 // from a ticket counter when it starts, tickets run the key blocks of a head from the last to the first, and a
 // block only waits on blocks of its head with smaller tickets, which have therefore started (and hold their SM
@@ -27,6 +31,7 @@
 #include <cmath>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/attention_backward_fused.cuh"
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_launch.h"
 #include "kernels/cuda/attention_variants.h"
@@ -42,218 +47,66 @@ namespace gpt::cuda {
 namespace {
 
 using namespace attn;
+using namespace attn::fused_backward;
 
-constexpr int kConsumers = 2, kKeys = 64 * kConsumers, kQueries = kScoreTile, kStages = 2;
-constexpr int kConsumerThreads = 128 * kConsumers, kConsumerWarps = 4 * kConsumers;
-constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup (three warps work: loads, dQ ×2)
-constexpr int kConsumerRegisters = 240, kProducerRegisters = 24;
-static_assert(kConsumerThreads * kConsumerRegisters + 128 * kProducerRegisters <= 65536, "register file");
-
-constexpr int kKeySlab = kKeys * wgmma::kSlabRowBytes, kKeyTile = 2 * kKeySlab;        // K or V: 16 / 32 KB
-constexpr int kQuerySlab = kQueries * wgmma::kSlabRowBytes, kQueryTile = 2 * kQuerySlab;  // Q or dY: 8 / 16 KB
-constexpr int kDsTile = kKeys * wgmma::kSlabRowBytes;  // dSᵀ: 128 key rows × 64 query columns, one slab, 16 KB
-constexpr int kDqBoxCols = 32, kDqBoxes = kHeadDim / kDqBoxCols;  // f32 staging: 4 boxes of [64 × 32], 128 B rows
-constexpr int kDqBox = kQueries * 128, kDqTile = kDqBoxes * kDqBox;  // 8 / 32 KB
-constexpr int kDqStages = 2;  // staging tiles, each with its own adder warp: contribution k uses tile k % 2
-constexpr uint32_t kStageTransferBytes = 2 * kQueryTile;  // a Q tile and a dY tile
-// Named barriers of the two consumer warpgroups: dSᵀ may be overwritten (both finished the last dQ product) / dSᵀ
-// holds both halves / both finished their last tile (v5's epilogue reuses the Q and dY stages).
-constexpr int kDsFreeBarrier = 1, kDsReadyBarrier = 2, kEpilogueBarrier = 3;
-
-struct QueryStats {       // one query tile's row statistics
-  float neg_lse2[kQueries];  // −lse·log2e
-  float d[kQueries];
-  int lo[kQueries];  // first allowed key; `tokens` for queries past the block's range (they see nothing)
-};
-
-struct BackwardArgs {
-  CUtensorMap q_map, k_map, v_map, dy_map, dq_map;  // bf16 boxes of 64 / 128 / 128 / 64 rows; f32 dQ of 64
-  CUtensorMap dk_map, dv_map;                       // bf16 boxes of 128 rows (v5's epilogue adds through them)
-  const float *lse, *dsum;
-  const int* cu_seqlens;
-  int* dq_turns;  // [heads, query tiles]: how many key blocks have added to the tile so far (zero at launch)
-  int* tickets;   // how many blocks have started (zero at launch): a block's ticket names its work
-  int r;
-  __nv_bfloat16 *dk, *dv;
-  int tokens, heads, window, query_tiles, key_blocks;
-  float scale, scale_log2;
-};
-
-// Shared memory (1024-byte aligned tiles for the swizzle), then the statistics, barriers and cu_seqlens.
-struct BlockTiles {
-  uint8_t *ks, *vs, *qs, *dys, *ds, *dq;
-  QueryStats* stats;
-  uint64_t *full, *empty, *kv_full, *dq_full, *dq_empty;  // dq_*: one per staging tile
-  int* cu;
-  __device__ explicit BlockTiles(unsigned char* raw) {
-    ks = align_1024(raw);
-    vs = ks + kKeyTile;
-    qs = vs + kKeyTile;                 // kStages Q tiles
-    dys = qs + kStages * kQueryTile;    // kStages dY tiles
-    ds = dys + kStages * kQueryTile;    // the dSᵀ tile
-    dq = ds + kDsTile;                  // kDqStages f32 dQ staging tiles
-    stats = reinterpret_cast<QueryStats*>(dq + kDqStages * kDqTile);
-    full = reinterpret_cast<uint64_t*>(stats + kStages);
-    empty = full + kStages;
-    kv_full = empty + kStages;
-    dq_full = kv_full + 1;
-    dq_empty = dq_full + kDqStages;
-    cu = reinterpret_cast<int*>(dq_empty + kDqStages);
-  }
-};
-constexpr size_t smem_bytes(int r) {
-  return 1024 + 2 * kKeyTile + 2 * kStages * kQueryTile + kDsTile + kDqStages * kDqTile +
-         kStages * sizeof(QueryStats) + (2 * kStages + 1 + 2 * kDqStages) * sizeof(uint64_t) + r * sizeof(int);
-}
-
-// The block's keys and the query tiles that can see them (kernels/cuda/attention_schedule.h; its invariants are
-// checked on the CPU by tests/attention/attention_schedule_test.cpp).
-using KeyBlock = BackwardKeyBlock<kKeys, kQueries, kScoreTile>;
-
-__device__ __forceinline__ int load_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void store_release(int* p, int v) {
-  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
-// Spins until the tile's counter reaches `rank`. A counter that has not moved for ~10 s means a broken ordering
-// (or a block that never started): the kernel traps (a launch error, not a hung process). No printf here: a call
-// in the kernel makes ptxas serialise every wgmma (C7510).
-__device__ __forceinline__ void wait_for_turn(const int* turn, int rank) {
-  const long long start = clock64();
-  while (load_acquire(turn) != rank) {
-    if (clock64() - start > (20LL << 30)) __trap();
-  }
-}
-
-// ---- producer warps -------------------------------------------------------------------------------------------
-
-// Query tile n into stage n % kStages once the consumers have released the stage's previous tile: the copies
-// first (their latency then covers the statistics' loads), then every lane's statistics and its arrival.
-__device__ void load_query_tile(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int head, int n) {
-  const int lane = threadIdx.x % 32, stage = n % kStages, use = n / kStages;
-  const int q0 = b.s0 + n * kQueries;
-  if (use > 0) tma::wait(t.empty + stage, (use - 1) & 1);
-  if (lane == 0) {
-    tma::expect_tx(t.full + stage, kStageTransferBytes);
-    tma::load_head_rows(t.qs + stage * kQueryTile, kQuerySlab, &a.q_map, head, q0, t.full + stage);
-    tma::load_head_rows(t.dys + stage * kQueryTile, kQuerySlab, &a.dy_map, head, q0, t.full + stage);
-  }
-  QueryStats& st = t.stats[stage];
-#pragma unroll
-  for (int i = 0; i < kQueries / 32; ++i) {
-    const int row = lane + 32 * i, q = q0 + row;
-    const bool valid = q <= b.q_end;
-    st.neg_lse2[row] = valid ? -a.lse[static_cast<int64_t>(head) * a.tokens + q] * kLog2e : 0.f;
-    st.d[row] = valid ? a.dsum[static_cast<int64_t>(head) * a.tokens + q] : 0.f;
-    st.lo[row] = valid ? static_cast<int>(first_key(t.cu, a.r, q, a.window)) : a.tokens;
-  }
-  tma::arrive(t.full + stage);  // each lane's own statistics are released by its arrival
-}
-
-// Adds the staged dQ of query tile n (the block's `contribution`-th) into the accumulator in rank order.
-__device__ void add_dq_in_order(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int head, int n,
-                                int key_block, int contribution) {
-  const int slot = contribution % kDqStages, use = contribution / kDqStages;
-  const uint8_t* staged = t.dq + slot * kDqTile;
-  const int lane = threadIdx.x % 32;
-  const int q0 = b.s0 + n * kQueries, tile = q0 / kQueries;
-  const int rank = KeyBlock::dq_rank(q0, a.tokens, key_block);  // key blocks above this one that add
-  int* turn = a.dq_turns + static_cast<int64_t>(head) * a.query_tiles + tile;
-  tma::wait(t.dq_full + slot, use & 1);
-  if (lane == 0) {
-    wait_for_turn(turn, rank);
-    tma::fence_proxy_global();
-#pragma unroll
-    for (int box = 0; box < kDqBoxes; ++box) {
-      const uint8_t* src = staged + box * kDqBox;
-      if (rank == 0) {
-        tma::store_3d(&a.dq_map, box * kDqBoxCols, head, q0, src);
-      } else {
-        tma::reduce_add_3d(&a.dq_map, box * kDqBoxCols, head, q0, src);
-      }
-    }
-    tma::bulk_commit();
-    tma::bulk_wait_shared_read();
-    tma::arrive(t.dq_empty + slot);  // the staging tile may be refilled
-    tma::bulk_wait_complete();
-    tma::fence_proxy_global();
-    store_release(turn, rank + 1);
-  }
-  __syncwarp();
-}
-
-// Warp 0 of the producer: the query tiles, one stage ahead of the consumers.
-__device__ void load_query_tiles(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int head) {
-  for (int n = 0; n < b.tiles; ++n) load_query_tile(a, t, b, head, n);
-}
-
-// Warps 1 and 2 of the producer: the staged dQ tiles of staging slot `slot` (every other contribution), so that one
-// tile's ordered addition overlaps the next one's. Each works out which tiles the block adds to on its own (the
-// statistics' stage may already hold a later tile).
-__device__ void add_dq_tiles(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int head, int key_block,
-                             int slot) {
-  int contributions = 0;
-  for (int n = 0; n < b.tiles; ++n) {
-    const int q0 = b.s0 + n * kQueries;
-    if (b.contributes(q0, a.tokens, static_cast<int>(first_key(t.cu, a.r, q0, a.window)))) {
-      if (contributions % kDqStages == slot) add_dq_in_order(a, t, b, head, n, key_block, contributions);
-      ++contributions;
-    }
-  }
-}
-
-// ---- consumers -------------------------------------------------------------------------------------------------
-
-// Writes this thread's dSᵀ fragments (rows = keys 64w + warpgroup_row, columns = the tile's queries) into the dSᵀ
-// tile in the swizzled layout the dQ product reads MN-major.
-__device__ __forceinline__ void store_ds(uint8_t* ds_tile, const uint32_t (&da)[kScoreTile / 16][4], int w) {
+// This warpgroup's 64 keys against one query tile: Sᵀ = K·Qᵀ and dPᵀ = V·dYᵀ, then Pᵀ and dSᵀ = Pᵀ ⊙ (dPᵀ − D)
+// (rows = keys, columns = queries) as the A fragments of the dV and dK products. Returns with no wgmma group of the
+// warpgroup pending.
+__device__ __forceinline__ void tile_gradients(const BackwardArgs& a, const QueryStats& st, TileKind kind, int q0,
+                                               const int (&key_row)[2], uint32_t k_addr, uint32_t v_addr,
+                                               uint32_t q_addr, uint32_t dy_addr, uint32_t (&pa)[kScoreTile / 16][4],
+                                               uint32_t (&da)[kScoreTile / 16][4]) {
   const int c = threadIdx.x & 3;
+  float sT[kScoreAcc], dpT[kScoreAcc];
+  wgmma::fence();
+  issue_product(sT, k_addr, kKeySlab, q_addr, kQuerySlab);
+  wgmma::commit();
+  issue_product(dpT, v_addr, kKeySlab, dy_addr, kQuerySlab);
+  wgmma::commit();
+  wgmma::wait<1>();  // Sᵀ; dPᵀ may still run during the exponentials
+  wgmma::fence_operands(sT);
+  // sT becomes Pᵀ, then dpT becomes dSᵀ.
 #pragma unroll
-  for (int kk = 0; kk < kScoreTile / 16; ++kk) {
+  for (int nt = 0; nt < kQueries / 8; ++nt) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int row = kScoreTile * w + warpgroup_row(j & 1), chunk = 2 * kk + (j >> 1);
-      *reinterpret_cast<uint32_t*>(ds_tile + wgmma::swizzled_offset(row, chunk) + 4 * c) = da[kk][j];
+      const int i = 4 * nt + j, col = nt * 8 + 2 * c + (j & 1);
+      float p = fast_exp2(fmaf(sT[i], a.scale_log2, st.neg_lse2[col]));
+      if (kind == TileKind::masked) {
+        const int q = q0 + col, key = key_row[j >> 1];
+        if (!(key < a.tokens && key <= q && key >= st.lo[col])) p = 0.f;
+      }
+      sT[i] = p;
     }
+  }
+  wgmma::wait<0>();
+  wgmma::fence_operands(dpT);
+#pragma unroll
+  for (int i = 0; i < kScoreAcc; ++i) dpT[i] = sT[i] * (dpT[i] - st.d[(i / 4) * 8 + 2 * c + (i & 1)]);
+  pack_fragments(sT, pa);
+  pack_fragments(dpT, da);
+}
+
+// The block's end for the consumers: dK and dV (this warpgroup's 64 keys) added into dk and dv.
+template <bool kAsyncEpilogue, typename Tiles>
+__device__ __forceinline__ void add_gradients(const BackwardArgs& a, const Tiles& t, const KeyBlock& b, int head,
+                                              const float (&dk)[kRowAcc], const float (&dv)[kRowAcc], int k0) {
+  if constexpr (kAsyncEpilogue) {
+    add_gradients_async(a, t, b, head, dk, dv);
+  } else {
+    add_accumulator_rows<2>({GradientRows{a.dk, dk, k0, a.scale}, GradientRows{a.dv, dv, k0, 1.f}}, a.tokens,
+                            a.heads, head);
   }
 }
 
-// dQ (64 queries × this warpgroup's 64 head-dim columns) = dS·K over the block's 128 keys; both from shared memory
-// MN-major (dSᵀ rows and K rows are the reduction).
-__device__ __forceinline__ void issue_dq(float (&dq)[kScoreAcc], uint32_t ds_addr, uint32_t k_addr, int w) {
-  const uint64_t ds_desc = wgmma::mn_major(ds_addr, kDsTile), k_desc = wgmma::mn_major(k_addr + w * kKeySlab, kKeySlab);
-#pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk) {
-    const uint32_t rows = kk * 16 * wgmma::kSlabRowBytes;
-    wgmma::mma_m64n64k16_ss_mn(dq, wgmma::advance(ds_desc, rows), wgmma::advance(k_desc, rows), kk > 0);
-  }
-}
-
-// The warpgroup's dQ columns into the f32 staging boxes (128-byte swizzle, as the copy engine reads them).
-__device__ __forceinline__ void stage_dq(uint8_t* dq_tile, const float (&dq)[kScoreAcc], int w) {
-  const int c = threadIdx.x & 3;
-#pragma unroll
-  for (int nt = 0; nt < kScoreTile / 8; ++nt) {
-    const int col = kScoreTile * w + 8 * nt + 2 * c, box = col / kDqBoxCols, in_box = col % kDqBoxCols;
-#pragma unroll
-    for (int row = 0; row < 2; ++row) {
-      const int q = warpgroup_row(row);
-      uint8_t* cell = dq_tile + box * kDqBox + q * 128 + (((in_box / 4) ^ (q & 7)) << 4) + (in_box % 4) * 4;
-      *reinterpret_cast<float2*>(cell) = make_float2(dq[4 * nt + 2 * row], dq[4 * nt + 2 * row + 1]);
-    }
-  }
-}
+// ---- v4–v6: the two warpgroups meet at every tile's dSᵀ ---------------------------------------------------------
 
 // The tile's dQ once both dSᵀ halves are in shared memory: product, staging, hand-over to the producer; returns
 // with every wgmma group of this warpgroup completed (also the dK/dV products issued before). kThenDk (v6): dK +=
 // dSᵀ·Q is issued after the dQ product here (dV went out before the dSᵀ barriers), so that the dQ staging runs
 // while the tensor cores still work on dK instead of after every product has completed.
 template <bool kThenDk>
-__device__ __forceinline__ void dq_tile(const BlockTiles& t, int contribution, int w, float (&dk)[kRowAcc],
+__device__ __forceinline__ void dq_tile(const BlockTiles<false>& t, int contribution, int w, float (&dk)[kRowAcc],
                                         const uint32_t (&da)[kScoreTile / 16][4], uint32_t q_addr) {
   const int slot = contribution % kDqStages, use = contribution / kDqStages;
   fence_async_proxy();  // dSᵀ was written through the generic proxy
@@ -278,40 +131,9 @@ __device__ __forceinline__ void dq_tile(const BlockTiles& t, int contribution, i
   if constexpr (kThenDk) wgmma::wait<0>();
 }
 
-// v5's epilogue: scale·dK and dV rounded to bf16 into the (now idle) Q and dY stages, laid out as the K tile, then
-// added into dk and dv by the copy engine (bf16 adds at L2, rows past the end skipped), so the block's end waits
-// for no global load. Costs one more rounding than v4's read-modify-write (of the increment, before the add).
-__device__ void add_gradients_async(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int head,
-                                    const float (&dk)[kRowAcc], const float (&dv)[kRowAcc]) {
-  const int w = threadIdx.x / 128, c = threadIdx.x & 3;
-  tma::named_sync(kEpilogueBarrier, kConsumerThreads);  // the other warpgroup's last products read the stages
-#pragma unroll
-  for (int row = 0; row < 2; ++row) {
-    const int r = kScoreTile * w + warpgroup_row(row);
-#pragma unroll
-    for (int nt = 0; nt < kHeadDim / 8; ++nt) {
-      const uint32_t offset = (nt / 8) * kKeySlab + wgmma::swizzled_offset(r, nt % 8) + 4 * c;
-      *reinterpret_cast<__nv_bfloat162*>(t.qs + offset) =
-          __floats2bfloat162_rn(a.scale * dk[4 * nt + 2 * row], a.scale * dk[4 * nt + 2 * row + 1]);
-      *reinterpret_cast<__nv_bfloat162*>(t.dys + offset) =
-          __floats2bfloat162_rn(dv[4 * nt + 2 * row], dv[4 * nt + 2 * row + 1]);
-    }
-  }
-  fence_async_proxy();
-  tma::named_sync(kEpilogueBarrier, kConsumerThreads);
-  if (threadIdx.x == 0) {
-    tma::reduce_add_3d(&a.dk_map, 0, head, b.s0, t.qs);
-    tma::reduce_add_3d(&a.dk_map, wgmma::kSlabCols, head, b.s0, t.qs + kKeySlab);
-    tma::reduce_add_3d(&a.dv_map, 0, head, b.s0, t.dys);
-    tma::reduce_add_3d(&a.dv_map, wgmma::kSlabCols, head, b.s0, t.dys + kKeySlab);
-    tma::bulk_commit();
-    tma::bulk_wait_shared_read();  // the block may end once the copy engine has read its shared memory
-  }
-}
-
 template <bool kAsyncEpilogue, bool kDqBeforeDk>
-__device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlock& b, int head) {
-  const int w = threadIdx.x / 128, c = threadIdx.x & 3;
+__device__ void consume(const BackwardArgs& a, const BlockTiles<false>& t, const KeyBlock& b, int head) {
+  const int w = threadIdx.x / 128;
   const int k0 = b.s0 + kScoreTile * w;
   const int key_row[2] = {k0 + warpgroup_row(0), k0 + warpgroup_row(1)};
   const uint32_t k_addr = wgmma::smem_addr(t.ks) + w * kScoreTile * wgmma::kSlabRowBytes;
@@ -328,35 +150,8 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlo
     if (kind != TileKind::skip) {
       const uint32_t q_addr = wgmma::smem_addr(t.qs + stage * kQueryTile);
       const uint32_t dy_addr = wgmma::smem_addr(t.dys + stage * kQueryTile);
-      float sT[kScoreAcc], dpT[kScoreAcc];
-      wgmma::fence();
-      issue_product(sT, k_addr, kKeySlab, q_addr, kQuerySlab);
-      wgmma::commit();
-      issue_product(dpT, v_addr, kKeySlab, dy_addr, kQuerySlab);
-      wgmma::commit();
-      wgmma::wait<1>();  // Sᵀ; dPᵀ may still run during the exponentials
-      wgmma::fence_operands(sT);
-      // sT becomes Pᵀ, then dpT becomes dSᵀ (rows = keys, columns = queries).
-#pragma unroll
-      for (int nt = 0; nt < kQueries / 8; ++nt) {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int i = 4 * nt + j, col = nt * 8 + 2 * c + (j & 1);
-          float p = fast_exp2(fmaf(sT[i], a.scale_log2, st.neg_lse2[col]));
-          if (kind == TileKind::masked) {
-            const int q = q0 + col, key = key_row[j >> 1];
-            if (!(key < a.tokens && key <= q && key >= st.lo[col])) p = 0.f;
-          }
-          sT[i] = p;
-        }
-      }
-      wgmma::wait<0>();
-      wgmma::fence_operands(dpT);
-#pragma unroll
-      for (int i = 0; i < kScoreAcc; ++i) dpT[i] = sT[i] * (dpT[i] - st.d[(i / 4) * 8 + 2 * c + (i & 1)]);
       uint32_t pa[kScoreTile / 16][4], da[kScoreTile / 16][4];
-      pack_fragments(sT, pa);
-      pack_fragments(dpT, da);
+      tile_gradients(a, st, kind, q0, key_row, k_addr, v_addr, q_addr, dy_addr, pa, da);
       wgmma::fence_operands(dv);
       wgmma::fence_operands(dk);
       wgmma::fence();
@@ -386,20 +181,109 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles& t, const KeyBlo
     }
     if ((threadIdx.x & 31) == 0) tma::arrive(t.empty + stage);
   }
-  if constexpr (kAsyncEpilogue) {
-    add_gradients_async(a, t, b, head, dk, dv);
-  } else {
-    add_accumulator_rows<2>({GradientRows{a.dk, dk, k0, a.scale}, GradientRows{a.dv, dv, k0, 1.f}}, a.tokens,
-                            a.heads, head);
-  }
+  add_gradients<kAsyncEpilogue>(a, t, b, head, dk, dv, k0);
 }
 
-template <bool kAsyncEpilogue, bool kDqBeforeDk>
+// ---- v7: each tile's dQ product one tile late --------------------------------------------------------------------
+// A warpgroup publishes its half of dSᵀ(c) and goes on to the next tile's products, then issues dQ(c − 1), whose
+// halves are both there unless the other warpgroup is more than a tile behind. The two therefore drift up to a tile
+// apart, so that one's exponentials overlap the other's products; with one dSᵀ tile (v4–v6) they meet twice per
+// tile. The sums are v5's, in the same order: v7 gives v5's bits.
+
+// This warpgroup's half of the contribution's dSᵀ tile, once both warpgroups' dQ products have finished reading
+// the tile's previous contents (contribution − 2).
+__device__ __forceinline__ void publish_ds(const BlockTiles<true>& t, int contribution,
+                                           const uint32_t (&da)[kScoreTile / 16][4], int w) {
+  const int tile = contribution % BlockTiles<true>::kDsTiles, use = contribution / BlockTiles<true>::kDsTiles;
+  if (use > 0) tma::wait(t.ds_free + tile, (use - 1) & 1);
+  store_ds(t.ds_tile(contribution), da, w);
+  fence_async_proxy();  // written through the generic proxy, read by wgmma
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) tma::arrive(t.ds_ready + tile);
+}
+
+// The contribution's dQ product once both halves of its dSᵀ tile are published: product, release of the dSᵀ tile,
+// staging, hand-over to the adder warp. Returns with every wgmma group of this warpgroup completed (the dK/dV
+// products issued before too).
+__device__ __forceinline__ void deferred_dq_tile(const BlockTiles<true>& t, int contribution, int w) {
+  const int tile = contribution % BlockTiles<true>::kDsTiles, ds_use = contribution / BlockTiles<true>::kDsTiles;
+  const int slot = contribution % kDqStages, use = contribution / kDqStages;
+  tma::wait(t.ds_ready + tile, ds_use & 1);
+  if (use > 0) tma::wait(t.dq_empty + slot, (use - 1) & 1);
+  float dq[kScoreAcc];
+  wgmma::fence();
+  issue_dq(dq, wgmma::smem_addr(t.ds_tile(contribution)), wgmma::smem_addr(t.ks), w);
+  wgmma::commit();
+  wgmma::wait<0>();
+  wgmma::fence_operands(dq);
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) tma::arrive(t.ds_free + tile);
+  stage_dq(t.dq + slot * kDqTile, dq, w);
+  fence_async_proxy();
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) tma::arrive(t.dq_full + slot);
+}
+
+template <bool kAsyncEpilogue>
+__device__ void consume_deferred(const BackwardArgs& a, const BlockTiles<true>& t, const KeyBlock& b, int head) {
+  const int w = threadIdx.x / 128;
+  const int k0 = b.s0 + kScoreTile * w;
+  const int key_row[2] = {k0 + warpgroup_row(0), k0 + warpgroup_row(1)};
+  const uint32_t k_addr = wgmma::smem_addr(t.ks) + w * kScoreTile * wgmma::kSlabRowBytes;
+  const uint32_t v_addr = wgmma::smem_addr(t.vs) + w * kScoreTile * wgmma::kSlabRowBytes;
+  float dk[kRowAcc] = {}, dv[kRowAcc] = {};
+  int contributions = 0;  // dSᵀ tiles published; the last one's dQ product is still to be issued
+  tma::wait(t.kv_full, 0);
+  for (int n = 0; n < b.tiles; ++n) {
+    const int stage = n % kStages, q0 = b.s0 + n * kQueries;
+    tma::wait(t.full + stage, (n / kStages) & 1);
+    const QueryStats& st = t.stats[stage];
+    const TileKind kind = b.classify(w, q0, a.tokens, st.lo);
+    const bool adds_dq = b.contributes(q0, a.tokens, st.lo[0]);
+    if (kind != TileKind::skip) {
+      const uint32_t q_addr = wgmma::smem_addr(t.qs + stage * kQueryTile);
+      const uint32_t dy_addr = wgmma::smem_addr(t.dys + stage * kQueryTile);
+      uint32_t pa[kScoreTile / 16][4], da[kScoreTile / 16][4];
+      tile_gradients(a, st, kind, q0, key_row, k_addr, v_addr, q_addr, dy_addr, pa, da);
+      wgmma::fence_operands(dv);
+      wgmma::fence_operands(dk);
+      wgmma::fence();
+      issue_accumulate(dv, pa, dy_addr);
+      issue_accumulate(dk, da, q_addr);
+      wgmma::commit();
+      publish_ds(t, contributions, da, w);  // adds_dq holds: this warpgroup's keys meet the tile
+      if (contributions > 0) {
+        deferred_dq_tile(t, contributions - 1, w);  // waits for dK/dV as well
+      } else {
+        wgmma::wait<0>();
+      }
+      wgmma::fence_operands(dv);
+      wgmma::fence_operands(dk);
+      ++contributions;
+    } else if (adds_dq) {  // the other warpgroup's keys meet the tile, these do not: zero rows of dSᵀ
+      const uint32_t zero[kScoreTile / 16][4] = {};
+      publish_ds(t, contributions, zero, w);
+      if (contributions > 0) deferred_dq_tile(t, contributions - 1, w);
+      ++contributions;
+    }
+    if ((threadIdx.x & 31) == 0) tma::arrive(t.empty + stage);  // Q, dY and statistics of tile n are read
+  }
+  if (contributions > 0) deferred_dq_tile(t, contributions - 1, w);
+  add_gradients<kAsyncEpilogue>(a, t, b, head, dk, dv, k0);
+}
+
+// ---- the kernel ----------------------------------------------------------------------------------------------------
+
+// The features as separate flags: nvcc's host stubs do not take a class-type template argument for a kernel.
+template <bool kAsyncEpilogue, bool kDqBeforeDk, bool kDeferredDq>
 __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(const __grid_constant__ BackwardArgs a) {
+  constexpr BackwardFeatures F{kAsyncEpilogue, kDqBeforeDk, kDeferredDq};
   extern __shared__ unsigned char smem_raw[];
   __shared__ int ticket;
-  const BlockTiles t(smem_raw);
-  for (int i = threadIdx.x; i < a.r; i += kThreads) t.cu[i] = a.cu_seqlens[i];
+  const BlockTiles<F.deferred_dq> t(smem_raw, a.cu_seqlens);
+  if constexpr (!F.deferred_dq) {
+    for (int i = threadIdx.x; i < a.r; i += kThreads) t.cu_copy[i] = a.cu_seqlens[i];
+  }
   if (threadIdx.x == 0) {
     ticket = atomicAdd(a.tickets, 1);
     for (int s = 0; s < kStages; ++s) {
@@ -410,6 +294,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(c
     for (int s = 0; s < kDqStages; ++s) {
       tma::init(t.dq_full + s, kConsumerWarps);
       tma::init(t.dq_empty + s, 1);
+    }
+    for (int s = 0; s < BlockTiles<F.deferred_dq>::kDsBarriers; ++s) {
+      tma::init(t.ds_ready + s, kConsumerWarps);
+      tma::init(t.ds_free + s, kConsumerWarps);
     }
     tma::fence_init();
   }
@@ -432,7 +320,11 @@ __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(c
     return;
   }
   raise_registers<kConsumerRegisters>();
-  consume<kAsyncEpilogue, kDqBeforeDk>(a, t, b, head);
+  if constexpr (F.deferred_dq) {
+    consume_deferred<F.async_epilogue>(a, t, b, head);
+  } else {
+    consume<F.async_epilogue, F.dq_before_dk>(a, t, b, head);
+  }
 }
 
 // dq += scale · dq_accum, rounded once; 4 elements per thread.
@@ -446,7 +338,11 @@ __global__ void add_scaled_dq_kernel(__nv_bfloat16* dq, const float* accum, int6
   cell[1] = __floats2bfloat162_rn(hi.x + scale * g.z, hi.y + scale * g.w);
 }
 
-template <bool kAsyncEpilogue, bool kDqBeforeDk = false>
+// v7's block does not depend on cu_seqlens' length; it must leave room for the kernel's static `ticket` within
+// Hopper's 227 KB per block (set_smem_limit checks the device's figure at run time).
+static_assert(smem_bytes<true>(0) + 64 <= 227 * 1024, "backward v7's shared memory");
+
+template <BackwardFeatures F>
 void launch_fused_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale) {
@@ -495,10 +391,11 @@ void launch_fused_backward(const Tensor& dy, const Tensor& q, const Tensor& k, c
       key_blocks,
       scale,
       scale * kLog2e};
-  const size_t smem = smem_bytes(p.r);
-  set_smem_limit(attention_backward_fused_kernel<kAsyncEpilogue, kDqBeforeDk>, smem, "attention_backward");
+  const size_t smem = smem_bytes<F.deferred_dq>(p.r);
+  const auto kernel = attention_backward_fused_kernel<F.async_epilogue, F.dq_before_dk, F.deferred_dq>;
+  set_smem_limit(kernel, smem, "attention_backward");
   const auto blocks = static_cast<unsigned>(key_blocks) * static_cast<unsigned>(p.heads);  // one per ticket
-  attention_backward_fused_kernel<kAsyncEpilogue, kDqBeforeDk><<<blocks, kThreads, smem, stream>>>(args);
+  kernel<<<blocks, kThreads, smem, stream>>>(args);
   GPT_CUDA_CHECK_LAUNCH();
 
   const int64_t quads = static_cast<int64_t>(accum_floats / 4);
@@ -507,24 +404,33 @@ void launch_fused_backward(const Tensor& dy, const Tensor& q, const Tensor& k, c
   GPT_CUDA_CHECK_LAUNCH();
 }
 
+constexpr BackwardFeatures kV4{}, kV5{.async_epilogue = true}, kV6{.async_epilogue = true, .dq_before_dk = true},
+    kV7{.async_epilogue = true, .deferred_dq = true};
+
 }  // namespace
 
 void attention_backward_v4(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale) {
-  launch_fused_backward<false>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
+  launch_fused_backward<kV4>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
 }
 
 void attention_backward_v5(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale) {
-  launch_fused_backward<true>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
+  launch_fused_backward<kV5>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
 }
 
 void attention_backward_v6(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale) {
-  launch_fused_backward<true, true>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
+  launch_fused_backward<kV6>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
+}
+
+void attention_backward_v7(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
+                           Tensor& dv, int64_t window, float scale) {
+  launch_fused_backward<kV7>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
 }
 
 }  // namespace gpt::cuda

@@ -35,6 +35,8 @@
 //   backward v5: v4 whose dK/dV epilogue is added by the copy engine from shared memory (bf16 adds at L2) instead
 //                of a read-modify-write by the consumer threads.
 //   backward v6: v5 with each tile's dQ product issued before dK's, so that staging dQ overlaps the dK product.
+//   backward v7: v5 with two dSᵀ tiles and each tile's dQ product issued after the next tile's products, so that the
+//                two warpgroups drift apart instead of meeting twice per tile (cu_seqlens read from global memory).
 #include <cstdint>
 #include <iterator>
 
@@ -92,6 +94,9 @@ void attention_backward_v5(const Tensor& dy, const Tensor& q, const Tensor& k, c
 void attention_backward_v6(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale);
+void attention_backward_v7(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
+                           Tensor& dv, int64_t window, float scale);
 
 struct AttentionForwardVariant {
   const char* name;
@@ -113,7 +118,8 @@ inline constexpr AttentionForwardVariant kAttentionForwardVariants[] = {
 inline constexpr int kPromotedForward = 11;  // v12: 1.07× v8 (2026-12-04 s8 calls 5, 6; NOTES.md)
 inline constexpr AttentionBackwardVariant kAttentionBackwardVariants[] = {
     {"v1", attention_backward_v1}, {"v2", attention_backward_v2}, {"v3", attention_backward_v3},
-    {"v4", attention_backward_v4}, {"v5", attention_backward_v5}, {"v6", attention_backward_v6}};
+    {"v4", attention_backward_v4}, {"v5", attention_backward_v5}, {"v6", attention_backward_v6},
+    {"v7", attention_backward_v7}};
 inline constexpr int kPromotedBackward = 4;  // v5: 1.08–1.11× v4; stage-2 step 767.6 → 763.8 ms (NOTES.md)
 static_assert(kPromotedForward < static_cast<int>(std::size(kAttentionForwardVariants)));
 static_assert(kPromotedBackward < static_cast<int>(std::size(kAttentionBackwardVariants)));
