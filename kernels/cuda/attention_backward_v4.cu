@@ -303,16 +303,17 @@ __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(c
   }
   __syncthreads();  // the last block-wide barrier: the roles part here
   const int head = ticket / a.key_blocks, key_block = a.key_blocks - 1 - ticket % a.key_blocks;
-  const KeyBlock b(t.cu, a.r, key_block * kKeys, a.tokens, a.window);
+  const int s0 = key_block * kKeys;
   if (threadIdx.x >= kConsumerThreads) {
     lower_registers<kProducerRegisters>();
     const int warp = (threadIdx.x - kConsumerThreads) / 32;
+    if (threadIdx.x == kConsumerThreads) {  // K and V first: the block's set-up below (a search) runs under them
+      tma::arrive_expect_tx(t.kv_full, 2 * kKeyTile);
+      tma::load_head_rows(t.ks, kKeySlab, &a.k_map, head, s0, t.kv_full);
+      tma::load_head_rows(t.vs, kKeySlab, &a.v_map, head, s0, t.kv_full);
+    }
+    const KeyBlock b(t.cu, a.r, s0, a.tokens, a.window);
     if (warp == 0) {
-      if (threadIdx.x == kConsumerThreads) {
-        tma::arrive_expect_tx(t.kv_full, 2 * kKeyTile);
-        tma::load_head_rows(t.ks, kKeySlab, &a.k_map, head, b.s0, t.kv_full);
-        tma::load_head_rows(t.vs, kKeySlab, &a.v_map, head, b.s0, t.kv_full);
-      }
       load_query_tiles(a, t, b, head);
     } else if (warp <= kDqStages) {
       add_dq_tiles(a, t, b, head, key_block, warp - 1);
@@ -320,6 +321,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(c
     return;
   }
   raise_registers<kConsumerRegisters>();
+  const KeyBlock b(t.cu, a.r, s0, a.tokens, a.window);
   if constexpr (F.deferred_dq) {
     consume_deferred<F.async_epilogue>(a, t, b, head);
   } else {
