@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/embedding_variants.h"
 #include "kernels/cuda/fp8_variants.h"
+#include "kernels/cuda/mix_variants.h"
 #include "kernels/cuda/softcap_loss_variants.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
@@ -99,6 +100,32 @@ void BM_MixForward3(benchmark::State& state) {
                                    {x2, Coef::of_lane(lanes, 10, 6).plus(1.0f)}};
   Tensor out = Tensor::empty({kTokens, kDim}, DType::bf16, Device::cuda);
   run_timed(state, 4.0 * kTokens * kDim * 2, [&] { mix_forward(terms, out); });
+}
+
+// The layer loop's four-term residual mix backward at one microbatch (49,152 rows): ρ·x0, σ(λ)·G[:, 3]·x1 and
+// (1 + G[:, 10 + head])·x2 accumulate into dx0…dx2 with their scalar and lane gradients, x3's gradient overwrites
+// dout in place. Bytes: dout and x0…x2 read, dx0…dx2 read and written, dout written (11 passes of [rows, 768]).
+// Argument: kernel version (kernels/cuda/mix_variants.h).
+void BM_MixBackward4(benchmark::State& state) {
+  const int version = static_cast<int>(state.range(0));
+  constexpr int64_t kRows = 49152;
+  Tensor x[4], dx[3];
+  for (int k = 0; k < 4; ++k) x[k] = random_device({kRows, kDim}, DType::bf16, 30 + k);
+  for (int k = 0; k < 3; ++k) dx[k] = random_device({kRows, kDim}, DType::bf16, 40 + k);
+  const Tensor rho = random_device({1}, DType::f32, 34), lambda = random_device({1}, DType::f32, 35);
+  const Tensor lanes = random_device({kRows, 32}, DType::bf16, 36);
+  Tensor dout = random_device({kRows, kDim}, DType::bf16, 37);
+  Tensor drho = Tensor::zeros({1}, DType::f32, Device::cuda), dlambda = Tensor::zeros({1}, DType::f32, Device::cuda);
+  Tensor dlanes = Tensor::zeros({kRows, 32}, DType::bf16, Device::cuda);
+  const std::vector<MixTerm> terms{{x[0], Coef::of_scalar(rho)},
+                                   {x[1], Coef::sigmoid_scalar(lambda).times_lane(lanes, 3)},
+                                   {x[2], Coef::of_lane(lanes, 10, 6).plus(1.0f)},
+                                   {x[3], Coef::one()}};
+  const std::vector<MixGrad> grads{MixGrad{.dx = dx[0], .dscalar = drho},
+                                   MixGrad{.dx = dx[1], .dscalar = dlambda, .dlanes = dlanes},
+                                   MixGrad{.dx = dx[2], .dlanes = dlanes}, MixGrad{.dx = dout, .overwrite_dx = true}};
+  run_timed(state, 11.0 * kRows * kDim * 2, [&] { cuda::mix_backward_version(dout, terms, grads, version); });
+  state.SetLabel(version == cuda::kPromotedMixBackward ? "promoted" : "");
 }
 
 void BM_ReluSquareForward(benchmark::State& state) {
@@ -263,6 +290,7 @@ void BM_AddTransposed(benchmark::State& state) {
 BENCHMARK(BM_EmbeddingForward)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EmbeddingBackward)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MixForward3)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MixBackward4)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ReluSquareForward)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GeluBackward)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_BiasBackward)->UseManualTime()->Unit(benchmark::kMicrosecond);

@@ -1,7 +1,8 @@
-// CUDA kernels of kernels/elementwise.h (mix_forward / mix_backward). One warp per row, 16-byte packs when every
-// row and coefficient block is 16-byte aligned. Coefficients are formed as in the CPU reference: S = f(s) rounded
+// CUDA kernels of kernels/elementwise.h (mix_forward / mix_backward, versions in kernels/cuda/mix_variants.h). One
+// warp per row, 16-byte packs when every row and coefficient block is 16-byte aligned. Coefficients are formed as in the CPU reference: S = f(s) rounded
 // for out's dtype, coef = (S · L) in double, then cast to the accumulation type. Reductions run in a fixed order
 // (lane layout, then rows in order) and are reproducible run to run.
+#include "kernels/cuda/mix_variants.h"
 #include "kernels/cuda/ops_common.cuh"
 #include "kernels/elementwise.h"
 
@@ -148,6 +149,114 @@ __global__ void mix_backward_kernel(const __grid_constant__ MixArgs args, const 
   }
 }
 
+// v2 (packed rows only): the row's dout stays in registers (kPacks 16-byte packs per lane, slot p of lane l =
+// pack 32p + l; bf16 rows of 768 take 3 slots and 118 registers, 16 warps per SM), so that each term costs one round of loads — its x packs (when it wants coefficient gradients)
+// and its dx packs together — instead of v1's load latency per lane group and per dx pack. Terms run in order, so
+// a dx written by one term is read back by a later one as in v1 (the host sends rows where a dx is some term's x
+// to v1). Lane groups of P packs are reduced in registers: P a multiple of 32 — whole slots belong to one group,
+// summed per lane, then one warp sum; 32 a multiple of P — every slot holds 32 / P groups, summed by xor shuffles
+// within aligned P-lane segments. dx uses v1's coefficients and arithmetic (the same bits); the coefficient
+// gradients sum the same products in another order.
+template <typename T, typename A, int kPacks>
+__global__ void mix_backward_v2_kernel(const __grid_constant__ MixArgs args, const T* dout, int64_t rows, int64_t n,
+                                       double* scalar_partial) {
+  constexpr int VEC = kVec16<T>;
+  __shared__ double s_scalar[kMaxTerms];
+  if (threadIdx.x < args.n_terms) {
+    double unused;
+    s_scalar[threadIdx.x] = term_scalar<T, A>(args.t[threadIdx.x], &unused);
+  }
+  __syncthreads();
+  const int lane = threadIdx.x % 32;
+  const int64_t packs = n / VEC;
+  for (int64_t row = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32; row < rows; row += gridDim.x * int64_t{kWarps}) {
+    Pack<T, VEC> dv[kPacks];
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      const int64_t pack = 32 * p + lane;
+      if (pack < packs) dv[p] = load_pack<T, VEC>(dout + row * n + pack * VEC);
+    }
+    for (int k = 0; k < args.n_terms; ++k) {
+      const TermArgs& a = args.t[k];
+      const int64_t group_packs = packs / a.groups;
+      const bool load_dx = a.dx != nullptr && !a.overwrite_dx;
+      Pack<T, VEC> xv[kPacks], ov[kPacks];
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) {
+        const int64_t pack = 32 * p + lane;
+        if (pack < packs && a.want_coef_grad) xv[p] = load_pack<T, VEC>(static_cast<const T*>(a.x) + row * n + pack * VEC);
+        if (pack < packs && load_dx) ov[p] = load_pack<T, VEC>(static_cast<const T*>(a.dx) + row * n + pack * VEC);
+      }
+      if (a.want_coef_grad) {
+        A dot[kPacks];
+#pragma unroll
+        for (int p = 0; p < kPacks; ++p) {
+          dot[p] = A(0);
+          if (32 * p + lane < packs) {
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) dot[p] += to_acc<A>(dv[p].v[j]) * to_acc<A>(xv[p].v[j]);
+          }
+        }
+        double row_sum = 0.0;  // this lane's share of Σ_g L_g · dot_g
+        // The group sum dot_g reaches its owner lane, which updates dG and adds L_g · dot_g to its row_sum.
+        auto finish_group = [&](int64_t g, A dot_g, bool owner) {
+          if (!owner) return;
+          if (a.dlanes != nullptr) {
+            T& slot = static_cast<T*>(a.dlanes)[row * a.lane_stride + a.lane + g];
+            slot = from_acc<T>(to_acc<A>(slot) + static_cast<A>(s_scalar[k]) * dot_g);
+          }
+          row_sum += lane_value<T>(a, row, g) * static_cast<double>(dot_g);
+        };
+        if (group_packs % 32 == 0) {
+          const int64_t slots_per_group = group_packs / 32;
+          A sum = A(0);
+#pragma unroll
+          for (int p = 0; p < kPacks; ++p) {
+            if (32 * p >= packs) break;
+            sum += dot[p];
+            if ((p + 1) % slots_per_group == 0) {
+              const A dot_g = warp_sum(sum);
+              finish_group(p / slots_per_group, dot_g, lane == 0);
+              sum = A(0);
+            }
+          }
+        } else {  // group_packs divides 32 (checked by the host)
+#pragma unroll
+          for (int p = 0; p < kPacks; ++p) {
+            if (32 * p >= packs) break;
+            A v = dot[p];
+            for (int offset = static_cast<int>(group_packs) / 2; offset > 0; offset /= 2) {
+              v += __shfl_xor_sync(0xffffffffu, v, offset);
+            }
+            const int64_t pack = 32 * p + lane;
+            finish_group(pack / group_packs, v, pack < packs && lane % group_packs == 0);
+          }
+        }
+        if (a.dscalar != nullptr) {
+          row_sum = warp_sum(row_sum);
+          if (lane == 0) scalar_partial[k * rows + row] = row_sum;
+        }
+      }
+      if (a.dx == nullptr) continue;
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) {
+        const int64_t pack = 32 * p + lane;
+        if (pack >= packs) continue;
+        const A coef = static_cast<A>(s_scalar[k] * lane_value<T>(a, row, pack / group_packs));
+        Pack<T, VEC> o;
+        if (a.overwrite_dx) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) o.v[j] = from_acc<T>(coef * to_acc<A>(dv[p].v[j]));
+        } else {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) o.v[j] = from_acc<T>(to_acc<A>(ov[p].v[j]) + coef * to_acc<A>(dv[p].v[j]));
+        }
+        store_pack<T, VEC>(static_cast<T*>(a.dx) + row * n + pack * VEC, o);
+      }
+    }
+  }
+}
+
 // dscalar_k += f'(s_k) · Σ_rows partial[k][row]: one block per term, fixed-order tree in double. 1024 threads with
 // 8 independent loads in flight each: one block walks 49,152 partials in a few load latencies (the 256-thread loop
 // of one dependent load at a time took 72 µs per call).
@@ -217,6 +326,23 @@ bool can_pack(const MixArgs& args, int64_t n, const void* out) {
   return true;
 }
 
+// The packs per lane v2 is instantiated for (3: the recipe's bf16 rows of 768, or 4) when a packed row of `packs` packs suits it, else 0: every
+// term's lane groups must tile the warp (their packs a multiple or a divisor of 32), and no dx may be a term's x
+// (v2 reads a term's x after the earlier terms wrote their dx).
+int mix_backward_v2_packs(const MixArgs& args, int64_t packs) {
+  for (int k = 0; k < args.n_terms; ++k) {
+    const int64_t group_packs = packs / args.t[k].groups;
+    if (group_packs % 32 != 0 && 32 % group_packs != 0) return 0;
+    for (int j = 0; j < args.n_terms; ++j) {
+      if (args.t[k].dx != nullptr && args.t[k].dx == args.t[j].x) return 0;
+    }
+  }
+  // More slots per lane hold more of the row in registers than leave room for warps (bf16, 8 slots: 251 registers).
+  if (packs <= 32 * 3) return 3;
+  if (packs <= 32 * 4) return 4;
+  return 0;
+}
+
 unsigned row_blocks(int64_t rows) { return blocks_for(rows, kWarps, 1 << 20); }
 
 }  // namespace
@@ -235,6 +361,13 @@ void mix_forward(std::span<const MixTerm> terms, Tensor& out) {
 }
 
 void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads) {
+  mix_backward_version(dout, terms, grads, kPromotedMixBackward);
+}
+
+void mix_backward_version(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads,
+                          int version) {
+  GPT_CHECK(version >= 1 && version <= kMixBackwardVersions, "mix_backward: no version ", version, " (1 to ",
+            kMixBackwardVersions, ")");
   const int64_t rows = dout.size(0), n = dout.numel() / rows;
   MixArgs args = pack_terms(terms, "mix_backward");
   bool any_scalar_grad = false;
@@ -252,7 +385,15 @@ void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<
   DeviceScratch partial(any_scalar_grad ? static_cast<size_t>(rows) * args.n_terms * sizeof(double) : 0);
   double* partial_ptr = partial.as<double>();
   dispatch_floating_cuda(dout.dtype(), "mix_backward", [&]<typename T, typename A>() {
-    if (can_pack<T>(args, n, dout.raw())) {
+    const bool packed = can_pack<T>(args, n, dout.raw());
+    const int v2_packs = version == 2 && packed ? mix_backward_v2_packs(args, n / kVec16<T>) : 0;
+    if (v2_packs == 3) {
+      mix_backward_v2_kernel<T, A, 3><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, n,
+                                                                        partial_ptr);
+    } else if (v2_packs == 4) {
+      mix_backward_v2_kernel<T, A, 4><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, n,
+                                                                        partial_ptr);
+    } else if (packed) {
       mix_backward_kernel<T, A, kVec16<T>><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, n,
                                                                               partial_ptr);
     } else {

@@ -2,6 +2,9 @@
 // scale_weight against the CPU reference.
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include "kernels/cuda/mix_variants.h"
 #include "kernels/elementwise.h"
 #include "tests/gpu/ops_cuda_test_util.h"
 
@@ -69,46 +72,51 @@ TEST_P(MixCuda, InPlaceForwardMatchesCpu) {
   EXPECT_LT(rel_error(dev.x[0], cpu.x[0]), tolerance_for(dtype));
 }
 
+// Every version of kernels/cuda/mix_variants.h (v2 takes the packed bf16 rows of 768 and the f32 rows of 384, v1
+// the rest) from the same start values.
 TEST_P(MixCuda, BackwardMatchesCpu) {
   GPT_REQUIRE_CUDA_DEVICE();
   const auto [dtype, rows, n] = GetParam();
   const MixSetup cpu = make_setup(dtype, rows, n, 300);
   const MixSetup dev = cpu.on_gpu();
   const DType sd = stat_dtype(dtype);
-  Tensor dout_cpu = random_tensor({rows, n}, dtype, 310), dout_gpu = gpu(dout_cpu);
-  Tensor dx_cpu[3], dx_gpu[3];
-  for (int k = 0; k < 3; ++k) {
-    dx_cpu[k] = random_tensor({rows, n}, dtype, 320 + k);
-    dx_gpu[k] = gpu(dx_cpu[k]);
-  }
-  Tensor drho_cpu = scalar_tensor(0.25, sd), dlam_cpu = scalar_tensor(-0.5, sd);
-  Tensor drho_gpu = gpu(drho_cpu), dlam_gpu = gpu(dlam_cpu);
-  Tensor dl_cpu = random_tensor({rows, 12}, dtype, 330), dl_gpu = gpu(dl_cpu);
+  const Tensor dout_start = random_tensor({rows, n}, dtype, 310);
+  Tensor dx_start[3];
+  for (int k = 0; k < 3; ++k) dx_start[k] = random_tensor({rows, n}, dtype, 320 + k);
+  const Tensor dl_start = random_tensor({rows, 12}, dtype, 330);
   // Term 3 overwrites the dout tensor itself (the in-place residual gradient).
   auto grads = [](Tensor* dx, Tensor& drho, Tensor& dlam, Tensor& dl, Tensor& dout) {
     return std::vector<MixGrad>{MixGrad{.dx = dx[0], .dscalar = drho},
                                 MixGrad{.dx = dx[1], .dscalar = dlam, .dlanes = dl},
                                 MixGrad{.dx = dx[2], .dlanes = dl}, MixGrad{.dx = dout, .overwrite_dx = true}};
   };
-  const auto gc = grads(dx_cpu, drho_cpu, dlam_cpu, dl_cpu, dout_cpu);
-  const auto gg = grads(dx_gpu, drho_gpu, dlam_gpu, dl_gpu, dout_gpu);
+  Tensor dout_cpu = dout_start.clone(), dl_cpu = dl_start.clone();
+  Tensor dx_cpu[3] = {dx_start[0].clone(), dx_start[1].clone(), dx_start[2].clone()};
+  Tensor drho_cpu = scalar_tensor(0.25, sd), dlam_cpu = scalar_tensor(-0.5, sd);
   const auto tc = cpu.terms(), tg = dev.terms();
-  mix_backward(dout_cpu, tc, gc);  // dout is also term 3's overwritten dx
-  mix_backward(dout_gpu, tg, gg);
-  const double tol = tolerance_for(dtype);
-  for (int k = 0; k < 3; ++k) EXPECT_LT(rel_error(dx_gpu[k], dx_cpu[k]), tol) << "dx" << k;
-  EXPECT_LT(rel_error(dout_gpu, dout_cpu), tol) << "in-place dx of term 3";
-  EXPECT_LT(rel_error(dl_gpu, dl_cpu), tol);
-  // Scalar gradients are sums over rows·n products; bf16 inputs but fp32/double sums.
-  const double stol = dtype == DType::f64 ? 1e-12 : 1e-4;
-  EXPECT_LT(rel_error(drho_gpu, drho_cpu), stol);
-  EXPECT_LT(rel_error(dlam_gpu, dlam_cpu), stol);
+  mix_backward(dout_cpu, tc, grads(dx_cpu, drho_cpu, dlam_cpu, dl_cpu, dout_cpu));  // dout is term 3's dx too
+  for (int version = 1; version <= cuda::kMixBackwardVersions; ++version) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Tensor dout_gpu = gpu(dout_start), dl_gpu = gpu(dl_start);
+    Tensor dx_gpu[3] = {gpu(dx_start[0]), gpu(dx_start[1]), gpu(dx_start[2])};
+    Tensor drho_gpu = gpu(scalar_tensor(0.25, sd)), dlam_gpu = gpu(scalar_tensor(-0.5, sd));
+    cuda::mix_backward_version(dout_gpu, tg, grads(dx_gpu, drho_gpu, dlam_gpu, dl_gpu, dout_gpu), version);
+    const double tol = tolerance_for(dtype);
+    for (int k = 0; k < 3; ++k) EXPECT_LT(rel_error(dx_gpu[k], dx_cpu[k]), tol) << "dx" << k;
+    EXPECT_LT(rel_error(dout_gpu, dout_cpu), tol) << "in-place dx of term 3";
+    EXPECT_LT(rel_error(dl_gpu, dl_cpu), tol);
+    // Scalar gradients are sums over rows·n products; bf16 inputs but fp32/double sums.
+    const double stol = dtype == DType::f64 ? 1e-12 : 1e-4;
+    EXPECT_LT(rel_error(drho_gpu, drho_cpu), stol);
+    EXPECT_LT(rel_error(dlam_gpu, dlam_cpu), stol);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MixCuda,
                          ::testing::Values(MixCase{DType::f64, 37, 42}, MixCase{DType::f32, 37, 42},
                                            MixCase{DType::bf16, 37, 42}, MixCase{DType::bf16, 5, 18},
-                                           MixCase{DType::f32, 2048, 768}, MixCase{DType::bf16, 16384, 768}));
+                                           MixCase{DType::f32, 2048, 768}, MixCase{DType::f32, 1000, 384},
+                                           MixCase{DType::bf16, 16384, 768}));
 
 TEST(ScaleWeightCuda, ForwardAndBackwardMatchCpu) {
   GPT_REQUIRE_CUDA_DEVICE();
