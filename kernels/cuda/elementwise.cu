@@ -2,6 +2,7 @@
 // warp per row, 16-byte packs when every row and coefficient block is 16-byte aligned. Coefficients are formed as in the CPU reference: S = f(s) rounded
 // for out's dtype, coef = (S · L) in double, then cast to the accumulation type. Reductions run in a fixed order
 // (lane layout, then rows in order) and are reproducible run to run.
+#include "kernels/cuda/kernel_version_env.h"
 #include "kernels/cuda/mix_variants.h"
 #include "kernels/cuda/ops_common.cuh"
 #include "kernels/elementwise.h"
@@ -150,13 +151,14 @@ __global__ void mix_backward_kernel(const __grid_constant__ MixArgs args, const 
 }
 
 // v2 (packed rows only): the row's dout stays in registers (kPacks 16-byte packs per lane, slot p of lane l =
-// pack 32p + l; bf16 rows of 768 take 3 slots and 118 registers, 16 warps per SM), so that each term costs one round of loads — its x packs (when it wants coefficient gradients)
-// and its dx packs together — instead of v1's load latency per lane group and per dx pack. Terms run in order, so
-// a dx written by one term is read back by a later one as in v1 (the host sends rows where a dx is some term's x
-// to v1). Lane groups of P packs are reduced in registers: P a multiple of 32 — whole slots belong to one group,
-// summed per lane, then one warp sum; 32 a multiple of P — every slot holds 32 / P groups, summed by xor shuffles
-// within aligned P-lane segments. dx uses v1's coefficients and arithmetic (the same bits); the coefficient
-// gradients sum the same products in another order.
+// pack 32p + l; bf16 rows of 768 take 3 slots), so that each term costs few rounds of loads: its x and dx packs and
+// their lane values together, then the old dG values of the groups this lane owns, then the stores. v1 instead
+// waits for a load per lane group and per dx pack. Terms run in order, so a dx written by one term is read back by
+// a later one as in v1 (the host sends rows where a dx is some term's x to v1). Lane groups of P packs are reduced
+// in registers: P a multiple of 32 — whole slots belong to one group, summed per lane, then one warp sum (lane 0
+// owns the group); 32 a multiple of P — every slot holds 32 / P groups, summed by xor shuffles within aligned P-lane
+// segments (the segment's first lane owns the group). dx uses v1's coefficients and arithmetic (the same bits); the
+// coefficient gradients sum the same products in another order.
 template <typename T, typename A, int kPacks>
 __global__ void mix_backward_v2_kernel(const __grid_constant__ MixArgs args, const T* dout, int64_t rows, int64_t n,
                                        double* scalar_partial) {
@@ -181,58 +183,68 @@ __global__ void mix_backward_v2_kernel(const __grid_constant__ MixArgs args, con
       const int64_t group_packs = packs / a.groups;
       const bool load_dx = a.dx != nullptr && !a.overwrite_dx;
       Pack<T, VEC> xv[kPacks], ov[kPacks];
+      double lv[kPacks];  // L of each slot's lane group
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
         const int64_t pack = 32 * p + lane;
-        if (pack < packs && a.want_coef_grad) xv[p] = load_pack<T, VEC>(static_cast<const T*>(a.x) + row * n + pack * VEC);
-        if (pack < packs && load_dx) ov[p] = load_pack<T, VEC>(static_cast<const T*>(a.dx) + row * n + pack * VEC);
+        const bool valid = pack < packs;
+        if (valid && a.want_coef_grad) xv[p] = load_pack<T, VEC>(static_cast<const T*>(a.x) + row * n + pack * VEC);
+        if (valid && load_dx) ov[p] = load_pack<T, VEC>(static_cast<const T*>(a.dx) + row * n + pack * VEC);
+        lv[p] = valid ? lane_value<T>(a, row, pack / group_packs) : 0.0;
       }
       if (a.want_coef_grad) {
-        A dot[kPacks];
+        // Each slot's group sum, where this lane owns a group whose sum ends at that slot.
+        A group_dot[kPacks];
+        bool owner[kPacks];
+        A sum = A(0);
+        const int64_t slots_per_group = group_packs / 32;  // when group_packs % 32 == 0
 #pragma unroll
         for (int p = 0; p < kPacks; ++p) {
-          dot[p] = A(0);
-          if (32 * p + lane < packs) {
+          const int64_t pack = 32 * p + lane;
+          A dot = A(0);
+          if (pack < packs) {
 #pragma unroll
-            for (int j = 0; j < VEC; ++j) dot[p] += to_acc<A>(dv[p].v[j]) * to_acc<A>(xv[p].v[j]);
+            for (int j = 0; j < VEC; ++j) dot += to_acc<A>(dv[p].v[j]) * to_acc<A>(xv[p].v[j]);
           }
-        }
-        double row_sum = 0.0;  // this lane's share of Σ_g L_g · dot_g
-        // The group sum dot_g reaches its owner lane, which updates dG and adds L_g · dot_g to its row_sum.
-        auto finish_group = [&](int64_t g, A dot_g, bool owner) {
-          if (!owner) return;
-          if (a.dlanes != nullptr) {
-            T& slot = static_cast<T*>(a.dlanes)[row * a.lane_stride + a.lane + g];
-            slot = from_acc<T>(to_acc<A>(slot) + static_cast<A>(s_scalar[k]) * dot_g);
-          }
-          row_sum += lane_value<T>(a, row, g) * static_cast<double>(dot_g);
-        };
-        if (group_packs % 32 == 0) {
-          const int64_t slots_per_group = group_packs / 32;
-          A sum = A(0);
-#pragma unroll
-          for (int p = 0; p < kPacks; ++p) {
-            if (32 * p >= packs) break;
-            sum += dot[p];
+          owner[p] = false;
+          group_dot[p] = A(0);
+          if (32 * p >= packs) continue;  // the same for every lane: no shuffle is skipped by some lanes only
+          if (group_packs % 32 == 0) {
+            sum += dot;
             if ((p + 1) % slots_per_group == 0) {
-              const A dot_g = warp_sum(sum);
-              finish_group(p / slots_per_group, dot_g, lane == 0);
+              group_dot[p] = warp_sum(sum);
+              owner[p] = lane == 0;
               sum = A(0);
             }
+          } else {  // group_packs divides 32 (checked by the host)
+            for (int offset = static_cast<int>(group_packs) / 2; offset > 0; offset /= 2) {
+              dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+            }
+            group_dot[p] = dot;
+            owner[p] = pack < packs && lane % group_packs == 0;
           }
-        } else {  // group_packs divides 32 (checked by the host)
+        }
+        if (a.dlanes != nullptr) {  // dG[row, lane + g] += S · dot_g: every old value first, then the stores
+          T* dl = static_cast<T*>(a.dlanes) + row * a.lane_stride + a.lane;
+          T old[kPacks];
 #pragma unroll
           for (int p = 0; p < kPacks; ++p) {
-            if (32 * p >= packs) break;
-            A v = dot[p];
-            for (int offset = static_cast<int>(group_packs) / 2; offset > 0; offset /= 2) {
-              v += __shfl_xor_sync(0xffffffffu, v, offset);
+            if (owner[p]) old[p] = dl[(32 * p + lane) / group_packs];
+          }
+#pragma unroll
+          for (int p = 0; p < kPacks; ++p) {
+            if (owner[p]) {
+              dl[(32 * p + lane) / group_packs] =
+                  from_acc<T>(to_acc<A>(old[p]) + static_cast<A>(s_scalar[k]) * group_dot[p]);
             }
-            const int64_t pack = 32 * p + lane;
-            finish_group(pack / group_packs, v, pack < packs && lane % group_packs == 0);
           }
         }
         if (a.dscalar != nullptr) {
+          double row_sum = 0.0;  // Σ_g L_g · dot_g, this lane's groups
+#pragma unroll
+          for (int p = 0; p < kPacks; ++p) {
+            if (owner[p]) row_sum += lv[p] * static_cast<double>(group_dot[p]);
+          }
           row_sum = warp_sum(row_sum);
           if (lane == 0) scalar_partial[k * rows + row] = row_sum;
         }
@@ -242,7 +254,7 @@ __global__ void mix_backward_v2_kernel(const __grid_constant__ MixArgs args, con
       for (int p = 0; p < kPacks; ++p) {
         const int64_t pack = 32 * p + lane;
         if (pack >= packs) continue;
-        const A coef = static_cast<A>(s_scalar[k] * lane_value<T>(a, row, pack / group_packs));
+        const A coef = static_cast<A>(s_scalar[k] * lv[p]);
         Pack<T, VEC> o;
         if (a.overwrite_dx) {
 #pragma unroll
@@ -361,7 +373,9 @@ void mix_forward(std::span<const MixTerm> terms, Tensor& out) {
 }
 
 void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads) {
-  mix_backward_version(dout, terms, grads, kPromotedMixBackward);
+  static const int version = kernel_version_from_env("SPEEDRUN_MIX_BACKWARD", kPromotedMixBackward,
+                                                     kMixBackwardVersions);
+  mix_backward_version(dout, terms, grads, version);
 }
 
 void mix_backward_version(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads,

@@ -16,7 +16,8 @@ namespace gpt::cuda {
 inline constexpr int kPromotedMixBackward = 1;
 inline constexpr int kMixBackwardVersions = 2;
 
-// mix_backward through version 1 or 2.
+// mix_backward through version 1 or 2. cuda::mix_backward runs kPromotedMixBackward, or the version that
+// SPEEDRUN_MIX_BACKWARD names ("v2"; read once per process).
 void mix_backward_version(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads,
                           int version);
 
