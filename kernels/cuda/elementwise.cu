@@ -343,8 +343,8 @@ bool can_pack(const MixArgs& args, int64_t n, const void* out) {
 // (v2 reads a term's x after the earlier terms wrote their dx).
 int mix_backward_v2_packs(const MixArgs& args, int64_t packs) {
   for (int k = 0; k < args.n_terms; ++k) {
-    const int64_t group_packs = packs / args.t[k].groups;
-    if (group_packs % 32 != 0 && 32 % group_packs != 0) return 0;
+    const int64_t group_packs = packs / args.t[k].groups;  // ≥ 1: can_pack saw whole packs per group
+    if (group_packs < 1 || (group_packs % 32 != 0 && 32 % group_packs != 0)) return 0;
     for (int j = 0; j < args.n_terms; ++j) {
       if (args.t[k].dx != nullptr && args.t[k].dx == args.t[j].x) return 0;
     }
