@@ -89,8 +89,6 @@ struct BlockTiles {
     cu_copy = kDeferredDq ? nullptr : reinterpret_cast<int*>(ds_free + kDsBarriers);
     cu = kDeferredDq ? cu_seqlens : cu_copy;
   }
-  // The dSᵀ tile of the block's `contribution`-th dQ tile.
-  __device__ uint8_t* ds_tile(int contribution) const { return ds + (contribution % kDsTiles) * kDsTile; }
 };
 template <bool kDeferredDq>
 constexpr size_t smem_bytes(int r) {

@@ -190,13 +190,17 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles<false>& t, const
 // apart, so that one's exponentials overlap the other's products; with one dSᵀ tile (v4–v6) they meet twice per
 // tile. The sums are v5's, in the same order: v7 gives v5's bits.
 
+// Contribution c's dSᵀ tile and dQ staging tile (attention_schedule.h).
+using DsRing = BarrierRing<BlockTiles<true>::kDsTiles>;
+using DqRing = BarrierRing<kDqStages>;
+
 // This warpgroup's half of the contribution's dSᵀ tile, once both warpgroups' dQ products have finished reading
 // the tile's previous contents (contribution − 2).
 __device__ __forceinline__ void publish_ds(const BlockTiles<true>& t, int contribution,
                                            const uint32_t (&da)[kScoreTile / 16][4], int w) {
-  const int tile = contribution % BlockTiles<true>::kDsTiles, use = contribution / BlockTiles<true>::kDsTiles;
-  if (use > 0) tma::wait(t.ds_free + tile, (use - 1) & 1);
-  store_ds(t.ds_tile(contribution), da, w);
+  const int tile = DsRing::slot(contribution);
+  if (DsRing::refills(contribution)) tma::wait(t.ds_free + tile, DsRing::released_parity(contribution));
+  store_ds(t.ds + tile * kDsTile, da, w);
   fence_async_proxy();  // written through the generic proxy, read by wgmma
   __syncwarp();
   if ((threadIdx.x & 31) == 0) tma::arrive(t.ds_ready + tile);
@@ -206,13 +210,12 @@ __device__ __forceinline__ void publish_ds(const BlockTiles<true>& t, int contri
 // staging, hand-over to the adder warp. Returns with every wgmma group of this warpgroup completed (the dK/dV
 // products issued before too).
 __device__ __forceinline__ void deferred_dq_tile(const BlockTiles<true>& t, int contribution, int w) {
-  const int tile = contribution % BlockTiles<true>::kDsTiles, ds_use = contribution / BlockTiles<true>::kDsTiles;
-  const int slot = contribution % kDqStages, use = contribution / kDqStages;
-  tma::wait(t.ds_ready + tile, ds_use & 1);
-  if (use > 0) tma::wait(t.dq_empty + slot, (use - 1) & 1);
+  const int tile = DsRing::slot(contribution), slot = DqRing::slot(contribution);
+  tma::wait(t.ds_ready + tile, DsRing::filled_parity(contribution));
+  if (DqRing::refills(contribution)) tma::wait(t.dq_empty + slot, DqRing::released_parity(contribution));
   float dq[kScoreAcc];
   wgmma::fence();
-  issue_dq(dq, wgmma::smem_addr(t.ds_tile(contribution)), wgmma::smem_addr(t.ks), w);
+  issue_dq(dq, wgmma::smem_addr(t.ds + tile * kDsTile), wgmma::smem_addr(t.ks), w);
   wgmma::commit();
   wgmma::wait<0>();
   wgmma::fence_operands(dq);

@@ -125,4 +125,17 @@ struct BackwardKeyBlock {
   }
 };
 
+// A ring of kSize buffers handed between warps through mbarriers (kernels/cuda/tma.cuh: a barrier's m-th phase is
+// waited for with parity m % 2). Use k (k = 0, 1, …) takes buffer k % kSize; whoever fills it first waits, when
+// k ≥ kSize, for the release of use k − kSize; whoever reads it waits for the fill of use k. Backward v7's dSᵀ
+// tiles and dQ staging tiles are such rings (their protocol is checked for deadlocks on the CPU by
+// tests/attention/deferred_dq_protocol_test.cpp).
+template <int kSize>
+struct BarrierRing {
+  GPT_ATTN_HD static int slot(int k) { return k % kSize; }
+  GPT_ATTN_HD static bool refills(int k) { return k >= kSize; }
+  GPT_ATTN_HD static uint32_t filled_parity(int k) { return static_cast<uint32_t>(k / kSize) & 1; }
+  GPT_ATTN_HD static uint32_t released_parity(int k) { return static_cast<uint32_t>(k / kSize - 1) & 1; }
+};
+
 }  // namespace gpt::cuda::attn
