@@ -1,7 +1,7 @@
 // CUDA kernels of kernels/elementwise.h (mix_forward / mix_backward, versions in kernels/cuda/mix_variants.h). One
-// warp per row, 16-byte packs when every row and coefficient block is 16-byte aligned. Coefficients are formed as in the CPU reference: S = f(s) rounded
-// for out's dtype, coef = (S · L) in double, then cast to the accumulation type. Reductions run in a fixed order
-// (lane layout, then rows in order) and are reproducible run to run.
+// warp per row, 16-byte packs when every row and coefficient block is 16-byte aligned. Coefficients are formed as
+// in the CPU reference: S = f(s) rounded for out's dtype, coef = (S · L) in double, then cast to the accumulation
+// type. Reductions run in a fixed order (lane layout, then rows in order) and are reproducible run to run.
 #include "kernels/cuda/kernel_version_env.h"
 #include "kernels/cuda/mix_variants.h"
 #include "kernels/cuda/ops_common.cuh"
@@ -338,9 +338,9 @@ bool can_pack(const MixArgs& args, int64_t n, const void* out) {
   return true;
 }
 
-// The packs per lane v2 is instantiated for (3: the recipe's bf16 rows of 768, or 4) when a packed row of `packs` packs suits it, else 0: every
-// term's lane groups must tile the warp (their packs a multiple or a divisor of 32), and no dx may be a term's x
-// (v2 reads a term's x after the earlier terms wrote their dx).
+// The packs per lane v2 is instantiated for (3: the recipe's bf16 rows of 768; or 4) when a packed row of `packs`
+// packs suits it, else 0: every term's lane groups must tile the warp (their packs a multiple or a divisor of 32),
+// and no dx may be a term's x (v2 reads a term's x after the earlier terms wrote their dx).
 int mix_backward_v2_packs(const MixArgs& args, int64_t packs) {
   for (int k = 0; k < args.n_terms; ++k) {
     const int64_t group_packs = packs / args.t[k].groups;  // ≥ 1: can_pack saw whole packs per group
