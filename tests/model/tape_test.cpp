@@ -64,6 +64,35 @@ TEST(Var, OnlyTheFirstWriterOfAGradientMayOverwriteIt) {
   EXPECT_THROW(constant.grad_for_overwrite(fresh), Error);
 }
 
+// A reshaped view shares its base's slot without allocating it: whichever is written first allocates (in its own
+// shape), and the other sees the same elements in its shape; a first writer through the view may overwrite.
+TEST(Var, ReshapedViewSharesTheSlotAndAllocatesLazily) {
+  Var base(Tensor::zeros({2, 6}, DType::f32));
+  Var view = Var::reshaped(base, {2, 2, 3});
+  EXPECT_EQ(view.value().shape(), (Shape{2, 2, 3}));
+  EXPECT_FALSE(base.has_grad()) << "making the view allocates nothing";
+  EXPECT_FALSE(view.has_grad());
+  bool fresh = false;
+  Tensor& through_view = view.grad_for_overwrite(fresh);
+  EXPECT_TRUE(fresh) << "the view is the gradient's first writer";
+  EXPECT_EQ(through_view.shape(), (Shape{2, 2, 3}));
+  through_view.data<float>()[7] = 4.0f;
+  EXPECT_TRUE(base.has_grad());
+  Tensor& through_base = base.grad();
+  EXPECT_EQ(through_base.shape(), (Shape{2, 6}));
+  EXPECT_EQ(through_base.data<float>()[7], 4.0f);
+  base.grad_for_overwrite(fresh);
+  EXPECT_FALSE(fresh) << "the view already wrote it";
+
+  Var other(Tensor::zeros({4, 3}, DType::f32));
+  Var flat = Var::reshaped(other, {12});
+  other.grad().data<float>()[11] = 2.0f;  // allocated through the base, in the base's shape
+  EXPECT_EQ(flat.grad().shape(), (Shape{12}));
+  EXPECT_EQ(flat.grad().data<float>()[11], 2.0f);
+  flat.grad_for_overwrite(fresh);
+  EXPECT_FALSE(fresh);
+}
+
 TEST(Var, NoGradientForConstants) {
   Var c(Tensor::zeros({2}, DType::f32), /*requires_grad=*/false);
   EXPECT_THROW(c.grad(), Error);

@@ -5,7 +5,9 @@
 //
 // Gradients live in `Var` slots, allocated (zeroed) on first use, so a value read in several places
 // collects its gradient by accumulation (kernels' backward ops add into their outputs). Parameters are Vars
-// whose slots hold the persistent gradient buffers the optimizer reads.
+// whose slots hold the persistent gradient buffers the optimizer reads. A reshaped view of a Var shares its slot
+// (Var::reshaped): the gradient is allocated by whichever of the two writes it first, so a first writer that
+// overwrites (grad_for_overwrite) saves the zero fill through a view too.
 #include <functional>
 #include <memory>
 #include <utility>
@@ -29,6 +31,15 @@ class Var {
     return v;
   }
 
+  // x's value in another shape (same elements, contiguous), sharing x's gradient slot: a gradient written through
+  // either is the other's, and none is allocated until one of them is asked for it.
+  static Var reshaped(const Var& x, const Shape& shape) {
+    Var v;
+    v.value_ = x.value_.view(shape);
+    v.slot_ = x.slot_;
+    return v;
+  }
+
   const Tensor& value() const { return value_; }
   Tensor& value() { return value_; }
   bool requires_grad() const { return slot_ != nullptr; }
@@ -38,7 +49,7 @@ class Var {
   Tensor& grad() {
     GPT_CHECK(slot_ != nullptr, "grad() of a Var that does not require a gradient (", value_.describe(), ")");
     if (!slot_->defined()) *slot_ = Tensor::zeros(value_.shape(), value_.dtype(), value_.device());
-    return *slot_;
+    return in_value_shape();
   }
   // The gradient for an op about to write every element of it. When none exists yet it is allocated without the
   // zero fill and `fresh` is set: the op then writes instead of adding into zeros (the same values, without the
@@ -48,12 +59,20 @@ class Var {
               ")");
     fresh = !slot_->defined();
     if (fresh) *slot_ = Tensor::empty(value_.shape(), value_.dtype(), value_.device());
-    return *slot_;
+    return in_value_shape();
   }
 
  private:
+  // The slot's gradient seen in this Var's shape (a reshaped view may share a slot allocated in another shape).
+  Tensor& in_value_shape() {
+    if (slot_->shape() == value_.shape()) return *slot_;
+    reshaped_grad_ = slot_->view(value_.shape());
+    return reshaped_grad_;
+  }
+
   Tensor value_;
   std::shared_ptr<Tensor> slot_;
+  Tensor reshaped_grad_;  // in_value_shape()'s view when the slot has another shape
 };
 
 // One recorded op: its backward closure plus, for step-by-step diagnostics (Tape::backward_last), a label and the

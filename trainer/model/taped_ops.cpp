@@ -58,7 +58,7 @@ std::vector<Var> mix_vars(const Var& out, const std::vector<Term>& terms) {
 
 Var view(Tape& tape, Var& x, const Shape& shape) {
   if (!tape.enabled() || !x.requires_grad()) return Var(x.value().view(shape), false);
-  return Var::with_gradient_buffer(x.value().view(shape), x.grad().view(shape));
+  return Var::reshaped(x, shape);
 }
 
 Var slice(Tape& tape, Var& x, int64_t begin, int64_t end) {

@@ -23,7 +23,8 @@ namespace gpt::taped {
 inline Var parameter(const Tensor& value, const Tensor& grad) { return Var::with_gradient_buffer(value, grad); }
 inline Var constant(const Tensor& value) { return Var(value, /*requires_grad=*/false); }
 
-// Reshape sharing value and gradient storage (allocates x's gradient now when the tape is recording).
+// Reshape sharing value and gradient storage; the gradient is allocated by whichever of x and the view is written
+// first (Var::reshaped), so a first writer that overwrites through the view saves the zero fill.
 Var view(Tape& tape, Var& x, const Shape& shape);
 // Rows [begin, end) of x (value and gradient slices).
 Var slice(Tape& tape, Var& x, int64_t begin, int64_t end);
