@@ -9,6 +9,7 @@
 // Bias add:               y[r, c] = x[r, c] + b[c] over a [rows, n] tensor (y may be x). The gradient w.r.t. x
 //                         is dy itself; bias_backward ADDS the column sums Σ_r dy[r, c] (fixed order) into db.
 // All tensors: f64, f32 or bf16, one dtype per call; math in the accumulation type, rounded once when stored.
+#include "kernels/grad_write.h"
 #include "kernels/tensor.h"
 
 namespace gpt {
@@ -16,9 +17,6 @@ namespace gpt {
 // x, y, dy, dx: same shape and dtype. y may be x.
 void gelu_forward(const Tensor& x, Tensor& y);
 void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx);
-
-// How a backward stores its gradient: added to what the output holds (the convention), or written over it.
-enum class GradWrite : uint8_t { add, overwrite };
 
 // pre, post, dpost, dpre: same shape and dtype. post may be pre. With GradWrite::overwrite the gradient is written
 // (dpre = dpost·2·sqrt(post), the same bits as adding into zeros) and dpre may be dpost: the MLP backward turns its

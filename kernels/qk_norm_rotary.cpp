@@ -23,14 +23,14 @@ void qk_norm_rotary_forward(const Tensor& x, const Tensor& cos, const Tensor& si
 }
 
 void qk_norm_rotary_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, const Tensor& cos,
-                             const Tensor& sin, RotaryLayout layout, Tensor& dx) {
+                             const Tensor& sin, RotaryLayout layout, Tensor& dx, GradWrite write) {
   check_rotary_operands(x, cos, sin, layout, dx, "qk_norm_rotary_backward");
   check_shape(dy, x.shape(), "qk_norm_rotary_backward: dy");
   check_dtype(dy, x.dtype(), "qk_norm_rotary_backward: dy");
   check_rstd(rstd, x, "qk_norm_rotary_backward: rstd");
   GPT_CHECK(dx.raw() != dy.raw() && dx.raw() != x.raw(), "qk_norm_rotary_backward: dx must not be dy or x");
   check_same_device({&dy, &x, &rstd, &cos, &sin, &dx}, "qk_norm_rotary_backward");
-  GPT_BACKEND_CALL(x.device(), qk_norm_rotary_backward, dy, x, rstd, cos, sin, layout, dx);
+  GPT_BACKEND_CALL(x.device(), qk_norm_rotary_backward, dy, x, rstd, cos, sin, layout, dx, write);
 }
 
 }  // namespace gpt

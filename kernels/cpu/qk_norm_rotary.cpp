@@ -1,5 +1,5 @@
 // CPU reference of kernels/qk_norm_rotary.h: the definition itself, the two reference ops in sequence through a
-// normalised (forward) or rotated-back (backward) intermediate of x's dtype.
+// normalised (forward) or rotated-back (backward) intermediate of x's dtype; an overwritten dx is added into zeros.
 #include "kernels/qk_norm_rotary.h"
 
 namespace gpt::cpu {
@@ -12,9 +12,10 @@ void qk_norm_rotary_forward(const Tensor& x, const Tensor& cos, const Tensor& si
 }
 
 void qk_norm_rotary_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, const Tensor& cos,
-                             const Tensor& sin, RotaryLayout layout, Tensor& dx) {
+                             const Tensor& sin, RotaryLayout layout, Tensor& dx, GradWrite write) {
   Tensor g = Tensor::zeros(x.shape(), x.dtype());
   cpu::rotary_backward(dy, cos, sin, layout, g);
+  if (write == GradWrite::overwrite) dx.zero_();  // the definition: what adding into zeros gives
   cpu::rmsnorm_backward(g, x, rstd, dx);
 }
 

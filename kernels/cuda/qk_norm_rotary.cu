@@ -80,7 +80,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename T, typename A, int VEC, int PACKS>
+// kOverwrite: dx is written, not added to (the first writer of the gradient): the bits of adding into zeros.
+template <typename T, typename A, int VEC, int PACKS, bool kOverwrite>
 __global__ void __launch_bounds__(kThreads)
     qk_norm_rotary_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const A* __restrict__ rstd,
                                    const T* __restrict__ cos, const T* __restrict__ sin, T* __restrict__ dx,
@@ -127,10 +128,12 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int i = 0; i < PACKS; ++i) {
     T* out = dx + row * geo.dim + (lane + i * geo.group) * VEC;
-    Pack<T, VEC> acc = load_pack<T, VEC>(out);
+    Pack<T, VEC> acc;
+    if constexpr (!kOverwrite) acc = load_pack<T, VEC>(out);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
-      acc.v[j] = from_acc<T>(to_acc<A>(acc.v[j]) + inv * to_acc<A>(g[i].v[j]) - coef * to_acc<A>(xv[i].v[j]));
+      const A old = kOverwrite ? A(0) : to_acc<A>(acc.v[j]);
+      acc.v[j] = from_acc<T>(old + inv * to_acc<A>(g[i].v[j]) - coef * to_acc<A>(xv[i].v[j]));
     }
     store_pack<T, VEC>(out, acc);
   }
@@ -195,27 +198,30 @@ void qk_norm_rotary_forward(const Tensor& x, const Tensor& cos, const Tensor& si
 }
 
 void qk_norm_rotary_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, const Tensor& cos,
-                             const Tensor& sin, RotaryLayout layout, Tensor& dx) {
+                             const Tensor& sin, RotaryLayout layout, Tensor& dx, GradWrite write) {
   if (x.numel() == 0) return;
   dispatch_floating_cuda(x.dtype(), "qk_norm_rotary_backward", [&]<typename T, typename A>() {
     const FusedShape shape = fused_shape<T>(x.size(2), {&dy, &x, &dx});
     if (shape.group == 0) {
       Tensor g = Tensor::zeros(x.shape(), x.dtype(), Device::cuda);
       cuda::rotary_backward(dy, cos, sin, layout, g);
+      if (write == GradWrite::overwrite) dx.zero_();
       cuda::rmsnorm_backward(g, x, rstd, dx);
       return;
     }
     const RowGeometry geo = geometry(x, shape, layout);
     constexpr int kVec = kVec16<T>;
-    auto launch = [&]<int PACKS>() {
-      qk_norm_rotary_backward_kernel<T, A, kVec, PACKS><<<row_blocks(geo), kThreads, 0, current_stream()>>>(
-          device_ptr<T>(dy), device_ptr<T>(x), device_ptr<A>(rstd), device_ptr<T>(cos), device_ptr<T>(sin),
-          device_ptr<T>(dx), geo);
+    auto launch = [&]<int PACKS, bool kOverwrite>() {
+      qk_norm_rotary_backward_kernel<T, A, kVec, PACKS, kOverwrite>
+          <<<row_blocks(geo), kThreads, 0, current_stream()>>>(device_ptr<T>(dy), device_ptr<T>(x),
+                                                               device_ptr<A>(rstd), device_ptr<T>(cos),
+                                                               device_ptr<T>(sin), device_ptr<T>(dx), geo);
     };
+    const bool overwrite = write == GradWrite::overwrite;
     if (shape.packs_per_lane == 1) {
-      launch.template operator()<1>();
+      overwrite ? launch.template operator()<1, true>() : launch.template operator()<1, false>();
     } else {
-      launch.template operator()<2>();
+      overwrite ? launch.template operator()<2, true>() : launch.template operator()<2, false>();
     }
     GPT_CUDA_CHECK_LAUNCH();
   });

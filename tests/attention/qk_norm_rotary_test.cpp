@@ -88,6 +88,22 @@ TEST(QkNormRotary, BackwardEqualsRotaryBackwardThenRmsnormBackward) {
   }
 }
 
+// GradWrite::overwrite writes what adding into zeros gives, whatever dx held (here NaN).
+TEST(QkNormRotary, OverwritingBackwardWritesWhatAddingIntoZerosGives) {
+  for (RotaryLayout layout : kLayouts) {
+    const Tensor x = random_tensor({7, 4, 16}, DType::bf16, 9), dy = random_tensor({7, 4, 16}, DType::bf16, 10);
+    const Tables tab = make_tables(16, 14, DType::bf16);
+    Tensor y = Tensor::empty(x.shape(), DType::bf16), rstd = Tensor::empty({28}, DType::f32);
+    qk_norm_rotary_forward(x, tab.cos, tab.sin, layout, y, rstd);
+    Tensor expected = Tensor::zeros(x.shape(), DType::bf16);
+    qk_norm_rotary_backward(dy, x, rstd, tab.cos, tab.sin, layout, expected);
+    const std::vector<double> nan(static_cast<size_t>(x.numel()), std::nan(""));
+    Tensor dx = Tensor::from_doubles(nan, x.shape(), DType::bf16);
+    qk_norm_rotary_backward(dy, x, rstd, tab.cos, tab.sin, layout, dx, GradWrite::overwrite);
+    EXPECT_EQ(dx.to_doubles(), expected.to_doubles());
+  }
+}
+
 TEST(QkNormRotary, RejectsBadArguments) {
   const Tables tab = make_tables(16, 8, DType::f32);
   const Tensor x = Tensor::zeros({8, 2, 16}, DType::f32);

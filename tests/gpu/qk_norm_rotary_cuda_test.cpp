@@ -45,6 +45,14 @@ TEST_P(QkNormRotaryCuda, ForwardAndBackwardMatchCpu) {
       qk_norm_rotary_backward(dy.cpu, x.cpu, rstd_cpu, cos, sin, layout, dx_cpu);
       qk_norm_rotary_backward(dy.cuda, x.cuda, rstd_cpu.to(Device::cuda), cos_g, sin_g, layout, dx_gpu);
       EXPECT_LT(added_error(dx_gpu, dx_cpu, start), backward_tolerance(dtype)) << where << " backward";
+
+      // The first writer of the gradient: written over poison, the values adding into zeros gives.
+      Tensor written_cpu = Tensor::zeros(s.shape(), dtype), written_gpu = Tensor::empty(s.shape(), dtype, Device::cuda);
+      poison(written_gpu);
+      qk_norm_rotary_backward(dy.cpu, x.cpu, rstd_cpu, cos, sin, layout, written_cpu);
+      qk_norm_rotary_backward(dy.cuda, x.cuda, rstd_cpu.to(Device::cuda), cos_g, sin_g, layout, written_gpu,
+                              GradWrite::overwrite);
+      EXPECT_LT(relative_frobenius(written_gpu, written_cpu), backward_tolerance(dtype)) << where << " overwrite";
     }
   }
 }
