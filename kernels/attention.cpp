@@ -60,7 +60,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
 void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                        Tensor& dv, int64_t window, float scale) {
+                        Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
   constexpr const char* op = "attention_backward";
   check_qkv(q, k, v, op);
   check_cu_seqlens_layout(cu_seqlens, op);
@@ -72,7 +72,8 @@ void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, cons
   check_shape(lse, {q.size(1), q.size(0)}, "attention_backward: lse ([H, T])");
   check_dtype(lse, stat_dtype(q.dtype()), "attention_backward: lse");
   check_same_device({&dy, &q, &k, &v, &cu_seqlens, &y, &lse, &dq, &dk, &dv}, op);
-  GPT_BACKEND_CALL(q.device(), attention_backward, dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
+  GPT_BACKEND_CALL(q.device(), attention_backward, dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale,
+                   writes);
 }
 
 void double_cu_seqlens(const Tensor& cu_seqlens, Tensor& doubled) {

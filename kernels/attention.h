@@ -19,26 +19,33 @@
 // p_ts = exp(scale·⟨q_th,k_sh⟩ − lse[h,t]), ds_ts = p_ts·(⟨dy_th, v_sh⟩ − D_th):
 //   dq_th += scale · Σ_s ds_ts k_sh,   dk_sh += scale · Σ_t ds_ts q_th,   dv_sh += Σ_t p_ts dy_th.
 // Each gradient element is read, increased by its full contribution (summed in the accumulation type)
-// and stored once, so bf16 gradients round once per call.
+// and stored once, so bf16 gradients round once per call. A gradient whose AttentionGradWrites entry is
+// GradWrite::overwrite is written instead (its first writer: the bits adding into zeros gives; kernels/grad_write.h).
 //
 // Paired heads (§2.9 step 7) are not a separate op: the model views (T, 6, D) as (2T, 3, D), passes
 // double_cu_seqlens(cu_seqlens) and the same window; row 2t holds heads 0–2 of token t and row 2t+1
 // heads 3–5, so a query of head g+3 at token t sees the key of head g at token t. lse is then [3, 2T].
 #include <cstdint>
 
+#include "kernels/grad_write.h"
 #include "kernels/tensor.h"
 
 namespace gpt {
+
+// How attention_backward stores each of its three gradients.
+struct AttentionGradWrites {
+  GradWrite dq = GradWrite::add, dk = GradWrite::add, dv = GradWrite::add;
+};
 
 // Forward. q, k, v, y: [T, H, D], same floating dtype; cu_seqlens: i32 [R], R >= 2; lse: stat_dtype(q)
 // [H, T]. window >= 0 (in tokens), scale = τ (§2.11). y must not alias q, k or v.
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                        Tensor& lse, int64_t window, float scale);
-// Backward: dq, dk, dv += gradients of Σ ⟨dy, y⟩. y and lse are the forward's outputs; shapes as above,
-// all of q's dtype. Window and scale must be the forward's.
+// Backward: dq, dk, dv += gradients of Σ ⟨dy, y⟩ (or = where `writes` says so). y and lse are the forward's
+// outputs; shapes as above, all of q's dtype. Window and scale must be the forward's.
 void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                        Tensor& dv, int64_t window, float scale);
+                        Tensor& dv, int64_t window, float scale, AttentionGradWrites writes = {});
 
 // doubled[i] = 2 · cu_seqlens[i] (int32 [R] -> int32 [R]) for the paired-head view of a (T, H, D)
 // tensor as (2T, H/2, D). Throws (CPU) when a value would overflow int32.
@@ -54,7 +61,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
                        Tensor& lse, int64_t window, float scale);
 void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                        Tensor& dv, int64_t window, float scale);
+                        Tensor& dv, int64_t window, float scale, AttentionGradWrites writes);
 void double_cu_seqlens(const Tensor& cu_seqlens, Tensor& doubled);
 }  // namespace cpu
 namespace cuda {
@@ -62,7 +69,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
                        Tensor& lse, int64_t window, float scale);
 void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                        Tensor& dv, int64_t window, float scale);
+                        Tensor& dv, int64_t window, float scale, AttentionGradWrites writes);
 void double_cu_seqlens(const Tensor& cu_seqlens, Tensor& doubled);
 }  // namespace cuda
 

@@ -131,7 +131,7 @@ void BM_AttentionBackward(benchmark::State& state) {
   const double elems = static_cast<double>(kTokens * kHeads * kDim);
   bench::time_with_events(
       state,
-      [&] { variant.fn(in.dy, in.q, in.k, in.v, in.cu, in.y, in.lse, in.dq, in.dk, in.dv, window, scale); }, flops);
+      [&] { variant.fn(in.dy, in.q, in.k, in.v, in.cu, in.y, in.lse, in.dq, in.dk, in.dv, window, scale, {}); }, flops);
   state.SetLabel(std::string(variant.name) + (state.range(0) == cuda::kPromotedBackward ? " (promoted)" : ""));
   state.counters["vs_dense_gemm"] = state.counters["TFLOP/s"] / dense_gemm_tflops();
   // dy, q, k, v, y read + dq, dk, dv read and written (they accumulate), bf16; lse read, f32.

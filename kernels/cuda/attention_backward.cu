@@ -265,13 +265,14 @@ AttentionScratch attention_row_dot(const Tensor& dy, const Tensor& y, const Atte
 
 void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                        Tensor& dv, int64_t window, float scale) {
-  attention_backward_in_use().fn(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
+                        Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
+  attention_backward_in_use().fn(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale, writes);
 }
 
 void attention_backward_v1(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale) {
+                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
+  zero_overwritten(writes, dq, dk, dv);  // this version only adds
   const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_backward");
   const cudaStream_t stream = current_stream();
   const AttentionScratch dsum = attention_row_dot(dy, y, p);

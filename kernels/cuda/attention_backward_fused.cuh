@@ -47,6 +47,7 @@ struct BackwardArgs {
   __nv_bfloat16 *dk, *dv;
   int tokens, heads, window, query_tiles, key_blocks;
   float scale, scale_log2;
+  bool overwrite_dk, overwrite_dv;  // v5+: the epilogue stores dK / dV instead of adding them (GradWrite)
 };
 
 // What distinguishes the versions that share this block (kernels/cuda/attention_variants.h); a template argument of
@@ -245,8 +246,9 @@ __device__ __forceinline__ void stage_dq(uint8_t* dq_tile, const float (&dq)[kSc
 }
 
 // v5's epilogue: scale·dK and dV rounded to bf16 into the (now idle) Q and dY stages, laid out as the K tile, then
-// added into dk and dv by the copy engine (bf16 adds at L2, rows past the end skipped), so the block's end waits
-// for no global load. Costs one more rounding than v4's read-modify-write (of the increment, before the add).
+// added into dk and dv by the copy engine (bf16 adds at L2, rows past the end skipped), or stored there when the
+// call overwrites them, so the block's end waits for no global load. Costs one more rounding than v4's
+// read-modify-write (of the increment, before the add).
 template <typename Tiles>
 __device__ void add_gradients_async(const BackwardArgs& a, const Tiles& t, const KeyBlock& b, int head,
                                     const float (&dk)[kRowAcc], const float (&dv)[kRowAcc]) {
@@ -267,10 +269,18 @@ __device__ void add_gradients_async(const BackwardArgs& a, const Tiles& t, const
   fence_async_proxy();
   tma::named_sync(kEpilogueBarrier, kConsumerThreads);
   if (threadIdx.x == 0) {
-    tma::reduce_add_3d(&a.dk_map, 0, head, b.s0, t.qs);
-    tma::reduce_add_3d(&a.dk_map, wgmma::kSlabCols, head, b.s0, t.qs + kKeySlab);
-    tma::reduce_add_3d(&a.dv_map, 0, head, b.s0, t.dys);
-    tma::reduce_add_3d(&a.dv_map, wgmma::kSlabCols, head, b.s0, t.dys + kKeySlab);
+    // Each key block owns its keys' rows: a first writer of the gradient stores them (the bits of adding to zeros).
+    auto write = [&](const CUtensorMap* map, bool overwrite, const uint8_t* tile) {
+      for (int slab = 0; slab < 2; ++slab) {
+        if (overwrite) {
+          tma::store_3d(map, slab * wgmma::kSlabCols, head, b.s0, tile + slab * kKeySlab);
+        } else {
+          tma::reduce_add_3d(map, slab * wgmma::kSlabCols, head, b.s0, tile + slab * kKeySlab);
+        }
+      }
+    };
+    write(&a.dk_map, a.overwrite_dk, t.qs);
+    write(&a.dv_map, a.overwrite_dv, t.dys);
     tma::bulk_commit();
     tma::bulk_wait_shared_read();  // the block may end once the copy engine has read its shared memory
   }

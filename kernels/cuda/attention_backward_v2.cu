@@ -307,7 +307,8 @@ __global__ void __launch_bounds__(kThreads) attention_dq_v2_kernel(
 
 void attention_backward_v2(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale) {
+                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
+  zero_overwritten(writes, dq, dk, dv);  // this version only adds
   const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_backward");
   if (p.tokens == 0) return;
   const cudaStream_t stream = current_stream();

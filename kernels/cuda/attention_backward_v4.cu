@@ -332,13 +332,19 @@ __global__ void __launch_bounds__(kThreads, 1) attention_backward_fused_kernel(c
   }
 }
 
-// dq += scale · dq_accum, rounded once; 4 elements per thread.
+// dq += scale · dq_accum (kOverwrite: dq = scale · dq_accum, the bits of adding to zeros), rounded once; 4 elements
+// per thread.
+template <bool kOverwrite>
 __global__ void add_scaled_dq_kernel(__nv_bfloat16* dq, const float* accum, int64_t quads, float scale) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= quads) return;
   const float4 g = reinterpret_cast<const float4*>(accum)[i];
   auto* cell = reinterpret_cast<__nv_bfloat162*>(dq) + 2 * i;
-  const float2 lo = __bfloat1622float2(cell[0]), hi = __bfloat1622float2(cell[1]);
+  float2 lo = make_float2(0.f, 0.f), hi = lo;
+  if constexpr (!kOverwrite) {
+    lo = __bfloat1622float2(cell[0]);
+    hi = __bfloat1622float2(cell[1]);
+  }
   cell[0] = __floats2bfloat162_rn(lo.x + scale * g.x, lo.y + scale * g.y);
   cell[1] = __floats2bfloat162_rn(hi.x + scale * g.z, hi.y + scale * g.w);
 }
@@ -347,14 +353,21 @@ __global__ void add_scaled_dq_kernel(__nv_bfloat16* dq, const float* accum, int6
 // Hopper's 227 KB per block (set_smem_limit checks the device's figure at run time).
 static_assert(smem_bytes<true>(0) + 64 <= 227 * 1024, "backward v7's shared memory");
 
+// `writes`: v4 overwrites dq natively and dk / dv by a zero fill first (its epilogue is a read-modify-write); v5+
+// overwrite all three natively.
 template <BackwardFeatures F>
 void launch_fused_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale) {
+                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
   if (!tma_aligned(q.raw()) || !tma_aligned(k.raw()) || !tma_aligned(v.raw()) || !tma_aligned(dy.raw()) ||
       !tma_aligned(dq.raw()) || !tma_aligned(dk.raw()) || !tma_aligned(dv.raw())) {
-    attention_backward_v3(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);  // the copy engine's limit
+    zero_overwritten(writes, dq, dk, dv);  // the copy engine's limit: v3 (added into the zeros)
+    attention_backward_v3(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale, {});
     return;
+  }
+  if constexpr (!F.async_epilogue) {
+    zero_overwritten({.dk = writes.dk, .dv = writes.dv}, dq, dk, dv);
+    writes.dk = writes.dv = GradWrite::add;
   }
   const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_backward");
   if (p.tokens == 0) return;
@@ -395,7 +408,9 @@ void launch_fused_backward(const Tensor& dy, const Tensor& q, const Tensor& k, c
       query_tiles,
       key_blocks,
       scale,
-      scale * kLog2e};
+      scale * kLog2e,
+      writes.dk == GradWrite::overwrite,
+      writes.dv == GradWrite::overwrite};
   const size_t smem = smem_bytes<F.deferred_dq>(p.r);
   const auto kernel = attention_backward_fused_kernel<F.async_epilogue, F.dq_before_dk, F.deferred_dq>;
   set_smem_limit(kernel, smem, "attention_backward");
@@ -404,8 +419,8 @@ void launch_fused_backward(const Tensor& dy, const Tensor& q, const Tensor& k, c
   GPT_CUDA_CHECK_LAUNCH();
 
   const int64_t quads = static_cast<int64_t>(accum_floats / 4);
-  add_scaled_dq_kernel<<<static_cast<unsigned>((quads + 255) / 256), 256, 0, stream>>>(device_bf16(dq), raw, quads,
-                                                                                     scale);
+  const auto add_dq = writes.dq == GradWrite::overwrite ? add_scaled_dq_kernel<true> : add_scaled_dq_kernel<false>;
+  add_dq<<<static_cast<unsigned>((quads + 255) / 256), 256, 0, stream>>>(device_bf16(dq), raw, quads, scale);
   GPT_CUDA_CHECK_LAUNCH();
 }
 
@@ -416,26 +431,26 @@ constexpr BackwardFeatures kV4{}, kV5{.async_epilogue = true}, kV6{.async_epilog
 
 void attention_backward_v4(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale) {
-  launch_fused_backward<kV4>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
+                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
+  launch_fused_backward<kV4>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale, writes);
 }
 
 void attention_backward_v5(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale) {
-  launch_fused_backward<kV5>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
+                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
+  launch_fused_backward<kV5>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale, writes);
 }
 
 void attention_backward_v6(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale) {
-  launch_fused_backward<kV6>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
+                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
+  launch_fused_backward<kV6>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale, writes);
 }
 
 void attention_backward_v7(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale) {
-  launch_fused_backward<kV7>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale);
+                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
+  launch_fused_backward<kV7>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale, writes);
 }
 
 }  // namespace gpt::cuda

@@ -40,15 +40,19 @@
 #include <cstdint>
 #include <iterator>
 
+#include "kernels/attention.h"
 #include "kernels/tensor.h"
 
 namespace gpt::cuda {
 
 using AttentionForwardFn = void (*)(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
                                     Tensor& y, Tensor& lse, int64_t window, float scale);
+// Backward versions store each gradient as `writes` says (kernels/attention.h): v5+ natively, v4 dq natively, the
+// others (and v4's dk, dv) by a zero fill before they add.
 using AttentionBackwardFn = void (*)(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                                      const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq,
-                                     Tensor& dk, Tensor& dv, int64_t window, float scale);
+                                     Tensor& dk, Tensor& dv, int64_t window, float scale,
+                                     AttentionGradWrites writes);
 
 void attention_forward_v1(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                           Tensor& lse, int64_t window, float scale);
@@ -78,25 +82,25 @@ void attention_forward_v13(const Tensor& q, const Tensor& k, const Tensor& v, co
                            Tensor& lse, int64_t window, float scale);
 void attention_backward_v1(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale);
+                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes);
 void attention_backward_v2(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale);
+                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes);
 void attention_backward_v3(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale);
+                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes);
 void attention_backward_v4(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale);
+                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes);
 void attention_backward_v5(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale);
+                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes);
 void attention_backward_v6(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale);
+                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes);
 void attention_backward_v7(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale);
+                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes);
 
 struct AttentionForwardVariant {
   const char* name;

@@ -159,6 +159,37 @@ TEST(Attention, BackwardAccumulates) {
   }
 }
 
+// Each gradient marked GradWrite::overwrite is written (over NaN here) with what adding into zeros gives, the others
+// keep adding: the writes are independent.
+TEST(Attention, OverwrittenGradientsEqualAddingIntoZeros) {
+  const Case& c = cases()[0];
+  const Shape shape{c.T, c.H, c.D};
+  const Tensor q = random_tensor(shape, DType::bf16, 1), k = random_tensor(shape, DType::bf16, 2);
+  const Tensor v = random_tensor(shape, DType::bf16, 3), dy = random_tensor(shape, DType::bf16, 4);
+  const Tensor cu = cu_tensor(c.cu);
+  const Outputs o = run_forward(q, k, v, cu, c.window, 0.3f);
+  Tensor zero[3] = {Tensor::zeros(shape, DType::bf16), Tensor::zeros(shape, DType::bf16),
+                    Tensor::zeros(shape, DType::bf16)};
+  attention_backward(dy, q, k, v, cu, o.y, o.lse, zero[0], zero[1], zero[2], c.window, 0.3f);
+  const Tensor start[3] = {random_tensor(shape, DType::bf16, 5), random_tensor(shape, DType::bf16, 6),
+                           random_tensor(shape, DType::bf16, 7)};
+  Tensor added[3] = {start[0].clone(), start[1].clone(), start[2].clone()};
+  attention_backward(dy, q, k, v, cu, o.y, o.lse, added[0], added[1], added[2], c.window, 0.3f);
+  const std::vector<double> nan(static_cast<size_t>(q.numel()), std::nan(""));
+  for (int which = 0; which < 3; ++which) {
+    AttentionGradWrites writes;
+    GradWrite* mode[] = {&writes.dq, &writes.dk, &writes.dv};
+    *mode[which] = GradWrite::overwrite;
+    Tensor g[3] = {start[0].clone(), start[1].clone(), start[2].clone()};
+    g[which] = Tensor::from_doubles(nan, shape, DType::bf16);
+    attention_backward(dy, q, k, v, cu, o.y, o.lse, g[0], g[1], g[2], c.window, 0.3f, writes);
+    for (int t = 0; t < 3; ++t) {
+      const Tensor& want = t == which ? zero[t] : added[t];
+      EXPECT_EQ(g[t].to_doubles(), want.to_doubles()) << "gradient " << t << ", overwriting " << which;
+    }
+  }
+}
+
 // bf16 and f32 runs from the same (bf16-representable) inputs agree with the f64 run within the
 // storage precision: relative 2^-8 per stored element plus accumulation slack.
 void check_low_precision(DType dtype, double tol) {

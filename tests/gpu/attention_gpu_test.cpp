@@ -103,7 +103,7 @@ struct GpuGrads {
 GpuGrads run_backward(const Case& c, const GpuForward& f, cuda::AttentionBackwardFn backward) {
   const Layout& p = *c.layout;
   GpuGrads g{c.dq0.to(Device::cuda), c.dk0.to(Device::cuda), c.dv0.to(Device::cuda)};
-  backward(c.dyg, c.qg, c.kg, c.vg, c.cu_gpu, f.y, f.lse, g.dq, g.dk, g.dv, p.window, p.scale);
+  backward(c.dyg, c.qg, c.kg, c.vg, c.cu_gpu, f.y, f.lse, g.dq, g.dk, g.dv, p.window, p.scale, {});
   GPT_CUDA_CHECK(cudaDeviceSynchronize());
   return g;
 }
@@ -279,6 +279,40 @@ TEST(AttentionGpuRecipeSlice, BackwardVersionsRepeatBitwiseAndAgree) {
     EXPECT_EQ(g.dq.to_doubles(), v5.dq.to_doubles()) << "dq";
     EXPECT_EQ(g.dk.to_doubles(), v5.dk.to_doubles()) << "dk";
     EXPECT_EQ(g.dv.to_doubles(), v5.dv.to_doubles()) << "dv";
+  }
+}
+
+// AttentionGradWrites: an overwritten gradient (written over NaN poison) has exactly the bits that adding into zeros
+// gives, for every version (v5+ store natively, v4 dq natively, the rest zero-fill first), each gradient on its own
+// (the others keep adding into their start values).
+TEST(AttentionGpuRecipeSlice, OverwrittenGradientsEqualAddingIntoZeros) {
+  GPT_REQUIRE_CUDA();
+  const Case c = recipe_slice_case();
+  const Layout& p = *c.layout;
+  const GpuForward f = run_forward(c, cuda::attention_forward);
+  const Tensor zeros = Tensor::zeros(c.dq0.shape(), DType::bf16, Device::cuda);
+  for (const auto& variant : cuda::kAttentionBackwardVariants) {
+    SCOPED_TRACE(std::string("backward ") + variant.name);
+    GpuGrads into_zeros{zeros.clone(), zeros.clone(), zeros.clone()};
+    variant.fn(c.dyg, c.qg, c.kg, c.vg, c.cu_gpu, f.y, f.lse, into_zeros.dq, into_zeros.dk, into_zeros.dv, p.window,
+               p.scale, {});
+    const GpuGrads added = run_backward(c, f, variant.fn);
+    for (int which = 0; which < 3; ++which) {
+      AttentionGradWrites writes;
+      GpuGrads g{c.dq0.to(Device::cuda), c.dk0.to(Device::cuda), c.dv0.to(Device::cuda)};
+      Tensor* written[] = {&g.dq, &g.dk, &g.dv};
+      GradWrite* mode[] = {&writes.dq, &writes.dk, &writes.dv};
+      poison(*written[which]);
+      *mode[which] = GradWrite::overwrite;
+      variant.fn(c.dyg, c.qg, c.kg, c.vg, c.cu_gpu, f.y, f.lse, g.dq, g.dk, g.dv, p.window, p.scale, writes);
+      GPT_CUDA_CHECK(cudaDeviceSynchronize());
+      const Tensor* want_written[] = {&into_zeros.dq, &into_zeros.dk, &into_zeros.dv};
+      const Tensor* want_added[] = {&added.dq, &added.dk, &added.dv};
+      for (int t = 0; t < 3; ++t) {
+        const Tensor& want = t == which ? *want_written[t] : *want_added[t];
+        EXPECT_EQ(written[t]->to_doubles(), want.to_doubles()) << "gradient " << t << ", overwriting " << which;
+      }
+    }
   }
 }
 

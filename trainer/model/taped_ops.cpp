@@ -25,6 +25,16 @@ Tensor grad_or_scratch(Var& v) {
   return Tensor::zeros(v.value().shape(), v.value().dtype(), v.value().device());
 }
 
+// The gradient slot of an input for an op that writes all of it, and how to store it: written by its first writer
+// (no zero fill), else added; inputs without a slot get a throw-away buffer that is written.
+Tensor grad_to_write(Var& v, GradWrite& write) {
+  bool fresh = true;
+  Tensor g = v.requires_grad() ? v.grad_for_overwrite(fresh)
+                               : Tensor::empty(v.value().shape(), v.value().dtype(), v.value().device());
+  write = fresh ? GradWrite::overwrite : GradWrite::add;
+  return g;
+}
+
 // dst += src (same shape and dtype), through the mix op's backward with a unit coefficient.
 void add_into(const Tensor& src, Tensor& dst) {
   const MixTerm unit{src, Coef::one()};
@@ -304,10 +314,11 @@ Var attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens,
   Var out(y);
   tape.push([q, k, v, cu, shape, lse, window, scale, out]() mutable {
     if (!out.has_grad()) return;
-    Tensor dq = grad_or_scratch(q).view(shape), dk = grad_or_scratch(k).view(shape),
-           dv = grad_or_scratch(v).view(shape);
+    AttentionGradWrites writes;  // q, k (and v, but after XSA) are usually written here first
+    Tensor dq = grad_to_write(q, writes.dq).view(shape), dk = grad_to_write(k, writes.dk).view(shape),
+           dv = grad_to_write(v, writes.dv).view(shape);
     attention_backward(out.grad().view(shape), q.value().view(shape), k.value().view(shape), v.value().view(shape),
-                       cu, out.value().view(shape), lse, dq, dk, dv, window, scale);
+                       cu, out.value().view(shape), lse, dq, dk, dv, window, scale, writes);
   }, "attention", {out, q, k, v});
   return out;
 }
