@@ -100,7 +100,11 @@ Var linear(Tape& tape, Var x, Var w) {
       Tensor& dx = gemm_gradient(x, beta);
       gemm(out.grad(), w.value(), dx, {.beta = beta});
     }
-    if (w.requires_grad()) gemm(out.grad(), x.value(), w.grad(), {.trans_a = true, .beta = 1.0f});
+    if (w.requires_grad()) {  // a λ-scaled weight's gradient is fresh each step: written, not added into zeros
+      float beta = 1.0f;
+      Tensor& dw = gemm_gradient(w, beta);
+      gemm(out.grad(), x.value(), dw, {.trans_a = true, .beta = beta});
+    }
   }, "linear", {out, x, w});
   return out;
 }
@@ -116,7 +120,11 @@ Var matmul(Tape& tape, Var x, Var w) {
       Tensor& dx = gemm_gradient(x, beta);
       gemm(out.grad(), w.value(), dx, {.trans_b = true, .beta = beta});
     }
-    if (w.requires_grad()) gemm(x.value(), out.grad(), w.grad(), {.trans_a = true, .beta = 1.0f});
+    if (w.requires_grad()) {
+      float beta = 1.0f;
+      Tensor& dw = gemm_gradient(w, beta);
+      gemm(x.value(), out.grad(), dw, {.trans_a = true, .beta = beta});
+    }
   }, "matmul", {out, x, w});
   return out;
 }
