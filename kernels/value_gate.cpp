@@ -27,7 +27,7 @@ void value_gate_forward(const Tensor& v, const Tensor& u, const Tensor& ve, cons
 }
 
 void value_gate_backward(const Tensor& dv_out, const Tensor& u, const Tensor& ve, const Tensor& gate, Tensor& dv,
-                         Tensor& du, Tensor& dve, Tensor& dgate) {
+                         Tensor& du, Tensor& dve, Tensor& dgate, GradWrite write_dv, GradWrite write_dve) {
   constexpr const char* op = "value_gate_backward";
   check_value_gate(dv_out, u, ve, gate, op);
   check_shape(dv, dv_out.shape(), "value_gate_backward: dv");
@@ -37,7 +37,8 @@ void value_gate_backward(const Tensor& dv_out, const Tensor& u, const Tensor& ve
   for (const Tensor* t : {&dv, &du, &dve, &dgate}) check_dtype(*t, dv_out.dtype(), "value_gate_backward: grads");
   GPT_CHECK(dv.raw() != dv_out.raw(), "value_gate_backward: dv must not alias dv_out");
   check_same_device({&dv_out, &u, &ve, &gate, &dv, &du, &dve, &dgate}, op);
-  GPT_BACKEND_CALL(dv_out.device(), value_gate_backward, dv_out, u, ve, gate, dv, du, dve, dgate);
+  GPT_BACKEND_CALL(dv_out.device(), value_gate_backward, dv_out, u, ve, gate, dv, du, dve, dgate, write_dv,
+                   write_dve);
 }
 
 }  // namespace gpt

@@ -27,7 +27,7 @@ void xsa_forward(const Tensor& y, const Tensor& v, const Tensor& gates, int64_t 
 }
 
 void xsa_backward(const Tensor& dy_out, const Tensor& y, const Tensor& v, const Tensor& gates, int64_t first_lane,
-                  Tensor& dy, Tensor& dv, Tensor& dgates) {
+                  Tensor& dy, Tensor& dv, Tensor& dgates, GradWrite write_dy, GradWrite write_dv) {
   constexpr const char* op = "xsa_backward";
   check_xsa(y, v, gates, first_lane, op);
   for (const Tensor* t : std::initializer_list<const Tensor*>{&dy_out, &dy, &dv}) {
@@ -37,7 +37,7 @@ void xsa_backward(const Tensor& dy_out, const Tensor& y, const Tensor& v, const 
   check_shape(dgates, gates.shape(), "xsa_backward: dgates");
   check_dtype(dgates, gates.dtype(), "xsa_backward: dgates");
   check_same_device({&dy_out, &y, &v, &gates, &dy, &dv, &dgates}, op);
-  GPT_BACKEND_CALL(y.device(), xsa_backward, dy_out, y, v, gates, first_lane, dy, dv, dgates);
+  GPT_BACKEND_CALL(y.device(), xsa_backward, dy_out, y, v, gates, first_lane, dy, dv, dgates, write_dy, write_dv);
 }
 
 }  // namespace gpt

@@ -52,7 +52,8 @@ void value_gate_forward(const Tensor& v, const Tensor& u, const Tensor& ve, cons
 }
 
 void value_gate_backward(const Tensor& dv_out, const Tensor& u, const Tensor& ve, const Tensor& gate, Tensor& dv,
-                         Tensor& du, Tensor& dve, Tensor& dgate) {
+                         Tensor& du, Tensor& dve, Tensor& dgate, GradWrite write_dv, GradWrite write_dve) {
+  const bool add_dv = write_dv == GradWrite::add, add_dve = write_dve == GradWrite::add;
   const int64_t T = dv_out.size(0), H = dv_out.size(1), D = dv_out.size(2), C = u.size(1);
   constexpr int64_t L = kValueGateLanes;
   dispatch_floating(dv_out.dtype(), "value_gate_backward", [&]<typename T_>() {
@@ -77,7 +78,7 @@ void value_gate_backward(const Tensor& dv_out, const Tensor& u, const Tensor& ve
           const int64_t i = (t * H + h) * D + d;
           const A g_out = load(gop[i]);
           dot += g_out * load(ep[i]);
-          dvp[i] = store<T_>(load(dvp[i]) + g_out);
+          dvp[i] = store<T_>((add_dv ? load(dvp[i]) : A(0)) + g_out);
         }
         const A dzh = dot * A(2) * s * (A(1) - s);
         dz[t * H + h] = dzh;
@@ -93,13 +94,13 @@ void value_gate_backward(const Tensor& dv_out, const Tensor& u, const Tensor& ve
           if (h * D + d < L) {
             dve_lane[h * D + d] += add;
           } else {
-            dep[i] = store<T_>(load(dep[i]) + add);
+            dep[i] = store<T_>((add_dve ? load(dep[i]) : A(0)) + add);
           }
         }
       }
       for (int64_t j = 0; j < L; ++j) {
         dup[t * C + j] = store<T_>(load(dup[t * C + j]) + du_lane[j]);
-        dep[t * H * D + j] = store<T_>(load(dep[t * H * D + j]) + dve_lane[j]);
+        dep[t * H * D + j] = store<T_>((add_dve ? load(dep[t * H * D + j]) : A(0)) + dve_lane[j]);
       }
     }
     T_* dgp = dgate.data<T_>();

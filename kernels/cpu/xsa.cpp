@@ -34,7 +34,8 @@ void xsa_forward(const Tensor& y, const Tensor& v, const Tensor& gates, int64_t 
 }
 
 void xsa_backward(const Tensor& dy_out, const Tensor& y, const Tensor& v, const Tensor& gates, int64_t first_lane,
-                  Tensor& dy, Tensor& dv, Tensor& dgates) {
+                  Tensor& dy, Tensor& dv, Tensor& dgates, GradWrite write_dy, GradWrite write_dv) {
+  const bool add_dy = write_dy == GradWrite::add, add_dv = write_dv == GradWrite::add;
   const int64_t T = y.size(0), H = y.size(1), D = y.size(2), G = gates.size(1);
   dispatch_floating(y.dtype(), "xsa_backward", [&]<typename T_>() {
     using A = acc_t<T_>;
@@ -62,8 +63,9 @@ void xsa_backward(const Tensor& dy_out, const Tensor& y, const Tensor& v, const 
         const A norm_term = clamped ? A(0) : A(2) * a * p * gv / (n * n);
         for (int64_t d = 0; d < D; ++d) {
           const A g = load(gop[row + d]), vd = load(vp[row + d]), yd = load(yp[row + d]);
-          dyp[row + d] = store<T_>(load(dyp[row + d]) + g - a / n * gv * vd);
-          dvp[row + d] = store<T_>(load(dvp[row + d]) - a * (gv * yd + p * g) / n + norm_term * vd);
+          const A old_dy = add_dy ? load(dyp[row + d]) : A(0), old_dv = add_dv ? load(dvp[row + d]) : A(0);
+          dyp[row + d] = store<T_>(old_dy + g - a / n * gv * vd);
+          dvp[row + d] = store<T_>(old_dv - a * (gv * yd + p * g) / n + norm_term * vd);
         }
         T_& dalpha = dgp[t * G + first_lane + h];
         dalpha = store<T_>(load(dalpha) - (A(1) - a * a) * p / n * gv);

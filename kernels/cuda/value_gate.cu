@@ -44,7 +44,7 @@ template <typename T, typename A>
 __global__ void value_gate_backward_kernel(const T* __restrict__ dv_out, const T* __restrict__ u,
                                            const T* __restrict__ ve, const T* __restrict__ gate, T* __restrict__ dv,
                                            T* __restrict__ du, T* __restrict__ dve, A* __restrict__ dz_all, int heads,
-                                           int dim, int64_t u_stride) {
+                                           int dim, int64_t u_stride, bool add_dv, bool add_dve) {
   extern __shared__ unsigned char shared_raw[];
   A* dz = reinterpret_cast<A*>(shared_raw);  // [heads]
   A* two_s = dz + heads;                     // [heads]
@@ -58,9 +58,11 @@ __global__ void value_gate_backward_kernel(const T* __restrict__ dv_out, const T
     for (int d = lane; d < dim; d += 32) {
       const A g_out = to_acc<A>(dv_out[base + d]);
       dot += g_out * to_acc<A>(ve[base + d]);
-      dv[base + d] = from_acc<T>(to_acc<A>(dv[base + d]) + g_out);
+      dv[base + d] = from_acc<T>((add_dv ? to_acc<A>(dv[base + d]) : A(0)) + g_out);
       // The token's first kL ve values also feed the gate: added once below, with their gate terms.
-      if (h * dim + d >= kL) dve[base + d] = from_acc<T>(to_acc<A>(dve[base + d]) + A(2) * s * g_out);
+      if (h * dim + d >= kL) {
+        dve[base + d] = from_acc<T>((add_dve ? to_acc<A>(dve[base + d]) : A(0)) + A(2) * s * g_out);
+      }
     }
     dot = warp_sum(dot);
     if (lane == 0) {
@@ -80,7 +82,9 @@ __global__ void value_gate_backward_kernel(const T* __restrict__ dv_out, const T
     }
     if (j < heads * dim) dve_lane += two_s[j / dim] * to_acc<A>(dv_out[token_base + j]);
     du[t * u_stride + j] = from_acc<T>(to_acc<A>(du[t * u_stride + j]) + du_lane);
-    if (j < heads * dim) dve[token_base + j] = from_acc<T>(to_acc<A>(dve[token_base + j]) + dve_lane);
+    if (j < heads * dim) {
+      dve[token_base + j] = from_acc<T>((add_dve ? to_acc<A>(dve[token_base + j]) : A(0)) + dve_lane);
+    }
   }
 }
 
@@ -114,7 +118,7 @@ void value_gate_forward(const Tensor& v, const Tensor& u, const Tensor& ve, cons
 }
 
 void value_gate_backward(const Tensor& dv_out, const Tensor& u, const Tensor& ve, const Tensor& gate, Tensor& dv,
-                         Tensor& du, Tensor& dve, Tensor& dgate) {
+                         Tensor& du, Tensor& dve, Tensor& dgate, GradWrite write_dv, GradWrite write_dve) {
   const int64_t tokens = dv_out.size(0);
   const int heads = static_cast<int>(dv_out.size(1)), dim = static_cast<int>(dv_out.size(2));
   if (tokens == 0 || heads == 0) return;
@@ -124,7 +128,8 @@ void value_gate_backward(const Tensor& dv_out, const Tensor& u, const Tensor& ve
     const size_t shared = 2 * sizeof(A) * heads;
     value_gate_backward_kernel<T, A><<<static_cast<unsigned>(tokens), kThreads, shared, op_stream()>>>(
         device_ptr<T>(dv_out), device_ptr<T>(u), device_ptr<T>(ve), device_ptr<T>(gate), device_ptr<T>(dv),
-        device_ptr<T>(du), device_ptr<T>(dve), dz.as<A>(), heads, dim, u.size(1));
+        device_ptr<T>(du), device_ptr<T>(dve), dz.as<A>(), heads, dim, u.size(1), write_dv == GradWrite::add,
+        write_dve == GradWrite::add);
     GPT_CUDA_CHECK_LAUNCH();
     value_gate_dgate_kernel<T, A><<<static_cast<unsigned>(heads * 2 * kL), 256, 0, op_stream()>>>(
         dz.as<A>(), device_ptr<T>(u), device_ptr<T>(ve), device_ptr<T>(dgate), tokens, heads, dim, u.size(1));

@@ -33,7 +33,7 @@ template <typename T, typename A>
 __global__ void xsa_backward_kernel(const T* __restrict__ dy_out, const T* __restrict__ y, const T* __restrict__ v,
                                     const T* __restrict__ gates, T* __restrict__ dy, T* __restrict__ dv,
                                     T* __restrict__ dgates, int64_t rows, int heads, int dim, int64_t gate_stride,
-                                    int64_t first_lane) {
+                                    int64_t first_lane, bool add_dy, bool add_dv) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -55,8 +55,9 @@ __global__ void xsa_backward_kernel(const T* __restrict__ dy_out, const T* __res
   const A norm_term = clamped ? A(0) : A(2) * a * p * gv / (n * n);
   for (int d = lane; d < dim; d += 32) {
     const A g = to_acc<A>(dy_out[base + d]), vd = to_acc<A>(v[base + d]), yd = to_acc<A>(y[base + d]);
-    dy[base + d] = from_acc<T>(to_acc<A>(dy[base + d]) + g - a / n * gv * vd);
-    dv[base + d] = from_acc<T>(to_acc<A>(dv[base + d]) - a * (gv * yd + p * g) / n + norm_term * vd);
+    const A old_dy = add_dy ? to_acc<A>(dy[base + d]) : A(0), old_dv = add_dv ? to_acc<A>(dv[base + d]) : A(0);
+    dy[base + d] = from_acc<T>(old_dy + g - a / n * gv * vd);
+    dv[base + d] = from_acc<T>(old_dv - a * (gv * yd + p * g) / n + norm_term * vd);
   }
   if (lane == 0) dalpha = from_acc<T>(to_acc<A>(dalpha) - (A(1) - a * a) * p / n * gv);
 }
@@ -77,14 +78,14 @@ void xsa_forward(const Tensor& y, const Tensor& v, const Tensor& gates, int64_t 
 }
 
 void xsa_backward(const Tensor& dy_out, const Tensor& y, const Tensor& v, const Tensor& gates, int64_t first_lane,
-                  Tensor& dy, Tensor& dv, Tensor& dgates) {
+                  Tensor& dy, Tensor& dv, Tensor& dgates, GradWrite write_dy, GradWrite write_dv) {
   const int64_t rows = y.size(0) * y.size(1);
   if (rows == 0) return;
   dispatch_floating_cuda(y.dtype(), "xsa_backward", [&]<typename T, typename A>() {
     xsa_backward_kernel<T, A><<<row_blocks(rows), kThreads, 0, op_stream()>>>(
         device_ptr<T>(dy_out), device_ptr<T>(y), device_ptr<T>(v), device_ptr<T>(gates), device_ptr<T>(dy),
         device_ptr<T>(dv), device_ptr<T>(dgates), rows, static_cast<int>(y.size(1)), static_cast<int>(y.size(2)),
-        gates.size(1), first_lane);
+        gates.size(1), first_lane, write_dy == GradWrite::add, write_dv == GradWrite::add);
   });
   GPT_CUDA_CHECK_LAUNCH();
 }

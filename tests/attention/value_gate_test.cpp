@@ -72,6 +72,23 @@ TEST(ValueGate, BackwardMatchesFiniteDifferencesAndAccumulates) {
   }
 }
 
+// write_dv / write_dve = overwrite: written over NaN (every element, the gate lanes of ve too) with what adding into
+// zeros gives; du and dgate still add.
+TEST(ValueGate, OverwrittenGradientsEqualAddingIntoZeros) {
+  const Tensor u = random_tensor({T, C}, DType::bf16, 50), ve = random_tensor({T, H, Dh}, DType::bf16, 51);
+  const Tensor gate = random_tensor({H, 12}, DType::bf16, 52, 0.5), w = random_tensor({T, H, Dh}, DType::bf16, 53);
+  const Tensor du0 = random_tensor(u.shape(), DType::bf16, 54), dgate0 = random_tensor(gate.shape(), DType::bf16, 55);
+  Tensor want[4] = {Tensor::zeros(ve.shape(), DType::bf16), du0.clone(), Tensor::zeros(ve.shape(), DType::bf16),
+                    dgate0.clone()};
+  value_gate_backward(w, u, ve, gate, want[0], want[1], want[2], want[3]);
+  const std::vector<double> nan(static_cast<size_t>(ve.numel()), std::nan(""));
+  Tensor got[4] = {Tensor::from_doubles(nan, ve.shape(), DType::bf16), du0.clone(),
+                   Tensor::from_doubles(nan, ve.shape(), DType::bf16), dgate0.clone()};
+  value_gate_backward(w, u, ve, gate, got[0], got[1], got[2], got[3], GradWrite::overwrite, GradWrite::overwrite);
+  const char* names[4] = {"dv", "du", "dve", "dgate"};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i].to_doubles(), want[i].to_doubles()) << names[i];
+}
+
 TEST(ValueGate, Bf16AgreesWithF64) {
   const auto v = attention_test::twin_random({T, H, Dh}, DType::bf16, 20);
   const auto u = attention_test::twin_random({T, C}, DType::bf16, 21);

@@ -101,6 +101,26 @@ TEST(Xsa, BackwardAccumulates) {
   }
 }
 
+// write_dy / write_dv = overwrite: written over NaN with what adding into zeros gives; the other gradients add.
+TEST(Xsa, OverwrittenGradientsEqualAddingIntoZeros) {
+  const Tensor y = random_tensor({3, 2, 8}, DType::bf16, 40), v = random_tensor({3, 2, 8}, DType::bf16, 41);
+  const Tensor gates = random_tensor({3, 2}, DType::bf16, 42), g = random_tensor({3, 2, 8}, DType::bf16, 43);
+  Tensor zero[3] = {Tensor::zeros(y.shape(), DType::bf16), Tensor::zeros(y.shape(), DType::bf16),
+                    Tensor::zeros(gates.shape(), DType::bf16)};
+  xsa_backward(g, y, v, gates, 0, zero[0], zero[1], zero[2]);
+  const Tensor dg0 = random_tensor(gates.shape(), DType::bf16, 44);
+  Tensor dg_added = dg0.clone(), unused_dy = zero[0].clone(), unused_dv = zero[1].clone();
+  xsa_backward(g, y, v, gates, 0, unused_dy, unused_dv, dg_added);
+  const std::vector<double> nan(static_cast<size_t>(y.numel()), std::nan(""));
+  Tensor dy = Tensor::from_doubles(nan, y.shape(), DType::bf16), dv = Tensor::from_doubles(nan, y.shape(), DType::bf16);
+  Tensor dg = dg0.clone();
+  xsa_backward(g, y, v, gates, 0, dy, dv, dg, GradWrite::overwrite, GradWrite::overwrite);
+  EXPECT_EQ(dy.to_doubles(), zero[0].to_doubles());
+  EXPECT_EQ(dv.to_doubles(), zero[1].to_doubles());
+  // dgates = dg0 + its increment, rounded once, as in the adding call
+  EXPECT_EQ(dg.to_doubles(), dg_added.to_doubles());
+}
+
 TEST(Xsa, Bf16AgreesWithF64) {
   const auto y = attention_test::twin_random({6, 3, 16}, DType::bf16, 40);
   const auto v = attention_test::twin_random({6, 3, 16}, DType::bf16, 41);

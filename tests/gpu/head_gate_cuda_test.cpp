@@ -78,6 +78,20 @@ TEST_P(XsaCuda, ForwardAndBackwardMatchCpu) {
     EXPECT_LT(added_error(dy_gpu, dy_cpu, dy0), backward_tolerance(dtype)) << "dy";
     EXPECT_LT(added_error(dv_gpu, dv_cpu, dv0), backward_tolerance(dtype)) << "dv";
     EXPECT_LT(added_error(dg_gpu, dg_cpu, dg0), backward_tolerance(dtype)) << "dgates";
+
+    // dy and dv written by their first writer over poison: what the CPU reference writes.
+    Tensor wy_cpu = Tensor::empty(s.shape(), dtype), wv_cpu = Tensor::empty(s.shape(), dtype);
+    Tensor wy_gpu = Tensor::empty(s.shape(), dtype, Device::cuda);
+    Tensor wv_gpu = Tensor::empty(s.shape(), dtype, Device::cuda);
+    poison(wy_gpu);
+    poison(wv_gpu);
+    Tensor wg_cpu = dg0.clone(), wg_gpu = dg0.to(Device::cuda);
+    xsa_backward(dy_out.cpu, y.cpu, v.cpu, gates.cpu, kFirstLane, wy_cpu, wv_cpu, wg_cpu, GradWrite::overwrite,
+                 GradWrite::overwrite);
+    xsa_backward(dy_out.cuda, y.cuda, v.cuda, gates.cuda, kFirstLane, wy_gpu, wv_gpu, wg_gpu, GradWrite::overwrite,
+                 GradWrite::overwrite);
+    EXPECT_LT(relative_frobenius(wy_gpu, wy_cpu), backward_tolerance(dtype)) << "written dy";
+    EXPECT_LT(relative_frobenius(wv_gpu, wv_cpu), backward_tolerance(dtype)) << "written dv";
   }
 }
 

@@ -45,6 +45,19 @@ TEST_P(ValueGateCuda, ForwardAndBackwardMatchCpu) {
     EXPECT_LT(added_error(dve_g, dve_c, dve0), tol) << "dve " << shape_string(s.shape());
     // dgate sums 16384 products per entry: summation order differs more in bf16.
     EXPECT_LT(added_error(dgate_g, dgate_c, dgate0), dtype == DType::bf16 ? 2e-2 : tol) << "dgate";
+
+    // dv and dve written by their first writer over poison (every element, ve's gate lanes too).
+    Tensor wv_c = Tensor::empty(s.shape(), dtype), wve_c = Tensor::empty(s.shape(), dtype);
+    Tensor wv_g = Tensor::empty(s.shape(), dtype, Device::cuda), wve_g = Tensor::empty(s.shape(), dtype, Device::cuda);
+    poison(wv_g);
+    poison(wve_g);
+    Tensor wu_c = du0.clone(), wu_g = du0.to(Device::cuda), wgate_c = dgate0.clone(), wgate_g = dgate0.to(Device::cuda);
+    value_gate_backward(dv_out.cpu, u.cpu, ve.cpu, gate.cpu, wv_c, wu_c, wve_c, wgate_c, GradWrite::overwrite,
+                        GradWrite::overwrite);
+    value_gate_backward(dv_out.cuda, u.cuda, ve.cuda, gate.cuda, wv_g, wu_g, wve_g, wgate_g, GradWrite::overwrite,
+                        GradWrite::overwrite);
+    EXPECT_LT(relative_frobenius(wv_g, wv_c), tol) << "written dv " << shape_string(s.shape());
+    EXPECT_LT(relative_frobenius(wve_g, wve_c), tol) << "written dve " << shape_string(s.shape());
   }
 }
 

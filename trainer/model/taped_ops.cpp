@@ -301,8 +301,10 @@ Var value_gate(Tape& tape, Var v, Var u, Var ve, Var gate) {
   Var out(y);
   tape.push([v, u, ve, gate, out]() mutable {
     if (!out.has_grad()) return;
-    Tensor dv = grad_or_scratch(v), du = grad_or_scratch(u), dve = grad_or_scratch(ve), dg = grad_or_scratch(gate);
-    value_gate_backward(out.grad(), u.value(), ve.value(), gate.value(), dv, du, dve, dg);
+    GradWrite write_dv = GradWrite::add, write_dve = GradWrite::add;  // v's projection, the value plane
+    Tensor dv = grad_to_write(v, write_dv), du = grad_or_scratch(u), dve = grad_to_write(ve, write_dve),
+           dg = grad_or_scratch(gate);
+    value_gate_backward(out.grad(), u.value(), ve.value(), gate.value(), dv, du, dve, dg, write_dv, write_dve);
   }, "value_gate", {out, v, u, ve, gate});
   return out;
 }
@@ -355,8 +357,9 @@ Var xsa(Tape& tape, Var y, Var v, Var gates, int64_t first_lane) {
   Var out(y_out);
   tape.push([y, v, gates, first_lane, out]() mutable {
     if (!out.has_grad()) return;
-    Tensor dy = grad_or_scratch(y), dv = grad_or_scratch(v), dg = grad_or_scratch(gates);
-    xsa_backward(out.grad(), y.value(), v.value(), gates.value(), first_lane, dy, dv, dg);
+    GradWrite write_dy = GradWrite::add, write_dv = GradWrite::add;  // the attention output, v: usually first here
+    Tensor dy = grad_to_write(y, write_dy), dv = grad_to_write(v, write_dv), dg = grad_or_scratch(gates);
+    xsa_backward(out.grad(), y.value(), v.value(), gates.value(), first_lane, dy, dv, dg, write_dy, write_dv);
   }, "xsa", {out, y, v, gates});
   return out;
 }
