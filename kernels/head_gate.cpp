@@ -24,7 +24,7 @@ void head_gate_forward(const Tensor& y, const Tensor& gates, int64_t first_lane,
 }
 
 void head_gate_backward(const Tensor& dy_out, const Tensor& y, const Tensor& gates, int64_t first_lane, Tensor& dy,
-                        Tensor& dgates) {
+                        Tensor& dgates, GradWrite write_dy) {
   check_head_gate(y, gates, first_lane, "head_gate_backward");
   for (const Tensor* t : std::initializer_list<const Tensor*>{&dy_out, &dy}) {
     check_shape(*t, y.shape(), "head_gate_backward: dy_out/dy");
@@ -33,7 +33,7 @@ void head_gate_backward(const Tensor& dy_out, const Tensor& y, const Tensor& gat
   check_shape(dgates, gates.shape(), "head_gate_backward: dgates");
   check_dtype(dgates, gates.dtype(), "head_gate_backward: dgates");
   check_same_device({&dy_out, &y, &gates, &dy, &dgates}, "head_gate_backward");
-  GPT_BACKEND_CALL(y.device(), head_gate_backward, dy_out, y, gates, first_lane, dy, dgates);
+  GPT_BACKEND_CALL(y.device(), head_gate_backward, dy_out, y, gates, first_lane, dy, dgates, write_dy);
 }
 
 }  // namespace gpt

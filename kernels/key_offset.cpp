@@ -20,9 +20,9 @@ void key_offset_forward(const Tensor& k, Tensor& y) {
   GPT_BACKEND_CALL(k.device(), key_offset_forward, k, y);
 }
 
-void key_offset_backward(const Tensor& dy, Tensor& dk) {
+void key_offset_backward(const Tensor& dy, Tensor& dk, GradWrite write) {
   check_key_offset(dy, dk, "key_offset_backward");
-  GPT_BACKEND_CALL(dy.device(), key_offset_backward, dy, dk);
+  GPT_BACKEND_CALL(dy.device(), key_offset_backward, dy, dk, write);
 }
 
 }  // namespace gpt

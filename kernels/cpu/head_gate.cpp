@@ -24,7 +24,8 @@ void head_gate_forward(const Tensor& y, const Tensor& gates, int64_t first_lane,
 }
 
 void head_gate_backward(const Tensor& dy_out, const Tensor& y, const Tensor& gates, int64_t first_lane, Tensor& dy,
-                        Tensor& dgates) {
+                        Tensor& dgates, GradWrite write_dy) {
+  const bool add_dy = write_dy == GradWrite::add;
   const int64_t T = y.size(0), H = y.size(1), D = y.size(2), G = gates.size(1);
   dispatch_floating(y.dtype(), "head_gate_backward", [&]<typename T_>() {
     using A = acc_t<T_>;
@@ -42,7 +43,7 @@ void head_gate_backward(const Tensor& dy_out, const Tensor& y, const Tensor& gat
         for (int64_t d = 0; d < D; ++d) {
           const A go = load(gop[row + d]);
           dot += go * load(yp[row + d]);
-          dyp[row + d] = store<T_>(load(dyp[row + d]) + g * go);
+          dyp[row + d] = store<T_>((add_dy ? load(dyp[row + d]) : A(0)) + g * go);
         }
         T_& dg = dgp[t * G + first_lane + h];
         dg = store<T_>(load(dg) + dot);

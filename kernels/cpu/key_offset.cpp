@@ -22,7 +22,8 @@ void key_offset_forward(const Tensor& k, Tensor& y) {
   });
 }
 
-void key_offset_backward(const Tensor& dy, Tensor& dk) {
+void key_offset_backward(const Tensor& dy, Tensor& dk, GradWrite write) {
+  const bool add = write == GradWrite::add;
   const int64_t T = dy.size(0), H = dy.size(1), D = dy.size(2);
   dispatch_floating(dy.dtype(), "key_offset_backward", [&]<typename T_>() {
     using A = acc_t<T_>;
@@ -33,11 +34,11 @@ void key_offset_backward(const Tensor& dy, Tensor& dk) {
       for (int64_t h = 0; h < H; ++h) {
         T_* out = dp + (t * H + h) * D;
         const T_* own = gp + (t * H + h) * D;
-        for (int64_t d = 0; d < D / 2; ++d) out[d] = store<T_>(load(out[d]) + load(own[d]));
+        for (int64_t d = 0; d < D / 2; ++d) out[d] = store<T_>((add ? load(out[d]) : A(0)) + load(own[d]));
         for (int64_t d = D / 2; d < D; ++d) {
           A g = t + 1 < T ? load(gp[((t + 1) * H + h) * D + d]) : A(0);
           if (t == 0) g += load(own[d]);
-          out[d] = store<T_>(load(out[d]) + g);
+          out[d] = store<T_>((add ? load(out[d]) : A(0)) + g);
         }
       }
     }

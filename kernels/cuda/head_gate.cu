@@ -24,7 +24,8 @@ __global__ void head_gate_forward_kernel(const T* y, const T* __restrict__ gates
 template <typename T, typename A>
 __global__ void head_gate_backward_kernel(const T* __restrict__ dy_out, const T* __restrict__ y,
                                           const T* __restrict__ gates, T* __restrict__ dy, T* __restrict__ dgates,
-                                          int64_t rows, int heads, int dim, int64_t gate_stride, int64_t first_lane) {
+                                          int64_t rows, int heads, int dim, int64_t gate_stride, int64_t first_lane,
+                                          bool add_dy) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -34,7 +35,7 @@ __global__ void head_gate_backward_kernel(const T* __restrict__ dy_out, const T*
   for (int d = lane; d < dim; d += 32) {
     const A go = to_acc<A>(dy_out[base + d]);
     dot += go * to_acc<A>(y[base + d]);
-    dy[base + d] = from_acc<T>(to_acc<A>(dy[base + d]) + g * go);
+    dy[base + d] = from_acc<T>((add_dy ? to_acc<A>(dy[base + d]) : A(0)) + g * go);
   }
   dot = warp_sum(dot);
   if (lane == 0) {
@@ -57,13 +58,14 @@ void head_gate_forward(const Tensor& y, const Tensor& gates, int64_t first_lane,
 }
 
 void head_gate_backward(const Tensor& dy_out, const Tensor& y, const Tensor& gates, int64_t first_lane, Tensor& dy,
-                        Tensor& dgates) {
+                        Tensor& dgates, GradWrite write_dy) {
   const int64_t rows = y.size(0) * y.size(1);
   if (rows == 0) return;
   dispatch_floating_cuda(y.dtype(), "head_gate_backward", [&]<typename T, typename A>() {
     head_gate_backward_kernel<T, A><<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, op_stream()>>>(
         device_ptr<T>(dy_out), device_ptr<T>(y), device_ptr<T>(gates), device_ptr<T>(dy), device_ptr<T>(dgates), rows,
-        static_cast<int>(y.size(1)), static_cast<int>(y.size(2)), gates.size(1), first_lane);
+        static_cast<int>(y.size(1)), static_cast<int>(y.size(2)), gates.size(1), first_lane,
+        write_dy == GradWrite::add);
   });
   GPT_CUDA_CHECK_LAUNCH();
 }

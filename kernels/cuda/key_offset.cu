@@ -28,11 +28,12 @@ __global__ void key_offset_forward_kernel(const T* __restrict__ k, T* __restrict
 
 template <typename T, typename A, int N>
 __global__ void key_offset_backward_kernel(const T* __restrict__ dy, T* __restrict__ dk, int64_t packs, int64_t row,
-                                           int64_t tokens, int dim) {
+                                           int64_t tokens, int dim, bool add) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < packs; i += stride) {
     const int64_t e0 = i * N, t = e0 / row;
-    Pack<T, N> acc = load_pack<N>(dk, i);
+    Pack<T, N> acc;
+    if (add) acc = load_pack<N>(dk, i);
 #pragma unroll
     for (int u = 0; u < N; ++u) {
       const int64_t e = e0 + u;
@@ -43,7 +44,7 @@ __global__ void key_offset_backward_kernel(const T* __restrict__ dy, T* __restri
         g = t + 1 < tokens ? to_acc<A>(dy[e + row]) : A(0);
         if (t == 0) g += to_acc<A>(dy[e]);
       }
-      acc.v[u] = from_acc<T>(to_acc<A>(acc.v[u]) + g);
+      acc.v[u] = from_acc<T>((add ? to_acc<A>(acc.v[u]) : A(0)) + g);
     }
     store_pack<N>(dk, i, acc);
   }
@@ -78,7 +79,7 @@ void key_offset_forward(const Tensor& k, Tensor& y) {
   });
 }
 
-void key_offset_backward(const Tensor& dy, Tensor& dk) {
+void key_offset_backward(const Tensor& dy, Tensor& dk, GradWrite write) {
   const int64_t T = dy.size(0), row = dy.size(1) * dy.size(2), n = dy.numel();
   const int dim = static_cast<int>(dy.size(2));
   if (n == 0) return;
@@ -88,7 +89,7 @@ void key_offset_backward(const Tensor& dy, Tensor& dk) {
     const bool packed = dim % 4 == 0 && aligned_to(gp, 4 * sizeof(T_)) && aligned_to(dp, 4 * sizeof(T_));
     with_pack(packed, [&]<int N>() {
       key_offset_backward_kernel<T_, A, N><<<grid_stride_blocks(n / N, kThreads), kThreads, 0, op_stream()>>>(
-          gp, dp, n / N, row, T, dim);
+          gp, dp, n / N, row, T, dim, write == GradWrite::add);
     });
     GPT_CUDA_CHECK_LAUNCH();
   });

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 #include "tests/attention/attention_test_util.h"
 #include "tests/common/gradcheck.h"
 
@@ -66,6 +69,19 @@ TEST(HeadGate, Bf16AgreesWithF64) {
   head_gate_backward(dout.low, y.low, g.low, 1, dyl, dgl);
   EXPECT_LT(testing::max_relative_error(dyl.to_doubles(), dyh.to_doubles()), 1e-2);
   EXPECT_LT(testing::max_relative_error(dgl.to_doubles(), dgh.to_doubles()), 1e-2);
+}
+
+// write_dy = overwrite: dy written over NaN with what adding into zeros gives; dgates still adds.
+TEST(HeadGate, OverwritingBackwardWritesWhatAddingIntoZerosGives) {
+  const Tensor y = random_tensor({4, 3, 8}, DType::bf16, 20), gates = random_tensor({4, 6}, DType::bf16, 21);
+  const Tensor dout = random_tensor({4, 3, 8}, DType::bf16, 22), dg0 = random_tensor({4, 6}, DType::bf16, 23);
+  Tensor want_dy = Tensor::zeros(y.shape(), DType::bf16), want_dg = dg0.clone();
+  head_gate_backward(dout, y, gates, 2, want_dy, want_dg);
+  const std::vector<double> nan(static_cast<size_t>(y.numel()), std::nan(""));
+  Tensor dy = Tensor::from_doubles(nan, y.shape(), DType::bf16), dg = dg0.clone();
+  head_gate_backward(dout, y, gates, 2, dy, dg, GradWrite::overwrite);
+  EXPECT_EQ(dy.to_doubles(), want_dy.to_doubles());
+  EXPECT_EQ(dg.to_doubles(), want_dg.to_doubles());
 }
 
 TEST(HeadGate, RejectsLanesOutOfRange) {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 #include "tests/common/gradcheck.h"
 
 namespace gpt {
@@ -54,6 +57,17 @@ TEST(KeyOffset, Bf16CopiesExactlyAndBackwardAgreesWithF64) {
   key_offset_backward(g, db);
   key_offset_backward(g.to(DType::f64), dh);
   EXPECT_LT(testing::max_relative_error(db.to_doubles(), dh.to_doubles()), 1e-2);
+}
+
+// GradWrite::overwrite: written over NaN with what adding into zeros gives (both halves, token 0's double use too).
+TEST(KeyOffset, OverwritingBackwardWritesWhatAddingIntoZerosGives) {
+  const Tensor g = random_tensor({5, 2, 16}, DType::bf16, 7);
+  Tensor want = Tensor::zeros(g.shape(), DType::bf16);
+  key_offset_backward(g, want);
+  const std::vector<double> nan(static_cast<size_t>(g.numel()), std::nan(""));
+  Tensor dk = Tensor::from_doubles(nan, g.shape(), DType::bf16);
+  key_offset_backward(g, dk, GradWrite::overwrite);
+  EXPECT_EQ(dk.to_doubles(), want.to_doubles());
 }
 
 TEST(KeyOffset, SingleTokenIsUnchanged) {

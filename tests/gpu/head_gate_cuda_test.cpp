@@ -38,6 +38,12 @@ TEST_P(HeadGateCuda, ForwardAndBackwardMatchCpu) {
     head_gate_backward(dy_out.cuda, y.cuda, gates.cuda, kFirstLane, dy_gpu, dg_gpu);
     EXPECT_LT(added_error(dy_gpu, dy_cpu, dy0), backward_tolerance(dtype)) << "dy";
     EXPECT_LT(added_error(dg_gpu, dg_cpu, dg0), backward_tolerance(dtype)) << "dgates";
+    Tensor written_cpu = Tensor::empty(s.shape(), dtype), written_gpu = Tensor::empty(s.shape(), dtype, Device::cuda);
+    poison(written_gpu);
+    Tensor wg_cpu = dg0.clone(), wg_gpu = dg0.to(Device::cuda);
+    head_gate_backward(dy_out.cpu, y.cpu, gates.cpu, kFirstLane, written_cpu, wg_cpu, GradWrite::overwrite);
+    head_gate_backward(dy_out.cuda, y.cuda, gates.cuda, kFirstLane, written_gpu, wg_gpu, GradWrite::overwrite);
+    EXPECT_LT(relative_frobenius(written_gpu, written_cpu), backward_tolerance(dtype)) << "written dy";
     // Lanes outside [first, first + H) are untouched.
     EXPECT_EQ(minus(dg_gpu, dg_cpu).size(), static_cast<size_t>(s.tokens * kLanes));
     const std::vector<double> after = dg_gpu.to_doubles(), before = dg0.to_doubles();

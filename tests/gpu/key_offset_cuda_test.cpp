@@ -31,6 +31,11 @@ TEST_P(KeyOffsetCuda, ForwardIsExactAndBackwardMatchesCpu) {
     key_offset_backward(dy.cuda, dk_gpu);
     // Same sums in the same order: identical results.
     EXPECT_EQ(dk_gpu.to_doubles(), dk_cpu.to_doubles()) << shape_string(s.shape());
+    Tensor written_cpu = Tensor::empty(s.shape(), dtype), written_gpu = Tensor::empty(s.shape(), dtype, Device::cuda);
+    poison(written_gpu);
+    key_offset_backward(dy.cpu, written_cpu, GradWrite::overwrite);
+    key_offset_backward(dy.cuda, written_gpu, GradWrite::overwrite);
+    EXPECT_EQ(written_gpu.to_doubles(), written_cpu.to_doubles()) << shape_string(s.shape()) << " overwrite";
   }
 }
 

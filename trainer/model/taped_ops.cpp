@@ -290,7 +290,9 @@ Var key_offset(Tape& tape, Var k) {
   Var out(y);
   tape.push([k, out]() mutable {
     if (!out.has_grad() || !k.requires_grad()) return;
-    key_offset_backward(out.grad(), k.grad());
+    GradWrite write = GradWrite::add;
+    Tensor dk = grad_to_write(k, write);
+    key_offset_backward(out.grad(), dk, write);
   }, "key_offset", {out, k});
   return out;
 }
@@ -370,8 +372,9 @@ Var head_gate(Tape& tape, Var y, Var gates, int64_t first_lane) {
   Var out(y_out);
   tape.push([y, gates, first_lane, out]() mutable {
     if (!out.has_grad()) return;
-    Tensor dy = grad_or_scratch(y), dg = grad_or_scratch(gates);
-    head_gate_backward(out.grad(), y.value(), gates.value(), first_lane, dy, dg);
+    GradWrite write_dy = GradWrite::add;
+    Tensor dy = grad_to_write(y, write_dy), dg = grad_or_scratch(gates);
+    head_gate_backward(out.grad(), y.value(), gates.value(), first_lane, dy, dg, write_dy);
   }, "head_gate", {out, y, gates});
   return out;
 }
