@@ -99,6 +99,47 @@ __device__ __forceinline__ void add_gradients(const BackwardArgs& a, const Tiles
   }
 }
 
+// What a consumer warpgroup keeps for the whole block: its 64 keys and their K / V rows in shared memory.
+struct ConsumerKeys {
+  int w, k0;
+  int key_row[2];  // this thread's two accumulator rows
+  uint32_t k_addr, v_addr;
+  template <typename Tiles>
+  __device__ ConsumerKeys(const Tiles& t, const KeyBlock& b) : w(threadIdx.x / 128), k0(b.s0 + kScoreTile * w) {
+    key_row[0] = k0 + warpgroup_row(0);
+    key_row[1] = k0 + warpgroup_row(1);
+    k_addr = wgmma::smem_addr(t.ks) + w * kScoreTile * wgmma::kSlabRowBytes;
+    v_addr = wgmma::smem_addr(t.vs) + w * kScoreTile * wgmma::kSlabRowBytes;
+  }
+};
+
+// Query tile n as a consumer sees it once loaded: its stage, statistics, how this warpgroup's keys meet it and
+// whether the block adds to its dQ (then both warpgroups take part in the tile's dQ product).
+struct QueryTile {
+  int stage, q0;
+  const QueryStats* st;
+  TileKind kind;
+  bool adds_dq;
+  template <typename Tiles>
+  __device__ QueryTile(const BackwardArgs& a, const Tiles& t, const KeyBlock& b, int n, int w)
+      : stage(n % kStages), q0(b.s0 + n * kQueries), st(&t.stats[stage]) {
+    tma::wait(t.full + stage, (n / kStages) & 1);
+    kind = b.classify(w, q0, a.tokens, st->lo);
+    adds_dq = b.contributes(q0, a.tokens, st->lo[0]);
+  }
+};
+
+// Sᵀ, dPᵀ and the Pᵀ / dSᵀ fragments of tile q for these keys (tile_gradients), returning the tile's Q and dY
+// addresses for the dK / dV products.
+template <typename Tiles>
+__device__ __forceinline__ void tile_fragments(const BackwardArgs& a, const Tiles& t, const ConsumerKeys& keys,
+                                               const QueryTile& q, uint32_t& q_addr, uint32_t& dy_addr,
+                                               uint32_t (&pa)[kScoreTile / 16][4], uint32_t (&da)[kScoreTile / 16][4]) {
+  q_addr = wgmma::smem_addr(t.qs + q.stage * kQueryTile);
+  dy_addr = wgmma::smem_addr(t.dys + q.stage * kQueryTile);
+  tile_gradients(a, *q.st, q.kind, q.q0, keys.key_row, keys.k_addr, keys.v_addr, q_addr, dy_addr, pa, da);
+}
+
 // ---- v4–v6: the two warpgroups meet at every tile's dSᵀ ---------------------------------------------------------
 
 // The tile's dQ once both dSᵀ halves are in shared memory: product, staging, hand-over to the producer; returns
@@ -133,25 +174,16 @@ __device__ __forceinline__ void dq_tile(const BlockTiles<false>& t, int contribu
 
 template <bool kAsyncEpilogue, bool kDqBeforeDk>
 __device__ void consume(const BackwardArgs& a, const BlockTiles<false>& t, const KeyBlock& b, int head) {
-  const int w = threadIdx.x / 128;
-  const int k0 = b.s0 + kScoreTile * w;
-  const int key_row[2] = {k0 + warpgroup_row(0), k0 + warpgroup_row(1)};
-  const uint32_t k_addr = wgmma::smem_addr(t.ks) + w * kScoreTile * wgmma::kSlabRowBytes;
-  const uint32_t v_addr = wgmma::smem_addr(t.vs) + w * kScoreTile * wgmma::kSlabRowBytes;
+  const ConsumerKeys keys(t, b);
+  const int w = keys.w;
   float dk[kRowAcc] = {}, dv[kRowAcc] = {};
   int contributions = 0;
   tma::wait(t.kv_full, 0);
   for (int n = 0; n < b.tiles; ++n) {
-    const int stage = n % kStages, q0 = b.s0 + n * kQueries;
-    tma::wait(t.full + stage, (n / kStages) & 1);
-    const QueryStats& st = t.stats[stage];
-    const TileKind kind = b.classify(w, q0, a.tokens, st.lo);
-    const bool adds_dq = b.contributes(q0, a.tokens, st.lo[0]);
-    if (kind != TileKind::skip) {
-      const uint32_t q_addr = wgmma::smem_addr(t.qs + stage * kQueryTile);
-      const uint32_t dy_addr = wgmma::smem_addr(t.dys + stage * kQueryTile);
-      uint32_t pa[kScoreTile / 16][4], da[kScoreTile / 16][4];
-      tile_gradients(a, st, kind, q0, key_row, k_addr, v_addr, q_addr, dy_addr, pa, da);
+    const QueryTile tile(a, t, b, n, w);
+    if (tile.kind != TileKind::skip) {
+      uint32_t q_addr, dy_addr, pa[kScoreTile / 16][4], da[kScoreTile / 16][4];
+      tile_fragments(a, t, keys, tile, q_addr, dy_addr, pa, da);
       wgmma::fence_operands(dv);
       wgmma::fence_operands(dk);
       wgmma::fence();
@@ -172,16 +204,16 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles<false>& t, const
       wgmma::fence_operands(dv);
       wgmma::fence_operands(dk);
       ++contributions;
-    } else if (adds_dq) {  // the other warpgroup's keys meet the tile, these do not: zero rows of dSᵀ
+    } else if (tile.adds_dq) {  // the other warpgroup's keys meet the tile, these do not: zero rows of dSᵀ
       const uint32_t zero[kScoreTile / 16][4] = {};
       tma::named_sync(kDsFreeBarrier, kConsumerThreads);
       store_ds(t.ds, zero, w);
       dq_tile<false>(t, contributions, w, dk, zero, 0);  // no dK here: q_addr unused
       ++contributions;
     }
-    if ((threadIdx.x & 31) == 0) tma::arrive(t.empty + stage);
+    if ((threadIdx.x & 31) == 0) tma::arrive(t.empty + tile.stage);
   }
-  add_gradients<kAsyncEpilogue>(a, t, b, head, dk, dv, k0);
+  add_gradients<kAsyncEpilogue>(a, t, b, head, dk, dv, keys.k0);
 }
 
 // ---- v7: each tile's dQ product one tile late --------------------------------------------------------------------
@@ -229,25 +261,16 @@ __device__ __forceinline__ void deferred_dq_tile(const BlockTiles<true>& t, int 
 
 template <bool kAsyncEpilogue>
 __device__ void consume_deferred(const BackwardArgs& a, const BlockTiles<true>& t, const KeyBlock& b, int head) {
-  const int w = threadIdx.x / 128;
-  const int k0 = b.s0 + kScoreTile * w;
-  const int key_row[2] = {k0 + warpgroup_row(0), k0 + warpgroup_row(1)};
-  const uint32_t k_addr = wgmma::smem_addr(t.ks) + w * kScoreTile * wgmma::kSlabRowBytes;
-  const uint32_t v_addr = wgmma::smem_addr(t.vs) + w * kScoreTile * wgmma::kSlabRowBytes;
+  const ConsumerKeys keys(t, b);
+  const int w = keys.w;
   float dk[kRowAcc] = {}, dv[kRowAcc] = {};
   int contributions = 0;  // dSᵀ tiles published; the last one's dQ product is still to be issued
   tma::wait(t.kv_full, 0);
   for (int n = 0; n < b.tiles; ++n) {
-    const int stage = n % kStages, q0 = b.s0 + n * kQueries;
-    tma::wait(t.full + stage, (n / kStages) & 1);
-    const QueryStats& st = t.stats[stage];
-    const TileKind kind = b.classify(w, q0, a.tokens, st.lo);
-    const bool adds_dq = b.contributes(q0, a.tokens, st.lo[0]);
-    if (kind != TileKind::skip) {
-      const uint32_t q_addr = wgmma::smem_addr(t.qs + stage * kQueryTile);
-      const uint32_t dy_addr = wgmma::smem_addr(t.dys + stage * kQueryTile);
-      uint32_t pa[kScoreTile / 16][4], da[kScoreTile / 16][4];
-      tile_gradients(a, st, kind, q0, key_row, k_addr, v_addr, q_addr, dy_addr, pa, da);
+    const QueryTile tile(a, t, b, n, w);
+    if (tile.kind != TileKind::skip) {
+      uint32_t q_addr, dy_addr, pa[kScoreTile / 16][4], da[kScoreTile / 16][4];
+      tile_fragments(a, t, keys, tile, q_addr, dy_addr, pa, da);
       wgmma::fence_operands(dv);
       wgmma::fence_operands(dk);
       wgmma::fence();
@@ -263,16 +286,16 @@ __device__ void consume_deferred(const BackwardArgs& a, const BlockTiles<true>& 
       wgmma::fence_operands(dv);
       wgmma::fence_operands(dk);
       ++contributions;
-    } else if (adds_dq) {  // the other warpgroup's keys meet the tile, these do not: zero rows of dSᵀ
+    } else if (tile.adds_dq) {  // the other warpgroup's keys meet the tile, these do not: zero rows of dSᵀ
       const uint32_t zero[kScoreTile / 16][4] = {};
       publish_ds(t, contributions, zero, w);
       if (contributions > 0) deferred_dq_tile(t, contributions - 1, w);
       ++contributions;
     }
-    if ((threadIdx.x & 31) == 0) tma::arrive(t.empty + stage);  // Q, dY and statistics of tile n are read
+    if ((threadIdx.x & 31) == 0) tma::arrive(t.empty + tile.stage);  // Q, dY and statistics of tile n are read
   }
   if (contributions > 0) deferred_dq_tile(t, contributions - 1, w);
-  add_gradients<kAsyncEpilogue>(a, t, b, head, dk, dv, k0);
+  add_gradients<kAsyncEpilogue>(a, t, b, head, dk, dv, keys.k0);
 }
 
 // ---- the kernel ----------------------------------------------------------------------------------------------------

@@ -63,14 +63,20 @@ __device__ __forceinline__ double lane_value<double>(const TermArgs& a, int64_t 
   return a.offset + static_cast<const double*>(a.lanes)[row * a.lane_stride + a.lane + g];
 }
 
-template <typename T, typename A, int VEC>
-__global__ void mix_forward_kernel(const __grid_constant__ MixArgs args, T* out, int64_t rows, int64_t n) {
-  __shared__ double s_scalar[kMaxTerms];
+// Every term's S into shared memory, for the whole block.
+template <typename T, typename A>
+__device__ __forceinline__ void load_term_scalars(const MixArgs& args, double* s_scalar) {
   if (threadIdx.x < args.n_terms) {
     double unused;
     s_scalar[threadIdx.x] = term_scalar<T, A>(args.t[threadIdx.x], &unused);
   }
   __syncthreads();
+}
+
+template <typename T, typename A, int VEC>
+__global__ void mix_forward_kernel(const __grid_constant__ MixArgs args, T* out, int64_t rows, int64_t n) {
+  __shared__ double s_scalar[kMaxTerms];
+  load_term_scalars<T, A>(args, s_scalar);
   const int lane = threadIdx.x % 32;
   for (int64_t row = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32; row < rows; row += gridDim.x * int64_t{kWarps}) {
     for (int64_t c = lane * VEC; c < n; c += 32 * VEC) {
@@ -97,11 +103,7 @@ template <typename T, typename A, int VEC>
 __global__ void mix_backward_kernel(const __grid_constant__ MixArgs args, const T* dout, int64_t rows, int64_t n,
                                     double* scalar_partial) {
   __shared__ double s_scalar[kMaxTerms];
-  if (threadIdx.x < args.n_terms) {
-    double unused;
-    s_scalar[threadIdx.x] = term_scalar<T, A>(args.t[threadIdx.x], &unused);
-  }
-  __syncthreads();
+  load_term_scalars<T, A>(args, s_scalar);
   const int lane = threadIdx.x % 32;
   for (int64_t row = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32; row < rows; row += gridDim.x * int64_t{kWarps}) {
     const T* d = dout + row * n;
@@ -164,11 +166,7 @@ __global__ void mix_backward_v2_kernel(const __grid_constant__ MixArgs args, con
                                        double* scalar_partial) {
   constexpr int VEC = kVec16<T>;
   __shared__ double s_scalar[kMaxTerms];
-  if (threadIdx.x < args.n_terms) {
-    double unused;
-    s_scalar[threadIdx.x] = term_scalar<T, A>(args.t[threadIdx.x], &unused);
-  }
-  __syncthreads();
+  load_term_scalars<T, A>(args, s_scalar);
   const int lane = threadIdx.x % 32;
   const int64_t packs = n / VEC;
   for (int64_t row = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32; row < rows; row += gridDim.x * int64_t{kWarps}) {
