@@ -276,10 +276,9 @@ Var qk_norm_rotary(Tape& tape, Var x, const Tensor& cos, const Tensor& sin, Rota
   Var out(y);
   tape.push([x, cos, sin, layout, out, rstd]() mutable {
     if (!out.has_grad() || !x.requires_grad()) return;
-    bool fresh = false;
-    Tensor& dx = x.grad_for_overwrite(fresh);  // q's or k's projection (a view): nothing else writes it first
-    qk_norm_rotary_backward(out.grad(), x.value(), rstd, cos, sin, layout, dx,
-                            fresh ? GradWrite::overwrite : GradWrite::add);
+    GradWrite write = GradWrite::add;
+    Tensor dx = grad_to_write(x, write);  // q's or k's projection (a view): nothing else writes it first
+    qk_norm_rotary_backward(out.grad(), x.value(), rstd, cos, sin, layout, dx, write);
   }, "qk_norm_rotary", {out, x});
   return out;
 }
