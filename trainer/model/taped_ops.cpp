@@ -1,5 +1,8 @@
 #include "trainer/model/taped_ops.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "kernels/activation.h"
 #include "kernels/bigram.h"
 #include "kernels/embedding.h"
@@ -25,9 +28,20 @@ Tensor grad_or_scratch(Var& v) {
   return Tensor::zeros(v.value().shape(), v.value().dtype(), v.value().device());
 }
 
+// SPEEDRUN_FIRST_WRITERS=0 makes the ops that take a GradWrite add into zero-filled gradients again, as before
+// first writers could overwrite: a switch for telling a fault of those write modes from one elsewhere.
+bool first_writers_overwrite() {
+  const char* v = std::getenv("SPEEDRUN_FIRST_WRITERS");
+  return v == nullptr || std::string(v) != "0";
+}
+
 // The gradient slot of an input for an op that writes all of it, and how to store it: written by its first writer
 // (no zero fill), else added; inputs without a slot get a throw-away buffer that is written.
 Tensor grad_to_write(Var& v, GradWrite& write) {
+  if (!first_writers_overwrite()) {
+    write = GradWrite::add;
+    return grad_or_scratch(v);
+  }
   bool fresh = true;
   Tensor g = v.requires_grad() ? v.grad_for_overwrite(fresh)
                                : Tensor::empty(v.value().shape(), v.value().dtype(), v.value().device());
