@@ -18,14 +18,14 @@ void rmsnorm_forward(const Tensor& x, Tensor& y, Tensor& rstd, float eps) {
   GPT_BACKEND_CALL(x.device(), rmsnorm_forward, x, y, rstd, eps);
 }
 
-void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, Tensor& dx) {
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, Tensor& dx, GradWrite write) {
   check_shape(dy, x.shape(), "rmsnorm_backward: dy");
   check_shape(dx, x.shape(), "rmsnorm_backward: dx");
   check_dtype(dy, x.dtype(), "rmsnorm_backward: dy");
   check_dtype(dx, x.dtype(), "rmsnorm_backward: dx");
   check_shape(rstd, {rows_of(x)}, "rmsnorm_backward: rstd");
   check_same_device({&dy, &x, &rstd, &dx}, "rmsnorm_backward");
-  GPT_BACKEND_CALL(x.device(), rmsnorm_backward, dy, x, rstd, dx);
+  GPT_BACKEND_CALL(x.device(), rmsnorm_backward, dy, x, rstd, dx, write);
 }
 
 }  // namespace gpt

@@ -6,6 +6,7 @@
 // Convention for every op family in kernels/: forward ops overwrite their outputs; backward ops ADD
 // into their gradient outputs (the caller zeroes them), so a tensor read in several places collects
 // its gradient without extra buffers.
+#include "kernels/grad_write.h"
 #include "kernels/tensor.h"
 
 namespace gpt {
@@ -14,16 +15,17 @@ inline constexpr float kNormEps = 1.1920928955078125e-07f;  // 2^-23, §0.4 / §
 
 // x, y: [rows, n] (any leading shape), same dtype. rstd: stat_dtype(x) [rows].
 void rmsnorm_forward(const Tensor& x, Tensor& y, Tensor& rstd, float eps = kNormEps);
-// dx += J^T dy. dy, x, dx: same shape and dtype as x.
-void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, Tensor& dx);
+// dx += J^T dy (GradWrite::overwrite: dx = J^T dy, its first writer). dy, x, dx: same shape and dtype as x.
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, Tensor& dx,
+                      GradWrite write = GradWrite::add);
 
 namespace cpu {
 void rmsnorm_forward(const Tensor& x, Tensor& y, Tensor& rstd, float eps);
-void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, Tensor& dx);
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, Tensor& dx, GradWrite write);
 }  // namespace cpu
 namespace cuda {
 void rmsnorm_forward(const Tensor& x, Tensor& y, Tensor& rstd, float eps);
-void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, Tensor& dx);
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, Tensor& dx, GradWrite write);
 }  // namespace cuda
 
 }  // namespace gpt

@@ -1,5 +1,5 @@
 // CPU reference of kernels/qk_norm_rotary.h: the definition itself, the two reference ops in sequence through a
-// normalised (forward) or rotated-back (backward) intermediate of x's dtype; an overwritten dx is added into zeros.
+// normalised (forward) or rotated-back (backward) intermediate of x's dtype.
 #include "kernels/qk_norm_rotary.h"
 
 namespace gpt::cpu {
@@ -15,8 +15,7 @@ void qk_norm_rotary_backward(const Tensor& dy, const Tensor& x, const Tensor& rs
                              const Tensor& sin, RotaryLayout layout, Tensor& dx, GradWrite write) {
   Tensor g = Tensor::zeros(x.shape(), x.dtype());
   cpu::rotary_backward(dy, cos, sin, layout, g);
-  if (write == GradWrite::overwrite) dx.zero_();  // the definition: what adding into zeros gives
-  cpu::rmsnorm_backward(g, x, rstd, dx);
+  cpu::rmsnorm_backward(g, x, rstd, dx, write);
 }
 
 }  // namespace gpt::cpu

@@ -26,7 +26,8 @@ void rmsnorm_forward(const Tensor& x, Tensor& y, Tensor& rstd, float eps) {
   });
 }
 
-void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, Tensor& dx) {
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, Tensor& dx, GradWrite write) {
+  const bool add = write == GradWrite::add;
   const int64_t n = x.size(-1);
   const int64_t rows = x.numel() / n;
   dispatch_floating(x.dtype(), "rmsnorm_backward", [&]<typename T>() {
@@ -45,7 +46,7 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, Ten
       // d/dx_i of x_i·inv: inv·dy_i − x_i·inv³·(Σ dy·x)/n
       const A c = inv * inv * inv * dot / A(n);
       for (int64_t i = 0; i < n; ++i) {
-        dxp[r * n + i] = store<T>(load(dxp[r * n + i]) + inv * load(dyr[i]) - c * load(xr[i]));
+        dxp[r * n + i] = store<T>((add ? load(dxp[r * n + i]) : A(0)) + inv * load(dyr[i]) - c * load(xr[i]));
       }
     }
   });

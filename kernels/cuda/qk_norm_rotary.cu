@@ -205,8 +205,7 @@ void qk_norm_rotary_backward(const Tensor& dy, const Tensor& x, const Tensor& rs
     if (shape.group == 0) {
       Tensor g = Tensor::zeros(x.shape(), x.dtype(), Device::cuda);
       cuda::rotary_backward(dy, cos, sin, layout, g);
-      if (write == GradWrite::overwrite) dx.zero_();
-      cuda::rmsnorm_backward(g, x, rstd, dx);
+      cuda::rmsnorm_backward(g, x, rstd, dx, write);
       return;
     }
     const RowGeometry geo = geometry(x, shape, layout);

@@ -29,7 +29,8 @@ __global__ void rmsnorm_forward_kernel(const T* __restrict__ x, T* __restrict__ 
 
 template <typename T, typename A>
 __global__ void rmsnorm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x,
-                                        const A* __restrict__ rstd, T* __restrict__ dx, int64_t rows, int n) {
+                                        const A* __restrict__ rstd, T* __restrict__ dx, int64_t rows, int n,
+                                        bool add) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -42,7 +43,7 @@ __global__ void rmsnorm_backward_kernel(const T* __restrict__ dy, const T* __res
   const A c = inv * inv * inv * dot / A(n);
   for (int i = lane; i < n; i += 32) {
     const int64_t k = row * n + i;
-    dx[k] = from_acc<T>(to_acc<A>(dx[k]) + inv * to_acc<A>(dyr[i]) - c * to_acc<A>(xr[i]));
+    dx[k] = from_acc<T>((add ? to_acc<A>(dx[k]) : A(0)) + inv * to_acc<A>(dyr[i]) - c * to_acc<A>(xr[i]));
   }
 }
 
@@ -61,13 +62,14 @@ void rmsnorm_forward(const Tensor& x, Tensor& y, Tensor& rstd, float eps) {
   GPT_CUDA_CHECK_LAUNCH();
 }
 
-void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, Tensor& dx) {
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, Tensor& dx, GradWrite write) {
   const int n = static_cast<int>(x.size(-1));
   const int64_t rows = x.numel() / n;
   const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock));
   dispatch_floating_cuda(x.dtype(), "rmsnorm_backward", [&]<typename T, typename A>() {
     rmsnorm_backward_kernel<T, A><<<grid, kWarpsPerBlock * 32>>>(device_ptr<T>(dy), device_ptr<T>(x),
-                                                                  device_ptr<A>(rstd), device_ptr<T>(dx), rows, n);
+                                                                  device_ptr<A>(rstd), device_ptr<T>(dx), rows, n,
+                                                                  write == GradWrite::add);
   });
   GPT_CUDA_CHECK_LAUNCH();
 }

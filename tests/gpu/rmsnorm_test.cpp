@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 #include "kernels/rmsnorm.h"
 #include "tests/common/gradcheck.h"
 
@@ -33,6 +36,14 @@ TEST_P(RmsNormCuda, ForwardAndBackwardMatchCpuReference) {
   EXPECT_LT(testing::max_relative_error(y_gpu.to_doubles(), y_cpu.to_doubles()), tol);
   EXPECT_LT(testing::max_relative_error(r_gpu.to_doubles(), r_cpu.to_doubles()), 1e-5);
   EXPECT_LT(testing::max_relative_error(dx_gpu.to_doubles(), dx_cpu.to_doubles()), tol);
+
+  // The first writer: written over NaN (every element), the values the CPU reference writes.
+  Tensor written_cpu = Tensor::empty(shape, dtype);
+  const std::vector<double> nan(static_cast<size_t>(x.numel()), std::nan(""));
+  Tensor written_gpu = Tensor::from_doubles(nan, shape, dtype).to(Device::cuda);
+  rmsnorm_backward(dy, x, r_cpu, written_cpu, GradWrite::overwrite);
+  rmsnorm_backward(dyg, xg, r_gpu, written_gpu, GradWrite::overwrite);
+  EXPECT_LT(testing::max_relative_error(written_gpu.to_doubles(), written_cpu.to_doubles()), tol);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, RmsNormCuda, ::testing::Values(DType::f64, DType::f32, DType::bf16));

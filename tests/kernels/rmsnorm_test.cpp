@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "kernels/rmsnorm.h"
 #include "tests/common/gradcheck.h"
@@ -69,6 +70,19 @@ TEST(RmsNorm, Bf16OutputIsRoundedFromFp32Math) {
     const float inv = 1.0f / std::sqrt(ss / 32 + kNormEps);
     for (int i = 0; i < 32; ++i) EXPECT_EQ(out[r * 32 + i], round_bf16(static_cast<float>(xin[r * 32 + i]) * inv));
   }
+}
+
+// GradWrite::overwrite: written over NaN with what adding into zeros gives.
+TEST(RmsNorm, OverwritingBackwardWritesWhatAddingIntoZerosGives) {
+  const Tensor x = random_tensor({6, 40}, DType::bf16, 20, 2.0), dy = random_tensor({6, 40}, DType::bf16, 21);
+  Tensor y = Tensor::empty(x.shape(), DType::bf16), rstd = Tensor::empty({6}, DType::f32);
+  rmsnorm_forward(x, y, rstd);
+  Tensor want = Tensor::zeros(x.shape(), DType::bf16);
+  rmsnorm_backward(dy, x, rstd, want);
+  const std::vector<double> nan(static_cast<size_t>(x.numel()), std::nan(""));
+  Tensor dx = Tensor::from_doubles(nan, x.shape(), DType::bf16);
+  rmsnorm_backward(dy, x, rstd, dx, GradWrite::overwrite);
+  EXPECT_EQ(dx.to_doubles(), want.to_doubles());
 }
 
 TEST(RmsNorm, RejectsMismatchedShapes) {

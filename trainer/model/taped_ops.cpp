@@ -98,7 +98,9 @@ Var rmsnorm(Tape& tape, Var x) {
   Var out(y);
   tape.push([x, out, rstd]() mutable {
     if (!out.has_grad() || !x.requires_grad()) return;
-    rmsnorm_backward(out.grad(), x.value(), rstd, x.grad());
+    GradWrite write = GradWrite::add;
+    Tensor dx = grad_to_write(x, write);  // the final norm's and cache7's are first written here
+    rmsnorm_backward(out.grad(), x.value(), rstd, dx, write);
   }, "rmsnorm", {out, x});
   return out;
 }
