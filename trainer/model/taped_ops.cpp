@@ -49,11 +49,14 @@ Tensor grad_to_write(Var& v, GradWrite& write) {
   return g;
 }
 
-// dst += src (same shape and dtype), through the mix op's backward with a unit coefficient.
-void add_into(const Tensor& src, Tensor& dst) {
-  const MixTerm unit{src, Coef::one()};
-  const MixGrad grad{.dx = dst};
-  mix_backward(src, {&unit, 1}, {&grad, 1});
+// x's gradient += g (same shape and dtype), through the mix op's backward with a unit coefficient; its first writer
+// copies g instead (the mix's overwrite mode).
+void pass_gradient(const Tensor& g, Var& x) {
+  GradWrite write = GradWrite::add;
+  Tensor dx = grad_to_write(x, write);
+  const MixTerm unit{g, Coef::one()};
+  const MixGrad grad{.dx = dx, .overwrite_dx = write == GradWrite::overwrite};
+  mix_backward(g, {&unit, 1}, {&grad, 1});
 }
 
 // x's gradient as the output of a GEMM that produces a share of it: beta = 0 (written, no zero fill) when the GEMM
@@ -162,7 +165,7 @@ Var bias_add(Tape& tape, Var x, Var bias) {
   Var out(y);
   tape.push([x, bias, out]() mutable {
     if (!out.has_grad()) return;
-    if (x.requires_grad()) add_into(out.grad(), x.grad());
+    if (x.requires_grad()) pass_gradient(out.grad(), x);
     if (bias.requires_grad()) bias_backward(out.grad(), bias.grad());
   }, "bias_add", {out, x, bias});
   return out;
@@ -363,7 +366,7 @@ Var dc_attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens, Var 
     dc_attention_backward(out.grad(), q.value(), k.value(), v.value(), cu_seqlens, gates.value(), lanes, lse, dq, dk,
                           dv, dg, scale);
     // The correction is added to the core output: its gradient passes through unchanged.
-    if (y_core.requires_grad()) add_into(out.grad(), y_core.grad());
+    if (y_core.requires_grad()) pass_gradient(out.grad(), y_core);
   }, "dc_attention", {out, q, k, v, gates, y_core});
   return out;
 }
