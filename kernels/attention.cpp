@@ -76,6 +76,12 @@ void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, cons
                    writes);
 }
 
+void zero_overwritten(const AttentionGradWrites& writes, Tensor& dq, Tensor& dk, Tensor& dv) {
+  if (writes.dq == GradWrite::overwrite) dq.zero_();
+  if (writes.dk == GradWrite::overwrite) dk.zero_();
+  if (writes.dv == GradWrite::overwrite) dv.zero_();
+}
+
 void double_cu_seqlens(const Tensor& cu_seqlens, Tensor& doubled) {
   check_cu_seqlens_layout(cu_seqlens, "double_cu_seqlens: cu_seqlens");
   check_shape(doubled, cu_seqlens.shape(), "double_cu_seqlens: doubled");

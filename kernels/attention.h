@@ -47,6 +47,10 @@ void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, cons
                         const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                         Tensor& dv, int64_t window, float scale, AttentionGradWrites writes = {});
 
+// Zeroes the gradients that `writes` marks GradWrite::overwrite: what a backward that only adds does first (adding
+// into zeros is the definition of overwriting).
+void zero_overwritten(const AttentionGradWrites& writes, Tensor& dq, Tensor& dk, Tensor& dv);
+
 // doubled[i] = 2 · cu_seqlens[i] (int32 [R] -> int32 [R]) for the paired-head view of a (T, H, D)
 // tensor as (2T, H/2, D). Throws (CPU) when a value would overflow int32.
 void double_cu_seqlens(const Tensor& cu_seqlens, Tensor& doubled);

@@ -72,10 +72,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
 void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                         Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
-  // An overwritten gradient is, by definition, what adding into zeros gives.
-  if (writes.dq == GradWrite::overwrite) dq.zero_();
-  if (writes.dk == GradWrite::overwrite) dk.zero_();
-  if (writes.dv == GradWrite::overwrite) dv.zero_();
+  zero_overwritten(writes, dq, dk, dv);  // the reference only adds
   const int64_t T = q.size(0), H = q.size(1), D = q.size(2);
   const TokenSegments seg = token_segments(cu_seqlens, T, "attention_backward");
   dispatch_floating(q.dtype(), "attention_backward", [&]<typename T_>() {

@@ -103,6 +103,10 @@ constexpr size_t smem_bytes(int r) {
 // checked on the CPU by tests/attention/attention_schedule_test.cpp).
 using KeyBlock = BackwardKeyBlock<kKeys, kQueries, kScoreTile>;
 
+// Query tile n's stage and contribution c's dQ staging tile, with their barrier parities (attention_schedule.h).
+using StageRing = BarrierRing<kStages>;
+using DqRing = BarrierRing<kDqStages>;
+
 __device__ __forceinline__ int load_acquire(const int* p) {
   int v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
@@ -128,9 +132,9 @@ __device__ __forceinline__ void wait_for_turn(const int* turn, int rank) {
 // first (their latency then covers the statistics' loads), then every lane's statistics and its arrival.
 template <typename Tiles>
 __device__ void load_query_tile(const BackwardArgs& a, const Tiles& t, const KeyBlock& b, int head, int n) {
-  const int lane = threadIdx.x % 32, stage = n % kStages, use = n / kStages;
+  const int lane = threadIdx.x % 32, stage = StageRing::slot(n);
   const int q0 = b.s0 + n * kQueries;
-  if (use > 0) tma::wait(t.empty + stage, (use - 1) & 1);
+  if (StageRing::refills(n)) tma::wait(t.empty + stage, StageRing::released_parity(n));
   if (lane == 0) {
     tma::expect_tx(t.full + stage, kStageTransferBytes);
     tma::load_head_rows(t.qs + stage * kQueryTile, kQuerySlab, &a.q_map, head, q0, t.full + stage);
@@ -152,13 +156,13 @@ __device__ void load_query_tile(const BackwardArgs& a, const Tiles& t, const Key
 template <typename Tiles>
 __device__ void add_dq_in_order(const BackwardArgs& a, const Tiles& t, const KeyBlock& b, int head, int n,
                                 int key_block, int contribution) {
-  const int slot = contribution % kDqStages, use = contribution / kDqStages;
+  const int slot = DqRing::slot(contribution);
   const uint8_t* staged = t.dq + slot * kDqTile;
   const int lane = threadIdx.x % 32;
   const int q0 = b.s0 + n * kQueries, tile = q0 / kQueries;
   const int rank = KeyBlock::dq_rank(q0, a.tokens, key_block);  // key blocks above this one that add
   int* turn = a.dq_turns + static_cast<int64_t>(head) * a.query_tiles + tile;
-  tma::wait(t.dq_full + slot, use & 1);
+  tma::wait(t.dq_full + slot, DqRing::filled_parity(contribution));
   if (lane == 0) {
     wait_for_turn(turn, rank);
     tma::fence_proxy_global();
@@ -197,7 +201,7 @@ __device__ void add_dq_tiles(const BackwardArgs& a, const Tiles& t, const KeyBlo
   for (int n = 0; n < b.tiles; ++n) {
     const int q0 = b.s0 + n * kQueries;
     if (b.contributes(q0, a.tokens, static_cast<int>(first_key(t.cu, a.r, q0, a.window)))) {
-      if (contributions % kDqStages == slot) add_dq_in_order(a, t, b, head, n, key_block, contributions);
+      if (DqRing::slot(contributions) == slot) add_dq_in_order(a, t, b, head, n, key_block, contributions);
       ++contributions;
     }
   }

@@ -122,8 +122,8 @@ struct QueryTile {
   bool adds_dq;
   template <typename Tiles>
   __device__ QueryTile(const BackwardArgs& a, const Tiles& t, const KeyBlock& b, int n, int w)
-      : stage(n % kStages), q0(b.s0 + n * kQueries), st(&t.stats[stage]) {
-    tma::wait(t.full + stage, (n / kStages) & 1);
+      : stage(StageRing::slot(n)), q0(b.s0 + n * kQueries), st(&t.stats[stage]) {
+    tma::wait(t.full + stage, StageRing::filled_parity(n));
     kind = b.classify(w, q0, a.tokens, st->lo);
     adds_dq = b.contributes(q0, a.tokens, st->lo[0]);
   }
@@ -149,10 +149,10 @@ __device__ __forceinline__ void tile_fragments(const BackwardArgs& a, const Tile
 template <bool kThenDk>
 __device__ __forceinline__ void dq_tile(const BlockTiles<false>& t, int contribution, int w, float (&dk)[kRowAcc],
                                         const uint32_t (&da)[kScoreTile / 16][4], uint32_t q_addr) {
-  const int slot = contribution % kDqStages, use = contribution / kDqStages;
+  const int slot = DqRing::slot(contribution);
   fence_async_proxy();  // dSᵀ was written through the generic proxy
   tma::named_sync(kDsReadyBarrier, kConsumerThreads);
-  if (use > 0) tma::wait(t.dq_empty + slot, (use - 1) & 1);
+  if (DqRing::refills(contribution)) tma::wait(t.dq_empty + slot, DqRing::released_parity(contribution));
   float dq[kScoreAcc];
   wgmma::fence();
   issue_dq(dq, wgmma::smem_addr(t.ds), wgmma::smem_addr(t.ks), w);
@@ -222,9 +222,8 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles<false>& t, const
 // apart, so that one's exponentials overlap the other's products; with one dSᵀ tile (v4–v6) they meet twice per
 // tile. The sums are v5's, in the same order: v7 gives v5's bits.
 
-// Contribution c's dSᵀ tile and dQ staging tile (attention_schedule.h).
+// Contribution c's dSᵀ tile (attention_schedule.h).
 using DsRing = BarrierRing<BlockTiles<true>::kDsTiles>;
-using DqRing = BarrierRing<kDqStages>;
 
 // This warpgroup's half of the contribution's dSᵀ tile, once both warpgroups' dQ products have finished reading
 // the tile's previous contents (contribution − 2).

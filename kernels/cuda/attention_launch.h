@@ -5,7 +5,6 @@
 
 #include <memory>
 
-#include "kernels/attention.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/tensor.h"
@@ -24,14 +23,6 @@ inline AttentionProblem attention_problem(const Tensor& q, const Tensor& cu_seql
   GPT_CHECK(q.size(2) == 128, op, ": the CUDA kernel takes head dim 128 only, got ", q.describe());
   GPT_CHECK(q.size(0) < (int64_t{1} << 31), op, ": more than 2^31 tokens: ", q.describe());
   return {q.size(0), static_cast<int>(q.size(1)), static_cast<int>(cu_seqlens.size(0))};
-}
-
-// For versions that only add: the gradients `writes` overwrites are zeroed first (adding into zeros is the
-// definition of overwriting).
-inline void zero_overwritten(const AttentionGradWrites& writes, Tensor& dq, Tensor& dk, Tensor& dv) {
-  if (writes.dq == GradWrite::overwrite) dq.zero_();
-  if (writes.dk == GradWrite::overwrite) dk.zero_();
-  if (writes.dv == GradWrite::overwrite) dv.zero_();
 }
 
 // Raises a kernel's dynamic shared-memory limit to `bytes` (beyond the 48 KB default), or fails naming the op.

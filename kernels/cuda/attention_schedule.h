@@ -127,9 +127,9 @@ struct BackwardKeyBlock {
 
 // A ring of kSize buffers handed between warps through mbarriers (kernels/cuda/tma.cuh: a barrier's m-th phase is
 // waited for with parity m % 2). Use k (k = 0, 1, …) takes buffer k % kSize; whoever fills it first waits, when
-// k ≥ kSize, for the release of use k − kSize; whoever reads it waits for the fill of use k. Backward v7's dSᵀ
-// tiles and dQ staging tiles are such rings (their protocol is checked for deadlocks on the CPU by
-// tests/attention/deferred_dq_protocol_test.cpp).
+// k ≥ kSize, for the release of use k − kSize; whoever reads it waits for the fill of use k. The fused backward's
+// query-tile stages, dQ staging tiles and (v7) dSᵀ tiles are such rings (v7's protocol is checked for deadlocks on
+// the CPU by tests/attention/deferred_dq_protocol_test.cpp).
 template <int kSize>
 struct BarrierRing {
   GPT_ATTN_HD static int slot(int k) { return k % kSize; }

@@ -1,26 +1,25 @@
 // Which attention version runs (kernels/cuda/attention_variants.h): the promoted one unless the environment names
 // another.
-#include <cstdlib>
 #include <span>
 #include <string>
 
 #include "kernels/cuda/attention_variants.h"
+#include "kernels/cuda/kernel_version_env.h"
 #include "kernels/check.h"
 
 namespace gpt::cuda {
 
 namespace {
 
+// Versions are named v1, v2, … in table order, so the environment's name is parsed as a version number
+// (kernel_version_env.h: an unknown name is an error naming the variable).
 template <typename Variant>
 const Variant& chosen(std::span<const Variant> variants, int promoted, const char* env) {
-  const char* name = std::getenv(env);
-  if (name == nullptr || *name == '\0') return variants[static_cast<size_t>(promoted)];
-  std::string known;
-  for (const Variant& v : variants) {
-    if (std::string(v.name) == name) return v;
-    known += known.empty() ? v.name : std::string(", ") + v.name;
-  }
-  GPT_FAIL(env, "='", name, "' names no attention kernel version; known: ", known);
+  const int version = kernel_version_from_env(env, promoted + 1, static_cast<int>(variants.size()));
+  const Variant& v = variants[static_cast<size_t>(version - 1)];
+  GPT_CHECK(std::string(v.name) == "v" + std::to_string(version), env, ": the version table lists ", v.name,
+            " as v", version);
+  return v;
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 #pragma once
 // Which numbered version of a CUDA kernel runs: the promoted one unless an environment variable names another
-// ("v2"), so that a whole training step can be timed with a candidate before it is promoted. Host code only (the
-// CPU tests check it: tests/kernels/kernel_version_env_test.cpp).
+// ("v2"), so that a whole training step can be timed with a candidate before it is promoted (attention_variants.cpp,
+// the mix in elementwise.cu). Host code only (the CPU tests check it: tests/kernels/kernel_version_env_test.cpp).
 #include <cstdlib>
 #include <string>
 

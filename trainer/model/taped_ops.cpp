@@ -28,34 +28,40 @@ Tensor grad_or_scratch(Var& v) {
   return Tensor::zeros(v.value().shape(), v.value().dtype(), v.value().device());
 }
 
-// SPEEDRUN_FIRST_WRITERS=0 makes the ops that take a GradWrite add into zero-filled gradients again, as before
-// first writers could overwrite: a switch for telling a fault of those write modes from one elsewhere.
+// SPEEDRUN_FIRST_WRITERS=0 (read once) makes the ops that take a GradWrite add into zero-filled gradients again,
+// as before first writers could overwrite: a switch for telling a fault of those write modes from one elsewhere.
 bool first_writers_overwrite() {
-  const char* v = std::getenv("SPEEDRUN_FIRST_WRITERS");
-  return v == nullptr || std::string(v) != "0";
+  static const bool on = [] {
+    const char* v = std::getenv("SPEEDRUN_FIRST_WRITERS");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
 }
 
-// The gradient slot of an input for an op that writes all of it, and how to store it: written by its first writer
-// (no zero fill), else added; inputs without a slot get a throw-away buffer that is written.
-Tensor grad_to_write(Var& v, GradWrite& write) {
-  if (!first_writers_overwrite()) {
-    write = GradWrite::add;
-    return grad_or_scratch(v);
+// An input's gradient buffer for an op that writes all of it, and how the op stores it.
+struct GradTarget {
+  Tensor grad;
+  GradWrite write;
+};
+
+// Written by its first writer (no zero fill), else added; inputs without a slot get a throw-away buffer that is
+// written.
+GradTarget grad_to_write(Var& v) {
+  if (!first_writers_overwrite()) return {grad_or_scratch(v), GradWrite::add};
+  if (!v.requires_grad()) {
+    return {Tensor::empty(v.value().shape(), v.value().dtype(), v.value().device()), GradWrite::overwrite};
   }
-  bool fresh = true;
-  Tensor g = v.requires_grad() ? v.grad_for_overwrite(fresh)
-                               : Tensor::empty(v.value().shape(), v.value().dtype(), v.value().device());
-  write = fresh ? GradWrite::overwrite : GradWrite::add;
-  return g;
+  bool fresh = false;
+  Tensor& g = v.grad_for_overwrite(fresh);
+  return {g, fresh ? GradWrite::overwrite : GradWrite::add};
 }
 
 // x's gradient += g (same shape and dtype), through the mix op's backward with a unit coefficient; its first writer
 // copies g instead (the mix's overwrite mode).
 void pass_gradient(const Tensor& g, Var& x) {
-  GradWrite write = GradWrite::add;
-  Tensor dx = grad_to_write(x, write);
+  const GradTarget dx = grad_to_write(x);
   const MixTerm unit{g, Coef::one()};
-  const MixGrad grad{.dx = dx, .overwrite_dx = write == GradWrite::overwrite};
+  const MixGrad grad{.dx = dx.grad, .overwrite_dx = dx.write == GradWrite::overwrite};
   mix_backward(g, {&unit, 1}, {&grad, 1});
 }
 
@@ -101,8 +107,7 @@ Var rmsnorm(Tape& tape, Var x) {
   Var out(y);
   tape.push([x, out, rstd]() mutable {
     if (!out.has_grad() || !x.requires_grad()) return;
-    GradWrite write = GradWrite::add;
-    Tensor dx = grad_to_write(x, write);  // the final norm's and cache7's are first written here
+    auto [dx, write] = grad_to_write(x);  // the final norm's and cache7's are first written here
     rmsnorm_backward(out.grad(), x.value(), rstd, dx, write);
   }, "rmsnorm", {out, x});
   return out;
@@ -295,8 +300,7 @@ Var qk_norm_rotary(Tape& tape, Var x, const Tensor& cos, const Tensor& sin, Rota
   Var out(y);
   tape.push([x, cos, sin, layout, out, rstd]() mutable {
     if (!out.has_grad() || !x.requires_grad()) return;
-    GradWrite write = GradWrite::add;
-    Tensor dx = grad_to_write(x, write);  // q's or k's projection (a view): nothing else writes it first
+    auto [dx, write] = grad_to_write(x);  // q's or k's projection (a view): nothing else writes it first
     qk_norm_rotary_backward(out.grad(), x.value(), rstd, cos, sin, layout, dx, write);
   }, "qk_norm_rotary", {out, x});
   return out;
@@ -308,8 +312,7 @@ Var key_offset(Tape& tape, Var k) {
   Var out(y);
   tape.push([k, out]() mutable {
     if (!out.has_grad() || !k.requires_grad()) return;
-    GradWrite write = GradWrite::add;
-    Tensor dk = grad_to_write(k, write);
+    auto [dk, write] = grad_to_write(k);
     key_offset_backward(out.grad(), dk, write);
   }, "key_offset", {out, k});
   return out;
@@ -321,10 +324,10 @@ Var value_gate(Tape& tape, Var v, Var u, Var ve, Var gate) {
   Var out(y);
   tape.push([v, u, ve, gate, out]() mutable {
     if (!out.has_grad()) return;
-    GradWrite write_dv = GradWrite::add, write_dve = GradWrite::add;  // v's projection, the value plane
-    Tensor dv = grad_to_write(v, write_dv), du = grad_or_scratch(u), dve = grad_to_write(ve, write_dve),
-           dg = grad_or_scratch(gate);
-    value_gate_backward(out.grad(), u.value(), ve.value(), gate.value(), dv, du, dve, dg, write_dv, write_dve);
+    GradTarget dv = grad_to_write(v), dve = grad_to_write(ve);  // v's projection, the value plane
+    Tensor du = grad_or_scratch(u), dg = grad_or_scratch(gate);
+    value_gate_backward(out.grad(), u.value(), ve.value(), gate.value(), dv.grad, du, dve.grad, dg, dv.write,
+                        dve.write);
   }, "value_gate", {out, v, u, ve, gate});
   return out;
 }
@@ -344,11 +347,12 @@ Var attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens,
   Var out(y);
   tape.push([q, k, v, cu, shape, lse, window, scale, out]() mutable {
     if (!out.has_grad()) return;
-    AttentionGradWrites writes;  // q, k (and v, but after XSA) are usually written here first
-    Tensor dq = grad_to_write(q, writes.dq).view(shape), dk = grad_to_write(k, writes.dk).view(shape),
-           dv = grad_to_write(v, writes.dv).view(shape);
+    // q's and k's gradients (and v's, but after XSA) are usually first written here.
+    const GradTarget dq = grad_to_write(q), dk = grad_to_write(k), dv = grad_to_write(v);
+    Tensor dq_view = dq.grad.view(shape), dk_view = dk.grad.view(shape), dv_view = dv.grad.view(shape);
     attention_backward(out.grad().view(shape), q.value().view(shape), k.value().view(shape), v.value().view(shape),
-                       cu, out.value().view(shape), lse, dq, dk, dv, window, scale, writes);
+                       cu, out.value().view(shape), lse, dq_view, dk_view, dv_view, window, scale,
+                       {dq.write, dk.write, dv.write});
   }, "attention", {out, q, k, v});
   return out;
 }
@@ -377,9 +381,10 @@ Var xsa(Tape& tape, Var y, Var v, Var gates, int64_t first_lane) {
   Var out(y_out);
   tape.push([y, v, gates, first_lane, out]() mutable {
     if (!out.has_grad()) return;
-    GradWrite write_dy = GradWrite::add, write_dv = GradWrite::add;  // the attention output, v: usually first here
-    Tensor dy = grad_to_write(y, write_dy), dv = grad_to_write(v, write_dv), dg = grad_or_scratch(gates);
-    xsa_backward(out.grad(), y.value(), v.value(), gates.value(), first_lane, dy, dv, dg, write_dy, write_dv);
+    GradTarget dy = grad_to_write(y), dv = grad_to_write(v);  // the attention output, v: usually first here
+    Tensor dg = grad_or_scratch(gates);
+    xsa_backward(out.grad(), y.value(), v.value(), gates.value(), first_lane, dy.grad, dv.grad, dg, dy.write,
+                 dv.write);
   }, "xsa", {out, y, v, gates});
   return out;
 }
@@ -390,9 +395,9 @@ Var head_gate(Tape& tape, Var y, Var gates, int64_t first_lane) {
   Var out(y_out);
   tape.push([y, gates, first_lane, out]() mutable {
     if (!out.has_grad()) return;
-    GradWrite write_dy = GradWrite::add;
-    Tensor dy = grad_to_write(y, write_dy), dg = grad_or_scratch(gates);
-    head_gate_backward(out.grad(), y.value(), gates.value(), first_lane, dy, dg, write_dy);
+    GradTarget dy = grad_to_write(y);
+    Tensor dg = grad_or_scratch(gates);
+    head_gate_backward(out.grad(), y.value(), gates.value(), first_lane, dy.grad, dg, dy.write);
   }, "head_gate", {out, y, gates});
   return out;
 }
