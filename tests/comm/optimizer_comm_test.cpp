@@ -14,6 +14,7 @@
 
 #include "kernels/transpose.h"
 #include "trainer/optim/optimizer.h"
+#include "source_dir.h"
 
 namespace gpt {
 namespace {

@@ -11,6 +11,7 @@
 #include "kernels/check.h"
 #include "tests/tokenizer/tokenizer_test_util.h"
 #include "trainer/tokenizer/gpt2_tokenizer.h"
+#include "source_dir.h"
 
 namespace gpt {
 namespace {

@@ -9,6 +9,7 @@
 
 #include "kernels/check.h"
 #include "trainer/tokenizer/gpt2_tokenizer.h"
+#include "source_dir.h"
 
 namespace {
 

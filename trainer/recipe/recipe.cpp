@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "kernels/check.h"
+#include "source_dir.h"
 
 namespace gpt {
 

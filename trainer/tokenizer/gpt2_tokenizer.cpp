@@ -8,6 +8,7 @@
 
 #include "kernels/check.h"
 #include "trainer/tokenizer/pretokenizer.h"
+#include "source_dir.h"
 
 namespace gpt {
 namespace {
