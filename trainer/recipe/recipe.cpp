@@ -57,7 +57,8 @@ void merge_into(toml::table& base, const toml::table& over) {
       for (size_t i = 0; i < src.size(); ++i) merge_into(*dst.get(i)->as_table(), *src.get(i)->as_table());
       continue;
     }
-    node.visit([&](const auto& value) { base.insert_or_assign(key.str(), value); });
+    const std::string name(key.str());  // a named copy: lambdas may not capture structured bindings before clang 16
+    node.visit([&](const auto& value) { base.insert_or_assign(name, value); });
   }
 }
 
