@@ -60,7 +60,7 @@ RunSummary parse_run_summary(const std::string& text, const std::string& source)
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers beyond double (1e400)
     GPT_FAIL("run summary '", source, "' is not valid JSON: ", e.what());
   }
   GPT_CHECK(doc.is_object(), "run summary '", source, "' should hold a JSON object");

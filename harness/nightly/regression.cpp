@@ -30,21 +30,35 @@ std::vector<BenchmarkSample> parse_google_benchmark_json(std::string_view json_t
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, out_of_range (numbers beyond double)
     GPT_FAIL(source, ": not valid Google Benchmark JSON: ", e.what());
   }
   GPT_CHECK(doc.is_object() && doc.contains("benchmarks") && doc["benchmarks"].is_array(), source,
             ": expected an object with a \"benchmarks\" array (run with --benchmark_format=json)");
   std::vector<BenchmarkSample> samples;
-  for (const auto& b : doc["benchmarks"]) {
-    if (b.value("run_type", "iteration") != "iteration") continue;  // aggregates: recomputed here
-    if (b.contains("error_occurred") && b["error_occurred"].get<bool>()) continue;
+  // Field types are checked before every get<>(): a wrong type is a message naming the entry, never a bare
+  // nlohmann exception (found by tests/fuzz/benchmark_json_fuzz).
+  const auto text_field = [&](const nlohmann::json& b, const char* key, const std::string& fallback, size_t index) {
+    if (!b.contains(key)) return fallback;
+    GPT_CHECK(b[key].is_string(), source, ": benchmark entry ", index, ": \"", key, "\" must be a string");
+    return b[key].get<std::string>();
+  };
+  const auto& entries = doc["benchmarks"];
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& b = entries[i];
+    GPT_CHECK(b.is_object(), source, ": benchmark entry ", i, " must be an object");
+    if (text_field(b, "run_type", "iteration", i) != "iteration") continue;  // aggregates: recomputed here
+    if (b.contains("error_occurred")) {
+      GPT_CHECK(b["error_occurred"].is_boolean(), source, ": benchmark entry ", i,
+                ": \"error_occurred\" must be true or false");
+      if (b["error_occurred"].get<bool>()) continue;
+    }
     GPT_CHECK(b.contains("name") && b.contains("real_time") && b["real_time"].is_number(), source,
               ": benchmark entry needs \"name\" and numeric \"real_time\"");
     BenchmarkSample s;
-    s.name = b.value("run_name", b["name"].get<std::string>());
+    s.name = text_field(b, "run_name", text_field(b, "name", "", i), i);
     s.real_time = b["real_time"].get<double>();
-    s.time_unit = b.value("time_unit", "ns");
+    s.time_unit = text_field(b, "time_unit", "ns", i);
     samples.push_back(std::move(s));
   }
   return samples;

@@ -144,9 +144,16 @@ CheckpointData read_checkpoint(const std::filesystem::path& path) {
     }
     const auto nbytes = cur.get<uint64_t>("byte count");
     const auto dtype = static_cast<DType>(dtype_code);
-    GPT_CHECK(nbytes == static_cast<uint64_t>(shape_numel(shape)) * dtype_size(dtype), "checkpoint '", file,
-              "': tensor '", std::string(name, name_size), "' holds ", nbytes, " bytes, its shape needs ",
-              shape_numel(shape) * static_cast<int64_t>(dtype_size(dtype)));
+    // The byte size the shape needs, computed without overflow: extents come from the file.
+    uint64_t needed = dtype_size(dtype);
+    bool representable = true;
+    for (const int64_t extent : shape) {
+      representable = representable && !__builtin_mul_overflow(needed, static_cast<uint64_t>(extent), &needed);
+    }
+    GPT_CHECK(representable && needed <= static_cast<uint64_t>(INT64_MAX), "checkpoint '", file, "': tensor '",
+              std::string(name, name_size), "' has a shape of more than 2^63 bytes");
+    GPT_CHECK(nbytes == needed, "checkpoint '", file, "': tensor '", std::string(name, name_size), "' holds ", nbytes,
+              " bytes, its shape needs ", needed);
     const char* payload = cur.take(nbytes, "tensor data");
     Tensor t = Tensor::empty(shape, dtype);
     std::memcpy(t.raw(), payload, nbytes);
