@@ -2,6 +2,8 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -27,18 +29,52 @@ toml::table parse_text(const std::string& text, const std::string& source) {
   }
 }
 
-std::string read_file(const std::filesystem::path& path) {
+// Reads a recipe file; anything but a regular file (a FIFO, a device, a folder) is refused before opening, since
+// reading one could block forever or never end.
+std::string read_file(const std::filesystem::path& path, const std::string& what) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  GPT_CHECK(!ec && std::filesystem::exists(status), what, " ", path.string(), " does not exist");
+  GPT_CHECK(std::filesystem::is_regular_file(status), what, " ", path.string(),
+            " is not a regular file (a FIFO, device or folder cannot be a recipe)");
   std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.good(), "recipe file ", path.string(), " cannot be read");
+  GPT_CHECK(in.good(), what, " ", path.string(), " cannot be read");
   std::ostringstream os;
   os << in.rdbuf();
+  GPT_CHECK(!in.bad(), what, " ", path.string(), " cannot be read");
   return os.str();
 }
 
+bool names_a_path(const std::string& name_or_path) {
+  const std::filesystem::path p(name_or_path);
+  return p.extension() == ".toml" || p.has_parent_path();
+}
+
 std::filesystem::path resolve_recipe_path(const std::string& name_or_path, const std::filesystem::path& dir) {
-  std::filesystem::path p(name_or_path);
-  if (p.extension() == ".toml" || p.has_parent_path()) return p;
+  if (names_a_path(name_or_path)) return name_or_path;
   return dir / (name_or_path + ".toml");
+}
+
+// The file `inherits = "NAME"` of a recipe in `including_dir` means: a path (NAME ends in .toml or has a folder) is
+// relative to the including recipe's folder; a bare name is a recipe in that folder, else a shipped recipe.
+std::filesystem::path resolve_inherited(const std::string& name, const std::filesystem::path& including_dir,
+                                        const std::string& source) {
+  std::vector<std::filesystem::path> candidates;
+  if (names_a_path(name)) {
+    const std::filesystem::path p(name);
+    candidates.push_back(p.is_absolute() ? p : including_dir / p);
+  } else {
+    candidates.push_back(including_dir / (name + ".toml"));
+    const std::filesystem::path shipped = default_recipe_dir() / (name + ".toml");
+    if (shipped.lexically_normal() != candidates.front().lexically_normal()) candidates.push_back(shipped);
+  }
+  std::string looked;
+  for (const auto& c : candidates) {
+    std::error_code ec;
+    if (std::filesystem::exists(c, ec)) return c;
+    looked += (looked.empty() ? "" : " and ") + c.string();
+  }
+  GPT_FAIL("recipe ", source, ": inherits = \"", name, "\" names no recipe (looked for ", looked, ")");
 }
 
 // Overlays `over` on `base`: tables merge key by key, arrays of tables of equal length merge element by element,
@@ -69,8 +105,9 @@ toml::table load_tree(const std::string& text, const std::string& source, const 
   const toml::node* parent = tree.get("inherits");
   if (parent == nullptr) return tree;
   GPT_CHECK(parent->is_string(), "recipe ", source, ": key 'inherits' must be a recipe name (string)");
-  const std::filesystem::path base_path = resolve_recipe_path(parent->value<std::string>().value(), dir);
-  toml::table merged = load_tree(read_file(base_path), base_path.string(), base_path.parent_path(), depth + 1);
+  const std::filesystem::path base_path = resolve_inherited(parent->value<std::string>().value(), dir, source);
+  toml::table merged = load_tree(read_file(base_path, "recipe " + source + ": inherited recipe"), base_path.string(),
+                                 base_path.parent_path(), depth + 1);
   tree.erase("inherits");
   merge_into(merged, tree);
   return merged;
@@ -239,19 +276,64 @@ class Reader {
   std::set<std::string> used_;
 };
 
+// Upper bounds of the sizes and counts (far above any real recipe): they keep every product the trainer forms
+// (tensor shapes, window × block, batch × steps, offsets) inside int64 and its allocations finite, so a mistyped
+// value is an error naming its key instead of an overflow, a crash or std::bad_alloc.
+constexpr int64_t kMaxWidth = int64_t{1} << 14;          // model_dim, head_dim
+constexpr int64_t kMaxHidden = int64_t{1} << 16;         // mlp_hidden, mudd_hidden
+constexpr int64_t kMaxHeads = int64_t{1} << 10;
+constexpr int64_t kMaxVocab = int64_t{1} << 17;          // token ids are 16-bit; padding beyond is useless
+constexpr int64_t kMaxBigramRows = int64_t{1} << 24;
+constexpr int64_t kMaxMatrixElements = int64_t{1} << 32;  // one weight matrix: 8 GiB in bf16
+constexpr int64_t kMaxSteps = int64_t{1} << 30;           // per key; scheduled + extension < 2^31
+constexpr int64_t kMaxTokens = int64_t{1} << 30;          // batch_tokens, lmax, validation.batch_tokens
+constexpr int64_t kMaxValidationTokens = int64_t{1} << 40;
+constexpr int64_t kMaxBlocks = int64_t{1} << 16;          // window_block and windows in blocks
+constexpr int64_t kMaxRows = int64_t{1} << 24;            // validation.cu_rows
+constexpr size_t kMaxStages = 64;
+constexpr size_t kMaxMtpWeights = 64;
+
+// a × b must not exceed `limit` (checked without overflow); the message names both keys.
+void check_product(const std::string& source, const std::string& key_a, int64_t a, const std::string& key_b, int64_t b,
+                   int64_t limit) {
+  int64_t product = 0;
+  const bool overflow = __builtin_mul_overflow(a, b, &product);
+  GPT_CHECK(!overflow && product <= limit, "recipe ", source, ": ", key_a, " × ", key_b, " = ", a, " × ", b,
+            " exceeds ", limit);
+}
+
+// Parameter names of the fixed topology (§2, §4.5): a table under optimizer.adam / optimizer.banks for any other
+// name configures nothing, which is a typo to report rather than ignore.
+constexpr std::array<std::string_view, 16> kAdamParameters = {
+    "embed",        "lm_head",      "value_embeds", "bigram_embed", "ve_gate_bank", "scalars",
+    "smear_gate",   "post_lambdas", "resid_lambdas", "mudd_w1",     "mudd_w2",      "mudd_b2",
+    "mudd_gate_w1", "mudd_gate_w2", "mudd_gate_b2", "_mudd_gate_scale"};
+constexpr std::array<std::string_view, 3> kBankParameters = {"qk_bank", "vo_bank", "mlp_bank"};
+
+template <size_t N>
+void check_parameter_name(const std::string& source, const char* table, const std::string& name,
+                          const std::array<std::string_view, N>& known) {
+  if (std::find(known.begin(), known.end(), name) != known.end()) return;
+  std::string list;
+  for (const std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+  GPT_FAIL("recipe ", source, ": unknown table '", table, ".", name, "' (no such parameter; expected one of ", list,
+           ")");
+}
+
 StageConfig read_stage(Reader r) {
   StageConfig s;
-  s.batch_tokens = r.integer("batch_tokens", 1);
-  s.lmax = r.integer("lmax", 1);
-  s.ws_short = r.integer("ws_short", 1);
-  s.ws_long = r.integer("ws_long", 1);
+  s.batch_tokens = r.integer("batch_tokens", 1, kMaxTokens);
+  s.lmax = r.integer("lmax", 1, kMaxTokens);
+  s.ws_short = r.integer("ws_short", 1, kMaxBlocks);
+  s.ws_long = r.integer("ws_long", 1, kMaxBlocks);
   s.lr_mul = r.number("lr_mul", 0, 1e6);
   s.mtp_start = r.numbers("mtp_start", 0, 1e6);
   s.mtp_end = r.numbers("mtp_end", 0, 1e6);
   s.prefix_start = r.number("prefix_start", 0, 1e6);
   s.prefix_end = r.number("prefix_end", 0, 1e6);
-  GPT_CHECK(!s.mtp_start.empty() && s.mtp_start.size() == s.mtp_end.size(), "recipe ", r.source(), ": keys '",
-            r.full("mtp_start"), "' and '", r.full("mtp_end"), "' must be non-empty lists of equal length");
+  GPT_CHECK(!s.mtp_start.empty() && s.mtp_start.size() == s.mtp_end.size() && s.mtp_start.size() <= kMaxMtpWeights,
+            "recipe ", r.source(), ": keys '", r.full("mtp_start"), "' and '", r.full("mtp_end"),
+            "' must be non-empty lists of equal length (at most ", kMaxMtpWeights, ")");
   r.finish();
   return s;
 }
@@ -262,38 +344,46 @@ Recipe read_recipe(const toml::table& tree, const std::string& name, const std::
   rc.name = name;
   {
     Reader m = root.table("model");
-    rc.model.model_dim = m.integer("model_dim", 1);
-    rc.model.num_heads = m.integer("num_heads", 1);
-    rc.model.head_dim = m.integer("head_dim", 4);
+    rc.model.model_dim = m.integer("model_dim", 1, kMaxWidth);
+    rc.model.num_heads = m.integer("num_heads", 1, kMaxHeads);
+    rc.model.head_dim = m.integer("head_dim", 4, kMaxWidth);
     rc.model.num_layers = m.integer("num_layers", 11, 11);
-    rc.model.mlp_hidden = m.integer("mlp_hidden", 1);
-    rc.model.mudd_hidden = m.integer("mudd_hidden", 1);
-    rc.model.vocab_size = m.integer("vocab_size", 50257);
-    rc.model.bigram_rows = m.integer("bigram_rows", 2);
+    rc.model.mlp_hidden = m.integer("mlp_hidden", 1, kMaxHidden);
+    rc.model.mudd_hidden = m.integer("mudd_hidden", 1, kMaxHidden);
+    rc.model.vocab_size = m.integer("vocab_size", 50257, kMaxVocab);
+    rc.model.bigram_rows = m.integer("bigram_rows", 2, kMaxBigramRows);
     rc.model.init_bound = m.number("init_bound", 0, 1);
     rc.model.rotary_base = m.number("rotary_base", 1, 1e9);
     m.finish();
     GPT_CHECK(rc.model.num_heads * rc.model.head_dim == rc.model.model_dim, "recipe ", source,
               ": model.num_heads × model.head_dim must equal model.model_dim");
     GPT_CHECK(rc.model.head_dim % 4 == 0, "recipe ", source, ": model.head_dim must be a multiple of 4");
+    const int64_t d = rc.model.model_dim;
+    check_product(source, "model.bigram_rows", rc.model.bigram_rows, "model.model_dim", d, kMaxMatrixElements);
+    check_product(source, "model.vocab_size", rc.model.vocab_size, "model.model_dim", d, kMaxMatrixElements);
+    check_product(source, "model.mlp_hidden", rc.model.mlp_hidden, "model.model_dim", d, kMaxMatrixElements);
+    check_product(source, "model.mudd_hidden", rc.model.mudd_hidden, "model.model_dim", d, kMaxMatrixElements);
+    check_product(source, "model.model_dim", d, "model.model_dim", d, kMaxMatrixElements);
   }
   {
     Reader s = root.table("schedule");
     ScheduleConfig& sc = rc.schedule;
-    sc.num_scheduled = s.integer("num_scheduled", 1);
-    sc.num_extension = s.integer("num_extension", 0);
+    sc.num_scheduled = s.integer("num_scheduled", 1, kMaxSteps);
+    sc.num_extension = s.integer("num_extension", 0, kMaxSteps);
     sc.stage_durations = s.numbers("stage_durations", 1e-9, 1e9);
+    GPT_CHECK(sc.stage_durations.size() < kMaxStages, "recipe ", source, ": schedule.stage_durations holds ",
+              sc.stage_durations.size(), " entries, at most ", kMaxStages - 1, " are allowed");
     for (Reader st : s.tables("stages")) sc.stages.push_back(read_stage(st));
-    sc.window_block = s.integer("window_block", 1);
+    sc.window_block = s.integer("window_block", 1, kMaxBlocks);
     sc.cooldown_frac = s.number("cooldown_frac", 0, 1);
     sc.lr_floor = s.number("lr_floor", 0, 1e6);
-    sc.split_stage = s.integer("split_stage", 0);
-    sc.momentum_warmup_steps = s.integer("momentum_warmup_steps", 0);
-    sc.momentum_cooldown_steps = s.integer("momentum_cooldown_steps", 0);
+    sc.split_stage = s.integer("split_stage", 0, static_cast<int64_t>(kMaxStages));
+    sc.momentum_warmup_steps = s.integer("momentum_warmup_steps", 0, kMaxSteps);
+    sc.momentum_cooldown_steps = s.integer("momentum_cooldown_steps", 0, kMaxSteps);
     sc.momentum_min = s.number("momentum_min", 0, 1, true);
     sc.momentum_max = s.number("momentum_max", 0, 1, true);
-    sc.final_ws_short = s.integer("final_ws_short", 1);
-    sc.final_ws_long = s.integer("final_ws_long", 1);
+    sc.final_ws_short = s.integer("final_ws_short", 1, kMaxBlocks);
+    sc.final_ws_long = s.integer("final_ws_long", 1, kMaxBlocks);
     sc.cu_rows_multiplier = s.integer("cu_rows_multiplier", 1, 64);
     sc.warmup = s.boolean("warmup");
     s.finish();
@@ -314,6 +404,7 @@ Recipe read_recipe(const toml::table& tree, const std::string& name, const std::
     oc.adam_eps = o.number("adam_eps", 0, 1);
     Reader groups = o.table("adam");
     for (const std::string& key : groups.keys()) {
+      check_parameter_name(source, "optimizer.adam", key, kAdamParameters);
       Reader g = groups.table(key);
       AdamGroupConfig a;
       a.beta1 = g.number("beta1", 0, 1, true);
@@ -327,6 +418,7 @@ Recipe read_recipe(const toml::table& tree, const std::string& name, const std::
     groups.finish();
     Reader banks = o.table("banks");
     for (const std::string& key : banks.keys()) {
+      check_parameter_name(source, "optimizer.banks", key, kBankParameters);
       Reader b = banks.table(key);
       oc.banks[key].odd_matrix_lr_mul = b.number("odd_matrix_lr_mul", 0, 1e6);
       b.finish();
@@ -336,10 +428,10 @@ Recipe read_recipe(const toml::table& tree, const std::string& name, const std::
   }
   {
     Reader v = root.table("validation");
-    rc.validation.every = v.integer("every", 0);
-    rc.validation.tokens = v.integer("tokens", 1);
-    rc.validation.batch_tokens = v.integer("batch_tokens", 1);
-    rc.validation.cu_rows = v.integer("cu_rows", 2);
+    rc.validation.every = v.integer("every", 0, kMaxSteps);
+    rc.validation.tokens = v.integer("tokens", 1, kMaxValidationTokens);
+    rc.validation.batch_tokens = v.integer("batch_tokens", 1, kMaxTokens);
+    rc.validation.cu_rows = v.integer("cu_rows", 2, kMaxRows);
     v.finish();
     GPT_CHECK(rc.validation.tokens % rc.validation.batch_tokens == 0, "recipe ", source,
               ": validation.tokens must be a multiple of validation.batch_tokens");
@@ -437,9 +529,10 @@ Recipe parse_recipe(const std::string& toml_text, const std::string& source_name
 Recipe load_recipe(const std::string& name_or_path, const std::vector<std::string>& overrides,
                    const std::filesystem::path& recipe_dir) {
   const std::filesystem::path path = resolve_recipe_path(name_or_path, recipe_dir);
-  GPT_CHECK(std::filesystem::exists(path), "recipe '", name_or_path, "' not found (looked for ", path.string(), ")");
+  std::error_code ec;
+  GPT_CHECK(std::filesystem::exists(path, ec), "recipe '", name_or_path, "' not found (looked for ", path.string(), ")");
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : recipe_dir;
-  return parse_recipe(read_file(path), path.string(), overrides, dir);
+  return parse_recipe(read_file(path, "recipe file"), path.string(), overrides, dir);
 }
 
 }  // namespace gpt
