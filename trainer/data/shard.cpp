@@ -88,7 +88,8 @@ void check_token_ids(const fs::path& path, std::span<const std::uint16_t> tokens
 class Shard::Mapping {
  public:
   explicit Mapping(const fs::path& path) {
-    FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    // O_NONBLOCK: a FIFO swapped in after the type check must not block open(); fstat below rejects it.
+    FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     GPT_CHECK(fd.get() >= 0, "shard ", path.string(), ": cannot open: ", errno_text(errno));
     struct stat st {};
     GPT_CHECK(::fstat(fd.get(), &st) == 0, "shard ", path.string(), ": cannot stat: ", errno_text(errno));
@@ -173,7 +174,10 @@ std::vector<std::uint16_t> decompress_shard(const fs::path& path, std::span<cons
 
 Shard Shard::open(const fs::path& path, const ShardOpenOptions& options) {
   std::error_code ec;
-  GPT_CHECK(fs::exists(path, ec), "shard ", path.string(), ": no such file");
+  const fs::file_status status = fs::status(path, ec);
+  GPT_CHECK(!ec && fs::exists(status), "shard ", path.string(), ": no such file");
+  // Checked before open(): opening a FIFO for reading blocks until a writer appears.
+  GPT_CHECK(fs::is_regular_file(status), "shard ", path.string(), ": not a regular file");
   Shard shard;
   shard.path_ = path;
   auto mapping = std::make_unique<Mapping>(path);
@@ -292,6 +296,15 @@ std::vector<fs::path> list_shards(const fs::path& dir, std::string_view pattern)
   paths.reserve(by_name.size());
   for (auto& [key, path] : by_name) paths.push_back(std::move(path));
   return paths;
+}
+
+void check_corpus_shard(const Shard& shard, ShardSplit split) {
+  const char* name = split == ShardSplit::train ? "train" : "validation";
+  GPT_CHECK(shard.size() > 0, name, " shard ", shard.path().string(), ": holds 0 tokens");
+  const auto tokens = shard.tokens();
+  GPT_CHECK(std::find(tokens.begin(), tokens.end(), kBosToken) != tokens.end(), name, " shard ",
+            shard.path().string(), ": holds ", tokens.size(), " tokens but no BOS (", kBosToken,
+            "); every document must start with one");
 }
 
 std::vector<fs::path> find_split_shards(const fs::path& dir, ShardSplit split) {

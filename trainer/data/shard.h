@@ -73,6 +73,11 @@ std::vector<std::filesystem::path> list_shards(const std::filesystem::path& dir,
 
 enum class ShardSplit { train, val };
 
+// Start-up check of one corpus shard of `split`: it must hold tokens and at least one BOS (documents start at BOS,
+// §1.2), or the loaders would fail mid-run ("training data exhausted") or validate on windows without documents.
+// Throws naming the shard.
+void check_corpus_shard(const Shard& shard, ShardSplit split);
+
 // The shards of one split in `dir`: FineWeb names (`fineweb_train_*`, `fineweb_val_*`) when present,
 // otherwise the project's corpus names (`train_*`, `val_*`). Throws naming `dir` when neither exists.
 std::vector<std::filesystem::path> find_split_shards(const std::filesystem::path& dir, ShardSplit split);

@@ -25,11 +25,13 @@ ValLoader::ValLoader(ValLoaderOptions options) : options_(std::move(options)) {
   // Keep only the span this rank reads: from its first window to the end of its last (one extra target).
   first_offset_ = validation_window_offset(0, options_.rank, W, Tv);
   const std::int64_t end = validation_window_offset(steps_ - 1, options_.rank, W, Tv) + Tv + 1;
-  tokens_.reserve(static_cast<std::size_t>(end - first_offset_));
+  // No reserve from the requested span: it comes from the recipe and may exceed the data (and memory) by far; the
+  // buffer grows only as far as the shards reach, and the check below names what is missing.
   std::int64_t stream_pos = 0;
   for (const auto& path : options_.shards) {
     if (stream_pos >= end) break;
     const Shard shard = Shard::open(path, options_.open);
+    check_corpus_shard(shard, ShardSplit::val);
     const auto n = static_cast<std::int64_t>(shard.size());
     const std::int64_t lo = std::clamp(first_offset_ - stream_pos, std::int64_t{0}, n);
     const std::int64_t hi = std::clamp(end - stream_pos, std::int64_t{0}, n);

@@ -196,7 +196,8 @@ struct TrainingRun::Impl {
     const std::string dir = options.data_dir.string();
     GPT_CHECK(std::filesystem::is_directory(options.data_dir), "--data '", dir, "': not a directory");
     train_shards = find_split_shards(options.data_dir, ShardSplit::train);
-    for (const auto& shard : train_shards) Shard::open(shard);  // validate headers and ids up front
+    // Headers, ids, and at least one BOS per shard, up front.
+    for (const auto& shard : train_shards) check_corpus_shard(Shard::open(shard), ShardSplit::train);
     ValLoaderOptions vo;
     vo.shards = find_split_shards(options.data_dir, ShardSplit::val);
     vo.total_tokens = recipe.validation.tokens;
@@ -432,7 +433,11 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
   } catch (const std::exception& e) {
     result.status = RunStatus::failed;
     result.error = e.what();
-    if (log) log->line(std::string("failed: ") + e.what());
+    try {
+      if (log) log->line(std::string("failed: ") + e.what());
+    } catch (const std::exception&) {
+      // The log itself failed (the error above names it); the summary below still records the failure.
+    }
   }
   if (master) {
     try {

@@ -76,7 +76,7 @@ void read_jsonl(const ShardsOptions& options, const std::filesystem::path& path,
     nlohmann::json doc;
     try {
       doc = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, out_of_range (numbers beyond double)
       GPT_FAIL("shards: ", where, ": not a JSON object: ", e.what());
     }
     GPT_CHECK(doc.is_object(), "shards: ", where, ": expected a JSON object, got ", doc.type_name());
@@ -99,6 +99,16 @@ void run_shards(const ShardsOptions& options) {
   SplitRule split{.modulus = options.val_modulus, .val_fraction = options.val_fraction};
   CorpusBuilder builder({.out_dir = options.out_dir, .shard_tokens = options.shard_tokens, .split = split,
                          .compress = options.compress});
+  // Every input must be a regular file, checked before anything is read or written: a folder would otherwise fail
+  // deep in the stream library, and a FIFO could block.
+  for (const auto& input : options.inputs) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(input, ec);
+    GPT_CHECK(!ec && std::filesystem::exists(status), "shards: input ", input, " does not exist");
+    GPT_CHECK(!std::filesystem::is_directory(status), "shards: input ", input,
+              " is a directory; give the files in it (e.g. ", input, "/*.txt or ", input, "/*.jsonl)");
+    GPT_CHECK(std::filesystem::is_regular_file(status), "shards: input ", input, " is not a regular file");
+  }
   DocumentSink sink(tok, builder);
   for (const auto& input : options.inputs) {
     const std::filesystem::path path(input);
