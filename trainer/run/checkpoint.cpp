@@ -61,10 +61,14 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
   tmp += ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    GPT_CHECK(out.good(), "cannot write '", tmp.string(), "'");
+    GPT_CHECK(out.good(), "cannot write '", tmp.string(), "' (for '", path.string(), "')");
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    GPT_CHECK(out.good(), "writing '", tmp.string(), "' failed (disk full?)");
+    out.close();  // close() writes what is buffered: its failure counts as well
+    if (out.fail()) {
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
+      GPT_FAIL("writing '", tmp.string(), "' (for '", path.string(), "') failed (disk full?)");
+    }
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -83,14 +85,18 @@ int64_t peak_rss_mib() {
 RunLog::RunLog(const std::filesystem::path& path, bool enabled, bool append, bool echo)
     : enabled_(enabled), echo_(echo) {
   if (!enabled_) return;
+  path_ = path;
   file_.open(path, append ? std::ios::app : std::ios::trunc);
   GPT_CHECK(file_.good(), "cannot write the run log '", path.string(), "' (--out)");
 }
 
 void RunLog::line(const std::string& text) {
   if (!enabled_) return;
+  errno = 0;
   file_ << text << '\n';
   file_.flush();
+  GPT_CHECK(file_.good(), "writing the run log '", path_.string(), "' failed",
+            errno != 0 ? std::string(": ") + std::strerror(errno) : std::string());
   if (echo_) std::cout << text << std::endl;
 }
 

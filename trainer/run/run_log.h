@@ -39,10 +39,12 @@ class RunLog {
  public:
   // `enabled` = rank 0. `append` continues an existing log (resume).
   RunLog(const std::filesystem::path& path, bool enabled, bool append, bool echo);
-  // Writes one line (newline added), flushes the file, echoes to stdout.
+  // Writes one line (newline added), flushes the file, echoes to stdout. Throws gpt::Error naming the log file when
+  // the write fails (disk full, I/O error): a run whose log is lost must not look finished.
   void line(const std::string& text);
 
  private:
+  std::filesystem::path path_;
   std::ofstream file_;
   bool enabled_;
   bool echo_;
