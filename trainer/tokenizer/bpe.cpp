@@ -175,6 +175,152 @@ void bpe_merge_heap(const RankTable& ranks, std::string_view piece, BpeScratch& 
   }
 }
 
+namespace {
+
+// Parts of a run of one unit u, once every copy of u is one token, are u^length; equal neighbours form a group
+// (length, count). Groups stay few (one per distinct token length in flight), so each merge step scans them all.
+struct PartGroup {
+  size_t length;
+  size_t count;
+};
+
+class RepeatedUnitRanks {
+ public:
+  RepeatedUnitRanks(const RankTable& ranks, std::string_view unit) : ranks_(ranks), unit_(unit) {}
+  // Rank of u^length, kNoRank when it is not a token.
+  int32_t of(size_t length) {
+    if (length >= cache_.size()) cache_.resize(length + 1, kUnknown);
+    if (cache_[length] == kUnknown) {
+      std::string bytes;
+      for (size_t i = 0; i < length; ++i) bytes += unit_;
+      cache_[length] = ranks_.find(bytes);
+    }
+    return cache_[length];
+  }
+
+ private:
+  static constexpr int32_t kUnknown = -2;
+  const RankTable& ranks_;
+  std::string_view unit_;
+  std::vector<int32_t> cache_;
+};
+
+// True when rank `candidate` is merged after rank `current` (absent pairs never merge).
+bool merges_later(int32_t candidate, int32_t current) { return candidate == kNoRank || candidate > current; }
+
+// Whether every copy of `unit` in a run becomes one token before any pair across two copies merges: the unit's own
+// merges (run alone, as BPE does) end in one token, and every pair of a last part of one copy and a first part of the
+// next, in any of the states the copies pass through, ranks after all of those merges.
+bool copies_complete_first(const RankTable& ranks, std::string_view unit) {
+  std::vector<std::vector<std::string_view>> states;
+  std::vector<std::string_view> parts;
+  for (size_t i = 0; i < unit.size(); ++i) parts.push_back(unit.substr(i, 1));
+  states.push_back(parts);
+  int32_t last_merge = kNoRank;
+  for (;;) {
+    int32_t best = kNoRank;
+    size_t at = 0;
+    for (size_t k = 0; k + 1 < parts.size(); ++k) {
+      const std::string_view pair(parts[k].data(), parts[k].size() + parts[k + 1].size());
+      const int32_t rank = ranks.find(pair);
+      if (rank != kNoRank && (best == kNoRank || rank < best)) {
+        best = rank;
+        at = k;
+      }
+    }
+    if (best == kNoRank) break;
+    last_merge = std::max(last_merge, best);
+    parts[at] = std::string_view(parts[at].data(), parts[at].size() + parts[at + 1].size());
+    parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+    states.push_back(parts);
+  }
+  if (parts.size() != 1) return false;
+  for (const auto& left : states) {
+    for (const auto& right : states) {
+      const std::string across = std::string(left.back()) + std::string(right.front());
+      const int32_t rank = ranks.find(across);
+      if (!merges_later(rank, last_merge)) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool bpe_merge_repeated_unit(const RankTable& ranks, std::string_view unit, size_t count, std::vector<int32_t>& out) {
+  if (count == 0) return true;
+  if (unit.empty() || !copies_complete_first(ranks, unit)) return false;
+  RepeatedUnitRanks rank_of(ranks, unit);
+  std::vector<PartGroup> groups{{1, count}};
+  // Normalises after a change: drops empty groups and joins equal neighbours.
+  const auto tidy = [&] {
+    std::vector<PartGroup> next;
+    for (const PartGroup& g : groups) {
+      if (g.count == 0) continue;
+      if (!next.empty() && next.back().length == g.length) {
+        next.back().count += g.count;
+      } else {
+        next.push_back(g);
+      }
+    }
+    groups.swap(next);
+  };
+  for (;;) {
+    // The lowest-ranked adjacent pair, leftmost on ties: inside a group (its first two parts) or across a boundary
+    // (the last part of a group and the first of the next). Groups are in text order, and so are these candidates.
+    int32_t best_rank = kNoRank;
+    size_t best_group = 0;
+    bool best_inside = false;
+    const auto consider = [&](int32_t rank, size_t group, bool inside) {
+      if (rank != kNoRank && (best_rank == kNoRank || rank < best_rank)) {
+        best_rank = rank;
+        best_group = group;
+        best_inside = inside;
+      }
+    };
+    for (size_t i = 0; i < groups.size(); ++i) {
+      if (groups[i].count >= 2) consider(rank_of.of(2 * groups[i].length), i, true);
+      if (i + 1 < groups.size()) consider(rank_of.of(groups[i].length + groups[i + 1].length), i, false);
+    }
+    if (best_rank == kNoRank) break;
+    PartGroup& g = groups[best_group];
+    if (!best_inside) {
+      // Last part of group i + first part of group i+1 -> one part between them.
+      PartGroup& h = groups[best_group + 1];
+      const PartGroup merged{g.length + h.length, 1};
+      --g.count;
+      --h.count;
+      groups.insert(groups.begin() + static_cast<std::ptrdiff_t>(best_group) + 1, merged);
+      tidy();
+      continue;
+    }
+    // Inside group (L, c): the pairs (0,1), (2,3), … merge one after the other, leftmost first, as long as no pair
+    // that these merges create ranks before them: (previous part, 2L), (2L, L) and (2L, 2L). Then the whole group
+    // becomes (2L, c/2) followed by (L, c%2) in one step; otherwise only its first pair merges.
+    const size_t L = g.length;
+    const int32_t r = best_rank;
+    const bool batch = (best_group == 0 || merges_later(rank_of.of(groups[best_group - 1].length + 2 * L), r)) &&
+                       (g.count < 3 || merges_later(rank_of.of(3 * L), r)) &&
+                       (g.count < 4 || merges_later(rank_of.of(4 * L), r));
+    const size_t pairs = batch ? g.count / 2 : 1;
+    const PartGroup merged{2 * L, pairs};
+    g.count -= 2 * pairs;
+    groups.insert(groups.begin() + static_cast<std::ptrdiff_t>(best_group), merged);
+    tidy();
+  }
+  for (const PartGroup& g : groups) out.insert(out.end(), g.count, rank_of.of(g.length));
+  return true;
+}
+
+// Length of the repeating unit when `piece` is one UTF-8 character (or one invalid byte) repeated, else 0.
+size_t repeated_character_length(std::string_view piece) {
+  const auto lead = static_cast<unsigned char>(piece.front());
+  const size_t n = lead < 0xC0 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+  if (piece.size() % n != 0) return 0;
+  if (piece.compare(n, std::string_view::npos, piece.substr(0, piece.size() - n)) != 0) return 0;
+  return n;
+}
+
 void bpe_encode_piece(const RankTable& ranks, std::string_view piece, BpeScratch& scratch,
                       std::vector<int32_t>& out) {
   if (piece.empty()) return;
@@ -185,9 +331,12 @@ void bpe_encode_piece(const RankTable& ranks, std::string_view piece, BpeScratch
   }
   if (piece.size() < kHeapMergeMinLength) {
     bpe_merge_linear(ranks, piece, scratch, out);
-  } else {
-    bpe_merge_heap(ranks, piece, scratch, out);
+    return;
   }
+  if (const size_t unit = repeated_character_length(piece); unit != 0) {
+    if (bpe_merge_repeated_unit(ranks, piece.substr(0, unit), piece.size() / unit, out)) return;
+  }
+  bpe_merge_heap(ranks, piece, scratch, out);
 }
 
 }  // namespace gpt

@@ -62,5 +62,11 @@ void bpe_encode_piece(const RankTable& ranks, std::string_view piece, BpeScratch
 void bpe_merge_linear(const RankTable& ranks, std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out);
 // Heap: priority queue over (rank, position) with lazy invalidation, O(n log n) for long pieces.
 void bpe_merge_heap(const RankTable& ranks, std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out);
+// A piece of `count` copies of one short unit (a long run of one character: "aaaa…", spaces, "éééé…"), merged on a
+// run-length form of the parts: time linear in the number of merges, memory independent of `count` (the heap needs
+// ~28 bytes per input byte). Valid when every copy of the unit becomes one token before any pair across copies can
+// merge (checked from the unit's own merges and ranks); returns false, appending nothing, when that does not hold.
+// Same result as the other two strategies whenever it returns true.
+bool bpe_merge_repeated_unit(const RankTable& ranks, std::string_view unit, size_t count, std::vector<int32_t>& out);
 
 }  // namespace gpt
