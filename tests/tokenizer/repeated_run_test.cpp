@@ -39,7 +39,9 @@ std::vector<int32_t> by_heap(std::string_view unit, size_t count) {
 // The run-length merge's tokens; an empty list when it declines the unit (its precondition does not hold).
 std::vector<int32_t> by_runs(std::string_view unit, size_t count) {
   std::vector<int32_t> out;
-  if (!bpe_merge_repeated_unit(gpt2_ranks(), unit, count, out)) EXPECT_TRUE(out.empty());
+  if (!bpe_merge_repeated_unit(gpt2_ranks(), unit, count, out)) {
+    EXPECT_TRUE(out.empty());
+  }
   return out;
 }
 
@@ -69,7 +71,9 @@ TEST(RepeatedUnitMerge, EqualsTheHeapForMultiByteCharacters) {
     const std::string unit = testing::utf8(cp);
     for (const size_t n : {1u, 5u, 64u, 1001u}) {
       const auto runs = by_runs(unit, n);
-      if (!runs.empty()) ASSERT_EQ(runs, by_heap(unit, n)) << "U+" << std::hex << static_cast<uint32_t>(cp);
+      if (!runs.empty()) {
+        ASSERT_EQ(runs, by_heap(unit, n)) << "U+" << std::hex << static_cast<uint32_t>(cp);
+      }
     }
   }
   EXPECT_GT(accepted, 1000u);  // the fast path covers most 2-byte characters
