@@ -101,7 +101,7 @@ TEST(PowerProperties, ApproachesTheNormalApproximationForLargeSamples) {
 
 TEST(PowerPlan, RowsAndRunsNeeded) {
   const auto plan = plan_power(3.275, 0.01, 3.28, 0.05, 0.8, {2, 27});
-  EXPECT_DOUBLE_EQ(plan.effect, 0.5);
+  EXPECT_NEAR(plan.effect, 0.5, 1e-12);
   ASSERT_TRUE(plan.runs_needed);
   EXPECT_EQ(*plan.runs_needed, 27u);
   ASSERT_EQ(plan.rows.size(), 2u);

@@ -22,7 +22,8 @@ INTERVALS = 6000  # Simpson intervals (even)
 
 def s_density(s, df):
     if s <= 0.0:
-        return 0.0
+        # The limit at 0: sqrt(2/pi) for one degree of freedom (a half-normal), 0 for more.
+        return math.sqrt(2 / math.pi) if df == 1 else 0.0
     v = df * s * s
     log_chi2 = (df / 2 - 1) * math.log(v) - v / 2 - (df / 2) * math.log(2) - math.lgamma(df / 2)
     return 2 * df * s * math.exp(log_chi2)
