@@ -7,6 +7,8 @@
 #include "harness/commands/common.h"
 #include "harness/commands/compare.h"
 #include "harness/commands/nightly.h"
+#include "harness/commands/plan.h"
+#include "harness/commands/report.h"
 #include "kernels/check.h"
 
 int main(int argc, char** argv) {
@@ -19,6 +21,8 @@ int main(int argc, char** argv) {
   add_record_command(app, options);
   add_import_command(app, options);
   add_query_command(app, options);
+  add_plan_command(app, options);
+  add_report_command(app, options);
   commands::register_compare_command(app);
   commands::register_nightly_command(app);
   try {

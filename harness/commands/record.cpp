@@ -11,8 +11,10 @@
 #include <set>
 
 #include "harness/commands/common.h"
+#include "harness/launcher/run_launcher.h"
 #include "harness/record/environment_probe.h"
 #include "harness/record/sweep_runner.h"
+#include "harness/report/html_report.h"
 #include "harness/report/sweep_report.h"
 #include "kernels/check.h"
 
@@ -37,6 +39,8 @@ struct RecordOptions {
   std::int64_t first_seed = 0;
   bool quiet = false;
   std::vector<std::string> command;
+  LauncherSettings launcher;  // --launcher local|slurm and the --slurm-* options
+  bool launcher_given = false;
 };
 
 // The corpus a recipe trains on when --data is not given.
@@ -135,7 +139,9 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
     store.set_param(OwnerKind::sweep, sweep.id, "timeout_s", std::to_string(o.timeout_s));
     store.set_param(OwnerKind::sweep, sweep.id, "track3", o.track3 ? "1" : "0");
     if (o.track3) store.add_tag(OwnerKind::sweep, sweep.id, "track3");
+    save_launcher_settings(store, sweep.id, o.launcher);
   }
+  if (!o.resume.empty()) o.launcher = load_launcher_settings(store, sweep.id, o.launcher, o.launcher_given);
 
   // Seeds already finished (anything but killed) are skipped: --resume runs only what is missing.
   std::set<std::int64_t> done;
@@ -173,11 +179,12 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
   SweepRunResult ran;
   {
     InterruptGuard guard;
-    ran = run_sweep(store, sweep.id, plans, run_options);
+    ran = make_launcher(o.launcher, o.recipe, o.gpus)->run(store, sweep.id, plans, run_options);
   }
 
   const SweepReport report = build_sweep_report(store, sweep, ReportOptions{o.target, o.alpha, o.track3});
   const auto md = write_report_files(report, results_dir(global) / "reports" / sweep.name);
+  write_sweep_html(store, report, md.parent_path());  // report.html beside report.md
   if (o.format == "json") {
     auto doc = to_json(report);
     doc["interrupted"] = ran.interrupted;
@@ -216,9 +223,13 @@ void add_record_command(CLI::App& app, GlobalOptions& global) {
   sub->add_option("--name", opts->name, "sweep name (default record-RECIPE-TIMESTAMP)");
   sub->add_option("--first-seed", opts->first_seed, "seed of the first run; run i uses first-seed + i");
   sub->add_flag("--quiet", opts->quiet, "no progress output");
+  add_launcher_options(*sub, opts->launcher);
   sub->add_option("command", opts->command, "command to run instead of train_gpt (after --); may use {seed}, "
                                             "{run_id}, {out}, {data}, {recipe}, {gpus}");
-  sub->callback([opts, &global] { global.exit_code = run_record(*opts, global); });
+  sub->callback([opts, sub, &global] {
+    opts->launcher_given = sub->get_option("--launcher")->count() > 0;
+    global.exit_code = run_record(*opts, global);
+  });
 }
 
 }  // namespace gpt::harness

@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "harness/report/power_section.h"
 #include "harness/report/svg.h"
 #include "kernels/check.h"
 
@@ -49,6 +50,7 @@ void judge(ArmReport& arm, const ReportOptions& o) {
     arm.ttest = stats::one_sample_t_less(losses, o.target);
     arm.upper_bound = stats::upper_confidence_bound(losses, 1.0 - o.alpha);
     arm.runs_needed = stats::runs_needed(arm.loss->mean, arm.loss->std, o.target, o.alpha);
+    arm.power_plan = stats::plan_power(arm.loss->mean, arm.loss->std, o.target, o.alpha, o.power, {losses.size()});
   }
   if (o.track3 && !losses.empty()) arm.track3_pass = stats::track3_rule(losses, o.target);
 
@@ -117,6 +119,7 @@ std::string render_text(const SweepReport& rep) {
       o << "  " << general(100 * (1 - opt.alpha)) << "% upper bound of the mean " << fixed(*arm.upper_bound, 4) << "\n";
       o << "  runs needed for p < " << general(opt.alpha) << " at this mean/std: "
         << (arm.runs_needed ? std::to_string(*arm.runs_needed) : std::string("never (mean not below target)")) << "\n";
+      if (arm.power_plan) o << power_text(*arm.power_plan, "  ");
     }
     if (arm.time_ms) {
       o << "  train time mean " << fixed(arm.time_ms->mean, 0) << " ms  std " << fixed(arm.time_ms->std, 0)
@@ -157,6 +160,7 @@ nlohmann::json to_json(const SweepReport& rep) {
     a["upper_confidence_bound"] = opt(arm.upper_bound);
     a["runs_needed"] = arm.runs_needed ? nlohmann::json(*arm.runs_needed) : nlohmann::json(nullptr);
     a["track3_pass"] = arm.track3_pass ? nlohmann::json(*arm.track3_pass) : nlohmann::json(nullptr);
+    a["power_analysis"] = arm.power_plan ? power_json(*arm.power_plan) : nlohmann::json(nullptr);
     arms.push_back(std::move(a));
   }
   return {{"sweep", {{"id", rep.sweep.id}, {"name", rep.sweep.name}, {"kind", rep.sweep.kind},
@@ -183,6 +187,13 @@ std::string render_markdown(const SweepReport& rep, const std::vector<std::strin
       << (arm.runs_needed ? std::to_string(*arm.runs_needed) : "-") << " | "
       << (arm.time_ms ? fixed(arm.time_ms->mean, 0) : "-") << " | " << (arm.time_ms ? fixed(arm.time_ms->median, 0) : "-")
       << " | " << arm.verdict << " |\n";
+  }
+  bool power_heading = false;  // power analysis per arm with at least 2 ok runs
+  for (const auto& arm : rep.arms) {
+    if (!arm.power_plan) continue;
+    if (!power_heading) o << "\n## Power analysis\n";
+    power_heading = true;
+    o << "\n" << (rep.arms.size() > 1 ? "**" + arm.arm + "**: " : "") << power_markdown(*arm.power_plan);
   }
   o << "\n## Runs\n\n| arm | seed | run id | status | final val loss | train time (ms) | reason |\n"
        "|---|---|---|---|---|---|---|\n";

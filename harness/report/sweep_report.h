@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/stats/power.h"
 #include "harness/stats/stats.h"
 #include "harness/store/store.h"
 
@@ -18,6 +19,7 @@ struct ReportOptions {
   double target = 3.28;
   double alpha = 0.01;
   bool track3 = false;  // also apply the track-3 rule (target − mean)·√n >= 0.004
+  double power = 0.8;   // wanted power of the power-analysis section
 };
 
 struct ArmReport {
@@ -29,6 +31,7 @@ struct ArmReport {
   std::optional<stats::TTestResult> ttest;        // n >= 2
   std::optional<double> upper_bound;              // (1 − alpha) one-sided bound of the mean loss, n >= 2
   std::optional<std::size_t> runs_needed;         // for p < alpha at the observed mean and sd
+  std::optional<stats::PowerPlan> power_plan;     // n >= 2: runs for the wanted power, improvement n runs prove
   std::optional<bool> track3_pass;
   bool pass = false;
   std::string verdict;  // one sentence saying why it passes or fails

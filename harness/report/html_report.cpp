@@ -1,0 +1,342 @@
+#include "harness/report/html_report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "harness/report/html_plots.h"
+#include "harness/report/power_section.h"
+#include "harness/report/svg.h"
+#include "kernels/check.h"
+
+namespace gpt::harness {
+
+namespace {
+
+std::string esc(std::string_view text) { return svg::escape(text); }
+
+std::string fixed(double x, int decimals) {
+  if (!std::isfinite(x)) return std::isnan(x) ? "-" : (x > 0 ? "inf" : "-inf");
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
+  return buf;
+}
+
+std::string general(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4g", x);
+  return buf;
+}
+
+constexpr const char* kStyle = R"(
+body{font-family:sans-serif;margin:24px auto;max-width:1100px;padding:0 16px;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:8px 0;font-size:13px}
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f2f2f2}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.verdict{display:inline-block;padding:6px 12px;border-radius:4px;font-weight:bold;color:white}
+.pass{background:#2e7d32}.fail{background:#c62828}.neutral{background:#546e7a}
+pre{background:#f6f6f6;padding:8px;overflow-x:auto;white-space:pre-wrap;word-break:break-all}
+.status-ok{color:#2e7d32}.status-bad{color:#c62828}figure{margin:12px 0}svg{max-width:100%;height:auto}
+)";
+
+std::string page_head(const std::string& title) {
+  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+         "<title>" + esc(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+}
+
+std::string verdict_badge(bool pass, const std::string& text) {
+  return "<p><span class=\"verdict " + std::string(pass ? "pass" : "fail") + "\">" + esc(text) + "</span></p>\n";
+}
+
+void environment_section(std::ostringstream& o, const HtmlContext& c) {
+  o << "<h2>Environment</h2>\n";
+  if (!c.environment) {
+    o << "<p>No environment was recorded for this sweep.</p>\n";
+    return;
+  }
+  const Environment& e = *c.environment;
+  const std::pair<const char*, std::string> fields[] = {
+      {"GPU", e.gpu}, {"driver", e.driver}, {"CUDA", e.cuda}, {"NCCL", e.nccl}, {"CPU", e.cpu_model},
+      {"compiler", e.compiler}, {"build flags", e.build_flags},
+      {"git commit", e.git_commit + (e.git_dirty ? " (with uncommitted changes)" : "")}, {"host", e.hostname},
+      {"fingerprint", e.fingerprint()}};
+  o << "<table>\n";
+  for (const auto& [name, value] : fields) {
+    o << "<tr><th>" << name << "</th><td>" << esc(value.empty() ? "-" : value) << "</td></tr>\n";
+  }
+  o << "</table>\n";
+}
+
+void reproduce_section(std::ostringstream& o, const HtmlContext& c) {
+  o << "<h2>Reproduce</h2>\n";
+  if (c.reproduce.empty()) {
+    o << "<p>This sweep was imported; no command is known.</p>\n";
+  } else {
+    o << "<pre>" << esc(c.reproduce) << "</pre>\n";
+  }
+}
+
+std::string opt_fixed(const std::optional<double>& x, int decimals) { return x ? fixed(*x, decimals) : "-"; }
+
+void runs_table(std::ostringstream& o, const std::vector<const RunRecord*>& runs) {
+  o << "<table>\n<tr><th>arm</th><th>seed</th><th>run id</th><th>status</th><th>final val loss</th>"
+       "<th>train time (ms)</th><th>steps</th><th>reason</th></tr>\n";
+  for (const RunRecord* r : runs) {
+    o << "<tr><td>" << esc(r->arm.empty() ? "(all)" : r->arm) << "</td><td class=\"num\">"
+      << (r->seed ? std::to_string(*r->seed) : "-") << "</td><td>" << esc(r->run_id) << "</td><td class=\""
+      << (r->status == RunStatus::ok ? "status-ok" : "status-bad") << "\">" << to_string(r->status)
+      << "</td><td class=\"num\">" << opt_fixed(r->final_val_loss, 4) << "</td><td class=\"num\">"
+      << opt_fixed(r->train_time_ms, 0) << "</td><td class=\"num\">" << (r->steps ? std::to_string(*r->steps) : "-")
+      << "</td><td>" << esc(r->reason) << "</td></tr>\n";
+  }
+  o << "</table>\n";
+}
+
+std::string arm_name(const std::string& arm) { return arm.empty() ? "(all)" : arm; }
+
+}  // namespace
+
+std::string shell_quote(const std::string& word) {
+  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                              "-_./=:,+@%{}") == std::string::npos) {
+    return word;
+  }
+  std::string out = "'";
+  for (const char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string, std::string>& params) {
+  auto param = [&](const char* key) { return params.count(key) ? params.at(key) : std::string(); };
+  std::string cmd;
+  if (sweep.kind == "record") {
+    cmd = "harness record --runs " + std::to_string(sweep.runs_planned) + " --recipe " + shell_quote(sweep.recipe);
+    if (!param("first_seed").empty() && param("first_seed") != "0") cmd += " --first-seed " + param("first_seed");
+    if (sweep.target) cmd += " --target " + general(*sweep.target);
+    if (sweep.alpha) cmd += " --alpha " + general(*sweep.alpha);
+    if (sweep.gpus > 0) cmd += " --gpus " + std::to_string(sweep.gpus);
+    if (!param("data").empty()) cmd += " --data " + shell_quote(param("data"));
+    if (!param("timeout_s").empty() && std::atof(param("timeout_s").c_str()) > 0) cmd += " --timeout " + param("timeout_s");
+    if (param("track3") == "1") cmd += " --track3";
+    if (!param("launcher").empty() && param("launcher") != "local") cmd += " --launcher " + param("launcher");
+    if (!sweep.command.empty()) {
+      cmd += " --";
+      for (const auto& arg : nlohmann::json::parse(sweep.command).get<std::vector<std::string>>()) {
+        cmd += " " + shell_quote(arg);
+      }
+    }
+  } else if (sweep.kind == "compare" && !param("baseline").empty()) {
+    cmd = "harness compare --baseline " + shell_quote(param("baseline")) + " --candidate " +
+          shell_quote(param("candidate")) + " --runs " + std::to_string(sweep.runs_planned);
+    if (!sweep.recipe.empty()) cmd += " --recipe " + shell_quote(sweep.recipe);
+  }
+  return cmd;
+}
+
+std::string render_sweep_html(const SweepReport& rep, const HtmlContext& context) {
+  std::ostringstream o;
+  o << page_head("Sweep " + std::to_string(rep.sweep.id) + ": " + rep.sweep.name);
+  o << "<h1>Sweep " << rep.sweep.id << ": " << esc(rep.sweep.name) << "</h1>\n";
+  o << verdict_badge(rep.pass, rep.pass ? "PASS" : "FAIL");
+  o << "<p>" << esc(rep.sweep.kind) << " sweep, recipe " << esc(rep.sweep.recipe.empty() ? "-" : rep.sweep.recipe)
+    << ", created " << esc(rep.sweep.created_at) << "; " << rep.runs_stored << " run(s) stored";
+  if (rep.runs_planned > 0) o << " of " << rep.runs_planned << " planned";
+  o << ". Target val loss " << fixed(rep.options.target, 4) << ", alpha " << general(rep.options.alpha) << ".</p>\n";
+
+  o << "<h2>Verdict per arm</h2>\n<table>\n<tr><th>arm</th><th>ok</th><th>not ok</th><th>mean loss</th><th>std</th>"
+       "<th>p (mean &lt; target)</th><th>upper bound</th><th>runs for power " << general(rep.options.power)
+    << "</th><th>mean time (ms)</th><th>verdict</th></tr>\n";
+  for (const auto& arm : rep.arms) {
+    o << "<tr><td>" << esc(arm_name(arm.arm)) << "</td><td class=\"num\">" << arm.ok.size() << "</td><td class=\"num\">"
+      << arm.not_ok.size() << "</td><td class=\"num\">" << (arm.loss ? fixed(arm.loss->mean, 4) : "-")
+      << "</td><td class=\"num\">" << (arm.loss ? fixed(arm.loss->std, 4) : "-") << "</td><td class=\"num\">"
+      << (arm.ttest ? general(arm.ttest->p_value) : "-") << "</td><td class=\"num\">" << opt_fixed(arm.upper_bound, 4)
+      << "</td><td class=\"num\">"
+      << (arm.power_plan && arm.power_plan->runs_needed ? std::to_string(*arm.power_plan->runs_needed) : "-")
+      << "</td><td class=\"num\">" << (arm.time_ms ? fixed(arm.time_ms->mean, 0) : "-") << "</td><td class=\""
+      << (arm.pass ? "status-ok" : "status-bad") << "\">" << esc(arm.verdict) << "</td></tr>\n";
+  }
+  o << "</table>\n";
+
+  bool power_heading = false;
+  for (const auto& arm : rep.arms) {
+    if (!arm.power_plan) continue;
+    if (!power_heading) o << "<h2>Power analysis</h2>\n";
+    power_heading = true;
+    const auto& p = *arm.power_plan;
+    o << "<p>" << (rep.arms.size() > 1 ? "<b>" + esc(arm_name(arm.arm)) + "</b>: " : "")
+      << "effect d = " << fixed(p.effect, 3) << " (mean " << fixed(p.mean, 4) << ", std " << fixed(p.std, 4)
+      << "); runs needed for power " << general(p.power) << ": <b>"
+      << (p.runs_needed ? std::to_string(*p.runs_needed) : std::string(p.effect > 0 ? "over 10^6" : "never"))
+      << "</b>.";
+    for (const auto& row : p.rows) {
+      o << " With " << row.runs << " runs the power is " << fixed(row.power, 3) << " and the smallest provable "
+        << "improvement is " << fixed(row.min_improvement, 5) << " (a true mean of " << fixed(row.max_mean, 5)
+        << " or lower).";
+    }
+    o << "</p>\n";
+  }
+
+  o << "<h2>Plots</h2>\n";
+  html::DotPlot losses{"Final val loss per run", "final val loss", {}, rep.options.target, "target"};
+  html::DotPlot times{"Train time per run", "train time (ms)", {}, std::nullopt, ""};
+  html::CurvePlot curves{"Validation loss curves", "step", "val loss", {}, rep.options.target};
+  std::vector<const RunRecord*> all_runs;
+  for (const auto& arm : rep.arms) {
+    html::DotRow loss_row{arm_name(arm.arm), {}}, time_row{arm_name(arm.arm), {}};
+    html::CurveGroup group{arm_name(arm.arm), {}};
+    for (const auto& r : arm.ok) {
+      if (r.final_val_loss) loss_row.values.push_back(*r.final_val_loss);
+      if (r.train_time_ms) time_row.values.push_back(*r.train_time_ms);
+      std::vector<std::pair<double, double>> points;
+      for (const auto& p : r.val_points) points.emplace_back(static_cast<double>(p.step), p.val_loss);
+      if (!points.empty()) group.runs.push_back(std::move(points));
+    }
+    losses.rows.push_back(std::move(loss_row));
+    times.rows.push_back(std::move(time_row));
+    if (!group.runs.empty()) curves.groups.push_back(std::move(group));
+    for (const auto* list : {&arm.ok, &arm.not_ok}) {
+      for (const auto& r : *list) all_runs.push_back(&r);
+    }
+  }
+  o << "<figure>" << html::render_dot_plot(losses) << "</figure>\n";
+  o << "<figure>" << html::render_dot_plot(times) << "</figure>\n";
+  if (!curves.groups.empty()) o << "<figure>" << html::render_curve_plot(curves) << "</figure>\n";
+
+  o << "<h2>Runs</h2>\n";
+  runs_table(o, all_runs);
+  environment_section(o, context);
+  reproduce_section(o, context);
+  o << "</body>\n</html>\n";
+  return o.str();
+}
+
+std::string render_comparison_html(const ComparisonPage& page, const HtmlContext& context) {
+  const auto& r = page.report;
+  const auto& s = page.settings;
+  std::ostringstream o;
+  o << page_head(page.title);
+  o << "<h1>" << esc(page.title) << "</h1>\n";
+  const bool significant = r.time_welch.p_value < s.alpha;
+  std::string verdict = r.faster ? "FASTER" : (significant ? "SLOWER" : "NO SIGNIFICANT TIME DIFFERENCE");
+  verdict += ": candidate/baseline mean time " + fixed(r.time_ratio, 4) + " (Welch p = " + general(r.time_welch.p_value) + ")";
+  o << "<p><span class=\"verdict " << (r.faster ? "pass" : (significant ? "fail" : "neutral")) << "\">" << esc(verdict)
+    << "</span></p>\n";
+  if (r.candidate_record) {
+    o << verdict_badge(r.candidate_passes_record,
+                       std::string(r.candidate_passes_record ? "candidate reaches" : "candidate does not reach") +
+                           " the target " + fixed(s.target_loss, 4) + " (p = " + general(r.candidate_record->p_value) + ")");
+  }
+  o << "<h2>Statistics</h2>\n<table>\n<tr><th></th><th>baseline</th><th>candidate</th></tr>\n";
+  auto row = [&](const char* name, const std::string& b, const std::string& c) {
+    o << "<tr><th>" << name << "</th><td class=\"num\">" << b << "</td><td class=\"num\">" << c << "</td></tr>\n";
+  };
+  row("finished runs", std::to_string(r.baseline_time.n), std::to_string(r.candidate_time.n));
+  row("mean train time (s)", fixed(r.baseline_time.mean, 3), fixed(r.candidate_time.mean, 3));
+  row("std train time (s)", fixed(r.baseline_time.std, 3), fixed(r.candidate_time.std, 3));
+  row("median train time (s)", fixed(r.baseline_time.median, 3), fixed(r.candidate_time.median, 3));
+  row("mean final val loss", r.baseline_loss ? fixed(r.baseline_loss->mean, 4) : "-",
+      r.candidate_loss ? fixed(r.candidate_loss->mean, 4) : "-");
+  o << "</table>\n<table>\n<tr><th>test</th><th>statistic</th><th>p</th></tr>\n";
+  o << "<tr><td>Welch t (time)</td><td class=\"num\">" << fixed(r.time_welch.t, 3) << "</td><td class=\"num\">"
+    << general(r.time_welch.p_value) << "</td></tr>\n<tr><td>Mann-Whitney U (time, " << esc(r.time_mann_whitney.method)
+    << ")</td><td class=\"num\">" << fixed(r.time_mann_whitney.u, 1) << "</td><td class=\"num\">"
+    << general(r.time_mann_whitney.p_value) << "</td></tr>\n";
+  if (r.loss_welch) {
+    o << "<tr><td>Welch t (final loss)</td><td class=\"num\">" << fixed(r.loss_welch->t, 3) << "</td><td class=\"num\">"
+      << general(r.loss_welch->p_value) << "</td></tr>\n";
+  }
+  o << "</table>\n<p>Time ratio candidate/baseline " << fixed(r.time_ratio, 4) << ", " << general(100 * s.confidence)
+    << "% bootstrap interval [" << fixed(r.time_ratio_ci.low, 4) << ", " << fixed(r.time_ratio_ci.high, 4) << "] ("
+    << s.resamples << " resamples, seed " << s.seed << ").</p>\n";
+
+  o << "<h2>Plots</h2>\n";
+  html::DotPlot times{"Train time per run", "train time (s)", {}, std::nullopt, ""};
+  html::DotPlot losses{"Final val loss per run", "final val loss", {}, s.target_loss, "target"};
+  html::CurvePlot curves{"Validation loss curves", "step", "val loss", {}, s.target_loss};
+  std::vector<const RunRecord*> all_runs;
+  for (const auto* arm : {&page.baseline_runs, &page.candidate_runs}) {
+    const std::string name = arm == &page.baseline_runs ? "baseline" : "candidate";
+    html::DotRow time_row{name, {}}, loss_row{name, {}};
+    html::CurveGroup group{name, {}};
+    for (const auto& run : *arm) {
+      all_runs.push_back(&run);
+      if (run.status != RunStatus::ok) continue;
+      if (run.train_time_ms) time_row.values.push_back(*run.train_time_ms / 1000.0);
+      if (run.final_val_loss) loss_row.values.push_back(*run.final_val_loss);
+      std::vector<std::pair<double, double>> points;
+      for (const auto& p : run.val_points) points.emplace_back(static_cast<double>(p.step), p.val_loss);
+      if (!points.empty()) group.runs.push_back(std::move(points));
+    }
+    times.rows.push_back(std::move(time_row));
+    losses.rows.push_back(std::move(loss_row));
+    if (!group.runs.empty()) curves.groups.push_back(std::move(group));
+  }
+  o << "<figure>" << html::render_dot_plot(times) << "</figure>\n";
+  o << "<figure>" << html::render_dot_plot(losses) << "</figure>\n";
+  if (!curves.groups.empty()) o << "<figure>" << html::render_curve_plot(curves) << "</figure>\n";
+  o << "<h2>Runs</h2>\n";
+  runs_table(o, all_runs);
+  environment_section(o, context);
+  reproduce_section(o, context);
+  o << "</body>\n</html>\n";
+  return o.str();
+}
+
+namespace {
+
+HtmlContext context_from_store(Store& store, const SweepInfo& sweep) {
+  HtmlContext c;
+  if (sweep.environment_id) c.environment = store.environment(*sweep.environment_id);
+  c.reproduce = reproduce_command(sweep, store.params(OwnerKind::sweep, sweep.id));
+  return c;
+}
+
+std::filesystem::path write_page(const std::filesystem::path& dir, const std::string& html) {
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "report.html";
+  std::ofstream out(path, std::ios::binary);
+  GPT_CHECK(out.good(), "cannot write report file '", path.string(), "'");
+  out << html;
+  GPT_CHECK(out.good(), "error while writing report file '", path.string(), "'");
+  return path;
+}
+
+}  // namespace
+
+std::filesystem::path write_sweep_html(Store& store, const SweepReport& report, const std::filesystem::path& dir) {
+  return write_page(dir, render_sweep_html(report, context_from_store(store, report.sweep)));
+}
+
+ComparisonPage comparison_page_from_store(Store& store, const SweepInfo& sweep, const compare::ComparisonSettings& s) {
+  ComparisonPage page;
+  page.title = "Comparison " + std::to_string(sweep.id) + ": " + sweep.name;
+  page.settings = s;
+  compare::ArmResults baseline, candidate;
+  for (auto& run : store.runs(sweep.id, /*with_val_points=*/true)) {
+    const bool is_baseline = run.arm == "baseline";
+    GPT_CHECK(is_baseline || run.arm == "candidate", "sweep '", sweep.name, "' has a run in arm '", run.arm,
+              "'; a comparison has only the arms baseline and candidate");
+    auto& results = is_baseline ? baseline : candidate;
+    if (run.status == RunStatus::ok && run.train_time_ms) {
+      results.train_time_s.push_back(*run.train_time_ms / 1000.0);
+      if (run.final_val_loss) results.final_val_loss.push_back(*run.final_val_loss);
+    }
+    (is_baseline ? page.baseline_runs : page.candidate_runs).push_back(std::move(run));
+  }
+  GPT_CHECK(baseline.train_time_s.size() >= 2 && candidate.train_time_s.size() >= 2, "sweep '", sweep.name,
+            "': a comparison needs 2 finished runs per arm, has ", baseline.train_time_s.size(), " baseline and ",
+            candidate.train_time_s.size(), " candidate");
+  page.report = compare::analyze_comparison(candidate, baseline, s);
+  return page;
+}
+
+std::filesystem::path write_comparison_html(Store& store, const SweepInfo& sweep, const ComparisonPage& page,
+                                            const std::filesystem::path& dir) {
+  return write_page(dir, render_comparison_html(page, context_from_store(store, sweep)));
+}
+
+}  // namespace gpt::harness

@@ -1,0 +1,44 @@
+#pragma once
+// Self-contained HTML reports (one file, no network: inline CSS and SVG, no scripts) for a sweep and for a
+// branch-vs-baseline comparison: the verdict, the data table, the plots, the environment and the command
+// that reproduces the result. The Markdown report stays for PR descriptions.
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "harness/compare/comparison.h"
+#include "harness/report/sweep_report.h"
+#include "harness/store/store.h"
+
+namespace gpt::harness {
+
+struct HtmlContext {
+  std::optional<Environment> environment;
+  std::string reproduce;  // shell command that runs the sweep again
+};
+
+std::string render_sweep_html(const SweepReport& report, const HtmlContext& context);
+
+// A comparison from the two arms' stored runs (arms named "baseline" and "candidate").
+struct ComparisonPage {
+  std::string title;
+  compare::ComparisonSettings settings;
+  compare::ComparisonReport report;
+  std::vector<RunRecord> baseline_runs, candidate_runs;  // every stored run, ok or not
+};
+std::string render_comparison_html(const ComparisonPage& page, const HtmlContext& context);
+
+// The command line that repeats a stored sweep (record or compare), shell-quoted; empty when unknown.
+std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string, std::string>& params);
+std::string shell_quote(const std::string& word);
+
+// Builds the context from the store (environment, reproduce command) and writes `dir`/report.html.
+std::filesystem::path write_sweep_html(Store& store, const SweepReport& report, const std::filesystem::path& dir);
+
+// The comparison page of a stored compare sweep; throws when it lacks two ok runs per arm.
+ComparisonPage comparison_page_from_store(Store& store, const SweepInfo& sweep, const compare::ComparisonSettings& s);
+std::filesystem::path write_comparison_html(Store& store, const SweepInfo& sweep, const ComparisonPage& page,
+                                            const std::filesystem::path& dir);
+
+}  // namespace gpt::harness
