@@ -10,6 +10,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <span>
 #include <thread>
 
 #include "kernels/cuda/runtime.h"

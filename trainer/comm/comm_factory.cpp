@@ -1,6 +1,7 @@
 #include "trainer/comm/comm_factory.h"
 
 #include <cstdlib>
+#include <span>
 
 #include "kernels/check.h"
 #include "trainer/comm/mpi_comm.h"
