@@ -1,9 +1,12 @@
 // The run's communicator from the launch environment (CPU build: single rank, errors for what needs CUDA/NCCL).
 #include "trainer/comm/comm_factory.h"
 
+#include <map>
+
 #include <gtest/gtest.h>
 
 #include "kernels/check.h"
+#include "trainer/comm/mpi_comm.h"
 
 namespace gpt {
 namespace {
@@ -28,13 +31,30 @@ TEST(CommFactory, CpuSingleRank) {
   EXPECT_EQ(t.to_doubles(), (std::vector<double>{1, 2}));
 }
 
-TEST(CommFactory, CpuBackendRefusesSeveralRanks) {
+TEST(CommFactory, CpuRanksNeedAnMpiLauncher) {
   try {
     make_comm(launch(1, 2, 1), Device::cpu, no_env);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--backend cuda"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("train_gpt --ranks N, mpirun -np N"), std::string::npos) << e.what();
   }
+}
+
+TEST(CommFactory, NcclIdTravelsThroughMpiOnlyUnderAnMpiLauncher) {
+  const auto env_of = [](std::map<std::string, std::string> vars) {
+    return [vars](const std::string& name) -> std::optional<std::string> {
+      const auto it = vars.find(name);
+      if (it == vars.end()) return std::nullopt;
+      return it->second;
+    };
+  };
+  EXPECT_TRUE(started_by_mpi_launcher(env_of({{"OMPI_COMM_WORLD_SIZE", "2"}})));
+  EXPECT_TRUE(started_by_mpi_launcher(env_of({{"PMIX_RANK", "0"}})));
+  EXPECT_FALSE(started_by_mpi_launcher(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}})));
+  EXPECT_EQ(nccl_id_through_mpi(launch(0, 2, 0), env_of({{"OMPI_COMM_WORLD_SIZE", "2"}})), mpi_available());
+  EXPECT_FALSE(nccl_id_through_mpi(launch(0, 2, 0), env_of({{"OMPI_COMM_WORLD_SIZE", "2"},
+                                                            {"SPEEDRUN_RENDEZVOUS_DIR", "/tmp/x"}})));
+  EXPECT_FALSE(nccl_id_through_mpi(launch(0, 2, 0), env_of({{"RANK", "0"}})));
 }
 
 TEST(CommFactory, RejectsInconsistentLaunch) { EXPECT_THROW(make_comm(launch(2, 2, 0), Device::cpu, no_env), Error); }

@@ -225,3 +225,27 @@ TEST(LocalLauncher, BadInput) {
 
 }  // namespace
 }  // namespace gpt
+
+namespace gpt {
+namespace {
+
+TEST(MpiLaunch, CommandRunsTheBinaryWithoutRanksUnderMpirun) {
+  const char* argv[] = {"train_gpt", "--ranks", "4", "--recipe", "tiny", "--ranks=4", "--seed", "1"};
+  const auto args = args_without_flag(std::span<char* const>(const_cast<char**>(argv), std::size(argv)), "--ranks");
+  EXPECT_EQ(args, (std::vector<std::string>{"train_gpt", "--recipe", "tiny", "--seed", "1"}));
+  EXPECT_EQ(mpirun_command("/usr/bin/mpirun", 4, "/b/train_gpt", args, true),
+            (std::vector<std::string>{"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+                                      "-np", "4", "/b/train_gpt", "--recipe", "tiny", "--seed", "1"}));
+  EXPECT_EQ(mpirun_command("mpirun", 2, "t", {"t"}, false),
+            (std::vector<std::string>{"mpirun", "--oversubscribe", "--bind-to", "none", "-np", "2", "t"}));
+}
+
+TEST(MpiLaunch, RunStatusKeepsTheTrainersCodesAndMapsSignalsToFailure) {
+  for (int code : {0, 1, 2, 3}) EXPECT_EQ(run_status_from_mpirun(code), code);
+  EXPECT_EQ(run_status_from_mpirun(137), 1);  // a rank killed by SIGKILL
+  EXPECT_EQ(run_status_from_mpirun(143), 1);
+  EXPECT_EQ(run_status_from_mpirun(255), 1);
+}
+
+}  // namespace
+}  // namespace gpt

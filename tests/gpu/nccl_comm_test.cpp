@@ -10,12 +10,14 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <span>
 #include <thread>
 
 #include "kernels/cuda/runtime.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/comm_factory.h"
+#include "trainer/comm/mpi_comm.h"
 
 #ifdef SPEEDRUN_HAVE_NCCL
 #include "trainer/comm/nccl_comm.h"
@@ -149,6 +151,19 @@ TEST(NcclComm, WorldOneEqualsTheSingleRankComm) {
   std::filesystem::remove_all(rendezvous.dir);
   EXPECT_EQ(comm.rank(), 0);
   EXPECT_EQ(comm.world_size(), 1);
+  auto single = make_single_rank_comm();
+  expect_same_collectives(comm, *single, true);
+  GPT_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// The id path of ranks started by mpirun or srun (comm_factory.h): rank 0's id through MPI, here at W = 1 (an MPI
+// singleton), then the same collectives as the single-rank communicator.
+TEST(NcclComm, IdThroughMpiAtWorldOneEqualsTheSingleRankComm) {
+  GPT_REQUIRE_CUDA();
+  if (!mpi_available()) GTEST_SKIP() << "this build found no MPI";
+  ncclUniqueId id = new_nccl_id();
+  mpi_broadcast_bytes(std::as_writable_bytes(std::span(id.internal)), 0, 1);
+  NcclComm comm(0, 1, id);
   auto single = make_single_rank_comm();
   expect_same_collectives(comm, *single, true);
   GPT_CUDA_CHECK(cudaDeviceSynchronize());

@@ -1,10 +1,14 @@
 // train_gpt: the NanoGPT speedrun trainer (ARCHITECTURE.md, trainer ↔ harness contract).
-//   train_gpt --recipe NAME|FILE --data DIR --seed N --run-id ID --out DIR [--backend cpu|cuda] [--gpus N]
+//   train_gpt --recipe NAME|FILE --data DIR --seed N --run-id ID --out DIR [--backend cpu|cuda] [--gpus N | --ranks N]
 //             [--set key=value]... [--resume CHECKPOINT] [--checkpoint-every K] [--threads N]
+// --gpus N (CUDA) starts N local processes, one per GPU, with NCCL between them; --ranks N (CPU) starts N local
+// processes under mpirun; either way the ranks are also started by mpirun, srun or torchrun directly.
 // Exit status: 0 finished, 3 diverged (summary written), 2 bad input or usage, 1 other failure.
 #include <malloc.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <limits>
 
 #include <iostream>
@@ -13,6 +17,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "trainer/comm/local_launcher.h"
+#include "trainer/run/backend.h"
 #include "trainer/run/training_run.h"
 
 namespace {
@@ -22,6 +28,42 @@ constexpr int kExitFailure = 1;
 
 // The CPU backend's one thread pool is OpenMP's (its GEMMs run single-threaded BLAS inside it).
 void apply_threads(int threads) { omp_set_num_threads(threads); }
+
+// Default threads of one rank: the cores shared by the ranks on this machine.
+int default_threads() {
+  int local_ranks = 1;
+  for (const char* var : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"}) {
+    if (const char* value = std::getenv(var); value != nullptr && std::atoi(value) > 0) {
+      local_ranks = std::atoi(value);
+      break;
+    }
+  }
+  return std::max(1, omp_get_num_procs() / local_ranks);
+}
+
+// `--gpus N` / `--ranks N` with N > 1: checks what can be checked once (world size, backend, devices, the recipe's
+// slices per call), then this process only supervises the N ranks it starts. Returns the run's exit status.
+int launch_ranks(gpt::RunOptions options, int cpu_ranks, int argc, char** argv) {
+  GPT_CHECK(options.gpus == 1 || cpu_ranks == 1, "--gpus ", options.gpus, " and --ranks ", cpu_ranks,
+            ": give one of them");
+  const bool cpu = options.backend == "cpu";
+  const std::string flag = options.gpus > 1 ? "--gpus" : "--ranks";
+  const int ranks = std::max(options.gpus, cpu_ranks);
+  GPT_CHECK(ranks >= 1 && 8 % ranks == 0, flag, " ", ranks, ": the ranks of a run must divide 8 (1, 2, 4 or 8)");
+  if (flag == "--gpus") {
+    GPT_CHECK(!cpu, "--gpus ", ranks, ": the CPU backend has no GPUs; use --ranks ", ranks, " for CPU ranks");
+    const int visible = gpt::visible_cuda_devices();
+    GPT_CHECK(visible >= ranks, "--gpus ", ranks, ": only ", visible, " CUDA device(s) visible");
+  } else {
+    GPT_CHECK(cpu, "--ranks ", ranks, ": CPU ranks need --backend cpu; use --gpus ", ranks, " for GPUs");
+  }
+  gpt::take_debug_switches(options);
+  const gpt::Recipe recipe = gpt::load_recipe(options.recipe, options.overrides, options.recipe_dir);
+  GPT_CHECK(recipe.slices_per_call % ranks == 0, flag, " ", ranks, ": recipe '", recipe.name, "' builds ",
+            recipe.slices_per_call, " slice(s) per loader call, which must divide among the ranks (e.g. --set "
+            "slices_per_call=8)");
+  return flag == "--gpus" ? gpt::launch_local_ranks(ranks, argc, argv) : gpt::launch_mpi_ranks(ranks, argc, argv);
+}
 
 // Keep freed memory in the heap instead of returning it to the kernel: the CPU backend allocates the same
 // activation sizes every step, and glibc's default (mmap for blocks over 32 MiB, trim on free) made every step
@@ -42,7 +84,11 @@ int main(int argc, char** argv) {
   app.add_option("--run-id", options.run_id, "run name: OUT/ID.txt and OUT/ID.json")->required();
   app.add_option("--out", options.out_dir, "output directory (created if missing)")->required();
   app.add_option("--backend", options.backend, "cpu or cuda")->capture_default_str();
-  app.add_option("--gpus", options.gpus, "local processes/GPUs (1 on the CPU backend)")->capture_default_str();
+  app.add_option("--gpus", options.gpus, "GPUs: starts one local process per GPU (CUDA backend)")
+      ->capture_default_str();
+  int ranks = 1;
+  app.add_option("--ranks", ranks, "CPU ranks: starts this many local processes under mpirun (CPU backend)")
+      ->capture_default_str();
   app.add_option("--set", options.overrides, "override a recipe key: dotted.key=value (repeatable)");
   app.add_option("--resume", options.resume, "continue from a checkpoint file");
   app.add_option("--checkpoint-every", options.checkpoint_every, "write OUT/ID.stepNNNNNN.ckpt every K steps")
@@ -58,10 +104,22 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
 
+  if (options.gpus < 1 || ranks < 1) {
+    std::cerr << "train_gpt: --gpus " << options.gpus << " --ranks " << ranks << ": expected counts >= 1" << std::endl;
+    return kExitUsage;
+  }
+  if (options.gpus > 1 || ranks > 1) {
+    try {
+      return launch_ranks(options, ranks, argc, argv);
+    } catch (const std::exception& e) {
+      std::cerr << "train_gpt: " << e.what() << std::endl;
+      return kExitUsage;
+    }
+  }
   std::unique_ptr<gpt::TrainingRun> run;
   try {
     gpt::take_debug_switches(options);
-    if (options.threads <= 0) options.threads = omp_get_num_procs();
+    if (options.threads <= 0) options.threads = default_threads();
     apply_threads(options.threads);
     keep_freed_memory();
     run = std::make_unique<gpt::TrainingRun>(options);

@@ -1,5 +1,7 @@
 #include "trainer/comm/comm.h"
 
+#include "trainer/comm/rank_order_reduce.h"
+
 #include <barrier>
 #include <cstring>
 #include <vector>
@@ -44,55 +46,6 @@ class SingleRankComm final : public Comm {
   void barrier() override {}
 };
 
-// Reduces element range [begin, end) of every rank's buffer (rank order) into out (which may alias a buffer
-// only when the caller has made sure nobody reads that range concurrently).
-template <typename T>
-void reduce_range(const std::vector<const void*>& bufs, int64_t begin, int64_t end, ReduceOp op, void* out) {
-  using A = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<T, int64_t>, double, float>;
-  const int world = static_cast<int>(bufs.size());
-  T* o = static_cast<T*>(out);
-  for (int64_t i = begin; i < end; ++i) {
-    auto value = [&](int q) {
-      const T& x = static_cast<const T*>(bufs[static_cast<size_t>(q)])[i];
-      if constexpr (std::is_same_v<T, bf16>) {
-        return static_cast<float>(x);
-      } else {
-        return x;
-      }
-    };
-    if constexpr (std::is_integral_v<T>) {
-      T acc = value(0);
-      for (int q = 1; q < world; ++q) acc = op == ReduceOp::max ? std::max(acc, value(q)) : static_cast<T>(acc + value(q));
-      if (op == ReduceOp::avg) acc = static_cast<T>(acc / world);
-      o[i - begin] = acc;
-    } else {
-      A acc = static_cast<A>(value(0));
-      for (int q = 1; q < world; ++q) {
-        const A v = static_cast<A>(value(q));
-        acc = op == ReduceOp::max ? std::max(acc, v) : acc + v;
-      }
-      if (op == ReduceOp::avg) acc /= static_cast<A>(world);
-      if constexpr (std::is_same_v<T, bf16>) {
-        o[i - begin] = bf16(static_cast<float>(acc));
-      } else {
-        o[i - begin] = static_cast<T>(acc);
-      }
-    }
-  }
-}
-
-void reduce_dispatch(DType dtype, const std::vector<const void*>& bufs, int64_t begin, int64_t end, ReduceOp op,
-                     void* out) {
-  switch (dtype) {
-    case DType::f64: reduce_range<double>(bufs, begin, end, op, out); return;
-    case DType::f32: reduce_range<float>(bufs, begin, end, op, out); return;
-    case DType::bf16: reduce_range<bf16>(bufs, begin, end, op, out); return;
-    case DType::i32: reduce_range<int32_t>(bufs, begin, end, op, out); return;
-    case DType::i64: reduce_range<int64_t>(bufs, begin, end, op, out); return;
-    default: GPT_FAIL("collective reduction: unsupported dtype ", dtype_name(dtype));
-  }
-}
-
 }  // namespace
 
 struct ThreadRankGroup::Shared {
@@ -121,7 +74,7 @@ class ThreadRankComm final : public Comm {
     GPT_CHECK(t.is_cpu(), "all_reduce: this communicator handles CPU tensors only");
     publish(t.raw(), t.raw(), t.numel(), t.dtype(), "all_reduce");
     std::vector<uint8_t> result(t.nbytes());
-    reduce_dispatch(t.dtype(), inputs(), 0, t.numel(), op, result.data());
+    reduce_in_rank_order(t.dtype(), inputs(), 0, t.numel(), op, result.data());
     s_->sync.arrive_and_wait();  // everyone has read every buffer
     std::memcpy(t.raw(), result.data(), result.size());
     s_->sync.arrive_and_wait();
@@ -134,7 +87,7 @@ class ThreadRankComm final : public Comm {
     // input): no other rank touches that range, so a private buffer is enough.
     const int64_t n = output.numel();
     std::vector<uint8_t> result(output.nbytes());
-    reduce_dispatch(input.dtype(), inputs(), rank_ * n, (rank_ + 1) * n, op, result.data());
+    reduce_in_rank_order(input.dtype(), inputs(), rank_ * n, (rank_ + 1) * n, op, result.data());
     std::memcpy(output.raw(), result.data(), result.size());
     s_->sync.arrive_and_wait();
   }

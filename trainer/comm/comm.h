@@ -8,12 +8,28 @@
 // Reductions run in rank order 0, 1, …, W−1 in fp32 (double for f64) and are rounded once to the tensor's dtype,
 // so every rank gets bitwise the same result.
 #include <memory>
+#include <string>
 
+#include "kernels/check.h"
 #include "kernels/tensor.h"
 
 namespace gpt {
 
 enum class ReduceOp { sum, avg, max };
+
+// Thrown by a collective of a multi-process communicator when another rank reported a failure (notify_failure)
+// while this one waited: the run ends with the failing rank's exit status and names it.
+class PeerFailure : public Error {
+ public:
+  PeerFailure(int rank, int exit_code, const std::string& reason)
+      : Error("rank " + std::to_string(rank) + ": " + reason), rank_(rank), exit_code_(exit_code) {}
+  int rank() const { return rank_; }
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int rank_;
+  int exit_code_;
+};
 
 class Comm {
  public:
@@ -31,6 +47,13 @@ class Comm {
   // t ← root's t.
   virtual void broadcast(Tensor& t, int root) = 0;
   virtual void barrier() = 0;
+
+  // Multi-process transports: tells the other ranks that this one failed, so that their next (or current)
+  // collective throws PeerFailure instead of waiting for it. Nothing to do where the ranks share a process.
+  virtual void notify_failure(int exit_code, const std::string& reason) {}
+  // Multi-process transports, after a failure, once rank 0 has written what it must: ends every rank of the job
+  // with `exit_code` (no rank is left waiting in a collective). Returns where there is nothing to end.
+  virtual void end_job_after_failure(int exit_code) {}
 };
 
 // World size 1: collectives are copies (or nothing).

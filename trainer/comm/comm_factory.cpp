@@ -1,8 +1,10 @@
 #include "trainer/comm/comm_factory.h"
 
 #include <cstdlib>
+#include <span>
 
 #include "kernels/check.h"
+#include "trainer/comm/mpi_comm.h"
 #include "trainer/comm/rendezvous.h"
 
 #ifdef SPEEDRUN_HAVE_CUDA
@@ -24,13 +26,23 @@ int local_device_index(const LaunchEnv& launch, int visible) {
   return launch.local_rank;
 }
 
+bool started_by_mpi_launcher(const EnvLookup& getenv) {
+  return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+}
+
+bool nccl_id_through_mpi(const LaunchEnv& launch, const EnvLookup& getenv) {
+  return mpi_available() && !getenv(kRendezvousDirVar) && started_by_mpi_launcher(getenv);
+}
+
 std::unique_ptr<Comm> make_comm(const LaunchEnv& launch, Device backend, const EnvLookup& getenv) {
   GPT_CHECK(launch.world_size >= 1 && launch.rank >= 0 && launch.rank < launch.world_size, "launch environment: rank ",
             launch.rank, " outside world size ", launch.world_size);
   if (backend == Device::cpu) {
-    GPT_CHECK(launch.world_size == 1, "the CPU backend runs as one process, but the launcher (", launch.source,
-              ") asks for world size ", launch.world_size, "; use --backend cuda for several ranks");
-    return make_single_rank_comm();
+    if (launch.world_size == 1) return make_single_rank_comm();
+    GPT_CHECK(started_by_mpi_launcher(getenv), "world size ", launch.world_size, " (from ", launch.source,
+              ") on the CPU backend needs MPI between the ranks, but no MPI launcher started this process: use "
+              "train_gpt --ranks N, mpirun -np N or srun --mpi=pmix");
+    return make_mpi_comm(launch.world_size, collective_timeout_from_env());
   }
 #ifdef SPEEDRUN_HAVE_CUDA
   int visible = 0;
@@ -38,8 +50,13 @@ std::unique_ptr<Comm> make_comm(const LaunchEnv& launch, Device backend, const E
   GPT_CUDA_CHECK(cudaSetDevice(local_device_index(launch, visible)));
   if (launch.world_size == 1) return make_single_rank_comm();
 #ifdef SPEEDRUN_HAVE_NCCL
-  const RendezvousOptions rendezvous = rendezvous_from_env(getenv);
-  const ncclUniqueId id = exchange_nccl_id(launch.rank, launch.world_size, rendezvous);
+  ncclUniqueId id;
+  if (nccl_id_through_mpi(launch, getenv)) {
+    if (launch.rank == 0) id = new_nccl_id();
+    mpi_broadcast_bytes(std::as_writable_bytes(std::span(id.internal)), 0, launch.world_size);
+  } else {
+    id = exchange_nccl_id(launch.rank, launch.world_size, rendezvous_from_env(getenv));
+  }
   return std::make_unique<NcclComm>(launch.rank, launch.world_size, id);
 #else
   GPT_FAIL("world size ", launch.world_size,

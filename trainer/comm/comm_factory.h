@@ -1,17 +1,12 @@
 #pragma once
-// The communicator of a run, from where the process sits in its launch
-// (trainer/run/launch_env.h):
+// The communicator of a run, from where the process sits in its launch (trainer/run/launch_env.h):
 //  - W = 1: the single-rank communicator (either backend; no NCCL start-up);
-//  - W > 1 on the CUDA backend: first the process's GPU is made current (device
-//  0 when one device is visible,
-//    as under `train_gpt --gpus N`, which gives every rank its own
-//    CUDA_VISIBLE_DEVICES; else LOCAL_RANK, as under torchrun or srun), then an
-//    NcclComm whose unique id travels through SPEEDRUN_RENDEZVOUS_DIR
-//    (rendezvous.h);
-//  - W > 1 on the CPU backend: an error (thread ranks exist only inside one
-//  process, for tests).
-// Call it before anything allocates on the GPU, so that every allocation lands
-// on the selected device.
+//  - W > 1 on the CUDA backend: first the process's GPU is made current (device 0 when one device is visible, as
+//    under `train_gpt --gpus N`, which gives every rank its own CUDA_VISIBLE_DEVICES; else LOCAL_RANK, as under
+//    torchrun, srun or mpirun), then an NcclComm whose unique id travels through MPI when mpirun or srun started
+//    the ranks, else through SPEEDRUN_RENDEZVOUS_DIR (rendezvous.h). NCCL itself refuses two ranks on one GPU.
+//  - W > 1 on the CPU backend: the MPI communicator (mpi_comm.h; mpirun, srun or `train_gpt --ranks N`).
+// Call it before anything allocates on the GPU, so that every allocation lands on the selected device.
 #include <functional>
 #include <memory>
 #include <optional>
@@ -29,6 +24,14 @@ std::unique_ptr<Comm> make_comm(const LaunchEnv& launch, Device backend, const E
 
 // detect_launch_env() and the process environment.
 std::unique_ptr<Comm> make_comm_from_env(Device backend);
+
+// Whether an MPI launcher (mpirun: OMPI_COMM_WORLD_SIZE; srun or others with PMIx/PMI: PMIX_RANK, PMI_RANK)
+// started this process, so that MPI_Init joins the other ranks.
+bool started_by_mpi_launcher(const EnvLookup& getenv);
+
+// Whether the NCCL unique id travels through MPI (ranks started by an MPI launcher, this build has MPI, and no
+// SPEEDRUN_RENDEZVOUS_DIR asks for the file rendezvous) rather than through the rendezvous directory.
+bool nccl_id_through_mpi(const LaunchEnv& launch, const EnvLookup& getenv);
 
 // The CUDA device index this rank uses among the `visible` devices (throws when
 // LOCAL_RANK has none).

@@ -137,18 +137,84 @@ void signal_running(std::vector<Child>& children, int sig, bool mark_stopped) {
 
 }  // namespace
 
-std::vector<std::string> args_without_gpus_flag(std::span<char* const> argv) {
+std::vector<std::string> args_without_flag(std::span<char* const> argv, const std::string& flag) {
   std::vector<std::string> out;
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string_view a = argv[i];
-    if (i > 0 && a == "--gpus") {
+    if (i > 0 && a == flag) {
       ++i;  // and its value
       continue;
     }
-    if (i > 0 && a.starts_with("--gpus=")) continue;
+    if (i > 0 && a.starts_with(flag + "=")) continue;
     out.emplace_back(a);
   }
   return out;
+}
+
+std::vector<std::string> args_without_gpus_flag(std::span<char* const> argv) {
+  return args_without_flag(argv, "--gpus");
+}
+
+int run_status_from_mpirun(int mpirun_code) { return mpirun_code >= 0 && mpirun_code <= 3 ? mpirun_code : 1; }
+
+std::vector<std::string> mpirun_command(const std::string& mpirun, int ranks, const std::filesystem::path& executable,
+                                        const std::vector<std::string>& args, bool as_root) {
+  std::vector<std::string> command = {mpirun};
+  if (as_root) command.emplace_back("--allow-run-as-root");
+  for (const char* a : {"--oversubscribe", "--bind-to", "none", "-np"}) command.emplace_back(a);
+  command.push_back(std::to_string(ranks));
+  command.push_back(executable.string());
+  command.insert(command.end(), args.begin() + 1, args.end());  // args[0] is the program name
+  return command;
+}
+
+namespace {
+
+std::optional<std::filesystem::path> find_on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string_view rest = path == nullptr ? "" : path;
+  while (!rest.empty()) {
+    const size_t colon = std::min(rest.find(':'), rest.size());
+    const std::filesystem::path candidate = std::filesystem::path(rest.substr(0, colon)) / name;
+    if (!rest.substr(0, colon).empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+    rest = colon < rest.size() ? rest.substr(colon + 1) : std::string_view();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int launch_mpi_ranks(int ranks, int argc, char** argv) {
+  for (const char* var : {"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK"}) {
+    GPT_CHECK(std::getenv(var) == nullptr, "--ranks ", ranks, ": ", var,
+              " is set, so this process is already a launched rank; use either --ranks or an external launcher");
+  }
+  std::filesystem::path mpirun;
+  if (const char* chosen = std::getenv("SPEEDRUN_MPIRUN"); chosen != nullptr && *chosen != '\0') {
+    mpirun = chosen;
+  } else {
+    const auto found = find_on_path("mpirun");
+    GPT_CHECK(found.has_value(), "--ranks ", ranks,
+              ": mpirun is not on PATH (install Open MPI: apt-get install openmpi-bin, as scripts/setup does)");
+    mpirun = *found;
+  }
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) self = argv[0];
+  const std::vector<std::string> args =
+      args_without_flag(std::span<char* const>(argv, static_cast<size_t>(argc)), "--ranks");
+  LocalLaunch launch;
+  launch.executable = mpirun;
+  launch.args = mpirun_command(mpirun.string(), ranks, self, args, ::geteuid() == 0);
+  launch.processes = 1;
+  launch.log = &std::cerr;
+  launch.plain_environment = true;
+  const int code = run_local_processes(launch).exit_code;
+  if (code != run_status_from_mpirun(code)) {
+    std::cerr << "launcher: mpirun ended with status " << code
+              << " (a rank was killed or crashed; mpirun's message above names it): the run failed" << std::endl;
+  }
+  return run_status_from_mpirun(code);
 }
 
 std::vector<std::string> child_environment(const std::vector<std::string>& parent, int rank, int world_size,
@@ -188,8 +254,10 @@ LaunchOutcome run_local_processes(const LocalLaunch& launch) {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) parent_env.emplace_back(*e);
   std::vector<std::vector<std::string>> envs;
   const TempDir rendezvous(launch.rendezvous_parent);
-  for (int r = 0; r < launch.processes; ++r)
-    envs.push_back(child_environment(parent_env, r, launch.processes, rendezvous.path()));
+  for (int r = 0; r < launch.processes; ++r) {
+    envs.push_back(launch.plain_environment ? parent_env
+                                            : child_environment(parent_env, r, launch.processes, rendezvous.path()));
+  }
 
   const BlockedSignals signals;
   // Children start with the caller's mask minus the launcher's signals, so that forwarded ones reach them.

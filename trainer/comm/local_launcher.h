@@ -31,6 +31,7 @@ struct LocalLaunch {
   std::chrono::milliseconds kill_after{std::chrono::seconds(10)};
   std::filesystem::path rendezvous_parent;  // where the rendezvous directory is made; empty: the temp directory
   std::ostream* log = nullptr;              // one line per failure and per forwarded signal, when set
+  bool plain_environment = false;  // children get the parent's environment as is (a launcher such as mpirun)
 };
 
 struct LaunchOutcome {
@@ -55,5 +56,23 @@ std::vector<std::string> child_environment(const std::vector<std::string>& paren
 // /proc/self/exe with argv minus --gpus; refuses (gpt::Error) to run inside an already launched rank (RANK or
 // WORLD_SIZE set) so that a rank never launches ranks of its own.
 int launch_local_ranks(int gpus, int argc, char** argv);
+
+// argv without every occurrence of `--FLAG N` / `--FLAG=N`.
+std::vector<std::string> args_without_flag(std::span<char* const> argv, const std::string& flag);
+
+// The exit status of the run from the MPI launcher's: the trainer's own codes (0 finished, 1 failed, 2 bad input,
+// 3 diverged) pass through; anything else (a rank killed by a signal: mpirun reports 128 + s) is a failure, 1.
+int run_status_from_mpirun(int mpirun_code);
+
+// The mpirun command line of `train_gpt --ranks N`: [--allow-run-as-root when root] --oversubscribe --bind-to none
+// -np N executable args... (the ranks are CPU processes of one machine; their OpenMP threads must not be pinned
+// to one core each).
+std::vector<std::string> mpirun_command(const std::string& mpirun, int ranks, const std::filesystem::path& executable,
+                                        const std::vector<std::string>& args, bool as_root);
+
+// For main: `train_gpt --ranks N --backend cpu` with N > 1 runs its own binary (argv minus --ranks) under mpirun
+// (found on PATH, or SPEEDRUN_MPIRUN), forwards SIGINT/SIGTERM to it and returns run_status_from_mpirun. Refuses
+// (gpt::Error) inside an already launched rank, or when mpirun is missing.
+int launch_mpi_ranks(int ranks, int argc, char** argv);
 
 }  // namespace gpt

@@ -24,6 +24,16 @@ Device backend_device(const std::string& backend) {
 #endif
 }
 
+int visible_cuda_devices() {
+#ifdef SPEEDRUN_HAVE_CUDA
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;
+  return count;
+#else
+  return 0;
+#endif
+}
+
 void synchronize_device(Device device) {
   if (device == Device::cpu) return;
 #ifdef SPEEDRUN_HAVE_CUDA

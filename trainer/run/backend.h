@@ -27,6 +27,9 @@ struct PeakMemoryMib {
 };
 PeakMemoryMib device_peak_memory_mib(Device device);
 
+// CUDA devices this process sees (0 in a build without CUDA or without a driver).
+int visible_cuda_devices();
+
 // "NVIDIA H200 (sm_90, 139.8 GiB)" for CUDA, "cpu" otherwise: recorded in the run log header.
 std::string device_description(Device device);
 

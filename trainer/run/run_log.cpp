@@ -56,9 +56,12 @@ std::string peak_memory_line(int64_t allocated_mib, int64_t reserved_mib) {
 }
 
 nlohmann::json RunEnvironment::to_json() const {
+  nlohmann::json places = nlohmann::json::array();
+  for (const RankPlace& p : ranks) places.push_back({{"rank", p.rank}, {"host", p.host}, {"device", p.device}});
   return {{"hostname", hostname}, {"cpu", cpu},         {"threads", threads},       {"backend", backend},
           {"compiler", compiler}, {"build_flags", build_type}, {"git_commit", git_commit}, {"git_dirty", git_dirty},
-          {"gpu", ""},            {"driver", ""},       {"cuda", ""},               {"nccl", ""}};
+          {"gpu", ""},            {"driver", ""},       {"cuda", ""},               {"nccl", ""},
+          {"world_size", world_size}, {"ranks", places}};
 }
 
 RunEnvironment describe_environment(const std::string& backend, int threads) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,13 @@ std::string training_line(int64_t step, int64_t total_steps, double train_time_m
 std::string peak_memory_line(int64_t allocated_mib, int64_t reserved_mib);
 
 // Where the run executes, for the log header and the summary's "environment".
+// Where one rank of a run sits (recorded for every rank by rank 0).
+struct RankPlace {
+  int rank = 0;
+  std::string host;
+  std::string device;
+};
+
 struct RunEnvironment {
   std::string hostname;
   std::string cpu;
@@ -26,6 +34,8 @@ struct RunEnvironment {
   std::string build_type;
   std::string git_commit;
   bool git_dirty = false;
+  int world_size = 1;
+  std::vector<RankPlace> ranks;  // every rank's host and device, in rank order (empty: only this process)
 
   nlohmann::json to_json() const;
 };

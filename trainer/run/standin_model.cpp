@@ -18,14 +18,16 @@ StandinModel::StandinModel(const StandinDims& dims, uint64_t seed) : dims_(dims)
   for (int64_t i = 0; i < d; ++i) {
     for (int64_t c = 0; c < k; ++c) embed[c * d + i] = head[i * k + c];  // tied: embed = lm_headᵀ
   }
-  // mlp_bank [1, 2, hidden, d]: W1 uniform, W2 zero (as the GPT's banks, RECIPE §2.2).
-  std::vector<float> bank(static_cast<size_t>(2 * h * d), 0.0f);
+  // mlp_bank [bank_layers, 2, hidden, d]: W1 uniform, W2 zero (as the GPT's banks, RECIPE §2.2). Only layer 0 is
+  // used; the others are zero padding slots (zero gradient, zero update) so that the matrices divide among 1, 2, 4
+  // or 8 ranks (RECIPE §8).
+  std::vector<float> bank(static_cast<size_t>(dims.bank_layers * 2 * h * d), 0.0f);
   const double bound = std::sqrt(3.0) * 0.5 / std::sqrt(static_cast<double>(d));
   for (int64_t i = 0; i < h * d; ++i) bank[i] = static_cast<float>(rng.uniform(-bound, bound));
   const std::vector<float> scalars{1.0f};
   params_.add("embed", Tensor::from_floats(embed, {k, d}, DType::f32), ParamKind::adam);
   params_.add("lm_head", Tensor::from_floats(head, {d, k}, DType::f32), ParamKind::adam);
-  params_.add("mlp_bank", Tensor::from_floats(bank, {1, 2, h, d}, DType::f32), ParamKind::bank);
+  params_.add("mlp_bank", Tensor::from_floats(bank, {dims.bank_layers, 2, h, d}, DType::f32), ParamKind::bank);
   params_.add("scalars", Tensor::from_floats(scalars, {1}, DType::f32), ParamKind::adam);
   schedule_state_ = Tensor::from_doubles(std::vector<double>{-1.0, 0.0}, {2}, DType::f64);
 }

@@ -19,6 +19,7 @@ struct StandinDims {
   int64_t classes = 256;  // K
   int64_t width = 16;     // d
   int64_t hidden = 64;
+  int64_t bank_layers = 4;  // layer 0 and padding: 8 bank matrices
 };
 
 class StandinModel final : public TrainableModel {

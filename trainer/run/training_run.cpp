@@ -1,6 +1,10 @@
 #include "trainer/run/training_run.h"
 
+#include <signal.h>
+
 #include <chrono>
+#include <cstdlib>
+#include <iostream>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -9,6 +13,7 @@
 
 #include "trainer/build_info.h"
 #include "trainer/comm/comm.h"
+#include "trainer/comm/comm_factory.h"
 #include "trainer/data/train_loader.h"
 #include "trainer/data/val_loader.h"
 #include "trainer/optim/optimizer.h"
@@ -105,9 +110,24 @@ void take_debug_switches(RunOptions& options) {
     } else if (key == "debug.final_checkpoint") {
       GPT_CHECK(value == "true" || value == "false", "--set ", item, ": debug.final_checkpoint expects true or false");
       options.final_checkpoint = value == "true";
+    } else if (key == "debug.fault") {
+      const size_t c1 = value.find(':'), c2 = c1 == std::string::npos ? c1 : value.find(':', c1 + 1);
+      try {
+        GPT_CHECK(c2 != std::string::npos, "");
+        options.fault_kind = value.substr(0, c1);
+        size_t used1 = 0, used2 = 0;
+        const std::string rank = value.substr(c1 + 1, c2 - c1 - 1), step = value.substr(c2 + 1);
+        options.fault_rank = std::stoi(rank, &used1);
+        options.fault_step = std::stoll(step, &used2);
+        GPT_CHECK(used1 == rank.size() && used2 == step.size() && options.fault_rank >= 0 && options.fault_step >= 0,
+                  "");
+        GPT_CHECK(options.fault_kind == "nan" || options.fault_kind == "error" || options.fault_kind == "kill", "");
+      } catch (const std::exception&) {
+        GPT_FAIL("--set ", item, ": debug.fault expects KIND:RANK:STEP with KIND nan, error or kill");
+      }
     } else {
       GPT_FAIL("--set ", item, ": unknown debug switch '", key,
-               "' (known: debug.inject_nan_step, debug.model, debug.final_checkpoint)");
+               "' (known: debug.inject_nan_step, debug.model, debug.final_checkpoint, debug.fault)");
     }
   }
   options.overrides = std::move(rest);
@@ -135,7 +155,8 @@ std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOption
   if (options.model == "standin") return std::make_unique<StandinModel>(StandinDims{}, options.seed);
   // A = slices per call / W microbatches per step (§1.3); the CPU computes in fp32 (§R.1), CUDA in bf16 (§0.4).
   const Device device = backend_device(options.backend);
-  return std::make_unique<GptTrainable>(recipe, options.seed, recipe.slices_per_call / 1, model_dtype(device), device);
+  return std::make_unique<GptTrainable>(recipe, options.seed, recipe.slices_per_call / options.world_size,
+                                        model_dtype(device), device);
 }
 
 struct TrainingRun::Impl {
@@ -152,6 +173,7 @@ struct TrainingRun::Impl {
   std::optional<CheckpointMeta> resume_meta;
   RunEnvironment environment;
   std::filesystem::path log_path, summary_path;
+  std::string nonfinite_where;  // the ranks of the last non-finite training loss (W > 1)
 
   Impl(RunOptions opts, const ModelFactory& factory)
       : options(std::move(opts)),
@@ -159,9 +181,9 @@ struct TrainingRun::Impl {
         schedule(recipe) {
     check_flags();
     launch = detect_launch_env();
-    GPT_CHECK(launch.world_size == 1, "launcher environment (", launch.source, ") asks for world size ",
-              launch.world_size, "; this build runs a single rank (multi-process NCCL runs are not available yet)");
-    comm = make_single_rank_comm();
+    check_world_size();
+    comm = make_comm_from_env(backend_device(options.backend));
+    options.world_size = comm->world_size();
     open_data();
     if (!options.resume.empty()) {
       checkpoint = read_checkpoint(options.resume);
@@ -169,8 +191,11 @@ struct TrainingRun::Impl {
       check_resume(*resume_meta);
     }
     model = factory(recipe, options);
+    if (comm->world_size() > 1) broadcast_initial_state();
     optimizer = std::make_unique<Optimizer>(model->parameters(), recipe, *comm);
     environment = describe_environment(options.backend, options.threads);
+    environment.world_size = comm->world_size();
+    environment.ranks = gather_rank_places();
     log_path = options.out_dir / (options.run_id + ".txt");
     summary_path = options.out_dir / (options.run_id + ".json");
   }
@@ -181,7 +206,7 @@ struct TrainingRun::Impl {
               "--run-id '", options.run_id, "': expected a non-empty name without '/'");
     (void)backend_device(options.backend);  // cpu, or cuda in a CUDA build with a visible device
     GPT_CHECK(options.gpus == 1, "--gpus ", options.gpus,
-              ": this run loop drives exactly one rank (--gpus 1); multi-GPU runs need the NCCL launcher");
+              ": a rank runs on one GPU; train_gpt's own launcher (main) starts the ranks of --gpus N");
     GPT_CHECK(options.checkpoint_every >= 0, "--checkpoint-every ", options.checkpoint_every, ": expected >= 0");
     GPT_CHECK(options.threads >= 1, "--threads ", options.threads, ": expected >= 1");
     GPT_CHECK(options.inject_nan_step < schedule.total_steps(), "--set debug.inject_nan_step=",
@@ -190,6 +215,57 @@ struct TrainingRun::Impl {
     std::filesystem::create_directories(options.out_dir, ec);
     GPT_CHECK(!ec && std::filesystem::is_directory(options.out_dir), "--out '", options.out_dir.string(),
               "': cannot create the output directory", ec ? ": " + ec.message() : "");
+  }
+
+  // §8: W ∈ {1, 2, 4, 8}, and each rank trains A = slices per call / W microbatches. Checked from the launch
+  // environment, before any rank starts its communicator, so that every rank stops with the same one-line error.
+  void check_world_size() const {
+    const int w = launch.world_size;
+    GPT_CHECK(w >= 1 && 8 % w == 0, "world size ", w, " (from ", launch.source,
+              "): the ranks of a run must divide 8 (1, 2, 4 or 8)");
+    GPT_CHECK(recipe.slices_per_call % w == 0, "world size ", w, " (from ", launch.source, "): recipe '", recipe.name,
+              "' builds ", recipe.slices_per_call, " slice(s) per loader call, which must divide among the ranks "
+              "(e.g. --set slices_per_call=", 8, ")");
+    if (w > 1) {
+      GPT_CHECK(options.resume.empty() && options.checkpoint_every == 0, "--resume / --checkpoint-every: world size ",
+                w, " is not supported yet (the optimizer state is sharded over the ranks; checkpoints hold one rank's)");
+    }
+  }
+
+  // §8: every rank starts from rank 0's parameters and buffers (equal by construction from the seed; the
+  // broadcast makes it so whatever the initialisation does).
+  void broadcast_initial_state() {
+    for (Parameter& p : model->parameters().all()) comm->broadcast(p.value, 0);
+    for (NamedTensor& b : model->buffers()) comm->broadcast(b.tensor, 0);
+  }
+
+  // Every rank's host and device, gathered (in rank order) as fixed-size text records.
+  std::vector<RankPlace> gather_rank_places() {
+    static constexpr int64_t kRecord = 256;
+    const Device device = backend_device(options.backend);
+    std::string mine = describe_environment(options.backend, options.threads).hostname + '\t' +
+                       device_description(device);
+    if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr && device == Device::cuda)
+      mine += std::string(" CUDA_VISIBLE_DEVICES=") + visible;
+    if (device == Device::cuda) mine += " local_rank=" + std::to_string(launch.local_rank);
+    mine.resize(kRecord, '\0');
+    const std::vector<double> codes(mine.begin(), mine.end());
+    Tensor local = Tensor::from_doubles(codes, {kRecord}, DType::f32, device);  // character codes, exact in f32
+    Tensor all = Tensor::zeros({kRecord * comm->world_size()}, DType::f32, device);
+    comm->all_gather(local, all);
+    const std::vector<double> gathered = all.to_doubles();
+    std::vector<RankPlace> places;
+    for (int q = 0; q < comm->world_size(); ++q) {
+      std::string text;
+      for (int64_t i = 0; i < kRecord; ++i) {
+        const char c = static_cast<char>(gathered[static_cast<size_t>(q * kRecord + i)]);
+        if (c == '\0') break;
+        text += c;
+      }
+      const size_t tab = text.find('\t');
+      places.push_back({q, text.substr(0, tab), tab == std::string::npos ? "" : text.substr(tab + 1)});
+    }
+    return places;
   }
 
   void open_data() {
@@ -237,10 +313,30 @@ struct TrainingRun::Impl {
     return all_ranks_mean(sum / static_cast<double>(val_loader->steps()));
   }
 
-  double all_ranks_mean(double value) {
-    Tensor t = Tensor::from_doubles(std::vector<double>{value}, {1}, DType::f64);
-    comm->all_reduce(t, ReduceOp::avg);
-    return t.data<double>()[0];
+  double all_ranks_mean(double value) { return mean_in_rank_order(all_ranks_values(value)); }
+
+  // Every rank's value, in rank order (f64 on the CPU; the NCCL communicator needs device tensors).
+  std::vector<double> all_ranks_values(double value) {
+    const Device device = backend_device(options.backend);
+    Tensor mine = Tensor::from_doubles(std::vector<double>{value}, {1}, DType::f64, device);
+    Tensor all = Tensor::zeros({comm->world_size()}, DType::f64, device);
+    comm->all_gather(mine, all);
+    return all.to_doubles();
+  }
+
+  static double mean_in_rank_order(const std::vector<double>& values) {
+    double sum = 0;
+    for (double v : values) sum += v;
+    return sum / static_cast<double>(values.size());
+  }
+
+  // " (rank 1, 3)" when W > 1 and some ranks' values are not finite, else "".
+  std::string nonfinite_ranks(const std::vector<double>& values) const {
+    if (values.size() < 2) return "";
+    std::string ranks;
+    for (size_t q = 0; q < values.size(); ++q)
+      if (!std::isfinite(values[q])) ranks += (ranks.empty() ? "" : ", ") + std::to_string(q);
+    return ranks.empty() ? "" : " (rank " + ranks + ")";
   }
 
   // One optimizer step on this rank's microbatches of one loader call; returns the mean loss over ranks.
@@ -249,11 +345,21 @@ struct TrainingRun::Impl {
     double loss = 0;
     const double scale = 1.0 / static_cast<double>(batches.size());  // A = slices per call / W
     for (const Microbatch& mb : batches) loss += model->train_microbatch(mb, scale) * scale;
-    loss = all_ranks_mean(loss);
-    if (!std::isfinite(loss)) return loss;
+    const std::vector<double> losses = all_ranks_values(loss);
+    loss = mean_in_rank_order(losses);
+    if (!std::isfinite(loss)) {
+      nonfinite_where = nonfinite_ranks(losses);
+      return loss;
+    }
     optimizer->step(s);
     model->after_optimizer_step(s);
     return loss;
+  }
+
+  void inject_fault() {
+    if (options.fault_kind == "nan") poison_parameters(*model);
+    if (options.fault_kind == "error") GPT_FAIL("debug.fault: injected error");
+    if (options.fault_kind == "kill") ::raise(SIGKILL);
   }
 
   void write_header(RunLog& log) const {
@@ -265,6 +371,8 @@ struct TrainingRun::Impl {
              " compiler=\"" + environment.compiler + "\" build=" + environment.build_type);
     log.line("world_size: " + std::to_string(comm->world_size()) + " (launcher: " + launch.source +
              ") accumulation: " + std::to_string(recipe.slices_per_call / comm->world_size()) + " microbatches");
+    for (const RankPlace& p : environment.ranks)
+      log.line("rank " + std::to_string(p.rank) + ": host=" + p.host + " device=" + p.device);
     log.line("model: " + model->description());
     log.line("resolved config:");
     std::istringstream config(recipe.canonical());
@@ -380,13 +488,14 @@ struct TrainingRun::Impl {
       }
       if (step == total) break;
       if (step == options.inject_nan_step) poison_parameters(*model);
+      if (step == options.fault_step && comm->rank() == options.fault_rank) inject_fault();
       const double loss = train_step(s, loader);
       r.train_losses.push_back(loss);
       if (!std::isfinite(loss)) {
         clock.stop();
         r.train_time_ms = clock.elapsed_ms();
         r.status = RunStatus::diverged;
-        r.error = "non-finite training loss at step " + std::to_string(step);
+        r.error = "non-finite training loss at step " + std::to_string(step) + nonfinite_where;
         break;
       }
       r.steps = step + 1;
@@ -404,7 +513,7 @@ struct TrainingRun::Impl {
     clock.stop();
     r.train_time_ms = clock.elapsed_ms();
     if (r.status == RunStatus::diverged) log.line("diverged: " + r.error);
-    if (r.status == RunStatus::finished && options.final_checkpoint) {
+    if (r.status == RunStatus::finished && options.final_checkpoint && comm->rank() == 0) {
       save_checkpoint(options.out_dir / (options.run_id + ".final.ckpt"), total, loader, r);
     }
     if (hooks.at_end) hooks.at_end(collect_state(*model, *optimizer));
@@ -425,16 +534,31 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
   RunResult result;
   result.total_steps = m.schedule.total_steps();
   std::optional<RunLog> log;
+  // A rank's failure ends every rank: it tells the others (their collectives throw PeerFailure naming it), rank 0
+  // writes the summary, then the job ends with the failing rank's status.
+  bool rank_failed = false;
   try {
     log.emplace(m.log_path, master, !m.options.resume.empty(), m.options.echo);
     m.write_header(*log);
     m.warmup_and_reset(*log, hooks);
     result = m.timed_run(*log, hooks);
+  } catch (const PeerFailure& e) {
+    rank_failed = true;
+    result.status = e.exit_code() == exit_code(RunStatus::diverged) ? RunStatus::diverged : RunStatus::failed;
+    result.error = e.what();
+    if (log) log->line(std::string("failed: ") + e.what());
   } catch (const std::exception& e) {
     result.status = RunStatus::failed;
     result.error = e.what();
+    if (m.comm->world_size() > 1) {
+      rank_failed = true;
+      m.comm->notify_failure(exit_code(result.status), e.what());
+      result.error = "rank " + std::to_string(m.comm->rank()) + ": " + result.error;
+      // Only rank 0 writes the log; another rank's failure reaches the log through rank 0.
+      if (!master) std::cerr << "train_gpt: " << result.error << std::endl;
+    }
     try {
-      if (log) log->line(std::string("failed: ") + e.what());
+      if (log) log->line("failed: " + result.error);
     } catch (const std::exception&) {
       // The log itself failed (the error above names it); the summary below still records the failure.
     }
@@ -447,6 +571,7 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
       result.error += std::string(result.error.empty() ? "" : "; ") + e.what();
     }
   }
+  if (rank_failed) m.comm->end_job_after_failure(exit_code(result.status));
   return result;
 }
 

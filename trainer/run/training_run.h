@@ -24,7 +24,8 @@ struct RunOptions {
   std::string run_id;                   // --run-id
   std::filesystem::path out_dir;        // --out
   std::string backend = "cpu";          // --backend
-  int gpus = 1;                         // --gpus
+  int gpus = 1;                         // --gpus (the app launches the ranks; a rank itself runs with 1)
+  int world_size = 1;                   // set by TrainingRun from its communicator before the model is built
   int threads = 1;                      // --threads (recorded; the app applies it)
   std::filesystem::path resume;         // --resume CHECKPOINT (empty: fresh run)
   int64_t checkpoint_every = 0;         // --checkpoint-every K (0: none)
@@ -35,6 +36,11 @@ struct RunOptions {
   int64_t inject_nan_step = -1;  // debug.inject_nan_step: poison lm_head before training step K (divergence test)
   std::string model = "gpt";     // debug.model: gpt | standin (standin_model.h)
   bool final_checkpoint = false; // debug.final_checkpoint: also write OUT/ID.final.ckpt after the last validation
+  // debug.fault=KIND:RANK:STEP (fault tests of multi-rank runs): before training step STEP, rank RANK poisons its
+  // parameters (nan), throws (error) or sends itself SIGKILL (kill).
+  std::string fault_kind;
+  int fault_rank = -1;
+  int64_t fault_step = -1;
 };
 
 // Moves the `debug.*` entries of options.overrides into the switches above; throws gpt::Error naming an unknown
