@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   add_import_command(app, options);
   add_query_command(app, options);
   commands::register_compare_command(app);
-  commands::register_nightly_command(app);
+  commands::register_nightly_command(app, options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {  // compare/nightly report their verdict as an exit code

@@ -12,6 +12,7 @@
 
 #include "harness/commands/common.h"
 #include "harness/record/environment_probe.h"
+#include "harness/record/spool.h"
 #include "harness/record/sweep_runner.h"
 #include "harness/report/sweep_report.h"
 #include "kernels/check.h"
@@ -181,7 +182,11 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
 
   if (ran.spooled > 0) {
     // The lock may have cleared while the report was due: one more try before reporting.
-    store_spooled_runs(store, run_root.parent_path(), o.quiet ? nullptr : &std::cerr);
+    try {
+      store_spooled_runs(store, run_root.parent_path(), o.quiet ? nullptr : &std::cerr);
+    } catch (const sql::BusyError&) {
+      // Still locked: the runs stay spooled for the next command; the report covers what is stored.
+    }
   }
   const SweepReport report = build_sweep_report(store, sweep, ReportOptions{o.target, o.alpha, o.track3});
   const auto md = write_report_files(report, results_dir(global) / "reports" / sweep.name);

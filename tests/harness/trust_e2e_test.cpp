@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -69,7 +70,7 @@ TEST_F(TrustE2E, RunCutAtAValidationIsIncompleteAndTheReportShowsItsLastStep) {
 }
 
 TEST_F(TrustE2E, DeclaredEarlyStopStepMakesTheCutRunOk) {
-  const Result r = record(2, {"--mean", "3.2"}, {"--early-stop-step", "10"}, {{"SYNTH_MODE", "cut"}});
+  const Result r = record(2, {"--mean", "3.2"}, {"--early-stop-step", "10", "--target", "3.9"}, {{"SYNTH_MODE", "cut"}});
   ASSERT_EQ(r.code, 0) << r.output;
   for (const auto& run : runs()) EXPECT_EQ(run.status, RunStatus::ok) << run.reason;
 }
@@ -151,7 +152,9 @@ TEST_F(TrustE2E, ResumeWithMoreRunsExtendsTheSweep) {
   std::set<std::int64_t> seeds;
   for (const auto& r : runs()) {
     seeds.insert(*r.seed);
-    if (ids.count(*r.seed)) EXPECT_EQ(r.id, ids[*r.seed]) << "a finished run was re-run";
+    if (ids.count(*r.seed)) {
+      EXPECT_EQ(r.id, ids[*r.seed]) << "a finished run was re-run";
+    }
   }
   EXPECT_EQ(seeds, (std::set<std::int64_t>{0, 1, 2, 3}));
   const Result shrink = harness({"record", "--resume", "sweep", "--runs", "3"});
