@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   add_plan_command(app, options);
   add_report_command(app, options);
   commands::register_compare_command(app);
-  commands::register_nightly_command(app);
+  commands::register_nightly_command(app, options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {  // compare/nightly report their verdict as an exit code

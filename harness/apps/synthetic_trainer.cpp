@@ -1,7 +1,8 @@
 // Test-only stand-in for train_gpt: accepts its command line (ARCHITECTURE contract), prints speedrun log
 // lines whose final val loss ~ N(mean, sd) and train time ~ N(time, time_sd), seeded by --seed, and
 // writes OUT/ID.txt and OUT/ID.json. It can also crash, hang, print garbage, diverge (exit 3), fail
-// (exit 1) or stop early, so the harness's handling of each can be tested end to end.
+// (exit 1), stop early after a training line (`early`) or right after an intermediate validation (`cut`),
+// so the harness's handling of each can be tested end to end.
 //
 // Every behaviour flag can also come from the environment (flag wins): SYNTH_MEAN, SYNTH_SD,
 // SYNTH_TIME_MS, SYNTH_TIME_SD, SYNTH_STEPS, SYNTH_STEP_SLEEP_MS, SYNTH_MODE, SYNTH_MODE_SEEDS
@@ -85,7 +86,7 @@ int main(int argc, char** argv) {
   app.add_option("--time-sd", time_sd);
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
   app.add_option("--step-sleep-ms", step_sleep_ms);
-  app.add_option("--mode", mode)->check(CLI::IsMember({"ok", "crash", "hang", "garbage", "diverge", "fail", "early"}));
+  app.add_option("--mode", mode)->check(CLI::IsMember({"ok", "crash", "hang", "garbage", "diverge", "fail", "early", "cut"}));
   app.add_option("--mode-seeds", mode_seeds);
   app.add_flag("--track3", track3);
   try {
@@ -112,7 +113,7 @@ int main(int argc, char** argv) {
   }
 
   const int val_every = std::max(1, steps / 4);
-  const int stop_at = mode == "early" ? steps / 2 : steps;
+  const int stop_at = mode == "early" || mode == "cut" ? steps / 2 : steps;
   nlohmann::json history = nlohmann::json::array();
   double loss = 0, elapsed = 0;
   for (int s = 0; s <= stop_at; ++s) {
@@ -134,6 +135,7 @@ int main(int argc, char** argv) {
     } else {
       log.line(fmt("step:%.0f/%.0f ", s, steps) + time + " " + avg);
     }
+    if (mode == "cut" && s == stop_at && s % val_every == 0) return 0;  // cut just after a validation
     if (mode == "crash" && s == steps / 2) std::abort();
     if (mode == "fail" && s == steps / 2) {
       log.line("RuntimeError: synthetic failure at step " + std::to_string(s));

@@ -19,13 +19,16 @@ inline constexpr int kExitUsage = 2;
 inline constexpr int kExitInterrupted = 130;
 
 struct GlobalOptions {
-  std::string db;              // --db (empty: $SPEEDRUN_DB or results/speedrun.db)
+  std::string db;              // --db (not given: $SPEEDRUN_DB or results/speedrun.db; given empty: an error)
+  const CLI::Option* db_option = nullptr;
   int db_timeout_ms = 5000;    // --db-timeout
   int exit_code = kExitPass;   // set by the subcommand that ran
 };
 
 // Adds --db and --db-timeout to `app` (the top-level app: they are accepted before or after the subcommand).
 void add_global_options(CLI::App& app, GlobalOptions& options);
+// Opens the database. Reading commands (read_only) refuse a missing file instead of creating one; writing
+// commands first store any run an earlier harness left in a spool file under `<db folder>/runs`.
 Store open_store(const GlobalOptions& options, bool read_only = false);
 
 // Folder beside the database for run outputs and reports: `<db folder>/runs`, `<db folder>/reports`.

@@ -1,10 +1,19 @@
 // `harness import PATH...`: speedrun-format logs (files, or folders searched recursively) into one sweep,
-// one arm per folder, followed by the same report as `record`.
+// one arm per folder (named by its path below the import root), followed by the same report as `record`.
+// Each log's content hash is kept, so importing the same log again is skipped (or, when nothing is new,
+// the earlier sweep is reported). The import is one transaction: a killed import leaves nothing behind.
+#include <boost/uuid/detail/sha1.hpp>
+
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <sstream>
 
 #include "harness/commands/common.h"
 #include "harness/logparse/logparse.h"
+#include "harness/logparse/run_summary.h"
 #include "harness/record/harvest.h"
 #include "harness/report/sweep_report.h"
 #include "kernels/check.h"
@@ -19,7 +28,14 @@ struct ImportOptions {
   double target = 3.28;
   double alpha = 0.01;
   bool track3 = false;
+  std::int64_t early_stop_step = 0;
   std::string format = "text";
+};
+
+struct LogFile {
+  std::string arm;
+  std::filesystem::path path;
+  bool operator<(const LogFile& o) const { return std::tie(arm, path) < std::tie(o.arm, o.path); }
 };
 
 bool looks_like_log(const std::filesystem::path& p) {
@@ -27,19 +43,26 @@ bool looks_like_log(const std::filesystem::path& p) {
   return ext == ".txt" || ext == ".log" || ext.empty();
 }
 
-// (arm, file) pairs, sorted so imports are reproducible.
-std::vector<std::pair<std::string, std::filesystem::path>> collect_logs(const std::vector<std::string>& paths) {
-  std::vector<std::pair<std::string, std::filesystem::path>> files;
+// The arm of a log found under `root`: its folder's path below the root ("2026-01-18_X/baseline"), or the
+// root's own name for logs directly in it. Same-named folders of different records stay different arms.
+std::string arm_below(const std::filesystem::path& root, const std::filesystem::path& file) {
+  const auto folder = file.parent_path().lexically_relative(root).generic_string();
+  if (folder.empty() || folder == ".") return std::filesystem::absolute(root).lexically_normal().filename().string();
+  return folder;
+}
+
+std::vector<LogFile> collect_logs(const std::vector<std::string>& paths) {
+  std::vector<LogFile> files;
   for (const auto& text : paths) {
     const std::filesystem::path path(text);
     GPT_CHECK(std::filesystem::exists(path), "import: no such file or folder '", text, "'");
     if (std::filesystem::is_regular_file(path)) {
-      files.emplace_back(std::filesystem::absolute(path).parent_path().filename().string(), path);
+      files.push_back({std::filesystem::absolute(path).parent_path().filename().string(), path});
       continue;
     }
     for (const auto& entry : std::filesystem::recursive_directory_iterator(path)) {
       if (!entry.is_regular_file() || !looks_like_log(entry.path())) continue;
-      files.emplace_back(entry.path().parent_path().filename().string(), entry.path());
+      files.push_back({arm_below(path, entry.path()), entry.path()});
     }
   }
   std::sort(files.begin(), files.end());
@@ -47,34 +70,36 @@ std::vector<std::pair<std::string, std::filesystem::path>> collect_logs(const st
   return files;
 }
 
-int run_import(const ImportOptions& o, GlobalOptions& global) {
-  const auto files = collect_logs(o.paths);
-  Store store = open_store(global);
-  SweepInfo sweep;
-  std::string base = o.name.empty() ? "import-" + std::filesystem::path(o.paths.front()).filename().string() : o.name;
-  sweep.name = base;
-  for (int i = 2; store.find_sweep(sweep.name); ++i) sweep.name = base + "-" + std::to_string(i);
-  sweep.kind = "import";
-  sweep.target = o.target;
-  sweep.alpha = o.alpha;
-  sweep.id = store.create_sweep(sweep);
-  sweep = *store.find_sweep(std::to_string(sweep.id));
-  if (o.track3) store.add_tag(OwnerKind::sweep, sweep.id, "track3");
+std::string read_all(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  GPT_CHECK(in.good(), "import: cannot read log file '", path.string(), "'");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
 
-  int imported = 0;
-  for (const auto& [arm, file] : files) {
-    const auto runs = parse_log_file(file);
-    for (size_t i = 0; i < runs.size(); ++i) {
-      RunRecord r = record_from_log(runs[i], std::filesystem::absolute(file));
-      r.sweep_id = sweep.id;
-      r.arm = arm;
-      r.run_id = file.stem().string() + (runs.size() > 1 ? "#" + std::to_string(i + 1) : "");
-      store.add_run(r);
-      ++imported;
-    }
-  }
-  std::cerr << "imported " << imported << " run(s) from " << files.size() << " file(s) into sweep " << sweep.id << " \""
-            << sweep.name << "\"\n";
+// SHA-1 of the log's bytes, as hex: the identity of a log across imports.
+std::string content_hash(const std::string& bytes) {
+  boost::uuids::detail::sha1 sha;
+  sha.process_bytes(bytes.data(), bytes.size());
+  unsigned int digest[5];
+  sha.get_digest(digest);
+  char hex[41];
+  for (int i = 0; i < 5; ++i) std::snprintf(hex + 8 * i, 9, "%08x", digest[i]);
+  return hex;
+}
+
+// Content hash -> (sweep name, path) of every log imported before.
+std::map<std::string, std::pair<std::string, std::string>> imported_hashes(Store& store) {
+  auto s = store.db().prepare(
+      "SELECT p.value, s.name, r.log_path FROM params p JOIN runs r ON r.id = p.owner_id "
+      "JOIN sweeps s ON s.id = r.sweep_id WHERE p.owner_kind = 'run' AND p.key = 'content_hash'");
+  std::map<std::string, std::pair<std::string, std::string>> out;
+  while (s.step()) out.emplace(s.column_text(0), std::make_pair(s.column_text(1), s.column_text(2)));
+  return out;
+}
+
+int report_sweep(Store& store, const SweepInfo& sweep, const ImportOptions& o, GlobalOptions& global) {
   const SweepReport report = build_sweep_report(store, sweep, ReportOptions{o.target, o.alpha, o.track3});
   const auto md = write_report_files(report, results_dir(global) / "reports" / sweep.name);
   if (o.format == "json") {
@@ -87,16 +112,111 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
   return report.pass ? kExitPass : kExitFail;
 }
 
+int run_import(const ImportOptions& o, GlobalOptions& global) {
+  const auto files = collect_logs(o.paths);
+  Store store = open_store(global);
+  const auto known = imported_hashes(store);
+
+  struct NewLog {
+    LogFile file;
+    std::string hash;
+    std::string text;
+  };
+  std::vector<NewLog> fresh;
+  std::map<std::string, int> duplicates_by_sweep;
+  for (const auto& file : files) {
+    std::string text = read_all(file.path);
+    std::string hash = content_hash(text);
+    if (auto it = known.find(hash); it != known.end()) {
+      ++duplicates_by_sweep[it->second.first];
+      std::cerr << "skipped '" << file.path.string() << "': the same log was imported before (sweep \""
+                << it->second.first << "\", " << it->second.second << ")\n";
+      continue;
+    }
+    if (std::any_of(fresh.begin(), fresh.end(), [&](const NewLog& n) { return n.hash == hash; })) {
+      std::cerr << "skipped '" << file.path.string() << "': a copy of another log in this import\n";
+      continue;
+    }
+    fresh.push_back({file, std::move(hash), std::move(text)});
+  }
+  if (fresh.empty()) {
+    // Nothing new: show the sweep that holds (most of) these logs instead of making an empty one.
+    const auto most = std::max_element(duplicates_by_sweep.begin(), duplicates_by_sweep.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    GPT_CHECK(most != duplicates_by_sweep.end(), "import: no new logs");
+    std::cerr << "import: all " << files.size() << " log(s) were imported before; reporting sweep \"" << most->first
+              << "\"\n";
+    return report_sweep(store, *store.find_sweep(most->first), o, global);
+  }
+
+  const LogParseOptions parse_options{o.early_stop_step > 0 ? std::optional<std::int64_t>(o.early_stop_step)
+                                                            : std::nullopt};
+  SweepInfo sweep;
+  int imported = 0;
+  {
+    sql::Transaction all(store.db());  // one unit: a killed or failed import stores nothing
+    sweep.name = o.name.empty() ? "import-" + std::filesystem::path(o.paths.front()).filename().string() : o.name;
+    sweep.kind = "import";
+    sweep.target = o.target;
+    sweep.alpha = o.alpha;
+    store.create_sweep_unique(sweep);
+    if (o.track3) store.add_tag(OwnerKind::sweep, sweep.id, "track3");
+    if (o.early_stop_step > 0) {
+      store.set_param(OwnerKind::sweep, sweep.id, "early_stop_step", std::to_string(o.early_stop_step));
+    }
+    for (const auto& log : fresh) {
+      const auto runs = parse_log(log.text, parse_options);
+      // The trainer's OUT/ID.json beside its OUT/ID.txt carries provenance (commit, recipe hash, world size).
+      std::optional<RunSummary> summary;
+      const auto summary_path = std::filesystem::path(log.file.path).replace_extension(".json");
+      if (runs.size() == 1 && std::filesystem::exists(summary_path)) {
+        try {
+          summary = read_run_summary(summary_path);
+        } catch (const gpt::Error& e) {
+          std::cerr << "ignored the run summary beside '" << log.file.path.string() << "': " << e.what() << "\n";
+        }
+      }
+      for (size_t i = 0; i < runs.size(); ++i) {
+        RunRecord r = record_from_log(runs[i], std::filesystem::absolute(log.file.path));
+        if (summary) {
+          apply_run_summary(r, *summary, parse_options.early_stop_step);
+          // Kept as a param, not the seed column: two logs of one arm may share a seed.
+          if (summary->seed) r.params["seed"] = std::to_string(*summary->seed);
+        }
+        r.sweep_id = sweep.id;
+        r.arm = log.file.arm;
+        r.run_id = log.file.path.stem().string() + (runs.size() > 1 ? "#" + std::to_string(i + 1) : "");
+        r.params["content_hash"] = log.hash;
+        if (runs.size() > 1) r.params["run_in_file"] = std::to_string(i + 1);
+        store.add_run(r);
+        ++imported;
+      }
+    }
+    store.set_runs_planned(sweep.id, imported);
+    all.commit();
+  }
+  sweep = *store.find_sweep(std::to_string(sweep.id));
+  std::cerr << "imported " << imported << " run(s) from " << fresh.size() << " file(s) into sweep " << sweep.id
+            << " \"" << sweep.name << "\"";
+  if (fresh.size() < files.size()) std::cerr << "; " << files.size() - fresh.size() << " file(s) skipped as duplicates";
+  std::cerr << "\n";
+  return report_sweep(store, sweep, o, global);
+}
+
 }  // namespace
 
 void add_import_command(CLI::App& app, GlobalOptions& global) {
   auto opts = std::make_shared<ImportOptions>();
-  CLI::App* sub = app.add_subcommand("import", "import speedrun-format logs into one sweep (one arm per folder)");
+  CLI::App* sub = app.add_subcommand(
+      "import", "import speedrun-format logs into one sweep (one arm per folder below the import root)");
   sub->add_option("paths", opts->paths, "log files or folders (searched recursively for *.txt, *.log)")->required();
   sub->add_option("--name", opts->name, "sweep name (default import-<first path>)");
   sub->add_option("--target", opts->target, "target val loss (default 3.28)");
   sub->add_option("--alpha", opts->alpha, "significance level (default 0.01)")->check(CLI::Range(1e-12, 0.999999));
   sub->add_flag("--track3", opts->track3, "judge with the track-3 rule");
+  sub->add_option("--early-stop-step", opts->early_stop_step,
+                  "opt-in early-stop rule: a run ending on a validation at this step is complete")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--format", opts->format, "report format")->check(CLI::IsMember({"text", "json"}));
   sub->callback([opts, &global] { global.exit_code = run_import(*opts, global); });
 }

@@ -1,6 +1,8 @@
-// `harness nightly`: builds the current revision, runs every Google Benchmark program with
-// repetitions, runs a short training smoke run, stores it all, and flags regressions per benchmark
-// (E-divisive over the stored history, latest-vs-previous Welch with Benjamini–Hochberg).
+// `harness nightly`: builds the current revision, runs every benchmark program CTest labels `bench` (or a
+// manifest lists), each isolated (a failure or a non-Google-Benchmark program is noted and the night goes
+// on), runs a training smoke run on the recipe's default data, stores it all (times in nanoseconds), and
+// decides with one false-discovery procedure over the night (harness/nightly/regression.h). Exit 1 only
+// for a confirmed regression.
 #include "harness/commands/nightly.h"
 
 #include <chrono>
@@ -9,10 +11,15 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "harness/commands/subprocess.h"
+#include "harness/launcher/process.h"
+#include "harness/nightly/night.h"
 #include "harness/nightly/regression.h"
+#include "harness/record/harvest.h"
 #include "harness/store/store.h"
 #include "kernels/check.h"
 
@@ -21,15 +28,19 @@ namespace fs = std::filesystem;
 namespace {
 
 struct NightlyOptions {
-  std::string build_dir = "build", db, smoke_recipe = "tiny", data = "data", out_dir = "results/nightly";
+  std::string build_dir = "build", smoke_recipe = "tiny", data, manifest;
   int repetitions = 5;
   int build_jobs = 2;
+  double bench_timeout_s = 900;
+  double smoke_timeout_s = 1800;
   bool skip_build = false;
   bool skip_smoke = false;
+  bool include_gpu = false;
+  std::vector<std::string> ingest;
   nightly::RegressionOptions regression;
 };
 
-std::string utc_iso() {
+std::string utc_now() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};
   gmtime_r(&now, &tm);
@@ -39,18 +50,31 @@ std::string utc_iso() {
 }
 
 std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   GPT_CHECK(in.good(), path.string(), ": cannot read");
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
 }
 
-// The stored history of one benchmark as nights (grouped by recorded_at, oldest first).
-nightly::BenchmarkHistory history_of(Store& store, const std::string& full_name) {
-  nightly::BenchmarkHistory h{full_name, {}};
+// Runs argv with its output in `log`, killing its process group after `timeout_s`.
+ExitInfo run_isolated(const std::vector<std::string>& argv, const fs::path& log, double timeout_s, bool* timed_out) {
+  Process p = Process::start(LaunchSpec{argv, log, {}, {}, true});
+  while (!p.poll()) {
+    if (p.elapsed_s() > timeout_s) {
+      *timed_out = true;
+      return p.terminate();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return *p.poll();
+}
+
+// The night's history of one benchmark: its stored values grouped by night stamp, oldest first.
+nightly::BenchmarkHistory history_of(Store& store, const std::string& suite, const std::string& name) {
+  nightly::BenchmarkHistory h{suite + "/" + name, {}};
   std::string current;
-  for (const BenchmarkResult& r : store.benchmark_history(full_name)) {
+  for (const BenchmarkResult& r : store.benchmark_history(std::string_view(suite), name)) {
     if (h.nights.empty() || r.recorded_at != current) {
       h.nights.emplace_back();
       current = r.recorded_at;
@@ -60,114 +84,219 @@ nightly::BenchmarkHistory history_of(Store& store, const std::string& full_name)
   return h;
 }
 
-int run_nightly(const NightlyOptions& o) {
+struct Night {
+  std::string stamp, revision;
+  std::set<std::pair<std::string, std::string>> measured;  // (suite, name)
+  std::vector<nightly::NightFailure> failures;
+  std::vector<std::string> notes;
+};
+
+void store_samples(Store& store, Night& night, const std::string& suite, const nightly::BenchmarkRun& run,
+                   const std::string& stamp, const std::string& revision, std::optional<std::int64_t> env) {
+  for (const auto& s : run.samples) {
+    BenchmarkResult r;
+    r.suite = suite;
+    r.name = s.name;
+    r.revision = revision;
+    r.value = nightly::to_nanoseconds(s.real_time, s.time_unit, suite);
+    r.unit = "ns";
+    r.recorded_at = stamp;  // one stamp per night groups the repetitions
+    r.environment_id = env;
+    store.add_benchmark_result(r);
+    night.measured.emplace(suite, s.name);
+  }
+}
+
+void run_benchmarks(Store& store, Night& night, const NightlyOptions& o, const fs::path& build, const fs::path& out) {
+  std::vector<nightly::BenchProgram> programs;
+  if (!o.manifest.empty()) {
+    programs = nightly::bench_programs_from_manifest(o.manifest);
+  } else {
+    const std::string listing = capture_output({"ctest", "--test-dir", build.string(), "-L", "bench", "--show-only=json-v1"});
+    programs = nightly::bench_programs_from_ctest_json(listing, o.include_gpu);
+  }
+  if (programs.empty()) night.notes.push_back("no benchmark programs found (CTest label `bench` in " + build.string() + ")");
+  for (const auto& program : programs) {
+    const fs::path json = out / (program.suite + ".json");
+    const fs::path log = out / (program.suite + ".log");
+    std::vector<std::string> argv = program.argv;
+    argv.insert(argv.end(), {"--benchmark_out=" + json.string(), "--benchmark_out_format=json",
+                             "--benchmark_repetitions=" + std::to_string(o.repetitions)});
+    std::error_code ec;
+    fs::remove(json, ec);
+    try {
+      bool timed_out = false;
+      const ExitInfo exit = run_isolated(argv, log, o.bench_timeout_s, &timed_out);
+      if (timed_out || !exit.exited || exit.exit_code != 0) {
+        night.failures.push_back({program.suite, (timed_out ? "timed out; " : "") + exit.describe() + "; see " + log.string()});
+        continue;
+      }
+      if (!fs::exists(json)) {
+        night.failures.push_back({program.suite, "skipped: wrote no Google Benchmark JSON (not a Google Benchmark program?)"});
+        continue;
+      }
+      const auto run = nightly::parse_google_benchmark_run(read_text(json), json.string());
+      store_samples(store, night, program.suite, run, night.stamp, night.revision, std::nullopt);
+      std::cerr << "nightly: " << program.suite << ": " << run.samples.size() << " measurement(s)\n";
+    } catch (const gpt::Error& e) {
+      night.failures.push_back({program.suite, e.what()});
+    }
+  }
+}
+
+void run_smoke(Store& store, Night& night, const NightlyOptions& o, const fs::path& repo, const fs::path& build,
+               const fs::path& out, std::int64_t sweep_id) {
+  const fs::path trainer = build / "bin" / "train_gpt";
+  if (!fs::exists(trainer)) {
+    night.failures.push_back({"smoke", "no trainer at " + trainer.string()});
+    return;
+  }
+  RunPlan plan;
+  plan.seed = 1;
+  plan.run_id = "smoke";
+  plan.out_dir = out / "smoke";
+  plan.log_path = plan.out_dir / "console.log";
+  const std::string data = o.data.empty() ? (o.smoke_recipe == "tiny" ? "data/default" : "data/fineweb10B") : o.data;
+  plan.argv = {trainer.string(), "--recipe", o.smoke_recipe, "--data", fs::absolute(repo / data).string(), "--seed", "1",
+               "--run-id", plan.run_id, "--out", plan.out_dir.string()};
+  bool timed_out = false;
+  fs::create_directories(plan.out_dir);
+  const ExitInfo exit = run_isolated(plan.argv, plan.log_path, o.smoke_timeout_s, &timed_out);
+  RunRecord run = harvest_run(plan, exit, timed_out ? RunEnd::timed_out : RunEnd::exited, o.smoke_timeout_s);
+  run.sweep_id = sweep_id;
+  store.add_run(run, true);
+  night.notes.push_back("smoke run (" + o.smoke_recipe + " on " + data + "): " + std::string(to_string(run.status)) +
+                        (run.reason.empty() ? "" : " (" + run.reason + ")"));
+  if (run.status != RunStatus::ok) {
+    night.failures.push_back({"smoke", std::string(to_string(run.status)) + ": " + run.reason});
+    return;
+  }
+  // Stored like a benchmark (larger is worse for both), so the same detection applies.
+  auto keep = [&](const std::string& name, double value, const std::string& unit) {
+    BenchmarkResult r;
+    r.suite = "smoke";
+    r.name = o.smoke_recipe + "/" + name;
+    r.revision = night.revision;
+    r.value = value;
+    r.unit = unit;
+    r.recorded_at = night.stamp;
+    store.add_benchmark_result(r);
+    night.measured.emplace(r.suite, r.name);
+  };
+  keep("final_val_loss", *run.final_val_loss, "loss");
+  if (run.train_time_ms) keep("train_time", nightly::to_nanoseconds(*run.train_time_ms, "ms"), "ns");
+}
+
+int decide_and_report(Store& store, const Night& night, const NightlyOptions& o, const fs::path& report_dir) {
+  nightly::NightReport report;
+  report.night = night.stamp;
+  report.revision = night.revision;
+  report.failures = night.failures;
+  report.notes = night.notes;
+  for (const auto& [suite, name] : night.measured) report.histories.push_back(history_of(store, suite, name));
+  report.findings = nightly::detect_regressions(report.histories, o.regression);
+  const auto md = nightly::write_night_report(report, report_dir);
+  std::cout << "nightly " << night.stamp << (night.revision.empty() ? "" : " at " + night.revision.substr(0, 12)) << "\n"
+            << nightly::format_findings(report.findings);
+  for (const auto& f : night.failures) std::cout << "failed or skipped: " << f.suite << ": " << f.reason << "\n";
+  for (const auto& n : night.notes) std::cout << n << "\n";
+  std::cout << "report: " << md.string() << "\n";
+  for (const auto& f : report.findings) {
+    if (f.regression()) return kExitFail;
+  }
+  return kExitPass;
+}
+
+int run_ingest(const NightlyOptions& o, GlobalOptions& global) {
+  Store store = open_store(global);
+  Night all;
+  std::string newest;
+  for (const auto& file : o.ingest) {
+    try {
+      const auto run = nightly::parse_google_benchmark_run(read_text(file), file);
+      GPT_CHECK(!run.context.date.empty(), file, ": no context.date; cannot tell which night it is");
+      const std::string stamp = nightly::utc_stamp_from_benchmark_date(run.context.date, file);
+      std::optional<std::int64_t> env;
+      if (!run.context.host_name.empty() || !run.context.git_commit.empty()) {
+        Environment e;
+        e.hostname = run.context.host_name;
+        e.git_commit = run.context.git_commit;
+        env = store.upsert_environment(e);
+      }
+      const std::string suite = run.context.executable.empty() ? fs::path(file).stem().string()
+                                                                : fs::path(run.context.executable).filename().string();
+      sql::Transaction tx(store.db());
+      store_samples(store, all, suite, run, stamp, run.context.git_commit, env);
+      tx.commit();
+      newest = std::max(newest, stamp);
+      std::cerr << "nightly --ingest: " << file << ": " << run.samples.size() << " measurement(s) of " << suite
+                << " for night " << stamp << (run.context.host_name.empty() ? "" : " on " + run.context.host_name) << "\n";
+    } catch (const gpt::Error& e) {
+      all.failures.push_back({file, e.what()});
+    }
+  }
+  GPT_CHECK(!all.measured.empty(), "nightly --ingest: nothing stored (", all.failures.size(), " file(s) unreadable)");
+  all.stamp = newest;
+  return decide_and_report(store, all, o, results_dir(global) / "reports" / "nightly" / ("ingest-" + newest));
+}
+
+int run_nightly(const NightlyOptions& o, GlobalOptions& global) {
+  if (!o.ingest.empty()) return run_ingest(o, global);
   const fs::path repo = capture_output({"git", "rev-parse", "--show-toplevel"});
-  const std::string revision = capture_output({"git", "rev-parse", "HEAD"}, repo);
+  Night night;
+  night.revision = capture_output({"git", "rev-parse", "HEAD"}, repo);
+  night.stamp = utc_now();
   const fs::path build = fs::absolute(repo / o.build_dir);
-  const std::string night = utc_iso();
-  const fs::path out = repo / o.out_dir / night;
+  const fs::path out = results_dir(global) / "runs" / "nightly" / night.stamp;
   fs::create_directories(out);
   if (!o.skip_build) {
     const fs::path log = out / "build.log";
     int rc = fs::exists(build / "CMakeCache.txt")
                  ? 0
-                 : run_process({{"cmake", "-S", repo.string(), "-B", build.string(), "-DCMAKE_BUILD_TYPE=Release"},
-                                {}, log, log});
+                 : run_process({{"cmake", "-S", repo.string(), "-B", build.string(), "-DCMAKE_BUILD_TYPE=Release"}, {}, log, log});
     if (rc == 0) rc = run_process({{"cmake", "--build", build.string(), "-j", std::to_string(o.build_jobs)}, {}, log, log});
     GPT_CHECK(rc == 0, "nightly: build failed (status ", rc, "); see ", log.string());
   }
-
-  Store store = Store::open(resolve_db_path(o.db));
-  std::vector<std::string> measured;
-  bool failures = false;
-  const fs::path bin = build / "bin";
-  GPT_CHECK(fs::is_directory(bin), "nightly: ", bin.string(), " does not exist; build first or pass --build-dir");
-  for (const auto& entry : fs::directory_iterator(bin)) {
-    const std::string program = entry.path().filename().string();
-    if (program.size() < 6 || program.substr(program.size() - 6) != "_bench") continue;
-    const fs::path json = out / (program + ".json");
-    const int rc = run_process({{entry.path().string(), "--benchmark_format=json",
-                                 "--benchmark_repetitions=" + std::to_string(o.repetitions)},
-                                {}, json, out / (program + ".stderr.txt")});
-    if (rc != 0) {
-      std::cerr << "nightly: " << program << " exited with status " << rc << "\n";
-      failures = true;
-      continue;
-    }
-    for (const auto& s : nightly::parse_google_benchmark_json(read_text(json), json.string())) {
-      BenchmarkResult r;
-      r.suite = program;
-      r.name = s.name;
-      r.revision = revision;
-      r.value = s.real_time;
-      r.unit = s.time_unit;
-      r.recorded_at = night;  // one timestamp per night groups the repetitions
-      store.add_benchmark_result(r);
-      const std::string full = program + "/" + s.name;
-      if (measured.empty() || measured.back() != full) measured.push_back(full);
-    }
-  }
-
-  if (!o.skip_smoke) {
-    const fs::path trainer = bin / "train_gpt";
-    if (!fs::exists(trainer)) {
-      std::cerr << "nightly: no " << trainer.string() << "; smoke run skipped\n";
-    } else {
-      SweepInfo sweep;
-      sweep.name = "nightly-smoke-" + night;
-      sweep.kind = "nightly";
-      sweep.recipe = o.smoke_recipe;
-      sweep.runs_planned = 1;
-      const std::int64_t sweep_id = store.create_sweep(sweep);
-      const fs::path log = out / "smoke.stdout.txt";
-      const int rc = run_process({{trainer.string(), "--recipe", o.smoke_recipe, "--data",
-                                   fs::absolute(repo / o.data).string(), "--seed", "1", "--run-id", "smoke", "--out",
-                                   out.string()},
-                                  repo, log, log});
-      RunRecord run;
-      run.sweep_id = sweep_id;
-      run.seed = 1;
-      run.run_id = "smoke";
-      run.exit_code = rc;
-      run.log_path = log.string();
-      run.status = rc == 0 ? RunStatus::ok : (rc == 3 ? RunStatus::diverged : RunStatus::failed);
-      if (rc != 0) run.reason = "exit status " + std::to_string(rc);
-      store.add_run(run);
-      std::cout << "smoke run (" << o.smoke_recipe << "): " << to_string(run.status) << "\n";
-      failures = failures || rc != 0;
-    }
-  }
-
-  std::vector<nightly::BenchmarkHistory> histories;
-  for (const auto& name : measured) histories.push_back(history_of(store, name));
-  const auto findings = nightly::detect_regressions(histories, o.regression);
-  std::cout << "nightly " << night << " at " << revision.substr(0, 12) << "\n" << nightly::format_findings(findings);
-  bool regression = false;
-  for (const auto& f : findings) regression = regression || f.regression();
-  return regression || failures ? 1 : 0;
+  Store store = open_store(global);
+  SweepInfo sweep;
+  sweep.name = "nightly-" + night.stamp;
+  sweep.kind = "nightly";
+  sweep.recipe = o.skip_smoke ? "" : o.smoke_recipe;
+  sweep.runs_planned = o.skip_smoke ? 0 : 1;
+  store.create_sweep_unique(sweep);
+  run_benchmarks(store, night, o, build, out);
+  if (!o.skip_smoke) run_smoke(store, night, o, repo, build, out, sweep.id);
+  for (const auto& f : night.failures) store.set_param(OwnerKind::sweep, sweep.id, "failed:" + f.suite, f.reason);
+  return decide_and_report(store, night, o, results_dir(global) / "reports" / "nightly" / night.stamp);
 }
 
 }  // namespace
 
-void register_nightly_command(CLI::App& app) {
+void register_nightly_command(CLI::App& app, GlobalOptions& global) {
   auto o = std::make_shared<NightlyOptions>();
-  CLI::App* cmd = app.add_subcommand("nightly", "Build, benchmark, smoke-train and flag regressions");
+  CLI::App* cmd = app.add_subcommand("nightly", "benchmark, smoke-train and flag confirmed regressions");
   cmd->add_option("--build-dir", o->build_dir, "build directory (relative to the repository)")->capture_default_str();
-  cmd->add_option("--repetitions", o->repetitions, "--benchmark_repetitions per program")->capture_default_str();
-  cmd->add_option("--db", o->db, "results database (default $SPEEDRUN_DB or results/speedrun.db)");
+  cmd->add_option("--manifest", o->manifest, "file listing the benchmark programs (default: CTest label `bench`)");
+  cmd->add_flag("--gpu", o->include_gpu, "also run the benchmarks labelled `gpu`");
+  cmd->add_option("--repetitions", o->repetitions, "--benchmark_repetitions per program")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--bench-timeout", o->bench_timeout_s, "seconds per benchmark program")->capture_default_str();
   cmd->add_option("--smoke-recipe", o->smoke_recipe, "recipe of the training smoke run")->capture_default_str();
-  cmd->add_option("--data", o->data, "data directory for the smoke run")->capture_default_str();
+  cmd->add_option("--data", o->data, "data folder of the smoke run (default: the recipe's, data/default for tiny)");
+  cmd->add_option("--smoke-timeout", o->smoke_timeout_s, "seconds for the smoke run")->capture_default_str();
   cmd->add_option("--jobs", o->build_jobs, "build parallelism")->capture_default_str();
   cmd->add_flag("--no-build", o->skip_build, "use the existing build");
   cmd->add_flag("--no-smoke", o->skip_smoke, "skip the training smoke run");
-  cmd->add_option("--alpha", o->regression.alpha, "E-divisive significance")->capture_default_str();
-  cmd->add_option("--fdr", o->regression.fdr, "Benjamini-Hochberg q across benchmarks")->capture_default_str();
-  cmd->add_option("--min-change", o->regression.min_relative_change, "smallest relative slowdown flagged")
+  cmd->add_option("--ingest", o->ingest, "store these Google Benchmark JSON files (one night each, dated by their "
+                                         "context) instead of running anything, then decide and report");
+  cmd->add_option("--fdr", o->regression.fdr, "Benjamini-Hochberg q over every test of the night")->capture_default_str();
+  cmd->add_option("--min-change", o->regression.min_relative_change, "floor of the minimum relative slowdown")
       ->capture_default_str();
-  cmd->add_option("--recent", o->regression.recent_nights, "nights within which a change point is new")
-      ->capture_default_str();
-  cmd->callback([o] {
-    const int rc = run_nightly(*o);
+  cmd->add_option("--noise-factor", o->regression.noise_factor,
+                  "minimum effect >= this x the benchmark's night-to-night variation")->capture_default_str();
+  cmd->add_option("--window", o->regression.window, "nights of history used")->capture_default_str();
+  cmd->callback([o, &global] {
+    const int rc = run_nightly(*o, global);
     if (rc != 0) throw CLI::RuntimeError(rc);
   });
 }

@@ -1,8 +1,13 @@
 #pragma once
-// `harness nightly`: build, benchmark, smoke-train, store, and flag regressions (non-zero exit).
+// `harness nightly`: build, run the `bench`-labelled Google Benchmark programs and a training smoke run,
+// store everything, and flag confirmed regressions (exit 1); `--ingest FILE...` stores benchmark JSON made
+// elsewhere, one night per file, and runs the same detection and report.
 #include <CLI/CLI.hpp>
 
+#include "harness/commands/common.h"
+
 namespace gpt::harness::commands {
-// Adds the `nightly` subcommand; regressions end through CLI::RuntimeError(1).
-void register_nightly_command(CLI::App& app);
+// Adds the `nightly` subcommand (the database comes from the global --db); a confirmed regression ends
+// through CLI::RuntimeError(1).
+void register_nightly_command(CLI::App& app, GlobalOptions& global);
 }  // namespace gpt::harness::commands

@@ -13,6 +13,8 @@ struct QueryOptions {
   std::string format = "table";
   std::string sweep;
   std::string bench;
+  std::string bench_name;   // --name: exact benchmark name (may contain '/')
+  std::string bench_suite;  // --suite: limits --name to one suite
   std::int64_t env_id = 0;
   std::string sql;
 };
@@ -39,10 +41,18 @@ sql::Table runs_table(Store& store, const std::string& sweep) {
   return store.db().query(text + " WHERE r.sweep_id = " + std::to_string(found->id) + " ORDER BY r.arm, r.seed, r.id");
 }
 
-sql::Table history_table(Store& store, const std::string& bench) {
+sql::Table history_table(Store& store, const QueryOptions& o) {
+  GPT_CHECK(o.bench.empty() != o.bench_name.empty(),
+            "query history: give the benchmark as SUITE/NAME or with --name NAME [--suite SUITE], not both");
+  GPT_CHECK(o.bench_suite.empty() || !o.bench_name.empty(), "query history: --suite needs --name");
+  const auto history = o.bench_name.empty()
+                           ? store.benchmark_history(o.bench)
+                           : store.benchmark_history(o.bench_suite.empty() ? std::nullopt
+                                                                            : std::optional<std::string_view>(o.bench_suite),
+                                                     o.bench_name);
   sql::Table table;
   table.columns = {"id", "suite", "name", "revision", "value", "unit", "repetitions", "recorded_at", "run"};
-  for (const auto& b : store.benchmark_history(bench)) {
+  for (const auto& b : history) {
     table.rows.push_back({b.id, b.suite, b.name, b.revision, b.value, b.unit, static_cast<std::int64_t>(b.repetitions),
                           b.recorded_at, b.run ? sql::Value(*b.run) : sql::Value(std::monostate{})});
   }
@@ -75,28 +85,30 @@ void add_query_command(CLI::App& app, GlobalOptions& global) {
   CLI::App* sweeps = query->add_subcommand("sweeps", "all sweeps with run counts");
   fmt(sweeps);
   sweeps->callback([o, &global] {
-    Store store = open_store(global);
+    Store store = open_store(global, /*read_only=*/true);
     global.exit_code = print(sweeps_table(store), *o);
   });
   CLI::App* runs = query->add_subcommand("runs", "runs (of one sweep with --sweep)");
   fmt(runs);
   runs->add_option("--sweep", o->sweep, "sweep id or name");
   runs->callback([o, &global] {
-    Store store = open_store(global);
+    Store store = open_store(global, /*read_only=*/true);
     global.exit_code = print(runs_table(store, o->sweep), *o);
   });
   CLI::App* history = query->add_subcommand("history", "results of one benchmark over time (SUITE/NAME or NAME)");
   fmt(history);
-  history->add_option("bench", o->bench, "benchmark")->required();
+  history->add_option("bench", o->bench, "benchmark as SUITE/NAME (split at the first '/') or NAME");
+  history->add_option("--name", o->bench_name, "exact benchmark name, which may contain '/' (e.g. BM_Matmul/1024)");
+  history->add_option("--suite", o->bench_suite, "with --name: only this suite");
   history->callback([o, &global] {
-    Store store = open_store(global);
-    global.exit_code = print(history_table(store, o->bench), *o);
+    Store store = open_store(global, /*read_only=*/true);
+    global.exit_code = print(history_table(store, *o), *o);
   });
   CLI::App* env = query->add_subcommand("env", "one environment fingerprint");
   fmt(env);
   env->add_option("id", o->env_id, "environment id")->required();
   env->callback([o, &global] {
-    Store store = open_store(global);
+    Store store = open_store(global, /*read_only=*/true);
     global.exit_code = print(env_table(store, o->env_id), *o);
   });
   CLI::App* sql = query->add_subcommand("sql", "any SQL statement, on a read-only connection");

@@ -13,6 +13,7 @@
 #include "harness/commands/common.h"
 #include "harness/launcher/run_launcher.h"
 #include "harness/record/environment_probe.h"
+#include "harness/record/spool.h"
 #include "harness/record/sweep_runner.h"
 #include "harness/report/html_report.h"
 #include "harness/report/sweep_report.h"
@@ -37,6 +38,7 @@ struct RecordOptions {
   std::string trainer;
   std::string name;
   std::int64_t first_seed = 0;
+  std::int64_t early_stop_step = 0;  // 0: none (a run is ok only at the total step count)
   bool quiet = false;
   std::vector<std::string> command;
   LauncherSettings launcher;  // --launcher local|slurm and the --slurm-* options
@@ -74,12 +76,6 @@ std::string timestamp() {
   return buf;
 }
 
-std::string unique_sweep_name(Store& store, const std::string& base) {
-  std::string name = base;
-  for (int i = 2; store.find_sweep(name); ++i) name = base + "-" + std::to_string(i);
-  return name;
-}
-
 // The command template of a new sweep: the user's CMD, or train_gpt with the contract's flags.
 std::vector<std::string> command_template(const RecordOptions& o) {
   if (!o.command.empty()) return o.command;
@@ -93,7 +89,7 @@ std::vector<std::string> command_template(const RecordOptions& o) {
 }
 
 int run_record(const RecordOptions& cli, GlobalOptions& global) {
-  Store store = open_store(global);
+  Store store = open_store(global);  // also stores runs an earlier harness left spooled
   RecordOptions o = cli;
   SweepInfo sweep;
   std::vector<std::string> argv_template;
@@ -107,9 +103,16 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
       GPT_CHECK(p.count(key), "--resume: sweep '", sweep.name, "' lacks its '", key, "' parameter");
       return p.at(key);
     };
-    GPT_CHECK(o.runs == 0 || o.runs == sweep.runs_planned, "--runs ", o.runs, " conflicts with --resume: sweep '",
-              sweep.name, "' was planned with ", sweep.runs_planned, " runs");
+    GPT_CHECK(o.runs == 0 || o.runs >= sweep.runs_planned, "--runs ", o.runs, " with --resume: sweep '", sweep.name,
+              "' already has ", sweep.runs_planned, " planned runs; --runs can only extend it");
+    if (o.runs > sweep.runs_planned) {
+      store.set_runs_planned(sweep.id, o.runs);
+      std::cerr << "sweep \"" << sweep.name << "\" extended from " << sweep.runs_planned << " to " << o.runs
+                << " runs\n";
+      sweep.runs_planned = o.runs;
+    }
     o.runs = sweep.runs_planned;
+    o.early_stop_step = p.count("early_stop_step") ? std::stoll(p.at("early_stop_step")) : 0;
     o.first_seed = std::stoll(get("first_seed"));
     o.recipe = sweep.recipe;
     o.data = get("data");
@@ -123,7 +126,7 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
     GPT_CHECK(o.runs >= 1, "--runs: give the number of runs (>= 1), or --resume SWEEP");
     if (o.data.empty()) o.data = default_data_dir(o.recipe);
     argv_template = command_template(o);
-    sweep.name = unique_sweep_name(store, o.name.empty() ? "record-" + o.recipe + "-" + timestamp() : o.name);
+    sweep.name = o.name.empty() ? "record-" + o.recipe + "-" + timestamp() : o.name;
     sweep.kind = "record";
     sweep.recipe = o.recipe;
     sweep.command = nlohmann::json(argv_template).dump();
@@ -132,12 +135,13 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
     sweep.runs_planned = o.runs;
     sweep.gpus = o.gpus;
     sweep.environment_id = store.upsert_environment(probe_environment());
-    sweep.id = store.create_sweep(sweep);
+    store.create_sweep_unique(sweep);  // name-2, name-3 ... when taken, decided under the write lock
     sweep = *store.find_sweep(std::to_string(sweep.id));
     store.set_param(OwnerKind::sweep, sweep.id, "first_seed", std::to_string(o.first_seed));
     store.set_param(OwnerKind::sweep, sweep.id, "data", o.data);
     store.set_param(OwnerKind::sweep, sweep.id, "timeout_s", std::to_string(o.timeout_s));
     store.set_param(OwnerKind::sweep, sweep.id, "track3", o.track3 ? "1" : "0");
+    if (o.early_stop_step > 0) store.set_param(OwnerKind::sweep, sweep.id, "early_stop_step", std::to_string(o.early_stop_step));
     if (o.track3) store.add_tag(OwnerKind::sweep, sweep.id, "track3");
     save_launcher_settings(store, sweep.id, o.launcher);
   }
@@ -161,7 +165,7 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
         {"seed", std::to_string(seed)}, {"run_id", plan.run_id}, {"out", plan.out_dir.string()},
         {"recipe", o.recipe},           {"data", o.data},        {"gpus", std::to_string(std::max(o.gpus, 1))}};
     for (const auto& arg : argv_template) plan.argv.push_back(substitute(arg, values));
-    if (std::filesystem::exists(plan.log_path)) std::filesystem::remove(plan.log_path);  // a killed attempt's log
+    if (o.early_stop_step > 0) plan.early_stop_step = o.early_stop_step;
     plans.push_back(std::move(plan));
   }
 
@@ -182,6 +186,14 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
     ran = make_launcher(o.launcher, o.recipe, o.gpus)->run(store, sweep.id, plans, run_options);
   }
 
+  if (ran.spooled > 0) {
+    // The lock may have cleared while the report was due: one more try before reporting.
+    try {
+      store_spooled_runs(store, run_root.parent_path(), o.quiet ? nullptr : &std::cerr);
+    } catch (const sql::BusyError&) {
+      // Still locked: the runs stay spooled for the next command; the report covers what is stored.
+    }
+  }
   const SweepReport report = build_sweep_report(store, sweep, ReportOptions{o.target, o.alpha, o.track3});
   const auto md = write_report_files(report, results_dir(global) / "reports" / sweep.name);
   write_sweep_html(store, report, md.parent_path());  // report.html beside report.md
@@ -192,6 +204,16 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
     std::cout << doc.dump(2) << "\n";
   } else {
     std::cout << render_text(report) << "report: " << md.string() << "\n";
+  }
+  if (ran.busy > 0) {
+    std::cerr << ran.busy << " run(s) not started: their folders are in use by live processes (see above); "
+              << "`harness record --resume " << sweep.name << "` starts them once those have ended\n";
+  }
+  for (const auto& plan : plans) {
+    if (std::filesystem::exists(plan.out_dir / kSpoolFileName)) {
+      std::cerr << "run " << plan.run_id << " is kept in its spool file (database locked); the next harness "
+                << "command stores it\n";
+    }
   }
   if (ran.interrupted) {
     std::cerr << "interrupted: " << ran.finished << " run(s) of this call stored; continue with "
@@ -212,7 +234,8 @@ void add_record_command(CLI::App& app, GlobalOptions& global) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--target", opts->target, "target val loss (default 3.28)");
   sub->add_option("--alpha", opts->alpha, "significance level (default 0.01)")->check(CLI::Range(1e-12, 0.999999));
-  sub->add_option("--resume", opts->resume, "continue this sweep (id or name): run only the missing seeds");
+  sub->add_option("--resume", opts->resume,
+                  "continue this sweep (id or name): run only the missing seeds; with --runs N, extend it to N runs");
   sub->add_option("--timeout", opts->timeout_s, "seconds per run before its process group is killed")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--parallel", opts->parallel, "runs at once (CUDA_VISIBLE_DEVICES partitions)")->check(CLI::PositiveNumber);
@@ -222,6 +245,10 @@ void add_record_command(CLI::App& app, GlobalOptions& global) {
   sub->add_option("--trainer", opts->trainer, "trainer binary (default: train_gpt beside harness)");
   sub->add_option("--name", opts->name, "sweep name (default record-RECIPE-TIMESTAMP)");
   sub->add_option("--first-seed", opts->first_seed, "seed of the first run; run i uses first-seed + i");
+  sub->add_option("--early-stop-step", opts->early_stop_step,
+                  "opt-in early-stop rule: a run ending on a validation at this step is complete (default: only "
+                  "a validation at the total step count is a final result)")
+      ->check(CLI::PositiveNumber);
   sub->add_flag("--quiet", opts->quiet, "no progress output");
   add_launcher_options(*sub, opts->launcher);
   sub->add_option("command", opts->command, "command to run instead of train_gpt (after --); may use {seed}, "

@@ -1,7 +1,8 @@
 #include "harness/launcher/process.h"
 
 #include <fcntl.h>
-#include <spawn.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,53 +63,100 @@ std::string ExitInfo::describe() const {
   return "signal " + std::to_string(signal) + " (" + (name ? name : "unknown") + ")";
 }
 
+namespace {
+
+// Owns a file descriptor.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Opens and locks the run folder's lock file; the descriptor is close-on-exec, the child clears that flag
+// on its own copy only (runs started in parallel must not inherit each other's locks).
+int acquire_run_lock(const std::filesystem::path& path) {
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  GPT_CHECK(fd >= 0, "launcher: cannot open lock file '", path.string(), "': ", std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char holder[64] = {};
+    const ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+    ::close(fd);
+    std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : std::string("unknown");
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    throw RunFolderBusy("run folder '" + path.parent_path().string() +
+                        "' is in use by another process (its lock file '" + path.string() +
+                        "' is held; last started as process group " + who +
+                        "); not starting a second trainer there. Stop the old one (kill -- -PGID) or wait for it");
+  }
+  return fd;
+}
+
+}  // namespace
+
 Process Process::start(const LaunchSpec& spec) {
   GPT_CHECK(!spec.argv.empty() && !spec.argv[0].empty(), "launcher: empty command line");
   if (spec.log_path.has_parent_path()) std::filesystem::create_directories(spec.log_path.parent_path());
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  struct Cleanup {
-    posix_spawn_file_actions_t* a;
-    posix_spawnattr_t* t;
-    ~Cleanup() {
-      posix_spawn_file_actions_destroy(a);
-      posix_spawnattr_destroy(t);
-    }
-  } cleanup{&actions, &attr};
+  Fd lock(spec.lock_path.empty() ? -1 : acquire_run_lock(spec.lock_path));
 
   // Open the log here, not in the child, so a bad path is reported as such rather than as a failed run.
-  const int log_fd = ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  GPT_CHECK(log_fd >= 0, "launcher: cannot open log file '", spec.log_path.string(), "': ", std::strerror(errno));
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } log_closer{log_fd};
-  posix_spawn_file_actions_adddup2(&actions, log_fd, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, log_fd, STDERR_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  Fd log(::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (spec.truncate_log ? O_TRUNC : 0),
+                0644));
+  GPT_CHECK(log.fd >= 0, "launcher: cannot open log file '", spec.log_path.string(), "': ", std::strerror(errno));
+  int status_pipe[2];
+  GPT_CHECK(::pipe2(status_pipe, O_CLOEXEC) == 0, "launcher: pipe: ", std::strerror(errno));
+  Fd status_read(status_pipe[0]);
+  Fd status_write(status_pipe[1]);
 
-  // Own process group; default signal dispositions (our SIGINT handler must not be inherited as ignore).
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGTERM);
-  sigaddset(&defaults, SIGPIPE);
-  sigset_t no_mask;
-  sigemptyset(&no_mask);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setsigmask(&attr, &no_mask);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-
+  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
   CStrings argv(spec.argv);
   CStrings envp(merged_environment(spec.environment));
-  pid_t pid = -1;
+  const pid_t parent = ::getpid();
   const auto started = std::chrono::steady_clock::now();
-  const int rc = posix_spawnp(&pid, spec.argv[0].c_str(), &actions, &attr, argv.pointers.data(), envp.pointers.data());
-  GPT_CHECK(rc == 0, "launcher: cannot start '", spec.argv[0], "': ", std::strerror(rc));
+  const pid_t pid = ::fork();
+  GPT_CHECK(pid >= 0, "launcher: cannot fork to start '", spec.argv[0], "': ", std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0);  // own process group: a timeout or Ctrl-C stops the whole tree
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the harness died before the line above
+    ::dup2(log.fd, STDOUT_FILENO);
+    ::dup2(log.fd, STDERR_FILENO);
+    const int null_fd = ::open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+    if (lock.fd >= 0) ::fcntl(lock.fd, F_SETFD, 0);  // inherited by the trainer and what it starts
+    // Default signal dispositions and an empty mask (our SIGINT handler must not be inherited as ignore).
+    for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGHUP}) ::signal(sig, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execvpe(argv.pointers[0], argv.pointers.data(), envp.pointers.data());
+    const int error = errno;
+    [[maybe_unused]] const ssize_t ignored = ::write(status_write.fd, &error, sizeof error);
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also from here, so the group exists before we might signal it
+  if (lock.fd >= 0) {
+    const std::string holder = std::to_string(pid) + "\n";
+    if (::ftruncate(lock.fd, 0) == 0) {
+      [[maybe_unused]] const ssize_t ignored = ::pwrite(lock.fd, holder.data(), holder.size(), 0);
+    }
+  }
+  ::close(status_write.fd);
+  status_write.fd = -1;
+  int child_error = 0;
+  ssize_t n;
+  do {
+    n = ::read(status_read.fd, &child_error, sizeof child_error);
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof child_error)) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    GPT_FAIL("launcher: cannot start '", spec.argv[0], "': ", std::strerror(child_error));
+  }
   return Process(pid, started);
 }
 

@@ -1,8 +1,13 @@
 #pragma once
-// Child processes for training runs: started with posix_spawn in a process group of their own (so a
-// timeout or Ctrl-C can stop the whole tree a launcher script forks), stdout and stderr appended to one
-// log file, extra environment variables on top of ours. The Process object owns the child: destroying
-// it while the child runs kills the group and reaps it, so no run outlives the harness unnoticed.
+// Child processes for training runs: started in a process group of their own (so a timeout or Ctrl-C can
+// stop the whole tree a launcher script forks), stdout and stderr appended to one log file, extra
+// environment variables on top of ours. The Process object owns the child: destroying it while the child
+// runs kills the group and reaps it. The child also gets a parent-death signal (SIGKILL), so a harness
+// killed with SIGKILL takes its trainers with it.
+//
+// A run folder is guarded by a lock file: the launcher takes an exclusive flock on it and hands the open
+// file to the child, so the lock is held for as long as the child or anything it started lives. A second
+// launch into the same folder is refused with RunFolderBusy instead of running beside the first.
 #include <sys/types.h>
 
 #include <chrono>
@@ -12,12 +17,27 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/check.h"
+
 namespace gpt::harness {
 
 struct LaunchSpec {
+  LaunchSpec(std::vector<std::string> argv_, std::filesystem::path log_path_,
+             std::vector<std::pair<std::string, std::string>> environment_ = {}, std::filesystem::path lock_path_ = {},
+             bool truncate_log_ = false)
+      : argv(std::move(argv_)), log_path(std::move(log_path_)), environment(std::move(environment_)),
+        lock_path(std::move(lock_path_)), truncate_log(truncate_log_) {}
   std::vector<std::string> argv;  // argv[0] is looked up in PATH unless it contains a '/'
   std::filesystem::path log_path;
   std::vector<std::pair<std::string, std::string>> environment;  // added or overridden variables
+  std::filesystem::path lock_path;  // empty: no lock
+  bool truncate_log = false;        // start the log afresh (after the lock is taken: never under a live run)
+};
+
+// Another process (a trainer of an earlier, killed harness, or a second harness) holds the run folder's lock.
+class RunFolderBusy : public gpt::Error {
+ public:
+  using gpt::Error::Error;
 };
 
 struct ExitInfo {

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -110,6 +111,7 @@ struct RunBuilder {
   std::optional<StepLine> last;  // the last step line
   std::optional<std::int64_t> first_nonfinite_step;
   bool ends_mid_line = false;
+  std::string diverged_line;  // the trainer's `diverged: <why>` line, if printed
 
   void add(const StepLine& s, size_t line_no) {
     if (log.step_lines == 0) log.first_line = line_no;
@@ -124,23 +126,29 @@ struct RunBuilder {
     last = s;
   }
 
-  ParsedLog finish() {
+  ParsedLog finish(const LogParseOptions& options) {
     if (!last) {
-      log.outcome = LogOutcome::incomplete;
-      log.reason = "no step lines found (expected `step:s/N val_loss:x train_time:Tms ...`)";
+      if (!diverged_line.empty()) {
+        log.outcome = LogOutcome::diverged;
+        log.reason = diverged_line;
+      } else {
+        log.outcome = LogOutcome::incomplete;
+        log.reason = "no step lines found (expected `step:s/N val_loss:x train_time:Tms ...`)";
+      }
       return std::move(log);
     }
-    const StepLine* final = nullptr;
+    log.last_step = last->step;
+    const std::int64_t total = *log.total_steps;
     std::optional<LogValPoint> final_point;
     for (auto it = log.val_points.rbegin(); it != log.val_points.rend(); ++it) {
-      if (it->step == *log.total_steps) {
+      if (it->step == total) {
         final_point = *it;
         break;
       }
     }
-    if (!final_point && last->val_loss) {
-      final = &*last;  // fixed early stop: the run's last step line is a validation
-      final_point = LogValPoint{final->step, *final->val_loss, final->train_time_ms};
+    // The opt-in fixed early stop: the run ends on a validation at exactly the agreed step.
+    if (!final_point && options.early_stop_step && last->val_loss && last->step == *options.early_stop_step) {
+      final_point = LogValPoint{last->step, *last->val_loss, last->train_time_ms};
     }
     log.final_step = final_point ? final_point->step : last->step;
     if (final_point) {
@@ -155,15 +163,25 @@ struct RunBuilder {
       }
       return std::move(log);
     }
-    if (first_nonfinite_step) {
+    if (first_nonfinite_step || !diverged_line.empty()) {
       log.outcome = LogOutcome::diverged;
-      log.reason = "loss became non-finite at step " + std::to_string(*first_nonfinite_step) + " of " +
-                   std::to_string(*log.total_steps);
+      log.reason = !diverged_line.empty() ? diverged_line + " (step " + std::to_string(last->step) + "/" +
+                                                std::to_string(total) + ")"
+                                          : "loss became non-finite at step " + std::to_string(*first_nonfinite_step) +
+                                                " of " + std::to_string(total);
       return std::move(log);
     }
     log.outcome = LogOutcome::incomplete;
-    log.reason = "stopped at step " + std::to_string(last->step) + "/" + std::to_string(*log.total_steps) +
-                 " without a final validation";
+    if (last->val_loss) {
+      char loss[32];
+      std::snprintf(loss, sizeof loss, "%.4f", *last->val_loss);
+      log.reason = "stopped at a validation at step " + std::to_string(last->step) + "/" + std::to_string(total) +
+                   " (val_loss " + loss + "), before the total step count";
+      if (!options.early_stop_step) log.reason += " (a planned early stop must be declared: --early-stop-step)";
+    } else {
+      log.reason = "stopped at step " + std::to_string(last->step) + "/" + std::to_string(total) +
+                   " without a final validation";
+    }
     if (ends_mid_line) log.reason += " (the log ends mid-line)";
     return std::move(log);
   }
@@ -186,7 +204,7 @@ std::optional<std::pair<double, double>> parse_peak_memory_line(std::string_view
   return std::make_pair(*allocated, *reserved);
 }
 
-std::vector<ParsedLog> parse_log(std::string_view text) {
+std::vector<ParsedLog> parse_log(std::string_view text, const LogParseOptions& options) {
   std::vector<ParsedLog> runs;
   RunBuilder current;
   bool separator_after_steps = false;
@@ -217,7 +235,7 @@ std::vector<ParsedLog> parse_log(std::string_view text) {
       const bool new_run = current.last && (separator_after_steps || step->total != current.last->total ||
                                             step->step < current.last->step);
       if (new_run) {
-        runs.push_back(current.finish());
+        runs.push_back(current.finish(options));
         current = RunBuilder{};
         current.ends_mid_line = !terminated;
       }
@@ -225,21 +243,28 @@ std::vector<ParsedLog> parse_log(std::string_view text) {
       current.add(*step, line_no);
       continue;
     }
+    if (terminated && line.starts_with("diverged:")) {
+      std::string why(line);
+      while (!why.empty() && is_space(why.back())) why.pop_back();
+      if (why.size() > 200) why.resize(200);
+      current.diverged_line = why;
+      continue;
+    }
     if (auto memory = parse_peak_memory_line(line)) {  // the closing "MiB" guards against a cut line
       current.log.peak_memory_mib = memory->first;
       current.log.reserved_memory_mib = memory->second;
     }
   }
-  if (current.last || runs.empty()) runs.push_back(current.finish());
+  if (current.last || runs.empty()) runs.push_back(current.finish(options));
   return runs;
 }
 
-std::vector<ParsedLog> parse_log_file(const std::filesystem::path& path) {
+std::vector<ParsedLog> parse_log_file(const std::filesystem::path& path, const LogParseOptions& options) {
   std::ifstream in(path, std::ios::binary);
   GPT_CHECK(in.good(), "cannot read log file '", path.string(), "'");
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  return parse_log(buffer.str());
+  return parse_log(buffer.str(), options);
 }
 
 }  // namespace gpt::harness

@@ -47,6 +47,7 @@ struct ParsedLog {
   std::optional<double> final_val_loss;
   std::optional<double> final_train_time_ms;
   std::optional<std::int64_t> final_step;  // step of the final result, or the last step seen
+  std::optional<std::int64_t> last_step;   // the last step line's step (reports show it)
   std::optional<std::int64_t> total_steps;
   std::vector<LogValPoint> val_points;
   std::optional<double> peak_memory_mib;
@@ -57,12 +58,19 @@ struct ParsedLog {
   std::size_t first_line = 0, last_line = 0;  // 1-based line numbers of the run's first and last step lines
 };
 
+// What counts as a run's final result. By default only a validation at the total step count (N of
+// `step:s/N`): a log cut short after an intermediate validation is incomplete, never a result. A sweep may
+// opt into a fixed early stop: a validation at `early_stop_step` (when the run stops there) is final too.
+struct LogParseOptions {
+  std::optional<std::int64_t> early_stop_step;
+};
+
 // Splits a log into runs (a new run starts where the step count goes backwards, the total changes, or a
 // `=` separator line follows step lines) and parses each. A log without any step line gives one
-// incomplete run whose reason says so.
-std::vector<ParsedLog> parse_log(std::string_view text);
+// incomplete run whose reason says so. A `diverged: ...` line (the trainer's) marks the run diverged.
+std::vector<ParsedLog> parse_log(std::string_view text, const LogParseOptions& options = {});
 
 // parse_log on a file's contents; throws gpt::Error naming the file if it cannot be read.
-std::vector<ParsedLog> parse_log_file(const std::filesystem::path& path);
+std::vector<ParsedLog> parse_log_file(const std::filesystem::path& path, const LogParseOptions& options = {});
 
 }  // namespace gpt::harness

@@ -71,6 +71,7 @@ RunSummary parse_run_summary(const std::string& text, const std::string& source)
   s.seed = r.integer(doc, "seed");
   if (doc.contains("recipe") && doc.at("recipe").is_object()) {
     s.recipe = r.text(doc.at("recipe"), "name");
+    s.recipe_hash = r.text(doc.at("recipe"), "hash");
   } else {
     s.recipe = r.text(doc, "recipe");
   }

@@ -1,6 +1,8 @@
 // Nightly regression decisions: see regression.h.
 #include "harness/nightly/regression.h"
 
+#include <algorithm>
+#include <boost/math/distributions/students_t.hpp>
 #include <cmath>
 #include <iomanip>
 #include <limits>
@@ -14,19 +16,48 @@
 namespace gpt::harness::nightly {
 namespace {
 
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
 double mean_of(const std::vector<double>& x) {
   return std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(x.size());
 }
 
-double mean_of_nights(const std::vector<std::vector<double>>& nights, size_t begin, size_t end) {
-  double total = 0;
-  for (size_t i = begin; i < end; ++i) total += mean_of(nights[i]);
-  return total / static_cast<double>(end - begin);
+double sd_of(const std::vector<double>& x, double mean) {
+  if (x.size() < 2) return 0.0;
+  double squares = 0;
+  for (double v : x) squares += (v - mean) * (v - mean);
+  return std::sqrt(squares / static_cast<double>(x.size() - 1));
+}
+
+// P(T >= t) for Student's t with df degrees of freedom.
+double upper_tail(double t, double df) {
+  if (std::isnan(t)) return 1.0;
+  if (std::isinf(t)) return t > 0 ? 0.0 : 1.0;
+  return boost::math::cdf(boost::math::complement(boost::math::students_t_distribution<double>(df), t));
+}
+
+// The night-to-night standard deviation from the median absolute difference of successive nights (for a
+// normal series, median |x_i − x_{i−1}| = 0.9539·σ): a step in the history moves one difference only, so it
+// does not inflate the noise, and with it the minimum effect, as the plain standard deviation would.
+double robust_sd(const std::vector<double>& x) {
+  if (x.size() < 3) return sd_of(x, mean_of(x));
+  std::vector<double> diffs;
+  for (size_t i = 1; i < x.size(); ++i) diffs.push_back(std::abs(x[i] - x[i - 1]));
+  std::nth_element(diffs.begin(), diffs.begin() + static_cast<std::ptrdiff_t>(diffs.size() / 2), diffs.end());
+  return diffs[diffs.size() / 2] / 0.9539;
 }
 
 }  // namespace
 
-std::vector<BenchmarkSample> parse_google_benchmark_json(std::string_view json_text, std::string_view source) {
+double to_nanoseconds(double value, std::string_view unit, std::string_view source) {
+  if (unit == "ns") return value;
+  if (unit == "us") return value * 1e3;
+  if (unit == "ms") return value * 1e6;
+  if (unit == "s") return value * 1e9;
+  GPT_FAIL(source, ": unknown time_unit '", unit, "' (expected ns, us, ms or s)");
+}
+
+BenchmarkRun parse_google_benchmark_run(std::string_view json_text, std::string_view source) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(json_text);
@@ -35,108 +66,152 @@ std::vector<BenchmarkSample> parse_google_benchmark_json(std::string_view json_t
   }
   GPT_CHECK(doc.is_object() && doc.contains("benchmarks") && doc["benchmarks"].is_array(), source,
             ": expected an object with a \"benchmarks\" array (run with --benchmark_format=json)");
-  std::vector<BenchmarkSample> samples;
-  // Field types are checked before every get<>(): a wrong type is a message naming the entry, never a bare
-  // nlohmann exception (found by tests/fuzz/benchmark_json_fuzz).
-  const auto text_field = [&](const nlohmann::json& b, const char* key, const std::string& fallback, size_t index) {
-    if (!b.contains(key)) return fallback;
-    GPT_CHECK(b[key].is_string(), source, ": benchmark entry ", index, ": \"", key, "\" must be a string");
-    return b[key].get<std::string>();
-  };
-  const auto& entries = doc["benchmarks"];
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const auto& b = entries[i];
-    GPT_CHECK(b.is_object(), source, ": benchmark entry ", i, " must be an object");
-    if (text_field(b, "run_type", "iteration", i) != "iteration") continue;  // aggregates: recomputed here
-    if (b.contains("error_occurred")) {
-      GPT_CHECK(b["error_occurred"].is_boolean(), source, ": benchmark entry ", i,
-                ": \"error_occurred\" must be true or false");
-      if (b["error_occurred"].get<bool>()) continue;
-    }
-    GPT_CHECK(b.contains("name") && b.contains("real_time") && b["real_time"].is_number(), source,
-              ": benchmark entry needs \"name\" and numeric \"real_time\"");
-    BenchmarkSample s;
-    s.name = text_field(b, "run_name", text_field(b, "name", "", i), i);
-    s.real_time = b["real_time"].get<double>();
-    s.time_unit = text_field(b, "time_unit", "ns", i);
-    samples.push_back(std::move(s));
+  BenchmarkRun run;
+  if (doc.contains("context") && doc["context"].is_object()) {
+    const auto& c = doc["context"];
+    auto text = [&](const char* key) { return c.contains(key) && c[key].is_string() ? c[key].get<std::string>() : ""; };
+    run.context = BenchmarkContext{text("date"), text("host_name"), text("git_commit"), text("executable")};
   }
-  return samples;
+  for (const auto& b : doc["benchmarks"]) {
+    GPT_CHECK(b.is_object(), source, ": each entry of \"benchmarks\" must be an object");
+    const auto run_type = b.contains("run_type") && b["run_type"].is_string() ? b["run_type"].get<std::string>()
+                                                                               : std::string("iteration");
+    if (run_type != "iteration") continue;  // aggregates: recomputed here
+    if (b.contains("error_occurred") && b["error_occurred"].is_boolean() && b["error_occurred"].get<bool>()) continue;
+    GPT_CHECK(b.contains("name") && b["name"].is_string() && b.contains("real_time") && b["real_time"].is_number(),
+              source, ": benchmark entry needs a string \"name\" and a numeric \"real_time\"");
+    BenchmarkSample s;
+    s.name = b.contains("run_name") && b["run_name"].is_string() ? b["run_name"].get<std::string>()
+                                                                 : b["name"].get<std::string>();
+    s.real_time = b["real_time"].get<double>();
+    s.time_unit = b.contains("time_unit") && b["time_unit"].is_string() ? b["time_unit"].get<std::string>() : "ns";
+    to_nanoseconds(1.0, s.time_unit, source);  // rejects an unknown unit here, naming the file
+    GPT_CHECK(std::isfinite(s.real_time) && s.real_time >= 0, source, ": benchmark '", s.name,
+              "' has real_time ", s.real_time, " (expected a finite time >= 0)");
+    run.samples.push_back(std::move(s));
+  }
+  return run;
+}
+
+std::vector<BenchmarkSample> parse_google_benchmark_json(std::string_view json_text, std::string_view source) {
+  return parse_google_benchmark_run(json_text, source).samples;
 }
 
 std::vector<RegressionFinding> detect_regressions(const std::vector<BenchmarkHistory>& histories,
-                                                  const RegressionOptions& options) {
+                                                  const RegressionOptions& o) {
+  GPT_CHECK(o.fdr > 0 && o.fdr < 1, "nightly: --fdr must be in (0, 1), got ", o.fdr);
+  GPT_CHECK(o.min_history >= 2, "nightly: the new-night test needs at least 2 nights of history");
   std::vector<RegressionFinding> findings;
-  std::vector<double> welch_p;  // one per finding, 1.0 when the test is not possible
+  std::vector<double> p_values;                      // every test of the night, both kinds
+  enum class Test { new_night, two_nights, change_point };
+  std::vector<std::pair<size_t, Test>> p_owner;      // (finding, which test)
   for (const BenchmarkHistory& h : histories) {
     GPT_CHECK(!h.nights.empty(), "nightly: benchmark '", h.name, "' has an empty history");
+    std::vector<double> means;
     for (const auto& night : h.nights) {
       GPT_CHECK(!night.empty(), "nightly: benchmark '", h.name, "' has a night without values");
+      means.push_back(mean_of(night));
     }
+    const size_t first = means.size() > o.window ? means.size() - o.window : 0;
+    const std::vector<double> window(means.begin() + static_cast<std::ptrdiff_t>(first), means.end());
     RegressionFinding f;
     f.name = h.name;
-    f.nights = h.nights.size();
-    f.latest_mean = mean_of(h.nights.back());
-    f.previous_mean = std::numeric_limits<double>::quiet_NaN();
-    if (h.nights.size() >= 2) {
-      const auto& latest = h.nights.back();
-      const auto& previous = h.nights[h.nights.size() - 2];
-      f.previous_mean = mean_of(previous);
-      if (latest.size() >= 2 && previous.size() >= 2) f.welch_p = stats::welch_t_test(latest, previous).p_value;
+    f.nights = means.size();
+    f.latest_mean = window.back();
+    f.baseline_mean = f.noise_cv = f.relative = f.two_night_relative = kNaN;
+    f.min_effect = o.min_relative_change;
+    const std::vector<double> history(window.begin(), window.end() - 1);
+    if (!history.empty()) {
+      f.baseline_mean = mean_of(history);
+      f.relative = (f.latest_mean - f.baseline_mean) / std::abs(f.baseline_mean);
     }
-    // E-divisive runs on the nightly means: one point per night keeps repetition noise out of the
-    // permutation test, as Hunter does with one value per test run.
-    std::vector<double> series;
-    for (const auto& night : h.nights) series.push_back(mean_of(night));
-    if (series.size() >= 2 * options.min_size) {
-      for (const auto& cp : stats::e_divisive(series, options.alpha, options.permutations, options.seed,
-                                              options.min_size)) {
-        f.change_points.push_back(cp.index);
+    if (history.size() >= o.min_history) {
+      const double sd = sd_of(history, f.baseline_mean);
+      f.noise_cv = robust_sd(history) / std::abs(f.baseline_mean);
+      f.min_effect = std::max(o.min_relative_change, o.noise_factor * f.noise_cv);
+      // A perfectly flat history (a counter, a cached figure) gets a tiny floor instead of a zero scale.
+      const double floor = 1e-9 * std::abs(f.baseline_mean);
+      const double scale = std::max(sd, floor) * std::sqrt(1.0 + 1.0 / static_cast<double>(history.size()));
+      f.new_night_p = upper_tail((f.latest_mean - f.baseline_mean) / scale, static_cast<double>(history.size() - 1));
+      p_values.push_back(f.new_night_p);
+      p_owner.emplace_back(findings.size(), Test::new_night);
+    } else {
+      f.note = std::to_string(history.size()) + " night(s) of history; the test needs " +
+               std::to_string(o.min_history);
+    }
+    // The two newest nights against the nights before them: a step is confirmed on its second night even when
+    // its first night, now in the history, widens the spread of the one-night test.
+    if (window.size() >= o.min_history + 2) {
+      const std::vector<double> earlier(window.begin(), window.end() - 2);
+      const double m = mean_of(earlier);
+      const double sd = std::max(sd_of(earlier, m), 1e-9 * std::abs(m));
+      const double recent = (window[window.size() - 1] + window[window.size() - 2]) / 2;
+      f.two_night_relative = (recent - m) / std::abs(m);
+      f.two_night_p = upper_tail((recent - m) / (sd * std::sqrt(0.5 + 1.0 / static_cast<double>(earlier.size()))),
+                                 static_cast<double>(earlier.size() - 1));
+      p_values.push_back(f.two_night_p);
+      p_owner.emplace_back(findings.size(), Test::two_nights);
+    }
+    if (window.size() >= 2 * o.min_size) {
+      for (const auto& cp : stats::e_divisive(window, o.alpha, o.permutations, o.seed, o.min_size)) {
+        f.change_points.push_back(first + cp.index);
       }
     }
-    if (!f.change_points.empty()) {
+    if (!f.change_points.empty() && f.change_points.back() + o.recent_nights >= means.size()) {
       const size_t last = f.change_points.back();
-      const size_t before_begin = f.change_points.size() >= 2 ? f.change_points[f.change_points.size() - 2] : 0;
-      const double before = mean_of_nights(h.nights, before_begin, last);
-      const double after = mean_of_nights(h.nights, last, h.nights.size());
-      f.change_relative = (after - before) / std::abs(before);
-      f.change_point_regression = last + options.recent_nights >= h.nights.size() &&
-                                  f.change_relative >= options.min_relative_change;
+      const size_t before_begin = f.change_points.size() >= 2 ? std::max(first, f.change_points[f.change_points.size() - 2]) : first;
+      const std::vector<double> before(means.begin() + static_cast<std::ptrdiff_t>(before_begin),
+                                       means.begin() + static_cast<std::ptrdiff_t>(last));
+      const std::vector<double> after(means.begin() + static_cast<std::ptrdiff_t>(last), means.end());
+      const double before_mean = mean_of(before);
+      f.change_relative = (mean_of(after) - before_mean) / std::abs(before_mean);
+      if (before.size() >= 2 && after.size() >= 2) {
+        const auto welch = stats::welch_t_test(after, before);  // two-sided; halve toward "slower"
+        f.change_p = welch.t > 0 ? welch.p_value / 2 : 1.0 - welch.p_value / 2;
+        if (std::isnan(f.change_p)) f.change_p = 1.0;
+        p_values.push_back(f.change_p);
+        p_owner.emplace_back(findings.size(), Test::change_point);
+      }
     }
-    welch_p.push_back(f.welch_p);
     findings.push_back(std::move(f));
   }
-  const std::vector<bool> rejected = stats::benjamini_hochberg(welch_p, options.fdr);
-  for (size_t i = 0; i < findings.size(); ++i) {
-    RegressionFinding& f = findings[i];
-    const bool slower = f.previous_mean == f.previous_mean &&  // not NaN
-                        (f.latest_mean - f.previous_mean) / std::abs(f.previous_mean) >= options.min_relative_change;
-    f.welch_regression = rejected[i] && slower;
+  if (p_values.empty()) return findings;
+  const std::vector<bool> rejected = stats::benjamini_hochberg(p_values, o.fdr);
+  for (size_t i = 0; i < p_values.size(); ++i) {
+    if (!rejected[i]) continue;
+    RegressionFinding& f = findings[p_owner[i].first];
+    switch (p_owner[i].second) {
+      case Test::change_point: f.change_point_regression = f.change_relative >= f.min_effect; break;
+      case Test::two_nights: f.new_night_regression |= f.two_night_relative >= f.min_effect; break;
+      case Test::new_night: f.new_night_regression |= f.relative >= f.min_effect; break;
+    }
   }
   return findings;
 }
 
 std::string format_findings(const std::vector<RegressionFinding>& findings) {
   std::ostringstream os;
-  os.setf(std::ios::fixed);
   size_t regressions = 0;
+  char line[512];
   for (const RegressionFinding& f : findings) {
-    os << (f.regression() ? "REGRESSION " : "ok         ") << f.name << ": latest " << std::setprecision(4)
-       << f.latest_mean;
-    if (f.previous_mean == f.previous_mean) {
-      os << " vs previous " << f.previous_mean << " (" << std::showpos << std::setprecision(2)
-         << 100.0 * (f.latest_mean - f.previous_mean) / std::abs(f.previous_mean) << "%" << std::noshowpos
-         << ", Welch p=" << std::scientific << std::setprecision(2) << f.welch_p << std::fixed << (f.welch_regression ? ", BH-significant" : "")
-         << ")";
+    if (std::isnan(f.baseline_mean)) {
+      std::snprintf(line, sizeof line, "%s %s: %.6g (first night)", "ok        ", f.name.c_str(), f.latest_mean);
+    } else {
+      std::snprintf(line, sizeof line, "%s %s: %.6g vs %.6g (%+.2f%%, p=%.2g, min effect %.2f%%)",
+                    f.regression() ? "REGRESSION" : "ok        ", f.name.c_str(), f.latest_mean, f.baseline_mean,
+                    100 * f.relative, f.new_night_p, 100 * f.min_effect);
     }
+    os << line;
     if (!f.change_points.empty()) {
-      os << "; change point at night " << f.change_points.back() << " (" << std::showpos << std::setprecision(2)
-         << 100.0 * f.change_relative << "%" << std::noshowpos << ")";
+      std::snprintf(line, sizeof line, "; change point at night %zu (%+.2f%%, p=%.2g)", f.change_points.back(),
+                    100 * f.change_relative, f.change_p);
+      os << line;
     }
-    os << " over " << f.nights << " nights\n";
+    if (!f.note.empty()) os << "; " << f.note;
+    os << " over " << f.nights << " night(s)\n";
     regressions += f.regression() ? 1 : 0;
   }
-  os << regressions << " regression(s) in " << findings.size() << " benchmark(s)\n";
+  os << regressions << " confirmed regression(s) in " << findings.size() << " benchmark(s)\n";
   return os.str();
 }
 

@@ -1,8 +1,20 @@
 #pragma once
-// Nightly regression logic, kept free of I/O so it can be tested on synthetic histories:
-// Google Benchmark JSON parsing and the per-benchmark decision (E-divisive over the stored history
-// plus latest-vs-previous Welch with Benjamini–Hochberg across benchmarks).
+// Nightly regression logic, kept free of I/O so it can be calibrated on synthetic histories: Google
+// Benchmark JSON parsing (units normalised to nanoseconds) and the decision over all benchmarks of a night.
+//
+// Per benchmark (values: larger is worse), on the night means of its stored history:
+//  - new-night test: is the newest night above its history? A one-sided t-test for one new observation
+//    against the previous `window` nights (prediction interval: t = (x − m) / (s·√(1 + 1/n)), df n − 1), so
+//    the night-to-night noise of that benchmark sets the scale; the same for the mean of the two newest
+//    nights against the nights before them (a step is confirmed on its second night at the latest);
+//  - change points: E-divisive over the window; a recent change point to slower values is tested with
+//    Welch's t (one-sided) between the night means before and after it.
+// Every p-value of the night, of both kinds and all benchmarks, goes through ONE Benjamini–Hochberg
+// procedure at `fdr`. A regression is confirmed when its test is rejected AND its relative slowdown is at
+// least the benchmark's minimum effect: max(min_relative_change, noise_factor × the history's night-to-night
+// coefficient of variation, estimated from the median successive difference so a step does not inflate it).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,36 +28,65 @@ struct BenchmarkSample {
   double real_time = 0;
   std::string time_unit;  // "ns", "us", "ms", "s"
 };
-// `source` names the input in error messages.
-std::vector<BenchmarkSample> parse_google_benchmark_json(std::string_view json_text, std::string_view source);
 
-// A benchmark's stored history: one entry per nightly, oldest first, each holding that night's
-// repetitions. Larger values are worse (times).
+// The `context` block of a Google Benchmark JSON file: when, where and (a key the project adds) at which commit.
+struct BenchmarkContext {
+  std::string date;        // as written, e.g. "2026-12-05T02:00:11+00:00"
+  std::string host_name;
+  std::string git_commit;  // empty when absent
+  std::string executable;
+};
+
+struct BenchmarkRun {
+  BenchmarkContext context;
+  std::vector<BenchmarkSample> samples;
+};
+
+// `source` names the input in error messages. Throws gpt::Error for text that is not Google Benchmark JSON
+// (no "benchmarks" array) or an entry without a name, a numeric real_time or a known time unit.
+std::vector<BenchmarkSample> parse_google_benchmark_json(std::string_view json_text, std::string_view source);
+BenchmarkRun parse_google_benchmark_run(std::string_view json_text, std::string_view source);
+
+// `value` in `unit` ("ns", "us", "ms", "s") as nanoseconds; throws for another unit.
+double to_nanoseconds(double value, std::string_view unit, std::string_view source = "benchmark");
+
+// A benchmark's stored history: one entry per night, oldest first, each holding that night's repetitions.
 struct BenchmarkHistory {
   std::string name;
   std::vector<std::vector<double>> nights;
 };
 
 struct RegressionOptions {
-  double alpha = 0.05;          // E-divisive permutation significance
+  double fdr = 0.002;                 // Benjamini–Hochberg q over every p-value of the night
+  double min_relative_change = 0.02;  // floor of every benchmark's minimum effect
+  double noise_factor = 3.0;          // minimum effect >= noise_factor × night-to-night CV
+  size_t min_history = 5;             // nights before the newest needed for the new-night test
+  size_t window = 30;                 // nights of history used (the newest included)
+  double alpha = 0.05;                // E-divisive permutation significance
   size_t permutations = 199;
   uint64_t seed = 1;
-  size_t min_size = 3;          // nightlies per E-divisive segment
-  size_t recent_nights = 5;     // a change point this close to the newest night is "new"
-  double fdr = 0.05;            // Benjamini–Hochberg q across benchmarks (latest vs previous)
-  double min_relative_change = 0.01;  // ignore statistically significant but tiny shifts
+  size_t min_size = 3;       // nights per E-divisive segment
+  size_t recent_nights = 3;  // a change point this close to the newest night is tested
 };
 
 struct RegressionFinding {
   std::string name;
   size_t nights = 0;
-  double latest_mean = 0, previous_mean = 0;  // NaN when there is no previous night
-  double welch_p = 1.0;                        // latest vs previous, two-sided; 1 when not testable
-  bool welch_regression = false;               // BH-rejected and slower by >= min_relative_change
-  bool change_point_regression = false;        // a recent E-divisive change point to slower values
-  std::vector<size_t> change_points;           // night indices where a new segment starts
-  double change_relative = 0;                  // (after − before)/before at the most recent change point
-  bool regression() const { return welch_regression || change_point_regression; }
+  double latest_mean = 0;
+  double baseline_mean = 0;   // mean of the history nights (NaN when there are none)
+  double noise_cv = 0;        // night-to-night coefficient of variation of the history (NaN when unknown)
+  double min_effect = 0;      // the smallest relative slowdown this benchmark may flag
+  double relative = 0;        // (latest − baseline) / baseline
+  double new_night_p = 1.0;   // one-sided; 1 when not testable
+  double two_night_relative = 0;  // the two newest nights' mean against the nights before them
+  double two_night_p = 1.0;       // one-sided; 1 when not testable
+  std::vector<size_t> change_points;  // night indices (of the whole history) where a segment starts
+  double change_relative = 0;         // (after − before) / before at the most recent change point
+  double change_p = 1.0;              // one-sided Welch p at that change point; 1 when none is recent
+  bool new_night_regression = false;
+  bool change_point_regression = false;
+  std::string note;  // why a test was not possible (too little history)
+  bool regression() const { return new_night_regression || change_point_regression; }
 };
 
 std::vector<RegressionFinding> detect_regressions(const std::vector<BenchmarkHistory>& histories,

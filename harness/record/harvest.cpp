@@ -12,26 +12,13 @@ namespace gpt::harness {
 namespace {
 
 void fill_from_log(RunRecord& r, const ParsedLog& log) {
-  r.final_val_loss = log.final_val_loss;
+  r.final_val_loss = log.outcome == LogOutcome::incomplete ? std::nullopt : log.final_val_loss;
   r.train_time_ms = log.final_train_time_ms;
   r.steps = log.final_step;
   r.total_steps = log.total_steps;
   r.peak_memory_mib = log.peak_memory_mib;
   r.val_points.clear();
   for (const auto& p : log.val_points) r.val_points.push_back({p.step, p.val_loss, p.train_time_ms});
-}
-
-// The summary is authoritative for what it contains; the log fills the rest.
-void fill_from_summary(RunRecord& r, const RunSummary& s) {
-  if (s.final_val_loss) r.final_val_loss = s.final_val_loss;
-  if (s.train_time_ms) r.train_time_ms = s.train_time_ms;
-  if (s.steps) r.steps = s.steps;
-  if (s.total_steps) r.total_steps = s.total_steps;
-  if (s.tokens) r.tokens = s.tokens;
-  if (s.peak_memory_mib) r.peak_memory_mib = s.peak_memory_mib;
-  if (r.val_points.empty()) {
-    for (const auto& p : s.val_history) r.val_points.push_back({p.step, p.val_loss, p.train_time_ms});
-  }
 }
 
 std::string with_last_line(std::string reason, const std::filesystem::path& log) {
@@ -58,6 +45,26 @@ std::string last_output_line(const std::filesystem::path& path, std::size_t max_
   return line;
 }
 
+void apply_run_summary(RunRecord& r, const RunSummary& s, std::optional<std::int64_t> early_stop_step) {
+  // A summary's final loss counts only at the end of the run: a trainer cut short may still have written one.
+  const bool at_end = s.steps && s.total_steps && (*s.steps == *s.total_steps || early_stop_step == *s.steps);
+  if (s.final_val_loss && (at_end || !std::isfinite(*s.final_val_loss))) r.final_val_loss = s.final_val_loss;
+  if (s.train_time_ms) r.train_time_ms = s.train_time_ms;
+  if (s.steps) r.steps = s.steps;
+  if (s.total_steps) r.total_steps = s.total_steps;
+  if (s.tokens) r.tokens = s.tokens;
+  if (s.peak_memory_mib) r.peak_memory_mib = s.peak_memory_mib;
+  if (r.val_points.empty()) {
+    for (const auto& p : s.val_history) r.val_points.push_back({p.step, p.val_loss, p.train_time_ms});
+  }
+  if (s.environment) r.environment = s.environment;
+  if (!s.recipe.empty()) r.params["recipe"] = s.recipe;
+  if (!s.recipe_hash.empty()) r.params["recipe_hash"] = s.recipe_hash;
+  if (s.world_size) r.params["world_size"] = std::to_string(*s.world_size);
+  if (!s.backend.empty()) r.params["backend"] = s.backend;
+  if (s.environment && !s.environment->git_commit.empty()) r.params["trainer_commit"] = s.environment->git_commit;
+}
+
 RunRecord record_from_log(const ParsedLog& log, const std::filesystem::path& log_path) {
   RunRecord r;
   r.log_path = log_path.string();
@@ -82,24 +89,30 @@ RunRecord harvest_run(const RunPlan& plan, const ExitInfo& exit, RunEnd end, std
 
   // The console log is what we captured; the trainer's own OUT/ID.txt is the fallback for foreign
   // launchers that write the log only to a file.
+  const LogParseOptions parse_options{plan.early_stop_step};
   std::vector<ParsedLog> runs;
   try {
-    runs = parse_log_file(plan.log_path);
+    runs = parse_log_file(plan.log_path, parse_options);
   } catch (const gpt::Error&) {
     runs = parse_log("");
   }
   ParsedLog log = runs.back();
   const auto own_log = plan.out_dir / (plan.run_id + ".txt");
   if (log.step_lines == 0 && std::filesystem::exists(own_log)) {
-    log = parse_log_file(own_log).back();
+    log = parse_log_file(own_log, parse_options).back();
   }
   fill_from_log(r, log);
 
   std::string summary_problem;
+  bool summary_complete = false;  // the summary holds a finite final loss at the end of the run
   const auto summary_path = plan.out_dir / (plan.run_id + ".json");
   if (std::filesystem::exists(summary_path)) {
     try {
-      fill_from_summary(r, read_run_summary(summary_path));
+      const RunSummary summary = read_run_summary(summary_path);
+      apply_run_summary(r, summary, plan.early_stop_step);
+      summary_complete = summary.final_val_loss && std::isfinite(*summary.final_val_loss) && summary.steps &&
+                         summary.total_steps &&
+                         (*summary.steps == *summary.total_steps || plan.early_stop_step == *summary.steps);
     } catch (const gpt::Error& e) {
       summary_problem = std::string("; ignored the run summary: ") + e.what();
     }
@@ -126,7 +139,7 @@ RunRecord harvest_run(const RunPlan& plan, const ExitInfo& exit, RunEnd end, std
   } else if (exit.exit_code != 0) {
     r.status = RunStatus::failed;
     r.reason = with_last_line("trainer failed (" + exit.describe() + ")", plan.log_path);
-  } else if (log.outcome == LogOutcome::complete || finite_result) {
+  } else if ((log.outcome == LogOutcome::complete || summary_complete) && finite_result) {
     r.status = RunStatus::ok;
   } else {
     r.status = RunStatus::incomplete;

@@ -21,17 +21,27 @@ struct RunPlan {
   std::filesystem::path out_dir;   // passed to the trainer as --out / {out}
   std::filesystem::path log_path;  // console output (stdout + stderr) of the child
   std::vector<std::string> argv;
+  // The sweep's opt-in early-stop rule: a run ending on a validation at this step is complete.
+  std::optional<std::int64_t> early_stop_step;
 };
 
 enum class RunEnd { exited, timed_out, interrupted };
 
-// Builds the record of a finished run. Exit 0 with a complete log is ok; exit 3 (or a nan/inf final loss)
-// is diverged; a signal or another exit code is failed; exit 0 without a final result is incomplete.
-// The reason names what went wrong and quotes the last line of output.
+// Builds the record of a finished run. Exit 0 with a final validation at the total step count (or at the
+// sweep's declared early-stop step) is ok; exit 3 (or a nan/inf final loss) is diverged; a signal or
+// another exit code is failed; exit 0 without a final result is incomplete. The reason names what went
+// wrong and quotes the last line of output. The trainer's OUT/ID.json adds provenance: its environment
+// (commit, GPU) and the run params recipe_hash, world_size, backend.
 RunRecord harvest_run(const RunPlan& plan, const ExitInfo& exit, RunEnd end, std::optional<double> timeout_s = {});
 
 // A run read from an existing log file (import): status from the parsed log alone.
 RunRecord record_from_log(const ParsedLog& log, const std::filesystem::path& log_path);
+
+// Adds what an OUT/ID.json summary says to `run`: values it holds replace the log's, the trainer's
+// environment and the params recipe_hash, world_size, backend are kept as provenance. A final val loss
+// counts only when the summary's steps reach its total_steps (or `early_stop_step`).
+void apply_run_summary(RunRecord& run, const struct RunSummary& summary,
+                       std::optional<std::int64_t> early_stop_step = std::nullopt);
 
 // The last non-empty line of a file (at most `max_chars`), for error messages.
 std::string last_output_line(const std::filesystem::path& path, std::size_t max_chars = 160);

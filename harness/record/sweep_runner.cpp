@@ -180,14 +180,28 @@ SweepRunResult run_sweep(Store& store, std::int64_t sweep_id, const std::vector<
   Progress progress(options, static_cast<int>(plans.size()), parallel);
   std::optional<double> latest_loss;
 
+  // Spool first, then insert: a locked database or a killed harness cannot lose a finished run.
+  auto keep = [&](const RunPlan& plan, const RunRecord& record) {
+    const auto spool = plan.out_dir / kSpoolFileName;
+    write_spool(spool, record);
+    if (add_run_with_retry(store, record, options.insert_retry)) {
+      std::filesystem::remove(spool);
+    } else {
+      ++result.spooled;
+      if (options.progress) {
+        *options.progress << "database still locked: run " << record.run_id << " kept in '" << spool.string()
+                          << "'; the next harness command stores it\n";
+      }
+    }
+    ++result.finished;
+    progress.finished(record, result.finished);
+  };
   auto store_run = [&](Slot& slot, const ExitInfo& exit, RunEnd end) {
     RunRecord record = harvest_run(*slot.plan, exit, end, options.timeout_s);
     record.sweep_id = sweep_id;
-    record.environment_id = options.environment_id;
-    store.add_run(record, /*replace=*/true);
-    ++result.finished;
-    progress.finished(record, result.finished);
+    if (!record.environment) record.environment_id = options.environment_id;
     slot.process.reset();
+    keep(*slot.plan, record);
     slot.plan = nullptr;
   };
 
@@ -199,7 +213,8 @@ SweepRunResult run_sweep(Store& store, std::int64_t sweep_id, const std::vector<
       if (slot.plan != nullptr || queue.empty()) continue;
       slot.plan = queue.front();
       queue.pop_front();
-      LaunchSpec spec{slot.plan->argv, slot.plan->log_path, {}};
+      // A re-run seed (killed earlier) starts a fresh log, once its folder's lock shows nothing runs there.
+      LaunchSpec spec{slot.plan->argv, slot.plan->log_path, {}, slot.plan->out_dir / "run.lock", true};
       spec.environment.emplace_back("SPEEDRUN_SEED", std::to_string(slot.plan->seed));
       spec.environment.emplace_back("SPEEDRUN_RUN_ID", slot.plan->run_id);
       spec.environment.emplace_back("SPEEDRUN_OUT", slot.plan->out_dir.string());
@@ -208,6 +223,11 @@ SweepRunResult run_sweep(Store& store, std::int64_t sweep_id, const std::vector<
       try {
         slot.process.emplace(Process::start(spec));
         slot.tail.emplace(slot.plan->log_path);
+      } catch (const RunFolderBusy& e) {
+        // A trainer from an earlier (killed) harness still works in this folder: leave it and its seed alone.
+        ++result.busy;
+        if (options.progress) *options.progress << "seed " << slot.plan->seed << " not started: " << e.what() << "\n";
+        slot.plan = nullptr;
       } catch (const gpt::Error& e) {
         // A program that cannot start is a failed run with the reason, not the end of the sweep.
         RunRecord record;
@@ -219,9 +239,7 @@ SweepRunResult run_sweep(Store& store, std::int64_t sweep_id, const std::vector<
         record.reason = e.what();
         record.log_path = slot.plan->log_path.string();
         record.environment_id = options.environment_id;
-        store.add_run(record, true);
-        ++result.finished;
-        progress.finished(record, result.finished);
+        keep(*slot.plan, record);
         slot.plan = nullptr;
       }
     }

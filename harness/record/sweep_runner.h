@@ -1,7 +1,9 @@
 #pragma once
 // Runs the planned runs of a sweep, up to `parallel` at a time, and stores each one the moment it ends:
-// an interrupted or killed harness loses nothing that finished. SIGINT/SIGTERM stop the sweep: the runs in
-// flight are killed (their process groups) and stored with status `killed`, which --resume re-runs.
+// an interrupted or killed harness loses nothing that finished. Each finished run is spooled to its run
+// folder before the insert, which retries with backoff; a run the database never took stays spooled for the
+// next command. SIGINT/SIGTERM stop the sweep: the runs in flight are killed (their process groups) and
+// stored with status `killed`, which --resume re-runs. Each run folder is locked while its trainer lives.
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "harness/record/harvest.h"
+#include "harness/record/spool.h"
 #include "harness/store/store.h"
 
 namespace gpt::harness {
@@ -23,10 +26,13 @@ struct SweepRunOptions {
   std::ostream* progress = nullptr;  // live progress (a bar when `progress_is_tty`), none if null
   bool progress_is_tty = false;
   std::chrono::milliseconds poll_interval{20};
+  InsertRetry insert_retry;  // how long a finished run waits for a locked database before staying spooled
 };
 
 struct SweepRunResult {
-  int finished = 0;  // runs stored by this call
+  int finished = 0;  // runs ended by this call (stored or spooled)
+  int spooled = 0;   // of those, runs left in their spool file because the database stayed locked
+  int busy = 0;      // runs not started: their folder is locked by a live process (see RunFolderBusy)
   bool interrupted = false;
 };
 

@@ -38,6 +38,12 @@ nlohmann::json summary_json(const std::optional<stats::Summary>& s) {
 
 std::string seed_text(const RunRecord& r) { return r.seed ? std::to_string(*r.seed) : "-"; }
 
+// "2250/2315": the step a run reached (its final result's step, or the last step it printed).
+std::string step_text(const RunRecord& r) {
+  if (!r.steps) return "-";
+  return std::to_string(*r.steps) + (r.total_steps ? "/" + std::to_string(*r.total_steps) : "");
+}
+
 void judge(ArmReport& arm, const ReportOptions& o) {
   std::vector<double> losses, times;
   for (const auto& r : arm.ok) {
@@ -46,6 +52,16 @@ void judge(ArmReport& arm, const ReportOptions& o) {
   }
   if (!losses.empty()) arm.loss = stats::summarize(losses);
   if (!times.empty()) arm.time_ms = stats::summarize(times);
+  // Finite losses can still overflow the mean or the variance (a val_loss of 1e308): then there is no test
+  // to run, which is a FAIL of the check, not an error of the command.
+  const bool finite_stats = arm.loss && std::isfinite(arm.loss->mean) && std::isfinite(arm.loss->std);
+  if (losses.size() >= 2 && !finite_stats) {
+    arm.pass = false;
+    arm.verdict = "FAIL: the mean or spread of the final val losses is not finite (mean " + general(arm.loss->mean) +
+                  ", std " + general(arm.loss->std) + "); no test is possible";
+    if (!arm.not_ok.empty()) arm.verdict += " (" + std::to_string(arm.not_ok.size()) + " run(s) not ok, listed below)";
+    return;
+  }
   if (losses.size() >= 2) {
     arm.ttest = stats::one_sample_t_less(losses, o.target);
     arm.upper_bound = stats::upper_confidence_bound(losses, 1.0 - o.alpha);
@@ -129,7 +145,8 @@ std::string render_text(const SweepReport& rep) {
     if (!arm.not_ok.empty()) {
       o << "  runs not ok (excluded from the statistics):\n";
       for (const auto& r : arm.not_ok) {
-        o << "    seed " << seed_text(r) << "  " << to_string(r.status) << "  " << r.run_id << ": " << r.reason << "\n";
+        o << "    seed " << seed_text(r) << "  " << to_string(r.status) << "  step " << step_text(r) << "  " << r.run_id
+          << ": " << r.reason << "\n";
       }
     }
     o << "  " << arm.verdict << "\n";
@@ -148,7 +165,9 @@ nlohmann::json to_json(const SweepReport& rep) {
         runs.push_back({{"id", r.id}, {"run_id", r.run_id}, {"seed", r.seed ? nlohmann::json(*r.seed) : nullptr},
                         {"status", to_string(r.status)}, {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nullptr},
                         {"final_val_loss", opt(r.final_val_loss)}, {"train_time_ms", opt(r.train_time_ms)},
-                        {"steps", r.steps ? nlohmann::json(*r.steps) : nullptr}, {"log_path", r.log_path},
+                        {"steps", r.steps ? nlohmann::json(*r.steps) : nullptr},
+                        {"total_steps", r.total_steps ? nlohmann::json(*r.total_steps) : nullptr},
+                        {"log_path", r.log_path},
                         {"reason", r.reason}});
       }
     }
@@ -195,8 +214,8 @@ std::string render_markdown(const SweepReport& rep, const std::vector<std::strin
     power_heading = true;
     o << "\n" << (rep.arms.size() > 1 ? "**" + arm.arm + "**: " : "") << power_markdown(*arm.power_plan);
   }
-  o << "\n## Runs\n\n| arm | seed | run id | status | final val loss | train time (ms) | reason |\n"
-       "|---|---|---|---|---|---|---|\n";
+  o << "\n## Runs\n\n| arm | seed | run id | status | last step | final val loss | train time (ms) | reason |\n"
+       "|---|---|---|---|---|---|---|---|\n";
   for (const auto& arm : rep.arms) {
     for (const auto* list : {&arm.ok, &arm.not_ok}) {
       for (const auto& r : *list) {
@@ -205,7 +224,8 @@ std::string render_markdown(const SweepReport& rep, const std::vector<std::strin
           if (c == '|' || c == '\n') c = ' ';
         }
         o << "| " << (arm.arm.empty() ? "(all)" : arm.arm) << " | " << seed_text(r) << " | " << r.run_id << " | "
-          << to_string(r.status) << " | " << (r.final_val_loss ? fixed(*r.final_val_loss, 4) : "-") << " | "
+          << to_string(r.status) << " | " << step_text(r) << " | "
+          << (r.final_val_loss ? fixed(*r.final_val_loss, 4) : "-") << " | "
           << (r.train_time_ms ? fixed(*r.train_time_ms, 0) : "-") << " | " << reason << " |\n";
       }
     }

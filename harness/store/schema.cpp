@@ -114,7 +114,7 @@ void migrate(sql::Database& db) {
             ", newer than this harness understands (", latest, "); use a newer harness");
   if (version == latest) return;
   GPT_CHECK(!db.read_only(), "database '", db.path().string(), "' has schema version ", version,
-            " and needs migrating to ", latest, "; open it once with a writing command (e.g. `harness query sweeps`)");
+            " and needs migrating to ", latest, "; a writing command (record, import, nightly) migrates it");
   while (version < latest) {
     sql::Transaction tx(db);
     // Re-read inside the write lock: another process may have migrated meanwhile.

@@ -1,6 +1,8 @@
 #include "harness/store/sqlite.h"
 
+#include <chrono>
 #include <system_error>
+#include <thread>
 
 #include "kernels/check.h"
 
@@ -10,8 +12,9 @@ void Database::fail(int rc, std::string_view context) const {
   const int primary = rc & 0xff;
   const std::string where = "database '" + path_.string() + "'";
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
-    GPT_FAIL(where, " is locked by another process (gave up after ", busy_timeout_ms_, " ms while trying to ",
-             context, "); wait for the other harness to finish or raise --db-timeout");
+    throw BusyError(where + " is locked by another process (gave up after " + std::to_string(busy_timeout_ms_) +
+                    " ms while trying to " + std::string(context) +
+                    "); wait for the other harness to finish or raise --db-timeout");
   }
   if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) {
     GPT_FAIL(where, " is not a valid SQLite database (corrupt, or another kind of file): ", context,
@@ -23,28 +26,77 @@ void Database::fail(int rc, std::string_view context) const {
   GPT_FAIL(where, ": ", context, ": ", db_ ? sqlite3_errmsg(db_.get()) : sqlite3_errstr(rc));
 }
 
+namespace {
+
+// Runs `step` until it stops reporting a busy database, backing off up to the busy timeout. Some statements
+// (changing the journal mode of a brand-new file) fail at once instead of waiting in SQLite's busy handler.
+template <typename Step>
+void retry_while_busy(int busy_timeout_ms, Step step) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms);
+  auto pause = std::chrono::milliseconds(5);
+  while (true) {
+    try {
+      step();
+      return;
+    } catch (const BusyError&) {
+      if (std::chrono::steady_clock::now() >= deadline) throw;
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(200));
+    }
+  }
+}
+
+}  // namespace
+
 Database Database::open(const std::filesystem::path& path, const OpenOptions& options) {
   GPT_CHECK(!path.empty(), "--db: the database path is empty");
   if (options.read_only) {
-    GPT_CHECK(std::filesystem::exists(path), "--db: no database at '", path.string(), "'");
+    GPT_CHECK(std::filesystem::is_regular_file(path), "--db: no database at '", path.string(),
+              "' (reading commands never create one; check the path or run `harness record` first)");
   } else if (path.has_parent_path()) {
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
     GPT_CHECK(!ec, "--db: cannot create folder '", path.parent_path().string(), "': ", ec.message());
   }
-  sqlite3* raw = nullptr;
-  const int flags = (options.read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) |
-                    SQLITE_OPEN_NOMUTEX;
-  const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
-  std::unique_ptr<sqlite3, Closer> handle(raw);
-  Database db(std::move(handle), path, options.read_only, options.busy_timeout_ms);
-  if (rc != SQLITE_OK) db.fail(rc, "open");
-  sqlite3_extended_result_codes(db.handle(), 1);
-  db.check(sqlite3_busy_timeout(db.handle(), options.busy_timeout_ms), "set the busy timeout");
-  // Reading the schema is the first access to the file: this is where a corrupt file shows itself.
-  db.exec("SELECT count(*) FROM sqlite_master");
+  auto connect = [&](bool immutable) {
+    sqlite3* raw = nullptr;
+    const int flags = (options.read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) |
+                      SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI;
+    // A URI keeps odd characters in the path literal ('?' and '#' must be escaped, '%' too).
+    std::string uri = "file:";
+    for (char c : std::filesystem::absolute(path).string()) {
+      if (c == '?' || c == '#' || c == '%') {
+        char hex[4];
+        std::snprintf(hex, sizeof hex, "%%%02X", static_cast<unsigned char>(c));
+        uri += hex;
+      } else {
+        uri += c;
+      }
+    }
+    if (immutable) uri += "?immutable=1";
+    const int rc = sqlite3_open_v2(uri.c_str(), &raw, flags, nullptr);
+    std::unique_ptr<sqlite3, Closer> handle(raw);
+    Database db(std::move(handle), path, options.read_only, options.busy_timeout_ms);
+    if (rc != SQLITE_OK) db.fail(rc, "open");
+    sqlite3_extended_result_codes(db.handle(), 1);
+    db.check(sqlite3_busy_timeout(db.handle(), options.busy_timeout_ms), "set the busy timeout");
+    // Reading the schema is the first access to the file: this is where a corrupt file shows itself.
+    db.exec("SELECT count(*) FROM sqlite_master");
+    return db;
+  };
+  std::optional<Database> opened;
+  try {
+    opened.emplace(connect(false));
+  } catch (const BusyError&) {
+    throw;
+  } catch (const gpt::Error&) {
+    // A read-only WAL database in a folder we may not write (no -shm file can be made): read it as immutable.
+    if (!options.read_only) throw;
+    opened.emplace(connect(true));
+  }
+  Database db = std::move(*opened);
   if (!options.read_only) {
-    db.exec("PRAGMA journal_mode=WAL");
+    retry_while_busy(options.busy_timeout_ms, [&] { db.exec("PRAGMA journal_mode=WAL"); });
     // In WAL mode NORMAL keeps every committed run across a crash or kill of the harness; only an OS crash
     // or power loss may drop the last commits.
     db.exec("PRAGMA synchronous=NORMAL");
@@ -52,7 +104,23 @@ Database Database::open(const std::filesystem::path& path, const OpenOptions& op
     db.exec("PRAGMA query_only=1");
   }
   db.exec("PRAGMA foreign_keys=ON");
+  db.verify_integrity();
   return db;
+}
+
+void Database::verify_integrity() {
+  // quick_check reads every page (not the index/table cross-checks of integrity_check): page-level damage
+  // shows here instead of as garbled rows later or as new writes into a broken file.
+  Statement check = prepare("PRAGMA quick_check(5)");
+  std::string problems;
+  while (check.step()) {
+    const std::string line = check.column_text(0);
+    if (line == "ok") return;
+    problems += (problems.empty() ? "" : "; ") + line;
+  }
+  GPT_FAIL("database '", path_.string(), "' fails its integrity check (PRAGMA quick_check): ", problems,
+           ". Nothing was read or written; restore it from a backup or salvage it with `sqlite3 ",
+           path_.string(), " .recover`");
 }
 
 void Database::exec(std::string_view sql) {
@@ -169,12 +237,19 @@ std::string to_string(const Value& v) {
   return std::get<std::string>(v);
 }
 
-Transaction::Transaction(Database& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
+Transaction::Transaction(Database& db) : db_(db), nested_(sqlite3_get_autocommit(db.handle()) == 0) {
+  db_.exec(nested_ ? "SAVEPOINT nested" : "BEGIN IMMEDIATE");
+}
 Transaction::~Transaction() {
-  if (!done_) sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+  if (done_) return;
+  if (nested_) {
+    sqlite3_exec(db_.handle(), "ROLLBACK TO nested; RELEASE nested", nullptr, nullptr, nullptr);
+  } else {
+    sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+  }
 }
 void Transaction::commit() {
-  db_.exec("COMMIT");
+  db_.exec(nested_ ? "RELEASE nested" : "COMMIT");
   done_ = true;
 }
 

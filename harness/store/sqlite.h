@@ -13,7 +13,15 @@
 #include <variant>
 #include <vector>
 
+#include "kernels/check.h"
+
 namespace gpt::harness::sql {
+
+// The database stayed locked by another process for longer than the busy timeout: worth retrying later.
+class BusyError : public gpt::Error {
+ public:
+  using gpt::Error::Error;
+};
 
 struct OpenOptions {
   bool read_only = false;
@@ -73,10 +81,13 @@ std::string to_string(const Value& v);
 class Database {
  public:
   // Opens (creating it and its folder unless read-only) the database at `path`, sets the busy timeout,
-  // WAL journaling and foreign keys, and verifies that the file really is a SQLite database.
+  // WAL journaling and foreign keys, and verifies that the file really is a SQLite database whose pages pass
+  // `PRAGMA quick_check`. A read-only open never writes: a database in a folder we cannot write is opened
+  // as immutable. Setting WAL mode on a new database is retried while another process holds it.
   static Database open(const std::filesystem::path& path, const OpenOptions& options = {});
 
   void exec(std::string_view sql);  // one or more statements without results
+  void verify_integrity();          // throws unless PRAGMA quick_check says ok
   Statement prepare(std::string_view sql) { return Statement(*this, sql); }
   Table query(std::string_view sql);  // runs one statement and collects all rows
   std::int64_t last_insert_rowid() const;
@@ -107,7 +118,8 @@ class Database {
   int busy_timeout_ms_ = 0;
 };
 
-// BEGIN IMMEDIATE ... COMMIT; rolls back when destroyed uncommitted (an exception unwinding past it).
+// BEGIN IMMEDIATE ... COMMIT; rolls back when destroyed uncommitted (an exception unwinding past it). Inside
+// another transaction it is a savepoint, so a caller can make many writes one atomic unit (an import).
 class Transaction {
  public:
   explicit Transaction(Database& db);
@@ -118,6 +130,7 @@ class Transaction {
 
  private:
   Database& db_;
+  bool nested_ = false;
   bool done_ = false;
 };
 

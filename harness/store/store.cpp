@@ -163,6 +163,28 @@ std::int64_t Store::create_sweep(SweepInfo sweep) {
   return id;
 }
 
+std::int64_t Store::create_sweep_unique(SweepInfo& sweep) {
+  GPT_CHECK(!sweep.name.empty(), "a sweep needs a name");
+  sql::Transaction tx(db_);
+  const std::string base = sweep.name;
+  auto exists = db_.prepare("SELECT 1 FROM sweeps WHERE name = ?");
+  for (int i = 2;; ++i) {
+    exists.reset();
+    exists.bind(1, sweep.name);
+    if (!exists.step()) break;
+    sweep.name = base + "-" + std::to_string(i);
+  }
+  sweep.id = create_sweep(sweep);
+  tx.commit();
+  return sweep.id;
+}
+
+void Store::set_runs_planned(std::int64_t sweep_id, int runs_planned) {
+  auto s = db_.prepare("UPDATE sweeps SET runs_planned = ? WHERE id = ?");
+  s.bind(1, runs_planned).bind(2, sweep_id);
+  s.run();
+}
+
 std::optional<SweepInfo> Store::find_sweep(std::string_view id_or_name) {
   auto by_name = db_.prepare("SELECT " + std::string(kSweepColumns) + " FROM sweeps WHERE name = ?");
   by_name.bind(1, id_or_name);
@@ -199,9 +221,12 @@ std::int64_t Store::add_run(const RunRecord& run, bool replace) {
   s.bind(1, run.sweep_id).bind(2, run.arm).bind(3, run.seed).bind(4, run.run_id).bind(5, to_string(run.status));
   s.bind(6, run.exit_code).bind(7, run.final_val_loss).bind(8, run.train_time_ms).bind(9, run.steps);
   s.bind(10, run.total_steps).bind(11, run.tokens).bind(12, run.peak_memory_mib).bind(13, run.log_path);
-  s.bind(14, run.reason).bind(15, run.wall_time_s).bind(16, run.environment_id);
+  std::optional<std::int64_t> environment_id = run.environment_id;
+  if (run.environment) environment_id = upsert_environment(*run.environment);
+  s.bind(14, run.reason).bind(15, run.wall_time_s).bind(16, environment_id);
   s.run();
   const std::int64_t id = db_.last_insert_rowid();
+  for (const auto& [key, value] : run.params) set_param(OwnerKind::run, id, key, value);
   auto point = db_.prepare("INSERT OR REPLACE INTO val_points (run, step, val_loss, train_time_ms) VALUES (?,?,?,?)");
   for (const ValPoint& p : run.val_points) {
     // SQLite turns NaN into NULL; a non-finite point is left out (the run's status and reason carry it).
@@ -259,18 +284,25 @@ std::int64_t Store::add_benchmark_result(const BenchmarkResult& r) {
 }
 
 std::vector<BenchmarkResult> Store::benchmark_history(std::string_view name) {
-  const std::string text(name);
-  const auto slash = text.find('/');
+  const auto slash = name.find('/');
+  if (slash != std::string_view::npos) {
+    auto in_suite = benchmark_history(name.substr(0, slash), name.substr(slash + 1));
+    if (!in_suite.empty()) return in_suite;
+  }
+  return benchmark_history(std::nullopt, name);
+}
+
+std::vector<BenchmarkResult> Store::benchmark_history(std::optional<std::string_view> suite, std::string_view name) {
   std::string sql =
       "SELECT id, suite, name, run, revision, value, unit, repetitions, recorded_at, environment_id "
       "FROM benchmark_results WHERE ";
-  sql += slash == std::string::npos ? "name = ?" : "suite = ? AND name = ?";
+  sql += suite ? "suite = ? AND name = ?" : "name = ?";
   sql += " ORDER BY recorded_at, id";
   auto s = db_.prepare(sql);
-  if (slash == std::string::npos) {
-    s.bind(1, text);
+  if (suite) {
+    s.bind(1, *suite).bind(2, name);
   } else {
-    s.bind(1, text.substr(0, slash)).bind(2, text.substr(slash + 1));
+    s.bind(1, name);
   }
   std::vector<BenchmarkResult> out;
   while (s.step()) {

@@ -70,6 +70,10 @@ struct RunRecord {
   std::optional<std::int64_t> environment_id;
   std::string finished_at;            // set by the database
   std::vector<ValPoint> val_points;  // filled by add_run / runs(..., with_val_points=true)
+  // Provenance written with the run by add_run (not read back by runs()): the trainer's own environment
+  // (its commit, GPU; replaces environment_id when set) and run params such as recipe_hash, world_size.
+  std::optional<Environment> environment;
+  std::map<std::string, std::string> params;
 };
 
 struct BenchmarkResult {
@@ -98,6 +102,10 @@ class Store {
   std::optional<Environment> environment(std::int64_t id);
 
   std::int64_t create_sweep(SweepInfo sweep);  // fails if the name is taken
+  // Creates the sweep under `sweep.name`, or `name-2`, `name-3`, ... when taken (checked inside the write
+  // lock, so two harnesses started in the same second get different names); sets sweep.id and sweep.name.
+  std::int64_t create_sweep_unique(SweepInfo& sweep);
+  void set_runs_planned(std::int64_t sweep_id, int runs_planned);
   std::optional<SweepInfo> find_sweep(std::string_view id_or_name);
   std::vector<SweepInfo> sweeps();
 
@@ -109,8 +117,11 @@ class Store {
   std::vector<ValPoint> val_points(std::int64_t run_id);
 
   std::int64_t add_benchmark_result(const BenchmarkResult& result);
-  // Oldest first. `name` may be "suite/name" or a bare benchmark name (all suites).
+  // Oldest first. `name` may be "suite/name" (split at the first '/'; benchmark names may hold more) or a
+  // bare benchmark name (all suites); when the split finds nothing, the whole text is tried as a name.
   std::vector<BenchmarkResult> benchmark_history(std::string_view name);
+  // Exact benchmark name, in one suite or (no suite) in all of them.
+  std::vector<BenchmarkResult> benchmark_history(std::optional<std::string_view> suite, std::string_view name);
 
   void set_param(OwnerKind kind, std::int64_t owner, std::string_view key, std::string_view value);
   void set_metric(OwnerKind kind, std::int64_t owner, std::string_view key, double value);

@@ -1,7 +1,6 @@
 // Which attention version runs (kernels/cuda/attention_variants.h): the promoted one unless the environment names
 // another.
 #include <span>
-#include <string>
 
 #include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/kernel_version_env.h"
@@ -17,8 +16,7 @@ template <typename Variant>
 const Variant& chosen(std::span<const Variant> variants, int promoted, const char* env) {
   const int version = kernel_version_from_env(env, promoted + 1, static_cast<int>(variants.size()));
   const Variant& v = variants[static_cast<size_t>(version - 1)];
-  GPT_CHECK(std::string(v.name) == "v" + std::to_string(version), env, ": the version table lists ", v.name,
-            " as v", version);
+  GPT_CHECK(kernel_version_number(v.name) == version, env, ": the version table lists ", v.name, " as v", version);
   return v;
 }
 

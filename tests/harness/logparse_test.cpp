@@ -138,11 +138,13 @@ TEST(ParseLog, LastValAtTotalWinsOverLaterLines) {
   EXPECT_DOUBLE_EQ(*runs[0].final_val_loss, 3.30);
 }
 
-TEST(ParseLog, FixedEarlyStopUsesTheLastValLine) {
-  auto runs = parse_log(
+TEST(ParseLog, FixedEarlyStopIsFinalOnlyWhenDeclared) {
+  const std::string text =
       "step:0/1750 val_loss:10.8 train_time:0ms step_avg:nanms\n"
       "step:1000/1750 train_time:50000ms step_avg:50.00ms\n"
-      "step:1000/1750 val_loss:3.2790 train_time:50010ms step_avg:50.01ms\n");
+      "step:1000/1750 val_loss:3.2790 train_time:50010ms step_avg:50.01ms\n";
+  EXPECT_EQ(parse_log(text).at(0).outcome, LogOutcome::incomplete);
+  auto runs = parse_log(text, LogParseOptions{1000});
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].outcome, LogOutcome::complete);
   EXPECT_DOUBLE_EQ(*runs[0].final_val_loss, 3.2790);
@@ -205,9 +207,47 @@ TEST(ParseLog, SeparatorSplitsRunsThatCrashedAtStepZero) {
       "step:0/10 val_loss:10.8 train_time:0ms step_avg:0ms\n" + std::string(100, '=') +
       "\nstep:0/10 val_loss:10.8 train_time:0ms step_avg:0ms\nstep:10/10 val_loss:3.3 train_time:5ms step_avg:0.5ms\n");
   ASSERT_EQ(runs.size(), 2u);
-  EXPECT_EQ(runs[0].outcome, LogOutcome::complete);  // early stop at step 0 is a val line
-  EXPECT_EQ(*runs[0].final_step, 0);
+  EXPECT_EQ(runs[0].outcome, LogOutcome::incomplete);  // a validation at step 0 is not a final result
+  EXPECT_EQ(*runs[0].last_step, 0);
   EXPECT_DOUBLE_EQ(*runs[1].final_val_loss, 3.3);
+}
+
+// A real log cut after an intermediate validation (issue: it was stored as ok and entered the statistics).
+TEST(ParseLog, CutAtAnIntermediateValidationIsIncomplete) {
+  const std::string text =
+      "step:2125/2315 val_loss:3.3120 train_time:140000ms step_avg:65.9ms\n"
+      "step:2249/2315 train_time:148000ms step_avg:65.8ms\n"
+      "step:2250/2315 val_loss:3.2905 train_time:148100ms step_avg:65.8ms\n";
+  auto runs = parse_log(text);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].outcome, LogOutcome::incomplete);
+  EXPECT_FALSE(runs[0].final_val_loss);
+  EXPECT_EQ(*runs[0].last_step, 2250);
+  EXPECT_NE(runs[0].reason.find("step 2250/2315"), std::string::npos) << runs[0].reason;
+}
+
+TEST(ParseLog, DeclaredEarlyStopStepIsFinal) {
+  const std::string text =
+      "step:2249/2315 train_time:148000ms step_avg:65.8ms\n"
+      "step:2250/2315 val_loss:3.2905 train_time:148100ms step_avg:65.8ms\n";
+  auto accepted = parse_log(text, LogParseOptions{2250});
+  EXPECT_EQ(accepted[0].outcome, LogOutcome::complete);
+  EXPECT_DOUBLE_EQ(*accepted[0].final_val_loss, 3.2905);
+  auto other = parse_log(text, LogParseOptions{2000});  // a different declared stop does not match
+  EXPECT_EQ(other[0].outcome, LogOutcome::incomplete);
+}
+
+// The trainer prints training lines without a loss and ends a diverged run with `diverged: <why>`.
+TEST(ParseLog, TrainerDivergedLineMarksTheRunDiverged) {
+  const std::string text =
+      "step:0/100 val_loss:10.8 train_time:0ms step_avg:0ms\n"
+      "step:37/100 train_time:400ms step_avg:10.8ms\n"
+      "diverged: non-finite training loss at step 37\n"
+      "peak memory allocated: 10 MiB reserved: 20 MiB\n";
+  auto runs = parse_log(text);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].outcome, LogOutcome::diverged);
+  EXPECT_NE(runs[0].reason.find("non-finite training loss at step 37"), std::string::npos) << runs[0].reason;
 }
 
 TEST(ParseLog, ChangedTotalStartsANewRun) {

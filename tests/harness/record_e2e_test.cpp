@@ -12,70 +12,10 @@
 
 #include "harness/launcher/process.h"
 #include "harness/store/store.h"
-#include "tests/harness/temp_dir.h"
+#include "tests/harness/e2e_fixture.h"
 
 namespace gpt::harness {
 namespace {
-
-using testing::TempDir;
-
-const std::string kBin = std::string(SPEEDRUN_BINARY_DIR) + "/bin/";
-
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-class RecordE2E : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_TRUE(std::filesystem::exists(kBin + "harness") && std::filesystem::exists(kBin + "synthetic_trainer"))
-        << "build the `harness` and `synthetic_trainer` targets first (" << kBin << ")";
-  }
-
-  std::vector<std::string> synthetic(std::vector<std::string> extra = {}) const {
-    std::vector<std::string> argv = {kBin + "synthetic_trainer", "--seed", "{seed}", "--run-id", "{run_id}", "--out", "{out}"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    return argv;
-  }
-
-  Process start(std::vector<std::string> args, std::vector<std::pair<std::string, std::string>> env = {}) {
-    std::vector<std::string> argv = {kBin + "harness", "--db", db().string()};  // before any `-- CMD`
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::filesystem::remove(dir / "out.txt");
-    return Process::start(LaunchSpec{argv, dir / "out.txt", std::move(env)});
-  }
-
-  Result harness(std::vector<std::string> args, std::vector<std::pair<std::string, std::string>> env = {}) {
-    Process p = start(std::move(args), std::move(env));
-    const ExitInfo exit = p.wait();
-    return {exit.exited ? exit.exit_code : 128 + exit.signal, read_file(dir / "out.txt")};
-  }
-
-  Result record(int runs, std::vector<std::string> trainer_flags, std::vector<std::string> extra = {},
-                std::vector<std::pair<std::string, std::string>> env = {}) {
-    std::vector<std::string> args = {"record", "--runs", std::to_string(runs), "--name", "sweep"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    args.push_back("--");
-    for (auto& a : synthetic(std::move(trainer_flags))) args.push_back(a);
-    return harness(args, std::move(env));
-  }
-
-  std::vector<RunRecord> runs() {
-    Store store = Store::open(db());
-    return store.runs(store.find_sweep("sweep")->id, true);
-  }
-
-  std::filesystem::path db() const { return dir / "results.db"; }
-  TempDir dir;
-};
 
 TEST_F(RecordE2E, PassingSweepStoresEveryRunAndWritesTheReport) {
   const Result r = record(3, {"--mean", "3.20", "--sd", "0.01"});

@@ -114,7 +114,7 @@ TEST(Harvest, CleanExitWithFinalValidationIsOk) {
 
 TEST(Harvest, SummaryJsonOverridesTheLogAndBadJsonIsNoted) {
   TempDir dir;
-  dir.write("r4.json", R"({"final_val_loss":3.2499,"tokens":777})");
+  dir.write("r4.json", R"({"final_val_loss":3.2499,"tokens":777,"steps":10,"total_steps":10})");
   RunRecord r = harvest_run(plan_in(dir, kGoodLog), exited(0), RunEnd::exited);
   EXPECT_DOUBLE_EQ(*r.final_val_loss, 3.2499);
   EXPECT_EQ(r.tokens, 777);
@@ -140,6 +140,30 @@ TEST(Harvest, ExitCodesMapToStatuses) {
   const RunRecord early = harvest_run(plan_in(dir, "step:5/10 train_time:1ms step_avg:0.2ms\n"), exited(0), RunEnd::exited);
   EXPECT_EQ(early.status, RunStatus::incomplete);
   EXPECT_NE(early.reason.find("exited 0 but stopped at step 5/10"), std::string::npos) << early.reason;
+}
+
+// A summary written by a run cut short (steps below total_steps) carries no final result.
+TEST(Harvest, RunCutShortAtAValidationIsIncompleteEvenWithASummaryLoss) {
+  TempDir dir;
+  dir.write("r4.json", R"({"final_val_loss":3.2905,"steps":2250,"total_steps":2315})");
+  const RunRecord r = harvest_run(
+      plan_in(dir, "step:2249/2315 train_time:1ms step_avg:1ms\nstep:2250/2315 val_loss:3.2905 train_time:2ms step_avg:1ms\n"),
+      exited(0), RunEnd::exited);
+  EXPECT_EQ(r.status, RunStatus::incomplete) << r.reason;
+  EXPECT_FALSE(r.final_val_loss);
+  EXPECT_EQ(r.steps, 2250);
+}
+
+TEST(Harvest, SummaryProvenanceIsKept) {
+  TempDir dir;
+  dir.write("r4.json", R"({"recipe":{"name":"tiny","hash":"0123abcd"},"world_size":2,"steps":10,"total_steps":10,
+                          "final_val_loss":3.25,"environment":{"gpu":"cpu","git_commit":"feedbee"}})");
+  const RunRecord r = harvest_run(plan_in(dir, kGoodLog), exited(0), RunEnd::exited);
+  EXPECT_EQ(r.status, RunStatus::ok);
+  ASSERT_TRUE(r.environment);
+  EXPECT_EQ(r.environment->git_commit, "feedbee");
+  EXPECT_EQ(r.params.at("recipe_hash"), "0123abcd");
+  EXPECT_EQ(r.params.at("world_size"), "2");
 }
 
 TEST(SweepReportTest, StatisticsCoverOnlyOkRunsAndListTheOthers) {
@@ -182,7 +206,7 @@ TEST(SweepReportTest, StatisticsCoverOnlyOkRunsAndListTheOthers) {
   EXPECT_TRUE(arm.pass);
   EXPECT_NEAR(arm.time_ms->median, 1010, 1e-12);
   const std::string text = render_text(rep);
-  EXPECT_NE(text.find("seed 3  diverged  r3: final val loss is nan"), std::string::npos) << text;
+  EXPECT_NE(text.find("seed 3  diverged  step -  r3: final val loss is nan"), std::string::npos) << text;
   const auto md = write_report_files(rep, dir / "reports");
   EXPECT_TRUE(std::filesystem::exists(md));
   EXPECT_TRUE(std::filesystem::exists(dir / "reports" / "train_time.svg"));

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <sstream>
 
+#include "harness/record/spool.h"
 #include "harness/store/schema.h"
 #include "kernels/check.h"
 #include "tests/harness/temp_dir.h"
@@ -264,6 +267,112 @@ TEST(Store, DbPathResolution) {
   EXPECT_EQ(resolve_db_path(""), std::filesystem::path("/tmp/x.db"));
   EXPECT_EQ(resolve_db_path("mine.db"), std::filesystem::path("mine.db"));
   ::unsetenv("SPEEDRUN_DB");
+}
+
+}  // namespace
+}  // namespace gpt::harness
+
+namespace gpt::harness {
+namespace {
+
+TEST(StoreTrust, UniqueSweepNamesAreChosenUnderTheLock) {
+  testing::TempDir dir;
+  Store store = Store::open(dir / "r.db");
+  SweepInfo a = sweep_named("record-tiny-x");
+  SweepInfo b = sweep_named("record-tiny-x");
+  store.create_sweep_unique(a);
+  store.create_sweep_unique(b);
+  EXPECT_EQ(a.name, "record-tiny-x");
+  EXPECT_EQ(b.name, "record-tiny-x-2");
+  EXPECT_NE(a.id, b.id);
+}
+
+// An import wraps many writes in one transaction: the inner ones become savepoints and an exception rolls
+// the whole unit back.
+TEST(StoreTrust, NestedTransactionsRollBackTogether) {
+  testing::TempDir dir;
+  Store store = Store::open(dir / "r.db");
+  try {
+    sql::Transaction outer(store.db());
+    SweepInfo s = sweep_named("partial");
+    store.create_sweep_unique(s);  // its own transaction, nested
+    RunRecord r;
+    r.sweep_id = s.id;
+    r.run_id = "a";
+    store.add_run(r);
+    throw gpt::Error("killed halfway");
+  } catch (const gpt::Error&) {
+  }
+  EXPECT_TRUE(store.sweeps().empty());
+  EXPECT_TRUE(store.runs(std::nullopt).empty());
+}
+
+TEST(StoreTrust, RunProvenanceIsStoredWithTheRun) {
+  testing::TempDir dir;
+  Store store = Store::open(dir / "r.db");
+  SweepInfo s = sweep_named("s");
+  store.create_sweep_unique(s);
+  RunRecord r;
+  r.sweep_id = s.id;
+  r.run_id = "a";
+  r.environment = Environment{};
+  r.environment->git_commit = "abc";
+  r.params["recipe_hash"] = "h";
+  const auto id = store.add_run(r);
+  const auto stored = store.run(id);
+  ASSERT_TRUE(stored->environment_id);
+  EXPECT_EQ(store.environment(*stored->environment_id)->git_commit, "abc");
+  EXPECT_EQ(store.params(OwnerKind::run, id).at("recipe_hash"), "h");
+}
+
+TEST(StoreTrust, SpoolFileRoundTripsARun) {
+  testing::TempDir dir;
+  RunRecord r;
+  r.sweep_id = 3;
+  r.arm = "x";
+  r.seed = 5;
+  r.run_id = "s-seed5";
+  r.status = RunStatus::diverged;
+  r.final_val_loss = std::nan("");
+  r.steps = 7;
+  r.total_steps = 10;
+  r.reason = "final val loss is nan";
+  r.val_points = {{0, 10.8, 0.0}, {5, 4.5, std::nullopt}};
+  r.params["recipe_hash"] = "h";
+  write_spool(dir / "run.spool.json", r);
+  const RunRecord back = read_spool(dir / "run.spool.json");
+  EXPECT_EQ(back.run_id, r.run_id);
+  EXPECT_EQ(back.status, RunStatus::diverged);
+  EXPECT_TRUE(back.final_val_loss && std::isnan(*back.final_val_loss));
+  EXPECT_EQ(back.seed, 5);
+  ASSERT_EQ(back.val_points.size(), 2u);
+  EXPECT_FALSE(back.val_points[1].train_time_ms);
+  EXPECT_EQ(back.params.at("recipe_hash"), "h");
+  dir.write("bad.json", "{\"sweep_id\": 1");
+  EXPECT_THROW(read_spool(dir / "bad.json"), gpt::Error);
+}
+
+TEST(StoreTrust, SpooledRunsAreStoredAndRemoved) {
+  testing::TempDir dir;
+  Store store = Store::open(dir / "r.db");
+  SweepInfo s = sweep_named("sw");
+  store.create_sweep_unique(s);
+  RunRecord r;
+  r.sweep_id = s.id;
+  r.seed = 0;
+  r.run_id = "sw-seed0";
+  r.status = RunStatus::ok;
+  r.final_val_loss = 3.25;
+  std::filesystem::create_directories(dir / "runs" / "sw" / "sw-seed0");
+  write_spool(dir / "runs" / "sw" / "sw-seed0" / kSpoolFileName, r);
+  // A spool of another database's sweep (same id, other name) is left alone.
+  std::filesystem::create_directories(dir / "runs" / "other" / "o-seed0");
+  write_spool(dir / "runs" / "other" / "o-seed0" / kSpoolFileName, r);
+  std::ostringstream note;
+  EXPECT_EQ(store_spooled_runs(store, dir / "runs", &note), 1);
+  EXPECT_EQ(store.runs(s.id).size(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(dir / "runs" / "sw" / "sw-seed0" / kSpoolFileName));
+  EXPECT_TRUE(std::filesystem::exists(dir / "runs" / "other" / "o-seed0" / kSpoolFileName));
 }
 
 }  // namespace

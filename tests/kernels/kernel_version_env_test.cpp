@@ -19,7 +19,7 @@ TEST(KernelVersionEnv, NamesEachVersion) {
 }
 
 TEST(KernelVersionEnv, AnUnknownNameIsAnErrorNamingTheVariableAndTheVersions) {
-  for (const char* bad : {"v0", "v4", "2", "V2", "v2 ", "v-1"}) {
+  for (const char* bad : {"v0", "v4", "2", "V2", "v2 ", "v-1", "v02", "v+2", "v2x", "v"}) {
     try {
       kernel_version_named("SPEEDRUN_X", bad, 1, 3);
       ADD_FAILURE() << "accepted '" << bad << "'";
@@ -28,6 +28,14 @@ TEST(KernelVersionEnv, AnUnknownNameIsAnErrorNamingTheVariableAndTheVersions) {
       EXPECT_NE(what.find("SPEEDRUN_X='" + std::string(bad) + "'"), std::string::npos) << what;
       EXPECT_NE(what.find("v1 to v3"), std::string::npos) << what;
     }
+  }
+}
+
+TEST(KernelVersionEnv, VersionNumbersOfNames) {
+  EXPECT_EQ(kernel_version_number("v1"), 1);
+  EXPECT_EQ(kernel_version_number("v12"), 12);
+  for (const char* bad : {"", "v", "v0", "v01", "1", "w1", "v1a", "v-1", "v+1", "v99999999999"}) {
+    EXPECT_EQ(kernel_version_number(bad), 0) << bad;
   }
 }
 
