@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "harness/report/html_plots.h"
+#include "harness/report/number_format.h"
 #include "harness/report/power_section.h"
 #include "harness/report/svg.h"
 #include "kernels/check.h"
@@ -16,18 +17,8 @@ namespace {
 
 std::string esc(std::string_view text) { return svg::escape(text); }
 
-std::string fixed(double x, int decimals) {
-  if (!std::isfinite(x)) return std::isnan(x) ? "-" : (x > 0 ? "inf" : "-inf");
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
-  return buf;
-}
-
-std::string general(double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.4g", x);
-  return buf;
-}
+using report_format::fixed;
+using report_format::general;
 
 constexpr const char* kStyle = R"(
 body{font-family:sans-serif;margin:24px auto;max-width:1100px;padding:0 16px;color:#222}

@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "harness/report/number_format.h"
 #include "harness/report/power_section.h"
 #include "harness/report/svg.h"
 #include "kernels/check.h"
@@ -14,17 +15,8 @@ namespace gpt::harness {
 
 namespace {
 
-std::string fixed(double x, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
-  return buf;
-}
-
-std::string general(double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.4g", x);
-  return buf;
-}
+using report_format::fixed;
+using report_format::general;
 
 nlohmann::json opt(const std::optional<double>& x) {
   return x && std::isfinite(*x) ? nlohmann::json(*x) : nlohmann::json(nullptr);

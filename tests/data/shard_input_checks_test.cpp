@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/common/error_of.h"
 #include "kernels/check.h"
 #include "tests/data/data_test_util.h"
 #include "trainer/data/val_loader.h"
@@ -11,15 +12,7 @@
 namespace gpt {
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(ShardInputChecks, EmptyAndBoslessShardsAreRejected) {
   test::ScratchDir dir;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/error_of.h"
 #include "harness/logparse/run_summary.h"
 #include "harness/nightly/regression.h"
 #include "kernels/check.h"
@@ -54,15 +55,7 @@ TEST(FuzzCorpusReplay, RunSummary) { EXPECT_GT(replay("run_summary", replay_run_
 TEST(FuzzCorpusReplay, BenchmarkJson) { EXPECT_GT(replay("benchmark_json", replay_benchmark_json_input), 0u); }
 TEST(FuzzCorpusReplay, Checkpoint) { EXPECT_GT(replay("checkpoint", replay_checkpoint_input), 0u); }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 template <typename T>
 void put(std::string& out, T value) {

@@ -16,38 +16,14 @@
 namespace gpt {
 namespace {
 
+using test::Outcome;
 using test::RunScratch;
-
-struct Outcome {
-  int exit_code = -1;
-  std::string stderr_text;
-};
-
-// Runs a built program with a 60 s limit (a blocking open of a FIFO would otherwise hang the suite).
-Outcome run_program(const RunScratch& scratch, const std::string& program, const std::string& args) {
-  const auto err = scratch.root() / "stderr.txt";
-  const std::string cmd = "timeout 60 " + std::string(SPEEDRUN_BINARY_DIR "/bin/") + program + " " + args + " > " +
-                          (scratch.root() / "stdout.txt").string() + " 2> " + err.string();
-  const int status = std::system(cmd.c_str());
-  Outcome o;
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err);
-  o.stderr_text.assign(std::istreambuf_iterator<char>(in), {});
-  return o;
-}
-
-std::string run_args(const RunScratch& scratch, const std::string& run_id) {
-  std::string args = "--recipe tiny --data " + scratch.data().string() + " --seed 3 --run-id " + run_id + " --out " +
-                     scratch.out().string() + " --backend cpu --threads 1 --set debug.model=standin";
-  for (const std::string& o : test::short_schedule()) args += " --set " + o;
-  return args;
-}
 
 TEST(BadInputCli, RunLogOnAFullDiskFailsNamingTheLog) {
   RunScratch scratch;
   std::filesystem::create_directories(scratch.out());
   std::filesystem::create_symlink("/dev/full", scratch.out() / "full.txt");
-  const Outcome o = run_program(scratch, "train_gpt", run_args(scratch, "full"));
+  const Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "full"));
   EXPECT_EQ(o.exit_code, 1) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find((scratch.out() / "full.txt").string()), std::string::npos) << o.stderr_text;
   // The summary still records the failure.
@@ -59,7 +35,7 @@ TEST(BadInputCli, RunLogOnAFullDiskFailsNamingTheLog) {
 TEST(BadInputCli, TrainShardWithoutBosFailsAtStartUp) {
   RunScratch scratch;
   write_shard(scratch.data() / "train_000001.bin", std::vector<std::uint16_t>(5000, 17));
-  const Outcome o = run_program(scratch, "train_gpt", run_args(scratch, "nobos"));
+  const Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "nobos"));
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("train_000001.bin"), std::string::npos) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("no BOS"), std::string::npos) << o.stderr_text;
@@ -68,7 +44,7 @@ TEST(BadInputCli, TrainShardWithoutBosFailsAtStartUp) {
 TEST(BadInputCli, EmptyTrainShardFailsAtStartUp) {
   RunScratch scratch;
   write_shard(scratch.data() / "train_000001.bin", std::vector<std::uint16_t>{});
-  const Outcome o = run_program(scratch, "train_gpt", run_args(scratch, "empty"));
+  const Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "empty"));
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("train_000001.bin: holds 0 tokens"), std::string::npos) << o.stderr_text;
 }
@@ -79,7 +55,7 @@ TEST(BadInputCli, ValShardWithoutBosIsRejected) {
     if (entry.path().filename().string().rfind("val_", 0) == 0) std::filesystem::remove(entry.path());
   }
   write_shard(scratch.data() / "val_000000.bin", std::vector<std::uint16_t>(40000, 17));
-  const Outcome o = run_program(scratch, "train_gpt", run_args(scratch, "valnobos"));
+  const Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "valnobos"));
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("val_000000.bin"), std::string::npos) << o.stderr_text;
 }
@@ -87,24 +63,24 @@ TEST(BadInputCli, ValShardWithoutBosIsRejected) {
 TEST(BadInputCli, FifoShardOrRecipeIsRejectedWithoutBlocking) {
   RunScratch scratch;
   ASSERT_EQ(::mkfifo((scratch.data() / "train_000009.bin").c_str(), 0600), 0);
-  Outcome o = run_program(scratch, "train_gpt", run_args(scratch, "fifo"));
+  Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "fifo"));
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("train_000009.bin: not a regular file"), std::string::npos) << o.stderr_text;
 
   std::filesystem::remove(scratch.data() / "train_000009.bin");
   const auto recipe_fifo = scratch.root() / "recipe.toml";
   ASSERT_EQ(::mkfifo(recipe_fifo.c_str(), 0600), 0);
-  std::string args = run_args(scratch, "fifo2");
+  std::string args = test::short_run_args(scratch, "fifo2");
   args.replace(args.find("--recipe tiny"), 13, "--recipe " + recipe_fifo.string());
-  o = run_program(scratch, "train_gpt", args);
+  o = test::run_program(scratch, "train_gpt", args);
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("not a regular file"), std::string::npos) << o.stderr_text;
 }
 
 TEST(BadInputCli, TokenizeShardsOnAFolderSaysSo) {
   RunScratch scratch;
-  const Outcome o = run_program(scratch, "tokenize",
-                                "shards " + scratch.data().string() + " --out " + (scratch.root() / "tok").string());
+  const Outcome o = test::run_program(scratch, "tokenize",
+                                      "shards " + scratch.data().string() + " --out " + (scratch.root() / "tok").string());
   EXPECT_NE(o.exit_code, 0);
   EXPECT_NE(o.stderr_text.find("is a directory"), std::string::npos) << o.stderr_text;
   EXPECT_EQ(o.stderr_text.find("underflow"), std::string::npos) << o.stderr_text;

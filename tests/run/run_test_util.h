@@ -1,7 +1,12 @@
 #pragma once
 // Helpers of the run-loop tests: a scratch directory with a small synthetic corpus (RECIPE §R.1 generator) and
 // options for a short `tiny` run on the stand-in model.
+#include <sys/wait.h>
+
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -61,6 +66,36 @@ inline RunOptions short_run(const RunScratch& scratch, const std::string& run_id
   o.echo = false;
   take_debug_switches(o);
   return o;
+}
+
+// A built program's exit code and standard error.
+struct Outcome {
+  int exit_code = -1;
+  std::string stderr_text;
+};
+
+// Runs build*/bin/PROGRAM ARGS in the scratch folder's shell with a time limit (a blocking open of a FIFO would
+// otherwise hang the suite); stdout and stderr go to files in the scratch root.
+inline Outcome run_program(const RunScratch& scratch, const std::string& program, const std::string& args,
+                           int limit_seconds = 300) {
+  const auto err = scratch.root() / "stderr.txt";
+  const std::string cmd = "timeout " + std::to_string(limit_seconds) + " " +
+                          std::string(SPEEDRUN_BINARY_DIR "/bin/") + program + " " + args + " > " +
+                          (scratch.root() / "stdout.txt").string() + " 2> " + err.string();
+  const int status = std::system(cmd.c_str());
+  Outcome o;
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err);
+  o.stderr_text.assign(std::istreambuf_iterator<char>(in), {});
+  return o;
+}
+
+// train_gpt's arguments for the short stand-in run of short_schedule() on the scratch corpus.
+inline std::string short_run_args(const RunScratch& scratch, const std::string& run_id) {
+  std::string args = "--recipe tiny --data " + scratch.data().string() + " --seed 3 --run-id " + run_id + " --out " +
+                     scratch.out().string() + " --backend cpu --threads 1 --set debug.model=standin";
+  for (const std::string& o : short_schedule()) args += " --set " + o;
+  return args;
 }
 
 }  // namespace gpt::test

@@ -15,35 +15,12 @@
 namespace gpt {
 namespace {
 
+using test::Outcome;
 using test::RunScratch;
-
-struct Outcome {
-  int exit_code = -1;
-  std::string stderr_text;
-};
-
-Outcome run_binary(const RunScratch& scratch, const std::string& args) {
-  const auto err = scratch.root() / "stderr.txt";
-  const std::string cmd = std::string(SPEEDRUN_BINARY_DIR "/bin/train_gpt ") + args + " > " +
-                          (scratch.root() / "stdout.txt").string() + " 2> " + err.string();
-  const int status = std::system(cmd.c_str());
-  Outcome o;
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err);
-  o.stderr_text.assign(std::istreambuf_iterator<char>(in), {});
-  return o;
-}
-
-std::string base_args(const RunScratch& scratch, const std::string& run_id) {
-  std::string args = "--recipe tiny --data " + scratch.data().string() + " --seed 3 --run-id " + run_id + " --out " +
-                     scratch.out().string() + " --backend cpu --threads 1 --set debug.model=standin";
-  for (const std::string& o : test::short_schedule()) args += " --set " + o;
-  return args;
-}
 
 TEST(TrainGptCli, FinishedRunFollowsTheContract) {
   RunScratch scratch;
-  const Outcome o = run_binary(scratch, base_args(scratch, "e2e"));
+  const Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "e2e"));
   ASSERT_EQ(o.exit_code, 0) << o.stderr_text;
 
   const std::regex val_re(R"(step:(\d+)/(\d+) val_loss:(\d+\.\d{4}) train_time:(\d+)ms step_avg:(\d+\.\d{2})ms)");
@@ -84,7 +61,7 @@ TEST(TrainGptCli, FinishedRunFollowsTheContract) {
   EXPECT_EQ(j.at("environment").at("threads"), 1);
 
   // The same seed reproduces the same summary losses exactly.
-  const Outcome again = run_binary(scratch, base_args(scratch, "e2e_again"));
+  const Outcome again = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "e2e_again"));
   ASSERT_EQ(again.exit_code, 0) << again.stderr_text;
   std::ifstream again_file(scratch.out() / "e2e_again.json");
   const nlohmann::json k = nlohmann::json::parse(again_file);
@@ -93,7 +70,8 @@ TEST(TrainGptCli, FinishedRunFollowsTheContract) {
 
 TEST(TrainGptCli, ForcedNanExitsThreeWithSummary) {
   RunScratch scratch;
-  const Outcome o = run_binary(scratch, base_args(scratch, "nan") + " --set debug.inject_nan_step=1");
+  const Outcome o =
+      test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "nan") + " --set debug.inject_nan_step=1");
   EXPECT_EQ(o.exit_code, 3) << o.stderr_text;
   std::ifstream summary_file(scratch.out() / "nan.json");
   const nlohmann::json j = nlohmann::json::parse(summary_file);
@@ -102,7 +80,7 @@ TEST(TrainGptCli, ForcedNanExitsThreeWithSummary) {
 }
 
 void expect_usage_error(const RunScratch& scratch, const std::string& args, const std::string& fragment) {
-  const Outcome o = run_binary(scratch, args);
+  const Outcome o = test::run_program(scratch, "train_gpt", args);
   EXPECT_EQ(o.exit_code, 2) << args << "\n" << o.stderr_text;
   EXPECT_NE(o.stderr_text.find(fragment), std::string::npos) << o.stderr_text;
   EXPECT_EQ(std::count(o.stderr_text.begin(), o.stderr_text.end(), '\n'), 1) << "one line: " << o.stderr_text;
@@ -110,7 +88,7 @@ void expect_usage_error(const RunScratch& scratch, const std::string& args, cons
 
 TEST(TrainGptCli, BadInputExitsTwoWithOneLine) {
   RunScratch scratch;
-  const std::string args = base_args(scratch, "bad");
+  const std::string args = test::short_run_args(scratch, "bad");
   expect_usage_error(scratch, args + " --set model.bogus=1", "bogus");
   expect_usage_error(scratch, args + " --gpus 4", "--gpus");
   expect_usage_error(scratch, args + " --set debug.bogus=1", "debug.bogus");
@@ -133,7 +111,7 @@ TEST(TrainGptCli, CorruptShardExitsTwo) {
     shard.seekp(0);
     shard.write("XXXX", 4);  // break the magic
   }
-  expect_usage_error(scratch, base_args(scratch, "corrupt"), "train_000000.bin");
+  expect_usage_error(scratch, test::short_run_args(scratch, "corrupt"), "train_000000.bin");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "tests/common/error_of.h"
 #include "kernels/check.h"
 #include "trainer/recipe/recipe.h"
 #include "trainer/schedule/schedule.h"
@@ -17,15 +18,7 @@
 namespace gpt {
 namespace {
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 // Loads `tiny` with one override and expects an error naming `key`.
 void expect_rejected(const std::string& assignment, const std::string& key) {

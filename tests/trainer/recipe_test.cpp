@@ -5,22 +5,14 @@
 #include <fstream>
 #include <string>
 
+#include "tests/common/error_of.h"
 #include "kernels/check.h"
 #include "trainer/recipe/recipe.h"
 
 namespace gpt {
 namespace {
 
-// Runs f and returns the gpt::Error message it throws ("" when it does not throw).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(Recipe, HeadMatchesReference) {
   const Recipe r = load_recipe("head");
