@@ -9,6 +9,7 @@
 
 #include "harness/launcher/slurm_launcher.h"
 #include "harness/launcher/slurm_util.h"
+#include "harness/record/spool.h"
 #include "kernels/check.h"
 
 namespace gpt::harness::slurm {
@@ -197,7 +198,12 @@ class SlurmLauncher final : public RunLauncher {
     record.wall_time_s.reset();  // the harness did not watch the job start; Slurm's accounting has the times
     record.sweep_id = sweep_id;
     record.environment_id = options_->environment_id;
-    store.add_run(record, /*replace=*/true);
+    // Spool first, then insert, as local runs do: a locked database cannot lose a finished job's run.
+    if (!spool_and_store(store, t.plan->out_dir, record, options_->insert_retry)) {
+      ++result.spooled;
+      say("database still locked: run " + record.run_id + " kept in '" +
+          (t.plan->out_dir / kSpoolFileName).string() + "'; the next harness command stores it");
+    }
     t.job.harvested = true;
     t.job.save(*t.plan);
     ++result.finished;

@@ -72,19 +72,29 @@ BenchmarkRun parse_google_benchmark_run(std::string_view json_text, std::string_
     auto text = [&](const char* key) { return c.contains(key) && c[key].is_string() ? c[key].get<std::string>() : ""; };
     run.context = BenchmarkContext{text("date"), text("host_name"), text("git_commit"), text("executable")};
   }
-  for (const auto& b : doc["benchmarks"]) {
-    GPT_CHECK(b.is_object(), source, ": each entry of \"benchmarks\" must be an object");
-    const auto run_type = b.contains("run_type") && b["run_type"].is_string() ? b["run_type"].get<std::string>()
-                                                                               : std::string("iteration");
-    if (run_type != "iteration") continue;  // aggregates: recomputed here
-    if (b.contains("error_occurred") && b["error_occurred"].is_boolean() && b["error_occurred"].get<bool>()) continue;
+  // Field types are checked before every get<>(): a wrong type is a message naming the file and the entry, never a
+  // bare nlohmann exception (found by tests/fuzz/benchmark_json_fuzz).
+  const auto& entries = doc["benchmarks"];
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& b = entries[i];
+    GPT_CHECK(b.is_object(), source, ": benchmark entry ", i, " must be an object");
+    const auto text_field = [&](const char* key, const std::string& fallback) {
+      if (!b.contains(key)) return fallback;
+      GPT_CHECK(b[key].is_string(), source, ": benchmark entry ", i, ": \"", key, "\" must be a string");
+      return b[key].get<std::string>();
+    };
+    if (text_field("run_type", "iteration") != "iteration") continue;  // aggregates: recomputed here
+    if (b.contains("error_occurred")) {
+      GPT_CHECK(b["error_occurred"].is_boolean(), source, ": benchmark entry ", i,
+                ": \"error_occurred\" must be true or false");
+      if (b["error_occurred"].get<bool>()) continue;
+    }
     GPT_CHECK(b.contains("name") && b["name"].is_string() && b.contains("real_time") && b["real_time"].is_number(),
-              source, ": benchmark entry needs a string \"name\" and a numeric \"real_time\"");
+              source, ": benchmark entry ", i, " needs a string \"name\" and a numeric \"real_time\"");
     BenchmarkSample s;
-    s.name = b.contains("run_name") && b["run_name"].is_string() ? b["run_name"].get<std::string>()
-                                                                 : b["name"].get<std::string>();
+    s.name = text_field("run_name", b["name"].get<std::string>());
     s.real_time = b["real_time"].get<double>();
-    s.time_unit = b.contains("time_unit") && b["time_unit"].is_string() ? b["time_unit"].get<std::string>() : "ns";
+    s.time_unit = text_field("time_unit", "ns");
     to_nanoseconds(1.0, s.time_unit, source);  // rejects an unknown unit here, naming the file
     GPT_CHECK(std::isfinite(s.real_time) && s.real_time >= 0, source, ": benchmark '", s.name,
               "' has real_time ", s.real_time, " (expected a finite time >= 0)");

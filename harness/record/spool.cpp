@@ -139,6 +139,15 @@ std::optional<std::int64_t> add_run_with_retry(Store& store, const RunRecord& ru
   }
 }
 
+bool spool_and_store(Store& store, const std::filesystem::path& out_dir, const RunRecord& run,
+                     const InsertRetry& retry) {
+  const auto spool = out_dir / kSpoolFileName;
+  write_spool(spool, run);
+  if (!add_run_with_retry(store, run, retry)) return false;
+  std::filesystem::remove(spool);
+  return true;
+}
+
 int store_spooled_runs(Store& store, const std::filesystem::path& runs_root, std::ostream* note) {
   std::error_code ec;
   if (!std::filesystem::is_directory(runs_root, ec)) return 0;

@@ -29,6 +29,11 @@ struct InsertRetry {
 // nullopt when it stayed locked through every attempt (the caller keeps the spool file).
 std::optional<std::int64_t> add_run_with_retry(Store& store, const RunRecord& run, const InsertRetry& retry = {});
 
+// Spool first, then insert: writes `run` to out_dir/run.spool.json, inserts it with add_run_with_retry and
+// removes the spool file once stored. Returns false when the database stayed locked (the run stays spooled).
+bool spool_and_store(Store& store, const std::filesystem::path& out_dir, const RunRecord& run,
+                     const InsertRetry& retry = {});
+
 // Stores every spool file found in `runs_root/<sweep>/<run>/` whose sweep still exists, removing each file
 // once stored; notes each on `note`. Returns how many runs were stored. A spool file that cannot be read
 // is reported and left in place.

@@ -182,15 +182,11 @@ SweepRunResult run_sweep(Store& store, std::int64_t sweep_id, const std::vector<
 
   // Spool first, then insert: a locked database or a killed harness cannot lose a finished run.
   auto keep = [&](const RunPlan& plan, const RunRecord& record) {
-    const auto spool = plan.out_dir / kSpoolFileName;
-    write_spool(spool, record);
-    if (add_run_with_retry(store, record, options.insert_retry)) {
-      std::filesystem::remove(spool);
-    } else {
+    if (!spool_and_store(store, plan.out_dir, record, options.insert_retry)) {
       ++result.spooled;
       if (options.progress) {
-        *options.progress << "database still locked: run " << record.run_id << " kept in '" << spool.string()
-                          << "'; the next harness command stores it\n";
+        *options.progress << "database still locked: run " << record.run_id << " kept in '"
+                          << (plan.out_dir / kSpoolFileName).string() << "'; the next harness command stores it\n";
       }
     }
     ++result.finished;
