@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 
 #include "harness/report/html_plots.h"
@@ -84,6 +85,20 @@ void runs_table(std::ostringstream& o, const std::vector<const RunRecord*>& runs
       << "</td><td>" << esc(r->reason) << "</td></tr>\n";
   }
   o << "</table>\n";
+}
+
+// The end every page shares: the plots, every run, the environment and the command that reproduces it.
+std::string finish_page(std::ostringstream& o, std::initializer_list<const html::DotPlot*> dot_plots,
+                        const html::CurvePlot& curves, const std::vector<const RunRecord*>& runs,
+                        const HtmlContext& context) {
+  for (const auto* plot : dot_plots) o << "<figure>" << html::render_dot_plot(*plot) << "</figure>\n";
+  if (!curves.groups.empty()) o << "<figure>" << html::render_curve_plot(curves) << "</figure>\n";
+  o << "<h2>Runs</h2>\n";
+  runs_table(o, runs);
+  environment_section(o, context);
+  reproduce_section(o, context);
+  o << "</body>\n</html>\n";
+  return o.str();
 }
 
 std::string arm_name(const std::string& arm) { return arm.empty() ? "(all)" : arm; }
@@ -193,16 +208,7 @@ std::string render_sweep_html(const SweepReport& rep, const HtmlContext& context
       for (const auto& r : *list) all_runs.push_back(&r);
     }
   }
-  o << "<figure>" << html::render_dot_plot(losses) << "</figure>\n";
-  o << "<figure>" << html::render_dot_plot(times) << "</figure>\n";
-  if (!curves.groups.empty()) o << "<figure>" << html::render_curve_plot(curves) << "</figure>\n";
-
-  o << "<h2>Runs</h2>\n";
-  runs_table(o, all_runs);
-  environment_section(o, context);
-  reproduce_section(o, context);
-  o << "</body>\n</html>\n";
-  return o.str();
+  return finish_page(o, {&losses, &times}, curves, all_runs, context);
 }
 
 std::string render_comparison_html(const ComparisonPage& page, const HtmlContext& context) {
@@ -266,15 +272,7 @@ std::string render_comparison_html(const ComparisonPage& page, const HtmlContext
     losses.rows.push_back(std::move(loss_row));
     if (!group.runs.empty()) curves.groups.push_back(std::move(group));
   }
-  o << "<figure>" << html::render_dot_plot(times) << "</figure>\n";
-  o << "<figure>" << html::render_dot_plot(losses) << "</figure>\n";
-  if (!curves.groups.empty()) o << "<figure>" << html::render_curve_plot(curves) << "</figure>\n";
-  o << "<h2>Runs</h2>\n";
-  runs_table(o, all_runs);
-  environment_section(o, context);
-  reproduce_section(o, context);
-  o << "</body>\n</html>\n";
-  return o.str();
+  return finish_page(o, {&times, &losses}, curves, all_runs, context);
 }
 
 namespace {
