@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "harness/launcher/atomic_file.h"
 #include "harness/launcher/slurm_launcher.h"
 #include "harness/launcher/slurm_util.h"
 #include "harness/record/spool.h"
@@ -37,13 +38,8 @@ struct JobFile {
     }
   }
   void save(const RunPlan& plan) const {
-    const fs::path tmp = path(plan).string() + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary);
-      out << nlohmann::json{{"job_id", job_id}, {"attempt", attempt}, {"harvested", harvested}}.dump() << "\n";
-      GPT_CHECK(out.good(), "cannot write '", tmp.string(), "'");
-    }
-    fs::rename(tmp, path(plan));  // atomic: a reader sees the old or the new job, never half a file
+    write_text_atomically(path(plan),
+                          nlohmann::json{{"job_id", job_id}, {"attempt", attempt}, {"harvested", harvested}}.dump() + "\n");
   }
 };
 

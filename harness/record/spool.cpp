@@ -6,6 +6,7 @@
 #include <sstream>
 #include <thread>
 
+#include "harness/launcher/atomic_file.h"
 #include "kernels/check.h"
 
 namespace gpt::harness {
@@ -77,17 +78,7 @@ void write_spool(const std::filesystem::path& path, const RunRecord& r) {
               {"wall_time_s", opt(r.wall_time_s)}, {"environment_id", opt(r.environment_id)},
               {"val_points", points},            {"params", r.params}};
   if (r.environment) doc["environment"] = environment_json(*r.environment);
-  const auto tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    GPT_CHECK(out.good(), "cannot write spool file '", tmp, "'");
-    out << doc.dump(1) << "\n";
-    out.flush();
-    GPT_CHECK(out.good(), "cannot write spool file '", tmp, "' (disk full?)");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  GPT_CHECK(!ec, "cannot move spool file into place at '", path.string(), "': ", ec.message());
+  write_text_atomically(path, doc.dump(1) + "\n");
 }
 
 RunRecord read_spool(const std::filesystem::path& path) {
