@@ -81,6 +81,15 @@ RunSummary parse_run_summary(const std::string& text, const std::string& source)
   s.steps = r.integer(doc, "steps");
   s.total_steps = r.integer(doc, "total_steps");
   s.tokens = r.integer(doc, "tokens");
+  if (doc.contains("train_data")) {
+    const json& data = doc.at("train_data");
+    if (!data.is_object()) r.wrong("train_data", "an object {cycled, passes}");
+    if (data.contains("cycled")) {
+      if (!data.at("cycled").is_boolean()) r.wrong("train_data.cycled", "true or false");
+      s.train_data_cycled = data.at("cycled").get<bool>();
+    }
+    s.train_data_passes = r.integer(data, "passes");
+  }
   if (doc.contains("val_history")) {
     const json& history = doc.at("val_history");
     if (!history.is_array()) r.wrong("val_history", "an array of {step, val_loss, train_time_ms}");

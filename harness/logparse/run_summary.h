@@ -1,7 +1,7 @@
 #pragma once
 // The run summary the trainer writes to OUT/ID.json (ARCHITECTURE contract). Fields the harness reads:
 //   schema_version, run_id, seed, recipe (string, or {"name", "hash"}), status, final_val_loss,
-//   train_time_ms, steps, total_steps, tokens, val_history [{step, val_loss, train_time_ms}],
+//   train_time_ms, steps, total_steps, tokens, train_data {cycled, passes}, val_history [{step, val_loss, train_time_ms}],
 //   peak_memory_mib (or peak_memory {"allocated_mib", "reserved_mib"}), world_size, backend, git_commit,
 //   environment {gpu, driver, cuda, nccl, cpu, compiler, build_flags, git_commit, git_dirty, hostname}.
 // Every field is optional: a foreign trainer may write none of them, and the log stays the fallback.
@@ -29,6 +29,8 @@ struct RunSummary {
   std::optional<std::int64_t> steps;
   std::optional<std::int64_t> total_steps;
   std::optional<std::int64_t> tokens;
+  bool train_data_cycled = false;                 // the trainer restarted its train shards (proxy corpora)
+  std::optional<std::int64_t> train_data_passes;  // passes begun over the train shards
   std::vector<LogValPoint> val_history;
   std::optional<double> peak_memory_mib;
   std::optional<int> world_size;

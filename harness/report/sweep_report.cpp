@@ -77,6 +77,13 @@ void judge(ArmReport& arm, const ReportOptions& o) {
                   fixed(o.target, 4);
   }
   if (!arm.not_ok.empty()) arm.verdict += " (" + std::to_string(arm.not_ok.size()) + " run(s) not ok, listed below)";
+  if (arm.cycled_runs > 0) {
+    // The statistics stand as a measurement, but reading the train data more than once is outside the rules.
+    arm.pass = false;
+    arm.verdict = "NOT A RECORD: " + std::to_string(arm.cycled_runs) +
+                  " run(s) restarted their train shards (data.cycle_train_shards, a proxy-corpus setting); " +
+                  arm.verdict;
+  }
 }
 
 }  // namespace
@@ -92,6 +99,7 @@ SweepReport build_sweep_report(Store& store, const SweepInfo& sweep, const Repor
     ++report.runs_stored;
     ArmReport& arm = arms[r.arm];
     arm.arm = r.arm;
+    if (r.status == RunStatus::ok && store.params(OwnerKind::run, r.id).count("train_data_cycled") != 0) ++arm.cycled_runs;
     (r.status == RunStatus::ok ? arm.ok : arm.not_ok).push_back(std::move(r));
   }
   report.pass = !arms.empty();

@@ -33,6 +33,7 @@ struct ArmReport {
   std::optional<std::size_t> runs_needed;         // for p < alpha at the observed mean and sd
   std::optional<stats::PowerPlan> power_plan;     // n >= 2: runs for the wanted power, improvement n runs prove
   std::optional<bool> track3_pass;
+  std::size_t cycled_runs = 0;  // ok runs whose trainer restarted its train shards (proxy corpus): never a record
   bool pass = false;
   std::string verdict;  // one sentence saying why it passes or fails
 };

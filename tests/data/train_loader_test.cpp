@@ -275,6 +275,64 @@ TEST(TrainLoader, ExhaustedDataIsAnErrorNamingTheLastShard) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("training data exhausted"));
     EXPECT_THAT(e.what(), HasSubstr(set.paths[0].string()));
+    EXPECT_THAT(e.what(), HasSubstr("data.cycle_train_shards"));
+  }
+}
+
+TEST(TrainLoader, CyclingRestartsAtTheFirstShardAndCountsPasses) {
+  ShardSet set;
+  set.add(std::vector<int>(20, 10));  // 20 documents: two calls of 8, 4 left over
+  set.add(std::vector<int>(12, 10));  // one call of 8, 4 left over
+  const CallShape shape{.slice_tokens = 9, .max_doc_tokens = 100};
+  auto options = options_for(set, 1, 0);
+  options.cycle_shards = true;
+  TrainLoader loader(options);
+  const auto first = loader.next(shape);
+  (void)loader.next(shape);
+  EXPECT_EQ(loader.next(shape)[0].shard_index, 1);
+  EXPECT_EQ(loader.passes_begun(), 1);
+  // Shard 1 runs out: the call is redone from the first BOS of shard 0, in the second pass.
+  const auto again = loader.next(shape);
+  EXPECT_EQ(loader.position(), (LoaderPosition{0, 8, 1}));
+  EXPECT_EQ(loader.passes_begun(), 2);
+  ASSERT_EQ(again.size(), first.size());
+  for (std::size_t i = 0; i < again.size(); ++i) EXPECT_EQ(again[i].inputs, first[i].inputs);
+
+  // A saved position in a later pass resumes there, on a cycling loader only.
+  const nlohmann::json saved = loader.position();
+  TrainLoader resumed(options, saved.get<LoaderPosition>());
+  EXPECT_EQ(resumed.passes_begun(), 2);
+  EXPECT_EQ(resumed.next(shape)[0].inputs, loader.next(shape)[0].inputs);
+  EXPECT_THROW(TrainLoader(options_for(set, 1, 0), saved.get<LoaderPosition>()), Error);
+}
+
+TEST(TrainLoader, CyclingOneShardReusesItWithoutReopening) {
+  ShardSet set;
+  set.add(std::vector<int>(10, 10));
+  auto options = options_for(set, 1, 0);
+  options.cycle_shards = true;
+  TrainLoader loader(options);
+  const CallShape shape{.slice_tokens = 9, .max_doc_tokens = 100};
+  const auto first = loader.next(shape);
+  for (int pass = 2; pass <= 5; ++pass) {
+    const auto next = loader.next(shape);
+    EXPECT_EQ(loader.passes_begun(), pass);
+    EXPECT_EQ(next[7].inputs, first[7].inputs);
+  }
+}
+
+TEST(TrainLoader, CyclingShardsTooSmallForOneCallIsAnError) {
+  ShardSet set;
+  set.add(std::vector<int>(5, 10));  // 5 documents < 8 slices
+  set.add(std::vector<int>(3, 10));
+  auto options = options_for(set, 1, 0);
+  options.cycle_shards = true;
+  TrainLoader loader(options);
+  try {
+    (void)loader.next(CallShape{.slice_tokens = 9, .max_doc_tokens = 100});
+    FAIL() << "expected an error instead of an endless search";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("no train shard holds one whole call of 8 slices"));
   }
 }
 
@@ -301,10 +359,13 @@ TEST(TrainLoader, ResumeFromSavedPositionReproducesStream) {
 }
 
 TEST(LoaderPosition, JsonRoundTripAndErrors) {
-  const LoaderPosition pos{3, 12345};
+  const LoaderPosition pos{3, 12345, 2};
   const nlohmann::json j = pos;
-  EXPECT_EQ(j.dump(), R"({"cursor":12345,"shard_index":3})");
+  EXPECT_EQ(j.dump(), R"({"cursor":12345,"pass":2,"shard_index":3})");
   EXPECT_EQ(j.get<LoaderPosition>(), pos);
+  // Checkpoints written before cycling existed hold no pass: the first pass.
+  EXPECT_EQ(nlohmann::json::parse(R"({"cursor":5,"shard_index":1})").get<LoaderPosition>(), (LoaderPosition{1, 5, 0}));
+  EXPECT_THROW((void)nlohmann::json::parse(R"({"cursor":1,"shard_index":0,"pass":-1})").get<LoaderPosition>(), Error);
   EXPECT_THROW((void)nlohmann::json::parse(R"({"cursor":1})").get<LoaderPosition>(), Error);
   EXPECT_THROW((void)nlohmann::json::parse(R"({"cursor":"x","shard_index":0})").get<LoaderPosition>(), Error);
 }

@@ -312,6 +312,15 @@ TEST(RunSummaryJson, ReadsTheContractFields) {
   EXPECT_TRUE(s.environment->git_dirty);
 }
 
+TEST(RunSummaryJson, TrainDataPassesAndTheirErrors) {
+  const auto s = parse_run_summary(R"({"train_data":{"cycled":true,"passes":6}})", "a");
+  EXPECT_TRUE(s.train_data_cycled);
+  EXPECT_EQ(s.train_data_passes, 6);
+  EXPECT_FALSE(parse_run_summary("{}", "a").train_data_cycled);
+  EXPECT_THROW(parse_run_summary(R"({"train_data":3})", "a"), gpt::Error);
+  EXPECT_THROW(parse_run_summary(R"({"train_data":{"cycled":"yes"}})", "a"), gpt::Error);
+}
+
 TEST(RunSummaryJson, NanLossAsNullOrString) {
   EXPECT_TRUE(std::isnan(*parse_run_summary(R"({"final_val_loss":null})", "a").final_val_loss));
   EXPECT_TRUE(std::isnan(*parse_run_summary(R"({"final_val_loss":"nan"})", "a").final_val_loss));

@@ -166,6 +166,44 @@ TEST(Harvest, SummaryProvenanceIsKept) {
   EXPECT_EQ(r.params.at("world_size"), "2");
 }
 
+TEST(Harvest, CycledTrainDataIsKeptAsRunParams) {
+  TempDir dir;
+  dir.write("r4.json", R"({"steps":10,"total_steps":10,"final_val_loss":3.25,"train_data":{"cycled":true,"passes":6}})");
+  const RunRecord r = harvest_run(plan_in(dir, kGoodLog), exited(0), RunEnd::exited);
+  EXPECT_EQ(r.params.at("train_data_cycled"), "1");
+  EXPECT_EQ(r.params.at("train_data_passes"), "6");
+  dir.write("r4.json", R"({"steps":10,"total_steps":10,"train_data":{"cycled":false,"passes":1}})");
+  EXPECT_EQ(harvest_run(plan_in(dir, kGoodLog), exited(0), RunEnd::exited).params.count("train_data_cycled"), 0u);
+}
+
+TEST(SweepReportTest, RunsOnCycledTrainDataAreNeverARecord) {
+  TempDir dir;
+  Store store = Store::open(dir / "r.db");
+  SweepInfo s;
+  s.name = "s";
+  s.kind = "record";
+  s.runs_planned = 3;
+  s.id = store.create_sweep(s);
+  for (int i = 0; i < 3; ++i) {
+    RunRecord r;
+    r.sweep_id = s.id;
+    r.seed = i;
+    r.run_id = "r" + std::to_string(i);
+    r.status = RunStatus::ok;
+    r.final_val_loss = 3.0 + 0.001 * i;  // far below the target: the t-test alone would pass
+    if (i == 1) r.params = {{"train_data_cycled", "1"}, {"train_data_passes", "5"}};
+    store.add_run(r);
+  }
+  const SweepReport rep = build_sweep_report(store, *store.find_sweep("s"), ReportOptions{3.28, 0.01, false});
+  ASSERT_EQ(rep.arms.size(), 1u);
+  EXPECT_EQ(rep.arms[0].cycled_runs, 1u);
+  EXPECT_LT(rep.arms[0].ttest->p_value, 0.01);
+  EXPECT_FALSE(rep.arms[0].pass);
+  EXPECT_FALSE(rep.pass);
+  EXPECT_EQ(rep.arms[0].verdict.rfind("NOT A RECORD: 1 run(s) restarted their train shards", 0), 0u)
+      << rep.arms[0].verdict;
+}
+
 TEST(SweepReportTest, StatisticsCoverOnlyOkRunsAndListTheOthers) {
   TempDir dir;
   Store store = Store::open(dir / "r.db");

@@ -7,6 +7,7 @@
 #include <regex>
 #include <sstream>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -59,6 +60,7 @@ TEST(TrainGptCli, FinishedRunFollowsTheContract) {
   EXPECT_NEAR(j.at("final_val_loss").get<double>(), val_losses.back(), 5e-5);
   EXPECT_EQ(j.at("val_history").size(), 3u);
   EXPECT_EQ(j.at("environment").at("threads"), 1);
+  EXPECT_EQ(j.at("train_data"), (nlohmann::json{{"cycled", false}, {"passes", 1}}));
 
   // The same seed reproduces the same summary losses exactly.
   const Outcome again = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "e2e_again"));
@@ -112,6 +114,40 @@ TEST(TrainGptCli, CorruptShardExitsTwo) {
     shard.write("XXXX", 4);  // break the magic
   }
   expect_usage_error(scratch, test::short_run_args(scratch, "corrupt"), "train_000000.bin");
+}
+
+// Steps of 32,768 tokens need more than the 200,000-token scratch corpus over the 8 steps (with room in
+// cu_seqlens for the synthetic corpus's short documents; no warmup, to halve the time).
+std::string exhausting_args(const RunScratch& scratch, const std::string& run_id) {
+  std::string args = test::short_run_args(scratch, run_id) +
+                     " --set schedule.cu_rows_multiplier=8 --set schedule.warmup=false";
+  for (int stage = 0; stage < 4; ++stage) {
+    args += " --set schedule.stages." + std::to_string(stage) + ".batch_tokens=32768";
+  }
+  return args;
+}
+
+TEST(TrainGptCli, CycledTrainShardsAreCountedInLogAndSummary) {
+  RunScratch scratch;
+  const Outcome stopped = test::run_program(scratch, "train_gpt", exhausting_args(scratch, "once"));
+  EXPECT_NE(stopped.exit_code, 0);
+  EXPECT_THAT(stopped.stderr_text, ::testing::HasSubstr("training data exhausted"));
+
+  const Outcome o = test::run_program(scratch, "train_gpt",
+                                      exhausting_args(scratch, "cycled") + " --set data.cycle_train_shards=true");
+  ASSERT_EQ(o.exit_code, 0) << o.stderr_text;
+  std::ifstream summary_file(scratch.out() / "cycled.json");
+  const nlohmann::json j = nlohmann::json::parse(summary_file);
+  EXPECT_EQ(j.at("status"), "finished");
+  EXPECT_EQ(j.at("train_data").at("cycled"), true);
+  // 8 × 32,768 tokens plus the remainders that BOS alignment discards: two or three passes over 200,000 tokens.
+  const int64_t passes = j.at("train_data").at("passes").get<int64_t>();
+  EXPECT_GE(passes, 2);
+  EXPECT_LE(passes, 3);
+  std::ifstream log_file(scratch.out() / "cycled.txt");
+  const std::string log((std::istreambuf_iterator<char>(log_file)), {});
+  EXPECT_THAT(log, ::testing::HasSubstr("cycled when they run out"));
+  EXPECT_THAT(log, ::testing::HasSubstr("train data passes: " + std::to_string(passes) + "\n"));
 }
 
 }  // namespace

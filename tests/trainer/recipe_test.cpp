@@ -1,4 +1,5 @@
 // Recipe files, inheritance, --set overrides, errors and the recipe hash.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@ namespace gpt {
 namespace {
 
 using test::error_of;
+using ::testing::HasSubstr;
 
 TEST(Recipe, HeadMatchesReference) {
   const Recipe r = load_recipe("head");
@@ -144,6 +146,24 @@ TEST(Recipe, ParseFromTextWithInheritance) {
   EXPECT_EQ(r.name, "custom");
   EXPECT_EQ(r.schedule.num_extension, 4);
   EXPECT_EQ(r.model.model_dim, 96);
+}
+
+TEST(Recipe, CycleTrainShardsIsOffByDefaultAndKeepsOldHashes) {
+  const Recipe tiny = load_recipe("tiny");
+  EXPECT_FALSE(tiny.data.cycle_train_shards);
+  // A recipe file without a [data] table (as written before it existed) resolves to the same configuration.
+  const Recipe without_table = parse_recipe("inherits = \"head\"\n", "old.toml");
+  const Recipe head = load_recipe("head");
+  EXPECT_EQ(head.canonical().find("cycle_train_shards"), std::string::npos);
+  EXPECT_EQ(without_table.hash(), head.hash());
+
+  const Recipe cycled = load_recipe("tiny", {"data.cycle_train_shards=true"});
+  EXPECT_TRUE(cycled.data.cycle_train_shards);
+  EXPECT_NE(cycled.canonical().find("cycle_train_shards = true"), std::string::npos);
+  EXPECT_NE(cycled.hash(), tiny.hash());
+  EXPECT_THAT(error_of([] { load_recipe("tiny", {"data.cycle_train_shards=1"}); }), HasSubstr("expected a boolean"));
+  EXPECT_THAT(error_of([] { parse_recipe("inherits = \"tiny\"\n[data]\ncycle = true\n", "typo.toml"); }),
+              HasSubstr("unknown key 'data.cycle'"));
 }
 
 }  // namespace

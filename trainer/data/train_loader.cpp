@@ -64,7 +64,7 @@ Microbatch materialize_slice(std::span<const std::uint16_t> tokens, const SliceP
 }
 
 void to_json(nlohmann::json& j, const LoaderPosition& position) {
-  j = nlohmann::json{{"shard_index", position.shard_index}, {"cursor", position.cursor}};
+  j = nlohmann::json{{"shard_index", position.shard_index}, {"cursor", position.cursor}, {"pass", position.pass}};
 }
 
 void from_json(const nlohmann::json& j, LoaderPosition& position) {
@@ -74,6 +74,12 @@ void from_json(const nlohmann::json& j, LoaderPosition& position) {
             "loader position: shard_index and cursor must be integers, got ", j.dump());
   position.shard_index = j.at("shard_index").get<std::int64_t>();
   position.cursor = j.at("cursor").get<std::int64_t>();
+  position.pass = 0;  // checkpoints written before cycling existed have no pass
+  if (j.contains("pass")) {
+    GPT_CHECK(j.at("pass").is_number_integer() && j.at("pass").get<std::int64_t>() >= 0,
+              "loader position: pass must be a non-negative integer, got ", j.dump());
+    position.pass = j.at("pass").get<std::int64_t>();
+  }
 }
 
 struct TrainLoader::LoadedShard {
@@ -105,8 +111,18 @@ TrainLoader::TrainLoader(TrainLoader&&) noexcept = default;
 TrainLoader& TrainLoader::operator=(TrainLoader&&) noexcept = default;
 TrainLoader::~TrainLoader() = default;
 
+// The shard that follows `shard_index`, or -1 when the list ends there and the loader does not cycle.
+std::int64_t TrainLoader::shard_after(std::int64_t shard_index) const {
+  const auto n_shards = static_cast<std::int64_t>(options_.shards.size());
+  if (shard_index + 1 < n_shards) return shard_index + 1;
+  return options_.cycle_shards ? 0 : -1;
+}
+
 void TrainLoader::start_prefetch(std::int64_t shard_index) {
-  if (!options_.prefetch || shard_index >= static_cast<std::int64_t>(options_.shards.size())) return;
+  if (!options_.prefetch || shard_index < 0 || shard_index >= static_cast<std::int64_t>(options_.shards.size()) ||
+      (current_ != nullptr && current_->index == shard_index)) {
+    return;
+  }
   prefetch_index_ = shard_index;
   prefetch_ = std::async(std::launch::async, &TrainLoader::open_indexed, shard_index,
                          options_.shards[static_cast<std::size_t>(shard_index)], options_.open);
@@ -120,7 +136,7 @@ void TrainLoader::load(std::int64_t shard_index) {
     if (prefetch_.valid()) prefetch_.wait();  // a stale prefetch must not outlive our options
     current_ = open_indexed(shard_index, options_.shards[static_cast<std::size_t>(shard_index)], options_.open);
   }
-  start_prefetch(shard_index + 1);
+  start_prefetch(shard_after(shard_index));
 }
 
 void TrainLoader::seek(LoaderPosition position) {
@@ -131,6 +147,8 @@ void TrainLoader::seek(LoaderPosition position) {
   const auto n_bos = static_cast<std::int64_t>(current_->bos.size());
   GPT_CHECK(position.cursor >= 0 && position.cursor <= n_bos, "loader position: cursor ", position.cursor,
             " outside [0, ", n_bos, "] for shard ", current_shard_path().string());
+  GPT_CHECK(position.pass >= 0 && (position.pass == 0 || options_.cycle_shards), "loader position: pass ",
+            position.pass, " needs a loader that cycles its shards");
   position_ = position;
 }
 
@@ -138,18 +156,24 @@ const std::filesystem::path& TrainLoader::current_shard_path() const { return cu
 
 std::vector<Microbatch> TrainLoader::next(const CallShape& shape) {
   const int slices = options_.slices_per_call;
+  // Shard switches without a planned call: more than one full turn of the list means no shard holds a call.
+  std::int64_t fruitless_switches = 0;
   for (;;) {
     std::int64_t cursor = position_.cursor;
     auto plans = plan_call(current_->bos, static_cast<std::int64_t>(current_->shard.size()), cursor, slices,
                            shape.slice_tokens, shape.max_doc_tokens);
     if (!plans) {
       // Discard the partial call and redo it from the first BOS of the next shard (§1.3).
-      const std::int64_t next_index = position_.shard_index + 1;
-      GPT_CHECK(next_index < static_cast<std::int64_t>(options_.shards.size()), "loader: training data exhausted: ",
-                "all ", options_.shards.size(), " shards consumed (last ", current_shard_path().string(),
-                "); provide more train shards");
+      const std::int64_t next_index = shard_after(position_.shard_index);
+      GPT_CHECK(next_index >= 0, "loader: training data exhausted: ", "all ", options_.shards.size(),
+                " shards consumed (last ", current_shard_path().string(),
+                "); provide more train shards (or set data.cycle_train_shards for a proxy corpus)");
+      GPT_CHECK(++fruitless_switches <= static_cast<std::int64_t>(options_.shards.size()),
+                "loader: no train shard holds one whole call of ", slices, " slices × ", shape.slice_tokens,
+                " tokens (last tried ", current_shard_path().string(), ")");
+      const std::int64_t pass = position_.pass + (next_index == 0 ? 1 : 0);
       load(next_index);
-      position_ = {next_index, 0};
+      position_ = {next_index, 0, pass};
       continue;
     }
     std::vector<Microbatch> own;

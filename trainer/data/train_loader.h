@@ -61,17 +61,20 @@ struct Microbatch {
 Microbatch materialize_slice(std::span<const std::uint16_t> tokens, const SlicePlan& plan, const CallShape& shape,
                              std::int32_t bigram_rows);
 
-// Where the loader stands: the next call starts at BOS number `cursor` of shard `shard_index`.
+// Where the loader stands: the next call starts at BOS number `cursor` of shard `shard_index`, in pass `pass` over
+// the shard list (0 unless the loader cycles the shards).
 struct LoaderPosition {
   std::int64_t shard_index = 0;
   std::int64_t cursor = 0;
+  std::int64_t pass = 0;
   friend bool operator==(const LoaderPosition&, const LoaderPosition&) = default;
 };
 void to_json(nlohmann::json& j, const LoaderPosition& position);
 void from_json(const nlohmann::json& j, LoaderPosition& position);
 
 struct TrainLoaderOptions {
-  std::vector<std::filesystem::path> shards;  // consumed in this order, once
+  std::vector<std::filesystem::path> shards;  // consumed in this order, once (or cyclically, below)
+  bool cycle_shards = false;                  // restart from the first shard when the last runs out
   int slices_per_call = 8;                    // 8 (reference), 1 (tiny/mini)
   int world_size = 1;                         // W in {1, 2, 4, 8}; must divide slices_per_call
   int rank = 0;
@@ -90,10 +93,13 @@ class TrainLoader {
   ~TrainLoader();
 
   // Plans the next call (switching shards and redoing the call when a shard runs out) and returns this rank's
-  // microbatches in accumulation order. Throws when the last shard runs out.
+  // microbatches in accumulation order. Throws when the last shard runs out (unless cycling), or when no shard holds
+  // one whole call.
   std::vector<Microbatch> next(const CallShape& shape);
 
   LoaderPosition position() const { return position_; }
+  // Passes begun over the shard list: 1 until the loader first wraps to the first shard again.
+  std::int64_t passes_begun() const { return position_.pass + 1; }
   // Jumps to a saved position (checkpoint resume).
   void seek(LoaderPosition position);
 
@@ -106,6 +112,7 @@ class TrainLoader {
                                                    ShardOpenOptions open);
   void load(std::int64_t shard_index);
   void start_prefetch(std::int64_t shard_index);
+  std::int64_t shard_after(std::int64_t shard_index) const;
 
   TrainLoaderOptions options_;
   LoaderPosition position_;

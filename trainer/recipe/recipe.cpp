@@ -239,6 +239,8 @@ class Reader {
     return out;
   }
 
+  bool has(const std::string& key) const { return table_.contains(key); }
+
   Reader table(const std::string& key) {
     const toml::node& n = get(key);
     GPT_CHECK(n.is_table(), "recipe ", source_, ": key '", full(key), "' must be a table, got ", node_type_name(n));
@@ -436,6 +438,11 @@ Recipe read_recipe(const toml::table& tree, const std::string& name, const std::
     GPT_CHECK(rc.validation.tokens % rc.validation.batch_tokens == 0, "recipe ", source,
               ": validation.tokens must be a multiple of validation.batch_tokens");
   }
+  if (root.has("data")) {
+    Reader d = root.table("data");
+    rc.data.cycle_train_shards = d.boolean("cycle_train_shards");
+    d.finish();
+  }
   rc.slices_per_call = root.integer("slices_per_call", 1, 8);
   for (size_t i = 0; i < rc.schedule.stages.size(); ++i) {
     GPT_CHECK(rc.schedule.stages[i].batch_tokens % rc.slices_per_call == 0, "recipe ", source, ": schedule.stages.", i,
@@ -500,6 +507,7 @@ std::string Recipe::canonical() const {
   toml::table root{{"model", model_t},          {"schedule", schedule_t}, {"optimizer", optimizer_t},
                    {"validation", validation_t}, {"slices_per_call", slices_per_call}, {"fp8", fp8},
                    {"target_loss", target_loss}};
+  if (data != DataConfig{}) root.insert("data", toml::table{{"cycle_train_shards", data.cycle_train_shards}});
   std::ostringstream os;
   os << toml::toml_formatter(root, toml::format_flags::none);
   return os.str();

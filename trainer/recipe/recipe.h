@@ -80,17 +80,27 @@ struct ValidationConfig {
   int64_t cu_rows = 0;        // cu_seqlens rows of a validation forward
 };
 
+// Training data handling (the [data] table; optional, every key defaults to off).
+struct DataConfig {
+  // Restart the train shards from the first one when the last runs out, instead of stopping the run. For proxy
+  // corpora smaller than a run's token budget; a record on FineWeb never cycles (the harness refuses such runs).
+  bool cycle_train_shards = false;
+  friend bool operator==(const DataConfig&, const DataConfig&) = default;
+};
+
 struct Recipe {
   std::string name;
   ModelConfig model;
   ScheduleConfig schedule;
   OptimizerConfig optimizer;
   ValidationConfig validation;
+  DataConfig data;
   int64_t slices_per_call = 0;  // slices per loader call; T = B / slices_per_call
   bool fp8 = false;
   double target_loss = 0;
 
-  // Canonical TOML text of the resolved recipe (sorted keys, every value present).
+  // Canonical TOML text of the resolved recipe (sorted keys, every value present; the [data] table only when it
+  // differs from its defaults, so recipes written before it keep their hash).
   std::string canonical() const;
   // FNV-1a 64 of canonical(), as 16 hex digits: identifies the resolved configuration in run summaries.
   std::string hash() const;

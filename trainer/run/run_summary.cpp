@@ -33,6 +33,7 @@ nlohmann::json RunSummary::to_json() const {
       {"steps", r.steps},
       {"total_steps", r.total_steps},
       {"tokens", r.tokens},
+      {"train_data", {{"cycled", r.train_data_cycled}, {"passes", r.train_data_passes}}},
       {"val_history", history_json(r.val_history)},
       {"peak_memory", {{"allocated_mib", peak_memory_mib}, {"reserved_mib", peak_memory_mib}}},
       {"world_size", world_size},

@@ -28,7 +28,7 @@ struct RunSummary {
   RunEnvironment environment;
 
   // Fields: schema_version, run_id, seed, recipe {name, hash}, status, error (when not finished),
-  // final_val_loss (null when none), train_time_ms, steps, total_steps, tokens,
+  // final_val_loss (null when none), train_time_ms, steps, total_steps, tokens, train_data {cycled, passes},
   // val_history [{step, val_loss, train_time_ms}] (non-finite losses as null), peak_memory {allocated_mib,
   // reserved_mib}, world_size, backend, git_commit, git_dirty, environment {...}.
   nlohmann::json to_json() const;

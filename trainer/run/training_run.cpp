@@ -304,6 +304,7 @@ struct TrainingRun::Impl {
     lo.world_size = comm->world_size();
     lo.rank = comm->rank();
     lo.bigram_rows = static_cast<int32_t>(recipe.model.bigram_rows);
+    lo.cycle_shards = recipe.data.cycle_train_shards;
     return TrainLoader(lo, start);
   }
 
@@ -374,6 +375,10 @@ struct TrainingRun::Impl {
     for (const RankPlace& p : environment.ranks)
       log.line("rank " + std::to_string(p.rank) + ": host=" + p.host + " device=" + p.device);
     log.line("model: " + model->description());
+    if (recipe.data.cycle_train_shards) {
+      log.line("train data: " + std::to_string(train_shards.size()) +
+               " shard(s), cycled when they run out (data.cycle_train_shards = true: a proxy-corpus run, not a record)");
+    }
     log.line("resolved config:");
     std::istringstream config(recipe.canonical());
     for (std::string line; std::getline(config, line);) log.line("  " + line);
@@ -512,6 +517,9 @@ struct TrainingRun::Impl {
     }
     clock.stop();
     r.train_time_ms = clock.elapsed_ms();
+    r.train_data_cycled = recipe.data.cycle_train_shards;
+    r.train_data_passes = loader.passes_begun();
+    if (r.train_data_cycled) log.line("train data passes: " + std::to_string(r.train_data_passes));
     if (r.status == RunStatus::diverged) log.line("diverged: " + r.error);
     if (r.status == RunStatus::finished && options.final_checkpoint && comm->rank() == 0) {
       save_checkpoint(options.out_dir / (options.run_id + ".final.ckpt"), total, loader, r);

@@ -64,6 +64,8 @@ struct RunResult {
   int64_t steps = 0;        // optimizer steps completed (including those before a resume)
   int64_t total_steps = 0;  // N
   int64_t tokens = 0;       // training tokens consumed by the completed steps, all ranks
+  int64_t train_data_passes = 1;  // passes begun over the train shards (> 1 only with data.cycle_train_shards)
+  bool train_data_cycled = false; // the recipe let the loader restart the train shards
   std::vector<ValPoint> val_history;
   std::vector<double> train_losses;  // mean training loss of each step run by this process, in order
   std::string error;                 // failure or divergence reason
