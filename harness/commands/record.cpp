@@ -36,6 +36,8 @@ struct RecordOptions {
   std::string format = "text";
   std::string data;
   std::string trainer;
+  std::string backend;              // passed as --backend (train_gpt's default, cpu, when empty)
+  std::vector<std::string> sets;    // passed as --set KEY=VALUE each
   std::string name;
   std::int64_t first_seed = 0;
   std::int64_t early_stop_step = 0;  // 0: none (a run is ok only at the total step count)
@@ -85,6 +87,8 @@ std::vector<std::string> command_template(const RecordOptions& o) {
   std::vector<std::string> argv = {trainer.string(), "--recipe", "{recipe}", "--data", "{data}", "--seed", "{seed}",
                                    "--run-id", "{run_id}", "--out", "{out}"};
   if (o.gpus > 0) argv.insert(argv.end(), {"--gpus", "{gpus}"});
+  if (!o.backend.empty()) argv.insert(argv.end(), {"--backend", o.backend});
+  for (const std::string& set : o.sets) argv.insert(argv.end(), {"--set", set});
   return argv;
 }
 
@@ -93,6 +97,9 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
   RecordOptions o = cli;
   SweepInfo sweep;
   std::vector<std::string> argv_template;
+  GPT_CHECK((o.backend.empty() && o.sets.empty()) || (o.command.empty() && o.resume.empty()),
+            "--backend/--set: pass them to the trainer of a new sweep only (a command after -- or a --resume sweep "
+            "keeps its own command line)");
   if (!o.resume.empty()) {
     auto found = store.find_sweep(o.resume);
     GPT_CHECK(found.has_value(), "--resume: no sweep '", o.resume, "' in '", resolve_db_path(global.db).string(), "'");
@@ -243,6 +250,10 @@ void add_record_command(CLI::App& app, GlobalOptions& global) {
   sub->add_option("--format", opts->format, "report format")->check(CLI::IsMember({"text", "json"}));
   sub->add_option("--data", opts->data, "data folder (default: the recipe's corpus, data/default for tiny)");
   sub->add_option("--trainer", opts->trainer, "trainer binary (default: train_gpt beside harness)");
+  sub->add_option("--backend", opts->backend, "trainer backend, passed as --backend (default: the trainer's, cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  sub->add_option("--set", opts->sets, "recipe override KEY=VALUE passed to every run as --set (repeatable)")
+      ->allow_extra_args(false);
   sub->add_option("--name", opts->name, "sweep name (default record-RECIPE-TIMESTAMP)");
   sub->add_option("--first-seed", opts->first_seed, "seed of the first run; run i uses first-seed + i");
   sub->add_option("--early-stop-step", opts->early_stop_step,
