@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -75,6 +76,10 @@ Environment probe_environment() {
 #endif
   e.git_commit = command_output("git rev-parse HEAD");
   e.git_dirty = !command_output("git status --porcelain --untracked-files=no", true).empty();
+  if (const char* revision = std::getenv("SPEEDRUN_REVISION"); e.git_commit.empty() && revision != nullptr) {
+    e.git_commit = revision;  // a copied tree without .git (a lent GPU machine): the caller names the commit
+    e.git_dirty = false;
+  }
   std::array<char, 256> host{};
   if (::gethostname(host.data(), host.size() - 1) == 0) e.hostname = host.data();
   return e;
