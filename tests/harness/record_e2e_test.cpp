@@ -185,6 +185,32 @@ TEST_F(RecordE2E, MissingTrainerIsAUsageError) {
   EXPECT_NE(r.output.find("no trainer at '/nonexistent/train_gpt'"), std::string::npos) << r.output;
 }
 
+TEST_F(RecordE2E, BackendAndSetsReachTheTrainerAndTheStoredCommand) {
+  const std::string trainer = kBin + "synthetic_trainer";
+  const Result r = harness({"record", "--runs", "1", "--name", "sweep", "--trainer", trainer, "--backend", "cuda",
+                            "--set", "data.cycle_train_shards=true", "--set", "validation.tokens=262144", "--quiet"});
+  ASSERT_LE(r.code, 1) << r.output;
+  Store store = Store::open(db());
+  const auto sweep = store.find_sweep("sweep");
+  ASSERT_TRUE(sweep);
+  const auto command = nlohmann::json::parse(sweep->command).get<std::vector<std::string>>();
+  const std::vector<std::string> tail(command.end() - 6, command.end());
+  EXPECT_EQ(tail, (std::vector<std::string>{"--backend", "cuda", "--set", "data.cycle_train_shards=true", "--set",
+                                            "validation.tokens=262144"}));
+  const auto stored = runs();
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_NE(read_file(stored[0].log_path).find("backend=cuda"), std::string::npos);
+
+  // A command after -- or a resumed sweep has its own command line: the flags would be ignored, so they are refused.
+  const Result with_command = harness({"record", "--runs", "1", "--backend", "cuda", "--", trainer});
+  EXPECT_EQ(with_command.code, 2) << with_command.output;
+  EXPECT_NE(with_command.output.find("--backend/--set"), std::string::npos) << with_command.output;
+  const Result resumed = harness({"record", "--resume", "sweep", "--set", "fp8=false"});
+  EXPECT_EQ(resumed.code, 2) << resumed.output;
+  const Result unknown_backend = harness({"record", "--runs", "1", "--backend", "tpu"});
+  EXPECT_EQ(unknown_backend.code, 2) << unknown_backend.output;
+}
+
 TEST_F(RecordE2E, ImportMakesOneArmPerFolder) {
   const std::string good = "step:0/10 val_loss:10.8 train_time:0ms step_avg:0ms\nstep:10/10 val_loss:3.2500 train_time:900ms step_avg:90ms\n";
   const std::string other = "step:10/10 val_loss:3.2600 train_time:950ms step_avg:95ms\n";
