@@ -1,11 +1,14 @@
 // train_step_bench: one full training step of the `head` model on one GPU (RECIPE §1.3: 8 microbatches of T
 // tokens, forward + backward + optimizer step), timed with CUDA events.
 //
-//   train_step_bench [--steps N] [--warmup N] [--json FILE] [--only stage2|stage0] [--fp8 on|off|both]
+//   train_step_bench [--steps N] [--warmup N] [--json FILE] [--only stage0,stage1,stage2] [--fp8 on|off|both]
+//                    [--data DIR]
 //
-// Shapes: stage 2 of the record recipe (T = 49,152, windows 640/1408 tokens, MTP [1]) and stage 0 (T = 16,384,
-// windows 128/384, MTP [1, 0.5, 0.25]). Data: synthetic token ids with a BOS roughly every 700 tokens (timing
-// does not depend on the values). FP8: "on" is the recipe (§7.1 lm_head and §7.2 MLP products), "off" bf16 GEMMs.
+// Shapes: stage 2 of the record recipe (T = 49,152, windows 640/1408 tokens, MTP [1]), stage 1 (T = 32,768,
+// windows 384/896, MTP [1, 0.5]) and stage 0 (T = 16,384, windows 128/384, MTP [1, 0.5, 0.25]); by default stage 2
+// and stage 0. Data: synthetic token ids with a BOS roughly every 700 tokens, or with --data the first call of the
+// train loader over DIR's train shards (real documents: real segment lengths for attention, real bigram rows).
+// FP8: "on" is the recipe (§7.1 lm_head and §7.2 MLP products), "off" bf16 GEMMs.
 // Reports ms/step, tokens/s, model TFLOP/s from the §10.2 counter (kernels/flops.h), MFU against the 989 TFLOP/s
 // dense bf16 datasheet figure and against this run's measured cuBLASLt 8192³ bf16 rate, per-phase times (forward,
 // backward, optimizer; summed over the step's microbatches) and peak memory (caching allocator statistics).
@@ -28,6 +31,8 @@
 #include "kernels/rotary.h"
 #include "trainer/comm/comm.h"
 #include "trainer/data/host_products.h"
+#include "trainer/data/shard.h"
+#include "trainer/data/train_loader.h"
 #include "trainer/model/model.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/recipe/recipe.h"
@@ -43,8 +48,9 @@ struct Options {
   int steps = 6;
   int warmup = 2;
   std::string json_path;
-  std::string only;         // empty: both shapes
-  std::string fp8 = "both";  // on | off | both
+  std::vector<std::string> only;  // empty: stage2 and stage0
+  std::string fp8 = "both";       // on | off | both
+  std::string data_dir;           // empty: synthetic microbatches
 };
 
 struct BenchShape {
@@ -153,15 +159,11 @@ class Bench {
       model_->reset_fp8();
       model_->refresh_fp8(true);
     }
-    std::vector<Microbatch> batches;
-    for (int i = 0; i < kMicrobatches; ++i) {
-      batches.push_back(synthetic_microbatch(tokens, dims_.vocab, static_cast<int32_t>(dims_.bigram_rows), s.lmax,
-                                             static_cast<int32_t>(s.cu_rows), 100 + static_cast<uint64_t>(i)));
-    }
-    std::printf("%s fp8=%s: T=%lld x %d, windows %lld/%lld, MTP %zu, prefix %.3f\n", shape.name.c_str(),
+    const std::vector<Microbatch> batches = microbatches(s, options);
+    std::printf("%s fp8=%s: T=%lld x %d, windows %lld/%lld, MTP %zu, prefix %.3f, %s data\n", shape.name.c_str(),
                 fp8 ? "on" : "off", static_cast<long long>(tokens), kMicrobatches,
                 static_cast<long long>(s.ws_short_tokens), static_cast<long long>(s.ws_long_tokens),
-                s.mtp_weights.size(), s.prefix_weight);
+                s.mtp_weights.size(), s.prefix_weight, options.data_dir.empty() ? "synthetic" : "loader");
     std::vector<StepTimes> times;
     std::vector<double> losses;
     GPT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -196,6 +198,26 @@ class Bench {
   }
 
  private:
+  // The step's 8 microbatches: synthetic, or the first loader call over the train shards of --data.
+  std::vector<Microbatch> microbatches(const StepSchedule& s, const Options& options) const {
+    std::vector<Microbatch> batches;
+    if (options.data_dir.empty()) {
+      for (int i = 0; i < kMicrobatches; ++i) {
+        batches.push_back(synthetic_microbatch(s.slice_tokens, dims_.vocab, static_cast<int32_t>(dims_.bigram_rows),
+                                               s.lmax, static_cast<int32_t>(s.cu_rows), 100 + static_cast<uint64_t>(i)));
+      }
+      return batches;
+    }
+    TrainLoaderOptions lo;
+    lo.shards = find_split_shards(options.data_dir, ShardSplit::train);
+    lo.slices_per_call = kMicrobatches;
+    lo.bigram_rows = static_cast<int32_t>(dims_.bigram_rows);
+    lo.prefetch = false;
+    TrainLoader loader(lo);
+    return loader.next(CallShape{.slice_tokens = s.slice_tokens, .max_doc_tokens = s.lmax,
+                                 .cu_seqlens_rows = static_cast<int32_t>(s.cu_rows)});
+  }
+
   // GptModel::train_forward_backward with events at the phase boundaries (the forward ends once the loss and its
   // fused gradient are computed). Returns the microbatch's summed loss Σ_t ℓ_t.
   double train_microbatch(const Microbatch& batch, PhaseEvents& ev, int i) {
@@ -295,14 +317,23 @@ Options parse(int argc, char** argv) {
     } else if (a == "--json") {
       o.json_path = value();
     } else if (a == "--only") {
-      o.only = value();
-      GPT_CHECK(o.only == "stage2" || o.only == "stage0", "train_step_bench: --only expects stage2 or stage0");
+      std::string list = value();
+      for (size_t start = 0; start <= list.size();) {
+        const size_t comma = std::min(list.find(',', start), list.size());
+        o.only.push_back(list.substr(start, comma - start));
+        GPT_CHECK(o.only.back() == "stage0" || o.only.back() == "stage1" || o.only.back() == "stage2",
+                  "train_step_bench: --only expects a comma-separated list of stage0, stage1, stage2; got '", list, "'");
+        start = comma + 1;
+      }
+    } else if (a == "--data") {
+      o.data_dir = value();
     } else if (a == "--fp8") {
       o.fp8 = value();
       GPT_CHECK(o.fp8 == "on" || o.fp8 == "off" || o.fp8 == "both", "train_step_bench: --fp8 expects on, off or both");
     } else {
       GPT_FAIL("train_step_bench: unknown argument '", a,
-               "' (usage: [--steps N] [--warmup N] [--json FILE] [--only stage2|stage0] [--fp8 on|off|both])");
+               "' (usage: [--steps N] [--warmup N] [--json FILE] [--only stage0,stage1,stage2] [--fp8 on|off|both] "
+               "[--data DIR])");
     }
   }
   GPT_CHECK(o.steps >= 1 && o.warmup >= 0, "train_step_bench: --steps must be >= 1 and --warmup >= 0");
@@ -321,10 +352,14 @@ int main(int argc, char** argv) {
     const double gemm_tflops = measured_gemm_tflops();
     std::printf("device: %s; cuBLASLt bf16 8192^3: %.1f TFLOP/s\n", prop.name, gemm_tflops);
     Bench bench;
-    // Steps of the `head` schedule: 300/301 lie in stage 0 (steps 0-422), 1000/1001 in stage 2 (847-1269).
+    // Steps of the `head` schedule: 300/301 lie in stage 0 (steps 0-422), 600/601 in stage 1 (423-846), 1000/1001
+    // in stage 2 (847-1269, after the lm_head split).
+    const std::vector<BenchShape> all = {{"stage2", 1000}, {"stage1", 600}, {"stage0", 300}};
+    const std::vector<std::string> wanted = options.only.empty() ? std::vector<std::string>{"stage2", "stage0"} : options.only;
     std::vector<BenchShape> shapes;
-    if (options.only != "stage0") shapes.push_back({"stage2", 1000});
-    if (options.only != "stage2") shapes.push_back({"stage0", 300});
+    for (const BenchShape& shape : all) {
+      if (std::find(wanted.begin(), wanted.end(), shape.name) != wanted.end()) shapes.push_back(shape);
+    }
     nlohmann::json results = nlohmann::json::array();
     for (const BenchShape& shape : shapes) {
       for (bool fp8 : {true, false}) {
@@ -338,7 +373,8 @@ int main(int argc, char** argv) {
         }
       }
     }
-    nlohmann::json doc = {{"device", prop.name}, {"measured_gemm_bf16_tflop_s", gemm_tflops},
+    nlohmann::json doc = {{"device", prop.name}, {"data", options.data_dir.empty() ? "synthetic" : options.data_dir},
+                          {"measured_gemm_bf16_tflop_s", gemm_tflops},
                           {"datasheet_bf16_tflop_s", kDatasheetBf16TflopS}, {"results", results}};
     if (!options.json_path.empty()) std::ofstream(options.json_path) << doc.dump(2) << "\n";
     return 0;
