@@ -2,7 +2,7 @@
 // tokens, forward + backward + optimizer step), timed with CUDA events.
 //
 //   train_step_bench [--steps N] [--warmup N] [--json FILE] [--only stage0,stage1,stage2] [--fp8 on|off|both]
-//                    [--data DIR]
+//                    [--data DIR] [--cu-rows-multiplier N]
 //
 // Shapes: stage 2 of the record recipe (T = 49,152, windows 640/1408 tokens, MTP [1]), stage 1 (T = 32,768,
 // windows 384/896, MTP [1, 0.5]) and stage 0 (T = 16,384, windows 128/384, MTP [1, 0.5, 0.25]); by default stage 2
@@ -51,6 +51,7 @@ struct Options {
   std::vector<std::string> only;  // empty: stage2 and stage0
   std::string fp8 = "both";       // on | off | both
   std::string data_dir;           // empty: synthetic microbatches
+  int cu_rows_multiplier = 1;     // schedule.cu_rows_multiplier (4 for the proxy corpus's shorter documents)
 };
 
 struct BenchShape {
@@ -121,7 +122,10 @@ struct StepTimes {
 
 class Bench {
  public:
-  Bench() : recipe_(load_recipe("head")), schedule_(recipe_), dims_(ModelDims::head(1)) {
+  explicit Bench(const Options& options)
+      : recipe_(load_recipe("head", {"schedule.cu_rows_multiplier=" + std::to_string(options.cu_rows_multiplier)})),
+        schedule_(recipe_),
+        dims_(ModelDims::head(1)) {
     std::printf("initialising the head model (%lld parameters) on the GPU...\n",
                 static_cast<long long>(total_parameter_count(dims_)));
     weights_ = init_weights(dims_, 1, DType::bf16, Device::cuda);
@@ -327,13 +331,15 @@ Options parse(int argc, char** argv) {
       }
     } else if (a == "--data") {
       o.data_dir = value();
+    } else if (a == "--cu-rows-multiplier") {
+      o.cu_rows_multiplier = std::stoi(value());
     } else if (a == "--fp8") {
       o.fp8 = value();
       GPT_CHECK(o.fp8 == "on" || o.fp8 == "off" || o.fp8 == "both", "train_step_bench: --fp8 expects on, off or both");
     } else {
       GPT_FAIL("train_step_bench: unknown argument '", a,
                "' (usage: [--steps N] [--warmup N] [--json FILE] [--only stage0,stage1,stage2] [--fp8 on|off|both] "
-               "[--data DIR])");
+               "[--data DIR] [--cu-rows-multiplier N])");
     }
   }
   GPT_CHECK(o.steps >= 1 && o.warmup >= 0, "train_step_bench: --steps must be >= 1 and --warmup >= 0");
@@ -351,7 +357,7 @@ int main(int argc, char** argv) {
     const cudaDeviceProp& prop = cuda::device_properties();
     const double gemm_tflops = measured_gemm_tflops();
     std::printf("device: %s; cuBLASLt bf16 8192^3: %.1f TFLOP/s\n", prop.name, gemm_tflops);
-    Bench bench;
+    Bench bench(options);
     // Steps of the `head` schedule: 300/301 lie in stage 0 (steps 0-422), 600/601 in stage 1 (423-846), 1000/1001
     // in stage 2 (847-1269, after the lm_head split).
     const std::vector<BenchShape> all = {{"stage2", 1000}, {"stage1", 600}, {"stage0", 300}};
