@@ -12,7 +12,10 @@
 // Reports ms/step, tokens/s, model TFLOP/s from the §10.2 counter (kernels/flops.h), MFU against the 989 TFLOP/s
 // dense bf16 datasheet figure and against this run's measured cuBLASLt 8192³ bf16 rate, per-phase times (forward,
 // backward, optimizer; summed over the step's microbatches) and peak memory (caching allocator statistics).
+#include <unistd.h>
+
 #include <algorithm>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -29,6 +32,7 @@
 #include "kernels/cuda/runtime.h"
 #include "kernels/gemm.h"
 #include "kernels/rotary.h"
+#include "trainer/build_info.h"
 #include "trainer/comm/comm.h"
 #include "trainer/data/host_products.h"
 #include "trainer/data/shard.h"
@@ -251,6 +255,15 @@ class Bench {
   Tape tape_;
 };
 
+nlohmann::json samples_json(const std::vector<StepTimes>& times) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const StepTimes& t : times) {
+    out.push_back({{"step_ms", t.step_ms}, {"forward_ms", t.forward_ms}, {"backward_ms", t.backward_ms},
+                   {"optimizer_ms", t.optimizer_ms}});
+  }
+  return out;
+}
+
 nlohmann::json Bench::report(const BenchShape& shape, bool fp8, const StepSchedule& s, int64_t tokens,
                              const std::vector<StepTimes>& times, const std::vector<double>& losses,
                              const MemoryStats& mem, double gemm_tflops) const {
@@ -294,6 +307,7 @@ nlohmann::json Bench::report(const BenchShape& shape, bool fp8, const StepSchedu
       {"peak_allocated_mib", static_cast<double>(mem.peak_allocated) / kMiB},
       {"peak_reserved_mib", static_cast<double>(mem.peak_reserved) / kMiB},
       {"losses", losses},
+      {"samples", samples_json(times)},
   };
   std::printf("  %.1f ms/step (fwd %.1f, bwd %.1f, opt %.1f), %.0f tok/s, %.1f model TFLOP/s, MFU %.1f%% of 989, "
               "%.1f%% of measured %.0f; peak alloc %.0f MiB, reserved %.0f MiB; losses",
@@ -304,6 +318,33 @@ nlohmann::json Bench::report(const BenchShape& shape, bool fp8, const StepSchedu
   for (double l : losses) std::printf(" %.4f", l);
   std::printf("\n");
   return j;
+}
+
+// Google Benchmark's JSON layout, so that `harness nightly --ingest` stores the step like any kernel benchmark:
+// one iteration entry per timed step and phase, named BM_TrainStep/<stage>/fp8:<on|off>/data:<kind>[/phase].
+nlohmann::json google_benchmark_entries(const nlohmann::json& row, const std::string& data_kind) {
+  nlohmann::json entries = nlohmann::json::array();
+  if (!row.contains("samples")) return entries;  // a failed row
+  const std::string base = "BM_TrainStep/" + row.at("shape").get<std::string>() + "/fp8:" +
+                           (row.at("fp8").get<bool>() ? "on" : "off") + "/data:" + data_kind;
+  for (const auto& [suffix, field] : {std::pair{"", "step_ms"}, {"/forward", "forward_ms"},
+                                      {"/backward", "backward_ms"}, {"/optimizer", "optimizer_ms"}}) {
+    for (const nlohmann::json& sample : row.at("samples")) {
+      const std::string name = base + suffix;
+      entries.push_back({{"name", name}, {"run_name", name}, {"run_type", "iteration"}, {"iterations", 1},
+                         {"real_time", sample.at(field)}, {"cpu_time", sample.at(field)}, {"time_unit", "ms"}});
+    }
+  }
+  return entries;
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 Options parse(int argc, char** argv) {
@@ -379,9 +420,28 @@ int main(int argc, char** argv) {
         }
       }
     }
-    nlohmann::json doc = {{"device", prop.name}, {"data", options.data_dir.empty() ? "synthetic" : options.data_dir},
-                          {"measured_gemm_bf16_tflop_s", gemm_tflops},
-                          {"datasheet_bf16_tflop_s", kDatasheetBf16TflopS}, {"results", results}};
+    int driver = 0;
+    GPT_CUDA_CHECK(cudaDriverGetVersion(&driver));
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    const BuildInfo& build = build_info();
+    const std::string data_kind = options.data_dir.empty() ? "synthetic" : "loader";
+    nlohmann::json benchmarks = nlohmann::json::array();
+    for (const nlohmann::json& row : results) {
+      for (nlohmann::json& entry : google_benchmark_entries(row, data_kind)) benchmarks.push_back(std::move(entry));
+    }
+    // `context` and `benchmarks` follow Google Benchmark's JSON; `results` keeps the full rows.
+    nlohmann::json doc = {
+        {"context",
+         {{"date", utc_now_iso8601()}, {"host_name", host}, {"executable", "train_step_bench"},
+          {"git_commit", build.git_commit + (build.git_dirty ? "-dirty" : "")}, {"gpu", prop.name},
+          {"cuda_driver_version", driver}, {"build_type", build.build_type}}},
+        {"device", prop.name},
+        {"data", options.data_dir.empty() ? "synthetic" : options.data_dir},
+        {"measured_gemm_bf16_tflop_s", gemm_tflops},
+        {"datasheet_bf16_tflop_s", kDatasheetBf16TflopS},
+        {"results", results},
+        {"benchmarks", benchmarks}};
     if (!options.json_path.empty()) std::ofstream(options.json_path) << doc.dump(2) << "\n";
     return 0;
   } catch (const std::exception& e) {
