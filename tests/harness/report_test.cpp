@@ -176,21 +176,32 @@ TEST(Harvest, CycledTrainDataIsKeptAsRunParams) {
   EXPECT_EQ(harvest_run(plan_in(dir, kGoodLog), exited(0), RunEnd::exited).params.count("train_data_cycled"), 0u);
 }
 
-TEST(SweepReportTest, RunsOnCycledTrainDataAreNeverARecord) {
-  TempDir dir;
-  Store store = Store::open(dir / "r.db");
+// A record sweep named "s" with `runs_planned` planned runs.
+SweepInfo add_record_sweep(Store& store, int runs_planned) {
   SweepInfo s;
   s.name = "s";
   s.kind = "record";
-  s.runs_planned = 3;
+  s.runs_planned = runs_planned;
   s.id = store.create_sweep(s);
+  return s;
+}
+
+RunRecord ok_run(const SweepInfo& sweep, int seed, double final_val_loss) {
+  RunRecord r;
+  r.sweep_id = sweep.id;
+  r.seed = seed;
+  r.run_id = "r" + std::to_string(seed);
+  r.status = RunStatus::ok;
+  r.final_val_loss = final_val_loss;
+  return r;
+}
+
+TEST(SweepReportTest, RunsOnCycledTrainDataAreNeverARecord) {
+  TempDir dir;
+  Store store = Store::open(dir / "r.db");
+  const SweepInfo s = add_record_sweep(store, 3);
   for (int i = 0; i < 3; ++i) {
-    RunRecord r;
-    r.sweep_id = s.id;
-    r.seed = i;
-    r.run_id = "r" + std::to_string(i);
-    r.status = RunStatus::ok;
-    r.final_val_loss = 3.0 + 0.001 * i;  // far below the target: the t-test alone would pass
+    RunRecord r = ok_run(s, i, 3.0 + 0.001 * i);  // far below the target: the t-test alone would pass
     if (i == 1) r.params = {{"train_data_cycled", "1"}, {"train_data_passes", "5"}};
     store.add_run(r);
   }
@@ -207,19 +218,10 @@ TEST(SweepReportTest, RunsOnCycledTrainDataAreNeverARecord) {
 TEST(SweepReportTest, StatisticsCoverOnlyOkRunsAndListTheOthers) {
   TempDir dir;
   Store store = Store::open(dir / "r.db");
-  SweepInfo s;
-  s.name = "s";
-  s.kind = "record";
-  s.runs_planned = 4;
-  s.id = store.create_sweep(s);
+  const SweepInfo s = add_record_sweep(store, 4);
   const double losses[] = {3.270, 3.272, 3.268};
   for (int i = 0; i < 3; ++i) {
-    RunRecord r;
-    r.sweep_id = s.id;
-    r.seed = i;
-    r.run_id = "r" + std::to_string(i);
-    r.status = RunStatus::ok;
-    r.final_val_loss = losses[i];
+    RunRecord r = ok_run(s, i, losses[i]);
     r.train_time_ms = 1000 + 10 * i;
     store.add_run(r);
   }
