@@ -1,6 +1,7 @@
 #include "trainer/run/gpt_trainable.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -98,6 +99,35 @@ void GptTrainable::after_state_restore() {
 }
 
 double GptTrainable::validation_loss(const Microbatch& window) { return model_->validation_loss(window, config_); }
+
+std::vector<double> GptTrainable::validation_losses(const Microbatch& window) {
+  // §3.4: z = 23·σ((z_raw + 5)/7.5), ℓ_t = logsumexp(z_t) − z_t[target_t]. Rows are read back in chunks so that
+  // the host never holds all T × V logits at once.
+  constexpr int64_t kRowsPerRead = 256;
+  const Tensor raw = model_->logits(window, config_);
+  const int64_t rows = raw.size(0), vocab = raw.size(1);
+  std::vector<double> losses(static_cast<size_t>(rows));
+  std::vector<double> z(static_cast<size_t>(vocab));
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowsPerRead) {
+    const int64_t r1 = std::min(rows, r0 + kRowsPerRead);
+    const std::vector<float> chunk = raw.slice(r0, r1).to_floats();
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* row = chunk.data() + (r - r0) * vocab;
+      double top = -INFINITY;
+      for (int64_t v = 0; v < vocab; ++v) {
+        z[static_cast<size_t>(v)] = 23.0 / (1.0 + std::exp(-(static_cast<double>(row[v]) + 5.0) / 7.5));
+        top = std::max(top, z[static_cast<size_t>(v)]);
+      }
+      double sum = 0;
+      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(z[static_cast<size_t>(v)] - top);
+      const int64_t target = window.targets[static_cast<size_t>(r)];
+      GPT_CHECK(target >= 0 && target < vocab, "validation_losses: target ", target, " at position ", r,
+                " outside the vocabulary [0, ", vocab, ")");
+      losses[static_cast<size_t>(r)] = top + std::log(sum) - z[static_cast<size_t>(target)];
+    }
+  }
+  return losses;
+}
 
 bool GptTrainable::uses_prefix_table() const {
   return std::any_of(recipe_.schedule.stages.begin(), recipe_.schedule.stages.end(),

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "kernels/rotary.h"
 #include "trainer/model/model.h"
@@ -35,6 +36,9 @@ class GptTrainable final : public TrainableModel {
   void after_optimizer_step(const StepSchedule& s) override;
   void after_state_restore() override;
   double validation_loss(const Microbatch& window) override;
+  // ℓ_t of §3.4 for every position of the window (f64 from the evaluation forward's raw logits): the
+  // reference check compares them position by position (trainer/run/reference_export.h).
+  std::vector<double> validation_losses(const Microbatch& window);
   bool uses_prefix_table() const override;
   void set_prefix_table(std::span<const int64_t> table) override;
 

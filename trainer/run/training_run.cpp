@@ -535,6 +535,11 @@ TrainingRun::TrainingRun(RunOptions options, ModelFactory factory)
     : impl_(std::make_unique<Impl>(std::move(options), factory)) {}
 TrainingRun::~TrainingRun() = default;
 const Recipe& TrainingRun::recipe() const { return impl_->recipe; }
+const Schedule& TrainingRun::schedule() const { return impl_->schedule; }
+TrainableModel& TrainingRun::model() { return *impl_->model; }
+Optimizer& TrainingRun::optimizer() { return *impl_->optimizer; }
+const ValLoader& TrainingRun::val_loader() const { return *impl_->val_loader; }
+TrainLoader TrainingRun::make_train_loader(LoaderPosition start) const { return impl_->make_train_loader(start); }
 
 RunResult TrainingRun::run(const RunHooks& hooks) {
   Impl& m = *impl_;

@@ -16,6 +16,9 @@
 
 namespace gpt {
 
+class Optimizer;
+class ValLoader;
+
 struct RunOptions {
   std::string recipe;                   // --recipe NAME|FILE
   std::vector<std::string> overrides;   // --set key=value (debug.* taken out by take_debug_switches)
@@ -97,6 +100,13 @@ class TrainingRun {
   RunResult run(const RunHooks& hooks = {});
 
   const Recipe& recipe() const;
+
+  // The constructed parts, for tools that drive single steps outside run() (trainer/run/reference_export.h).
+  const Schedule& schedule() const;
+  TrainableModel& model();
+  Optimizer& optimizer();
+  const ValLoader& val_loader() const;
+  TrainLoader make_train_loader(LoaderPosition start = {}) const;
 
  private:
   struct Impl;

@@ -1,0 +1,256 @@
+// The reference-check export (trainer/run/reference_export.h) on `tiny`: every file the manifest names has the
+// size its shape says and finite values, the initial weights are the seeded ones, the exported gradients and
+// loss agree with an independent f64 forward/backward of the model on the exported microbatch, the optimizer
+// steps have the even/odd semantics, and `scripts/reference-check --parse-only` accepts it. Bad flags name
+// themselves.
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "run_test_util.h"
+#include "trainer/model/weights.h"
+#include "trainer/run/gpt_trainable.h"
+#include "trainer/run/reference_export.h"
+
+namespace gpt {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::vector<char> read_bytes(const fs::path& path) {
+  std::vector<char> bytes(static_cast<size_t>(fs::file_size(path)));
+  std::ifstream in(path, std::ios::binary);
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  EXPECT_TRUE(in.good()) << path;
+  return bytes;
+}
+
+size_t dtype_bytes(const std::string& dtype) {
+  if (dtype == "f32" || dtype == "i32") return 4;
+  if (dtype == "bf16") return 2;
+  if (dtype == "i64") return 8;
+  ADD_FAILURE() << "unexpected dtype " << dtype;
+  return 1;
+}
+
+// A float file's values as doubles (f32, or bf16 as the high half of an f32).
+std::vector<double> read_floats(const fs::path& dir, const json& entry) {
+  const std::vector<char> bytes = read_bytes(dir / entry.at("file").get<std::string>());
+  std::vector<double> out;
+  if (entry.at("dtype") == "f32") {
+    std::vector<float> f(bytes.size() / 4);
+    std::memcpy(f.data(), bytes.data(), f.size() * 4);
+    out.assign(f.begin(), f.end());
+  } else {
+    out.resize(bytes.size() / 2);
+    for (size_t i = 0; i < out.size(); ++i) {
+      uint32_t u = 0;
+      std::memcpy(reinterpret_cast<char*>(&u) + 2, bytes.data() + 2 * i, 2);
+      float f;
+      std::memcpy(&f, &u, 4);
+      out[i] = f;
+    }
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<T> read_ints(const fs::path& dir, const json& entry) {
+  const std::vector<char> bytes = read_bytes(dir / entry.at("file").get<std::string>());
+  std::vector<T> out(bytes.size() / sizeof(T));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+  return out;
+}
+
+// Every tensor entry of the manifest (objects with a "file" key), wherever it sits.
+void collect_entries(const json& node, std::vector<json>& out) {
+  if (node.is_object()) {
+    if (node.contains("file")) out.push_back(node);
+    for (const auto& [key, value] : node.items()) collect_entries(value, out);
+  } else if (node.is_array()) {
+    for (const json& value : node) collect_entries(value, out);
+  }
+}
+
+const json& by_name(const json& list, const std::string& name) {
+  for (const json& e : list)
+    if (e.at("name") == name) return e;
+  throw std::runtime_error("no entry named " + name);
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+
+ReferenceExportOptions tiny_export(const test::RunScratch& scratch) {
+  ReferenceExportOptions o;
+  o.run.recipe = "tiny";
+  o.run.overrides = {"model.bigram_rows=4096"};  // smaller files; the bigram path is unchanged
+  o.run.data_dir = scratch.data();
+  o.run.seed = 5;
+  o.run.out_dir = scratch.out();
+  o.validation_tokens = 64;
+  o.steps = {8};  // one pair keeps the test short; the default pair list is checked on its own below
+  return o;
+}
+
+TEST(ReferenceExport, TinyExportIsCompleteAndMatchesAnIndependentBackward) {
+  test::RunScratch scratch;
+  const ReferenceExportOptions options = tiny_export(scratch);
+  const fs::path manifest_path = write_reference_export(options);
+  const fs::path dir = manifest_path.parent_path();
+  const json manifest = json::parse(std::ifstream(manifest_path));
+
+  // Step 8 starts stage 1: its windows and YaRN event differ from stage 0's.
+  ASSERT_EQ(manifest.at("steps").size(), 1u);
+  const json& pair = manifest["steps"][0];
+  EXPECT_EQ(pair["step"], 8);
+  EXPECT_EQ(pair["schedule"]["ws_long_tokens"], 112);
+  EXPECT_EQ(pair["schedule"]["yarn_events"].size(), 1u);
+  EXPECT_EQ(pair["schedule_next"]["step"], 9);
+  EXPECT_EQ(pair["after_odd"]["step"], 9);
+  EXPECT_EQ(manifest["fp8"], false);
+
+  // Every file has the size its shape and dtype say, and float files hold finite values (checked for the
+  // results; the weights files are compared value by value below).
+  std::vector<json> entries;
+  collect_entries(manifest, entries);
+  EXPECT_EQ(entries.size(), 4u * 19 + 2 + 11);  // 4 sets of 19 parameters, 2 buffers, batch + validation window
+  for (const json& e : entries) {
+    int64_t numel = 1;
+    for (int64_t n : e.at("shape")) numel *= n;
+    const auto expected = static_cast<uintmax_t>(numel) * dtype_bytes(e.at("dtype"));
+    const fs::path file = dir / e.at("file").get<std::string>();
+    ASSERT_EQ(fs::file_size(file), expected) << file;
+    EXPECT_EQ(e.at("bytes").get<uintmax_t>(), expected) << file;
+    const bool result = e.at("file").get<std::string>().find(".grad.") != std::string::npos ||
+                        e.at("file").get<std::string>().find(".val.") != std::string::npos;
+    if ((e.at("dtype") == "f32" || e.at("dtype") == "bf16") && (result || numel < 100'000)) {
+      for (double x : read_floats(dir, e)) ASSERT_TRUE(std::isfinite(x)) << file;
+    }
+  }
+
+  // The initial weights are the seeded ones, bit for bit.
+  const Recipe recipe = load_recipe("tiny", {"model.bigram_rows=4096", "fp8=false"});
+  ModelWeights seeded = init_weights(model_dims(recipe.model, 1), options.run.seed, DType::f32);
+  for (auto& [name, tensor] : seeded.parameters()) {
+    const json& e = by_name(manifest.at("initial"), name);
+    EXPECT_EQ(read_floats(dir, e), tensor->to_doubles()) << name;
+    EXPECT_EQ(e.at("reference_name"), reference_state_name(name));
+  }
+
+  // An f64 model from the same seed, on the exported microbatch and prefix table, gives the exported loss and
+  // gradients (the export runs in f32: agreement to f32 accuracy, relative to each gradient's largest entry).
+  const Schedule schedule(recipe);
+  const std::vector<int64_t> prefix = read_ints<int64_t>(dir, by_name(manifest.at("buffers"), "prefix_table"));
+  for (const json& step : manifest.at("steps")) {
+    const int64_t s = step.at("step");
+    GptTrainable f64_model(recipe, options.run.seed, 1, DType::f64, Device::cpu);
+    f64_model.set_prefix_table(prefix);
+    f64_model.set_schedule(schedule.at(s));
+    const json& b = step.at("batch");
+    Microbatch mb;
+    mb.inputs = read_ints<int32_t>(dir, b.at("inputs"));
+    mb.targets = read_ints<int64_t>(dir, b.at("targets"));
+    mb.cu_seqlens = read_ints<int32_t>(dir, b.at("cu_seqlens"));
+    mb.bigram_ids = read_ints<int32_t>(dir, b.at("bigram_ids"));
+    mb.sign_rows = read_ints<int32_t>(dir, b.at("sign_rows"));
+    mb.max_seqlen = b.at("max_seqlen");
+    const double loss = f64_model.train_microbatch(mb, 1.0);
+    EXPECT_NEAR(loss, step["train"]["loss_mean"].get<double>(), 1e-4 * loss) << "step " << s;
+    for (Parameter& p : f64_model.parameters().all()) {
+      const std::vector<double> ours = read_floats(dir, by_name(step.at("gradients"), p.name));
+      const std::vector<double> exact = p.grad.to_doubles();
+      ASSERT_EQ(ours.size(), exact.size()) << p.name;
+      const double scale = max_abs(exact);
+      double worst = 0;
+      for (size_t i = 0; i < ours.size(); ++i) worst = std::max(worst, std::abs(ours[i] - exact[i]));
+      EXPECT_LE(worst, 2e-3 * scale + 1e-7) << "step " << s << " gradient of " << p.name << " (largest " << scale
+                                            << ")";
+    }
+
+    // The per-position validation losses average to the model's own validation loss.
+    const std::vector<double> val = read_floats(dir, step.at("validation").at("losses"));
+    ASSERT_EQ(static_cast<int64_t>(val.size()), 64);
+    double sum = 0;
+    for (double l : val) sum += l;
+    EXPECT_NEAR(sum / 64.0, step["validation"]["model_mean_loss"].get<double>(), 1e-4);
+
+    // Even step: only the banks move (Adam waits for the odd step); odd step: Adam parameters move too.
+    for (const char* name : {"qk_bank", "mlp_bank"}) {
+      EXPECT_NE(read_floats(dir, by_name(step["after_even"]["tensors"], name)),
+                read_floats(dir, by_name(manifest["initial"], name)))
+          << name;
+    }
+    for (const char* name : {"lm_head", "scalars", "post_lambdas"}) {
+      const auto initial = read_floats(dir, by_name(manifest["initial"], name));
+      EXPECT_EQ(read_floats(dir, by_name(step["after_even"]["tensors"], name)), initial) << name;
+      EXPECT_NE(read_floats(dir, by_name(step["after_odd"]["tensors"], name)), initial) << name;
+    }
+  }
+
+  // The check script's stdlib-only parsing accepts the export, and names a file cut short.
+  const std::string script = std::string(SPEEDRUN_FIXTURES_DIR) + "/../../scripts/reference-check";
+  const std::string quiet = " > " + (scratch.root() / "parse.txt").string() + " 2>&1";
+  EXPECT_EQ(std::system(("python3 " + script + " --parse-only " + dir.string() + quiet).c_str()), 0);
+  fs::resize_file(dir / manifest["steps"][0]["gradients"][0]["file"].get<std::string>(), 3);
+  EXPECT_NE(std::system(("python3 " + script + " --parse-only " + dir.string() + quiet).c_str()), 0);
+  std::ifstream report(scratch.root() / "parse.txt");
+  const std::string text{std::istreambuf_iterator<char>(report), {}};
+  EXPECT_NE(text.find(manifest["steps"][0]["gradients"][0]["file"].get<std::string>()), std::string::npos) << text;
+}
+
+TEST(ReferenceExport, DefaultStepsAreStepZeroAndTheFirstEvenStepOfStageOne) {
+  EXPECT_EQ(default_reference_steps(Schedule(load_recipe("tiny"))), (std::vector<int64_t>{0, 8}));
+  // `head`: stage 1 starts at round(1270/3) = 423 (odd), so the pair is 424, 425.
+  EXPECT_EQ(default_reference_steps(Schedule(load_recipe("head"))), (std::vector<int64_t>{0, 424}));
+}
+
+void expect_rejected(ReferenceExportOptions options, const std::string& needle) {
+  try {
+    write_reference_export(std::move(options));
+    ADD_FAILURE() << "accepted; expected an error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(ReferenceExport, BadStepsAndWindowsAreRejectedNamingTheFlag) {
+  test::RunScratch scratch;
+  ReferenceExportOptions o = tiny_export(scratch);
+  o.steps = {1};
+  expect_rejected(o, "--steps 1: expected an even step");
+  o.steps = {26};
+  expect_rejected(o, "--steps 26: expected an even step in [0, 24]");
+  o.steps = {0, 0};
+  expect_rejected(o, "--steps 0: given twice");
+  o.steps = {8};
+  o.run.overrides.push_back("schedule.num_scheduled=27");  // stages end at 9, 18, 27: step 9 starts stage 1
+  expect_rejected(o, "--steps 8: step 9 starts another stage");
+  o = tiny_export(scratch);
+  o.validation_tokens = 40;
+  expect_rejected(o, "--val-tokens 40: expected a positive multiple of 16");
+  o = tiny_export(scratch);
+  o.run.data_dir = scratch.root() / "missing";
+  expect_rejected(o, "--data");
+  EXPECT_FALSE(fs::exists(scratch.out() / "manifest.json"));
+}
+
+TEST(ReferenceExport, CommandLineReportsBadStepsWithExitTwo) {
+  test::RunScratch scratch;
+  const test::Outcome o = test::run_program(
+      scratch, "reference_export",
+      "--recipe tiny --data " + scratch.data().string() + " --seed 1 --out " + scratch.out().string() + " --steps 3");
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.stderr_text.find("--steps 3: expected an even step"), std::string::npos) << o.stderr_text;
+}
+
+}  // namespace
+}  // namespace gpt
