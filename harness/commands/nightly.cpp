@@ -5,6 +5,7 @@
 // for a confirmed regression.
 #include "harness/commands/nightly.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -207,33 +208,120 @@ int decide_and_report(Store& store, const Night& night, const NightlyOptions& o,
   return kExitPass;
 }
 
+// The files named by --ingest, in the order given; a folder stands for every *.json in it.
+std::vector<fs::path> ingest_files(const std::vector<std::string>& args) {
+  std::vector<fs::path> files;
+  for (const auto& arg : args) {
+    std::error_code ec;
+    if (!fs::is_directory(arg, ec)) {
+      files.emplace_back(arg);
+      continue;
+    }
+    std::vector<fs::path> in_folder;
+    for (const auto& entry : fs::directory_iterator(arg)) {
+      if (entry.is_regular_file() && entry.path().extension() == ".json") in_folder.push_back(entry.path());
+    }
+    GPT_CHECK(!in_folder.empty(), "--ingest: folder '", arg, "' holds no *.json file");
+    std::sort(in_folder.begin(), in_folder.end());
+    files.insert(files.end(), in_folder.begin(), in_folder.end());
+  }
+  return files;
+}
+
+struct IngestNight {
+  fs::path file;
+  nightly::BenchmarkRun run;
+  std::string stamp;  // UTC night stamp from context.date
+};
+
+// The suite of one entry: its own program (a file merging several programs names it per entry), else the
+// file's program, else the file's name.
+std::string suite_of(const nightly::BenchmarkSample& sample, const IngestNight& night) {
+  if (!sample.executable.empty()) return fs::path(sample.executable).filename().string();
+  if (!night.run.context.executable.empty()) return fs::path(night.run.context.executable).filename().string();
+  return night.file.stem().string();
+}
+
+// Stores one file's night; returns how many of its benchmarks were already stored for that night. The key of a
+// stored night is (suite, benchmark, night stamp): a file ingested twice, or a copy of it under another name,
+// would otherwise double its samples and halve the apparent noise.
+size_t store_night(Store& store, Night& all, const IngestNight& night) {
+  const auto& context = night.run.context;
+  std::set<std::pair<std::string, std::string>> stored_before, fresh;
+  for (const auto& sample : night.run.samples) {
+    std::pair key{suite_of(sample, night), sample.name};
+    if (stored_before.count(key) || fresh.count(key)) continue;
+    (store.has_benchmark_night(key.first, key.second, night.stamp) ? stored_before : fresh).insert(std::move(key));
+  }
+  if (fresh.empty()) return stored_before.size();
+  std::optional<std::int64_t> env;
+  if (!context.host_name.empty() || !context.git_commit.empty() || !context.gpu.empty()) {
+    Environment e;
+    e.hostname = context.host_name;
+    e.git_commit = context.git_commit;
+    e.gpu = context.gpu;
+    e.driver = context.driver;
+    env = store.upsert_environment(e);
+  }
+  sql::Transaction tx(store.db());
+  for (const auto& sample : night.run.samples) {
+    const std::string suite = suite_of(sample, night);
+    if (!fresh.count({suite, sample.name})) continue;
+    BenchmarkResult r;
+    r.suite = suite;
+    r.name = sample.name;
+    r.revision = context.git_commit;
+    r.value = nightly::to_nanoseconds(sample.real_time, sample.time_unit, night.file.string());
+    r.unit = "ns";
+    r.recorded_at = night.stamp;
+    r.environment_id = env;
+    store.add_benchmark_result(r);
+    all.measured.emplace(suite, sample.name);
+  }
+  tx.commit();
+  return stored_before.size();
+}
+
 int run_ingest(const NightlyOptions& o, GlobalOptions& global) {
   Store store = open_store(global);
   Night all;
-  std::string newest;
-  for (const auto& file : o.ingest) {
+  std::vector<IngestNight> nights;
+  for (const auto& file : ingest_files(o.ingest)) {
     try {
-      const auto run = nightly::parse_google_benchmark_run(read_text(file), file);
-      GPT_CHECK(!run.context.date.empty(), file, ": no context.date; cannot tell which night it is");
-      const std::string stamp = nightly::utc_stamp_from_benchmark_date(run.context.date, file);
-      std::optional<std::int64_t> env;
-      if (!run.context.host_name.empty() || !run.context.git_commit.empty()) {
-        Environment e;
-        e.hostname = run.context.host_name;
-        e.git_commit = run.context.git_commit;
-        env = store.upsert_environment(e);
-      }
-      const std::string suite = run.context.executable.empty() ? fs::path(file).stem().string()
-                                                                : fs::path(run.context.executable).filename().string();
-      sql::Transaction tx(store.db());
-      store_samples(store, all, suite, run, stamp, run.context.git_commit, env);
-      tx.commit();
-      newest = std::max(newest, stamp);
-      std::cerr << "nightly --ingest: " << file << ": " << run.samples.size() << " measurement(s) of " << suite
-                << " for night " << stamp << (run.context.host_name.empty() ? "" : " on " + run.context.host_name) << "\n";
+      IngestNight night{file, nightly::parse_google_benchmark_run(read_text(file), file.string()), {}};
+      GPT_CHECK(!night.run.context.date.empty(), file.string(), ": no context.date; cannot tell which night it is");
+      night.stamp = nightly::utc_stamp_from_benchmark_date(night.run.context.date, file.string());
+      nights.push_back(std::move(night));
     } catch (const gpt::Error& e) {
-      all.failures.push_back({file, e.what()});
+      all.failures.push_back({file.string(), e.what()});
     }
+  }
+  // Oldest night first: the history is stored in the order it was measured, whatever the files are called.
+  std::stable_sort(nights.begin(), nights.end(), [](const auto& a, const auto& b) { return a.stamp < b.stamp; });
+  std::string newest;
+  size_t skipped = 0;
+  for (const auto& night : nights) {
+    const std::string where = "nightly --ingest: " + night.file.string() + ": ";
+    const size_t measured_before = all.measured.size();
+    try {
+      const size_t already = store_night(store, all, night);
+      if (all.measured.size() == measured_before && already > 0) {
+        ++skipped;
+        std::cerr << where << "already stored (night " << night.stamp << "), skipped\n";
+        continue;
+      }
+      newest = std::max(newest, night.stamp);
+      std::cerr << where << night.run.samples.size() << " measurement(s) for night " << night.stamp
+                << (night.run.context.host_name.empty() ? "" : " on " + night.run.context.host_name)
+                << (already ? "; " + std::to_string(already) + " benchmark(s) already stored for it were skipped" : "")
+                << "\n";
+    } catch (const gpt::Error& e) {
+      all.failures.push_back({night.file.string(), e.what()});
+    }
+  }
+  if (all.measured.empty() && all.failures.empty() && skipped > 0) {
+    std::cout << "nightly --ingest: nothing new (" << skipped << " file(s) already stored)\n";
+    return kExitPass;
   }
   GPT_CHECK(!all.measured.empty(), "nightly --ingest: nothing stored (", all.failures.size(), " file(s) unreadable)");
   all.stamp = newest;
@@ -287,8 +375,9 @@ void register_nightly_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--jobs", o->build_jobs, "build parallelism")->capture_default_str();
   cmd->add_flag("--no-build", o->skip_build, "use the existing build");
   cmd->add_flag("--no-smoke", o->skip_smoke, "skip the training smoke run");
-  cmd->add_option("--ingest", o->ingest, "store these Google Benchmark JSON files (one night each, dated by their "
-                                         "context) instead of running anything, then decide and report");
+  cmd->add_option("--ingest", o->ingest, "store these Google Benchmark JSON files or folders of them (one night each, "
+                                         "dated by their context; a night already stored is skipped) instead of "
+                                         "running anything, then decide and report");
   cmd->add_option("--fdr", o->regression.fdr, "Benjamini-Hochberg q over every test of the night")->capture_default_str();
   cmd->add_option("--min-change", o->regression.min_relative_change, "floor of the minimum relative slowdown")
       ->capture_default_str();

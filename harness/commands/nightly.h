@@ -1,7 +1,8 @@
 #pragma once
 // `harness nightly`: build, run the `bench`-labelled Google Benchmark programs and a training smoke run,
-// store everything, and flag confirmed regressions (exit 1); `--ingest FILE...` stores benchmark JSON made
-// elsewhere, one night per file, and runs the same detection and report.
+// store everything, and flag confirmed regressions (exit 1); `--ingest FILE|FOLDER...` stores benchmark JSON
+// made elsewhere (e.g. results/benchmarks), one night per file in date order, skipping nights already stored,
+// and runs the same detection and report.
 #include <CLI/CLI.hpp>
 
 #include "harness/commands/common.h"

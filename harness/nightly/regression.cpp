@@ -70,7 +70,8 @@ BenchmarkRun parse_google_benchmark_run(std::string_view json_text, std::string_
   if (doc.contains("context") && doc["context"].is_object()) {
     const auto& c = doc["context"];
     auto text = [&](const char* key) { return c.contains(key) && c[key].is_string() ? c[key].get<std::string>() : ""; };
-    run.context = BenchmarkContext{text("date"), text("host_name"), text("git_commit"), text("executable")};
+    run.context = BenchmarkContext{text("date"), text("host_name"), text("git_commit"), text("executable"),
+                                   text("gpu"), text("driver")};
   }
   // Field types are checked before every get<>(): a wrong type is a message naming the file and the entry, never a
   // bare nlohmann exception (found by tests/fuzz/benchmark_json_fuzz).
@@ -95,6 +96,7 @@ BenchmarkRun parse_google_benchmark_run(std::string_view json_text, std::string_
     s.name = text_field("run_name", b["name"].get<std::string>());
     s.real_time = b["real_time"].get<double>();
     s.time_unit = text_field("time_unit", "ns");
+    s.executable = text_field("executable", "");
     to_nanoseconds(1.0, s.time_unit, source);  // rejects an unknown unit here, naming the file
     GPT_CHECK(std::isfinite(s.real_time) && s.real_time >= 0, source, ": benchmark '", s.name,
               "' has real_time ", s.real_time, " (expected a finite time >= 0)");

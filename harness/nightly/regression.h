@@ -27,6 +27,9 @@ struct BenchmarkSample {
   std::string name;  // run_name (without the /repeats suffix)
   double real_time = 0;
   std::string time_unit;  // "ns", "us", "ms", "s"
+  // The entry's own "executable" (a key the project adds where one file merges several programs, as a device
+  // call's results/benchmarks file does): the program, hence the suite, this entry belongs to. Empty when absent.
+  std::string executable;
 };
 
 // The `context` block of a Google Benchmark JSON file: when, where and (a key the project adds) at which commit.
@@ -35,6 +38,7 @@ struct BenchmarkContext {
   std::string host_name;
   std::string git_commit;  // empty when absent
   std::string executable;
+  std::string gpu, driver;  // keys the project adds (device calls); empty when absent
 };
 
 struct BenchmarkRun {

@@ -283,6 +283,12 @@ std::int64_t Store::add_benchmark_result(const BenchmarkResult& r) {
   return db_.last_insert_rowid();
 }
 
+bool Store::has_benchmark_night(std::string_view suite, std::string_view name, std::string_view recorded_at) {
+  auto s = db_.prepare("SELECT 1 FROM benchmark_results WHERE suite = ? AND name = ? AND recorded_at = ? LIMIT 1");
+  s.bind(1, suite).bind(2, name).bind(3, recorded_at);
+  return s.step();
+}
+
 std::vector<BenchmarkResult> Store::benchmark_history(std::string_view name) {
   const auto slash = name.find('/');
   if (slash != std::string_view::npos) {

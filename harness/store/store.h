@@ -122,6 +122,8 @@ class Store {
   std::vector<BenchmarkResult> benchmark_history(std::string_view name);
   // Exact benchmark name, in one suite or (no suite) in all of them.
   std::vector<BenchmarkResult> benchmark_history(std::optional<std::string_view> suite, std::string_view name);
+  // Whether results of this benchmark are stored for this night stamp (the key of a night: a re-ingested file).
+  bool has_benchmark_night(std::string_view suite, std::string_view name, std::string_view recorded_at);
 
   void set_param(OwnerKind kind, std::int64_t owner, std::string_view key, std::string_view value);
   void set_metric(OwnerKind kind, std::int64_t owner, std::string_view key, double value);

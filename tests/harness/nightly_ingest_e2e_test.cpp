@@ -1,0 +1,109 @@
+// End-to-end tests of `harness nightly --ingest` over folders: every *.json of a folder in date order, one
+// file merging several programs (a device call), a night already stored skipped, and the device history kept in
+// results/benchmarks listed by `harness query`.
+#include <nlohmann/json.hpp>
+
+#include "tests/harness/e2e_fixture.h"
+
+namespace gpt::harness {
+namespace {
+
+// One device call: two programs in one file, each entry naming its own (the results/benchmarks layout).
+std::string device_call_json(const std::string& date, const std::string& commit, double attention_ms, double step_ms) {
+  nlohmann::json benchmarks = nlohmann::json::array();
+  for (int rep = 0; rep < 3; ++rep) {
+    benchmarks.push_back({{"name", "BM_AttentionForward/window:640/manual_time"}, {"run_type", "iteration"},
+                          {"real_time", attention_ms}, {"time_unit", "ms"}, {"executable", "attention_bench"}});
+    benchmarks.push_back({{"name", "BM_TrainStep/stage2/fp8:on/data:synthetic"}, {"run_type", "iteration"},
+                          {"iterations", 6}, {"real_time", step_ms}, {"time_unit", "ms"}, {"executable", "train_step_bench"}});
+  }
+  nlohmann::json context = {{"date", date}, {"host_name", "vm"}, {"executable", "device-call"}, {"git_commit", commit},
+                            {"gpu", "NVIDIA H200"}, {"driver", "580.159.04"}};
+  return nlohmann::json{{"context", context}, {"benchmarks", benchmarks}}.dump();
+}
+
+TEST_F(RecordE2E, NightlyIngestsAFolderInDateOrderWithOneSuitePerProgram) {
+  // File names sort against the dates: the store must follow the dates.
+  dir.write("calls/a-late.json", device_call_json("2026-12-04T20:57:31+00:00", "bbbb", 0.205, 684.5));
+  dir.write("calls/b-early.json", device_call_json("2026-12-03T19:50:00+00:00", "aaaa", 0.260, 828.3));
+  dir.write("calls/notes.txt", "not a benchmark file");
+  const Result r = harness({"nightly", "--ingest", (dir / "calls").string()});
+  ASSERT_TRUE(r.code == 0 || r.code == 1) << r.output;
+  EXPECT_EQ(r.output.find("notes.txt"), std::string::npos) << r.output;  // only *.json
+
+  Store store = Store::open(db());
+  const auto step = store.benchmark_history("train_step_bench", "BM_TrainStep/stage2/fp8:on/data:synthetic");
+  ASSERT_EQ(step.size(), 6u);
+  EXPECT_EQ(step.front().recorded_at, "2026-12-03T19:50:00Z");
+  EXPECT_EQ(step.front().revision, "aaaa");
+  EXPECT_DOUBLE_EQ(step.back().value, 684.5e6);  // ms stored as ns
+  EXPECT_EQ(step.back().revision, "bbbb");
+  // The earlier night got the lower ids: stored in date order, not in name order.
+  EXPECT_LT(step.front().id, step.back().id);
+  EXPECT_EQ(store.benchmark_history("attention_bench", "BM_AttentionForward/window:640/manual_time").size(), 6u);
+  EXPECT_TRUE(store.benchmark_history("device-call", "BM_TrainStep/stage2/fp8:on/data:synthetic").empty());
+  const auto env = store.environment(*step.back().environment_id);
+  EXPECT_EQ(env->gpu, "NVIDIA H200");
+  EXPECT_EQ(env->driver, "580.159.04");
+
+  // An empty folder is an error naming it.
+  std::filesystem::create_directories(dir / "empty");
+  const Result empty = harness({"nightly", "--ingest", (dir / "empty").string()});
+  EXPECT_NE(empty.code, 0);
+  EXPECT_NE(empty.output.find("holds no *.json file"), std::string::npos) << empty.output;
+}
+
+TEST_F(RecordE2E, NightlyIngestSkipsANightAlreadyStored) {
+  dir.write("calls/one.json", device_call_json("2026-12-03T19:50:00+00:00", "aaaa", 0.260, 828.3));
+  const Result first = harness({"nightly", "--ingest", (dir / "calls").string()});
+  ASSERT_TRUE(first.code == 0 || first.code == 1) << first.output;
+
+  // The same night again, as the same file and as a reformatted copy under another name: nothing is added.
+  const std::string copy = nlohmann::json::parse(read_file(dir / "calls/one.json")).dump(2);
+  dir.write("again/renamed-copy.json", copy);
+  const Result again = harness({"nightly", "--ingest", (dir / "calls/one.json").string(), "--ingest",
+                                (dir / "again").string()});
+  EXPECT_EQ(again.code, 0) << again.output;
+  EXPECT_NE(again.output.find("one.json: already stored (night 2026-12-03T19:50:00Z), skipped"), std::string::npos)
+      << again.output;
+  EXPECT_NE(again.output.find("renamed-copy.json: already stored"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("nothing new (2 file(s) already stored)"), std::string::npos) << again.output;
+  Store store = Store::open(db());
+  EXPECT_EQ(store.benchmark_history("train_step_bench", "BM_TrainStep/stage2/fp8:on/data:synthetic").size(), 3u);
+
+  // A later night is stored beside it.
+  dir.write("calls/two.json", device_call_json("2026-12-04T20:57:31+00:00", "bbbb", 0.205, 684.5));
+  const Result later = harness({"nightly", "--ingest", (dir / "calls").string()});
+  ASSERT_TRUE(later.code == 0 || later.code == 1) << later.output;
+  EXPECT_NE(later.output.find("one.json: already stored"), std::string::npos) << later.output;
+  EXPECT_EQ(store.benchmark_history("train_step_bench", "BM_TrainStep/stage2/fp8:on/data:synthetic").size(), 6u);
+}
+
+// The device history kept in the tree: every call of results/benchmarks stored, and a figure of the record
+// (the eighth session's final call: stage 2, FP8 on, 684.5 ms/step) listed by `harness query history`.
+TEST_F(RecordE2E, CommittedDeviceHistoryIsListedByQuery) {
+  const auto folder = std::filesystem::path(SPEEDRUN_FIXTURES_DIR) / ".." / ".." / "results" / "benchmarks";
+  ASSERT_TRUE(std::filesystem::is_directory(folder)) << folder;
+  const Result r = harness({"nightly", "--ingest", folder.string()});
+  ASSERT_TRUE(r.code == 0 || r.code == 1) << r.output;  // 1: the detection flagged a slower newest call
+  EXPECT_EQ(r.output.find("failed or skipped"), std::string::npos) << r.output;
+
+  const Result nights = harness({"query", "sql", "--format", "csv", "SELECT COUNT(DISTINCT recorded_at) AS nights FROM benchmark_results"});
+  ASSERT_EQ(nights.code, 0) << nights.output;
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(folder)) files += e.path().extension() == ".json" ? 1 : 0;
+  EXPECT_NE(nights.output.find("nights\n" + std::to_string(files) + "\n"), std::string::npos) << nights.output;
+
+  const Result step = harness({"query", "history", "--format", "csv", "--suite", "train_step_bench", "--name",
+                               "BM_TrainStep/stage2/fp8:on/data:synthetic"});
+  ASSERT_EQ(step.code, 0) << step.output;
+  EXPECT_NE(step.output.find("bef7594e51ea34876360e419bca0be8df5eb201c,684461486.8"), std::string::npos) << step.output;
+  const Result attention = harness({"query", "history", "--format", "csv", "--name",
+                                    "BM_AttentionForward/variant:11/window:640/manual_time"});
+  ASSERT_EQ(attention.code, 0) << attention.output;
+  EXPECT_NE(attention.output.find("attention_bench"), std::string::npos) << attention.output;
+  EXPECT_NE(attention.output.find("2026-12-04T20:57:31Z"), std::string::npos) << attention.output;
+}
+
+}  // namespace
+}  // namespace gpt::harness
