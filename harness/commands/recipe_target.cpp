@@ -1,0 +1,45 @@
+#include "harness/commands/recipe_target.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "harness/commands/subprocess.h"
+#include "kernels/check.h"
+
+namespace gpt::harness {
+
+RecipeTarget parse_recipe_target(const std::string& json_text, const std::string& origin) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(json_text);
+  } catch (const std::exception& e) {
+    GPT_FAIL(origin, ": expected the recipe as JSON, got '", json_text.substr(0, 120), "' (", e.what(), ")");
+  }
+  const auto* record = doc.is_object() && doc.contains("record") ? &doc.at("record") : nullptr;
+  GPT_CHECK(record != nullptr && record->is_object() && record->contains("target") && record->at("target").is_number(),
+            origin, ": the recipe JSON has no numeric record.target (a trainer older than the [record] table?)");
+  RecipeTarget t;
+  t.target = record->at("target").get<double>();
+  GPT_CHECK(std::isfinite(t.target) && t.target > 0, origin, ": record.target must be a positive number, got ",
+            t.target);
+  if (record->contains("source") && record->at("source").is_string()) t.source = record->at("source").get<std::string>();
+  if (doc.contains("hash") && doc.at("hash").is_string()) t.recipe_hash = doc.at("hash").get<std::string>();
+  return t;
+}
+
+RecipeTarget read_recipe_target(const std::filesystem::path& trainer, const std::string& recipe,
+                                const std::vector<std::string>& sets) {
+  GPT_CHECK(std::filesystem::exists(trainer), "no trainer at '", trainer.string(), "' to read recipe '", recipe,
+            "''s record target from");
+  std::vector<std::string> argv = {trainer.string(), "--print-recipe", "--recipe", recipe};
+  for (const auto& set : sets) argv.insert(argv.end(), {"--set", set});
+  std::string out;
+  try {
+    out = commands::capture_output(argv);
+  } catch (const gpt::Error& e) {
+    GPT_FAIL("cannot read recipe '", recipe, "''s record target from '", trainer.string(), "': ", e.what());
+  }
+  return parse_recipe_target(out, commands::join_command(argv));
+}
+
+}  // namespace gpt::harness
