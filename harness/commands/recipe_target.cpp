@@ -29,15 +29,15 @@ RecipeTarget parse_recipe_target(const std::string& json_text, const std::string
 
 RecipeTarget read_recipe_target(const std::filesystem::path& trainer, const std::string& recipe,
                                 const std::vector<std::string>& sets) {
-  GPT_CHECK(std::filesystem::exists(trainer), "no trainer at '", trainer.string(), "' to read recipe '", recipe,
-            "''s record target from");
+  GPT_CHECK(std::filesystem::exists(trainer), "no trainer at '", trainer.string(), "' to read the record target of "
+            "recipe '", recipe, "' from");
   std::vector<std::string> argv = {trainer.string(), "--print-recipe", "--recipe", recipe};
   for (const auto& set : sets) argv.insert(argv.end(), {"--set", set});
   std::string out;
   try {
     out = commands::capture_output(argv);
   } catch (const gpt::Error& e) {
-    GPT_FAIL("cannot read recipe '", recipe, "''s record target from '", trainer.string(), "': ", e.what());
+    GPT_FAIL("cannot read the record target of recipe '", recipe, "' from '", trainer.string(), "': ", e.what());
   }
   return parse_recipe_target(out, commands::join_command(argv));
 }
