@@ -1,7 +1,12 @@
 #include "harness/commands/recipe_target.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "harness/commands/subprocess.h"
 #include "kernels/check.h"
@@ -33,12 +38,26 @@ RecipeTarget read_recipe_target(const std::filesystem::path& trainer, const std:
             "recipe '", recipe, "' from");
   std::vector<std::string> argv = {trainer.string(), "--print-recipe", "--recipe", recipe};
   for (const auto& set : sets) argv.insert(argv.end(), {"--set", set});
-  std::string out;
-  try {
-    out = commands::capture_output(argv);
-  } catch (const gpt::Error& e) {
-    GPT_FAIL("cannot read the record target of recipe '", recipe, "' from '", trainer.string(), "': ", e.what());
-  }
+  // The trainer's own complaint (an unknown recipe, a trainer without --print-recipe) goes into the error.
+  char name[] = "/tmp/harness-recipe-XXXXXX";
+  const int fd = ::mkstemp(name);
+  GPT_CHECK(fd >= 0, "cannot create a temporary file for the trainer's output");
+  ::close(fd);
+  const std::filesystem::path out_path(name), err_path = out_path.string() + ".err";
+  const int rc = commands::run_process({argv, {}, out_path, err_path});
+  const auto slurp = [](const std::filesystem::path& p) {
+    std::ifstream in(p);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::error_code ec;
+    std::filesystem::remove(p, ec);
+    return text.str();
+  };
+  const std::string out = slurp(out_path);
+  std::string err = slurp(err_path);
+  err = err.substr(0, err.find('\n'));  // the first line names the problem
+  GPT_CHECK(rc == 0, "cannot read the record target of recipe '", recipe, "' from '", trainer.string(),
+            "': it exited with status ", rc, err.empty() ? "" : " (" + err + ")");
   return parse_recipe_target(out, commands::join_command(argv));
 }
 

@@ -122,6 +122,13 @@ TEST_F(RecordE2E, TargetComesFromTheRecipeUnlessGiven) {
   EXPECT_EQ(no_trainer.code, 2) << no_trainer.output;
   EXPECT_NE(no_trainer.output.find("no --target given"), std::string::npos) << no_trainer.output;
   EXPECT_NE(no_trainer.output.find("pass --target"), std::string::npos) << no_trainer.output;
+
+  // A trainer that cannot print its recipe: its own complaint is quoted.
+  const Result cannot = harness({"record", "--runs", "1", "--trainer", kBin + "synthetic_trainer", "--", "true"});
+  EXPECT_EQ(cannot.code, 2) << cannot.output;
+  EXPECT_NE(cannot.output.find("exited with status 2 (The following argument was not expected: --print-recipe"),
+            std::string::npos)
+      << cannot.output;
 }
 
 TEST_F(RecordE2E, NonZeroExitIsFailedWithLastOutputLine) {
