@@ -38,6 +38,11 @@ BuiltRevision build_revision(const std::string& revision, const BuildSettings& s
     fs::create_directories(b.tree.parent_path());
     capture_output({"git", "worktree", "add", "--detach", b.tree.string(), b.sha}, repo);
   }
+  // The trainer finds the tokenizer under its source tree's data/ (git-ignored): share the checkout's.
+  std::error_code ec;
+  if (fs::exists(repo / "data") && !fs::exists(fs::symlink_status(b.tree / "data", ec))) {
+    fs::create_directory_symlink(fs::canonical(repo / "data"), b.tree / "data");
+  }
   b.build_dir = b.tree / ("build-compare-" + s.preset);
   b.binary = b.build_dir / "bin" / "train_gpt";
   const fs::path configure_log = b.tree / "harness-configure.log", log = b.tree / "harness-build.log";

@@ -37,13 +37,19 @@ compare::ComparisonSettings stored_comparison_settings(Store& store, const Sweep
 
 namespace {
 
+std::string step_text(const RunRecord& r) {
+  if (!r.steps) return "-";
+  std::string text = std::to_string(*r.steps);  // appended: GCC 12's -O3 -Wrestrict misfires on "/" + string
+  if (r.total_steps) text.append(1, '/').append(std::to_string(*r.total_steps));
+  return text;
+}
+
 std::string run_line(const RunRecord& r) {
   std::ostringstream o;
   o << "| " << r.arm << " | " << (r.seed ? std::to_string(*r.seed) : "-") << " | " << to_string(r.status) << " | "
     << (r.final_val_loss ? fixed(*r.final_val_loss, 4) : "-") << " | "
     << (r.train_time_ms ? fixed(*r.train_time_ms / 1000.0, 3) : "-") << " | "
-    << (r.steps ? std::to_string(*r.steps) + (r.total_steps ? "/" + std::to_string(*r.total_steps) : "") : "-")
-    << " | " << r.reason << " |\n";
+    << step_text(r) << " | " << r.reason << " |\n";
   return o.str();
 }
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -165,6 +166,57 @@ TEST_F(CompareE2E, NamedBaselineDriftIsTested) {
   EXPECT_NE(r.output.find("published baseline: n=80"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("DRIFT"), std::string::npos) << r.output;
   EXPECT_NE(read_file(dir / "reports" / "cmp" / "report.md").find("**DRIFT**"), std::string::npos);
+}
+
+// Building revisions: a git repository of two commits whose `speed.txt` differs, and a stand-in `cmake` on PATH
+// that logs its arguments and "builds" bin/train_gpt as the synthetic trainer at the revision's speed. The real
+// harness then compares HEAD~1 with HEAD exactly as a user would in a fresh clone.
+TEST_F(CompareE2E, RevisionsAreBuiltWithThePresetInCachedWorktrees) {
+  const auto repo = dir / "repo", fake = dir / "fakebin";
+  std::filesystem::create_directories(repo / "data");
+  std::filesystem::create_directories(fake);
+  std::ofstream(fake / "cmake") << "#!/bin/sh\necho \"$@\" >> " << (dir / "cmake.log").string() << "\n"
+                                << "if [ \"$1\" = --build ]; then\n  mkdir -p \"$2/bin\"\n"
+                                << "  printf '#!/bin/sh\\nexec " << kBin << "synthetic_trainer --time-ms %s \"$@\"\\n' "
+                                << "\"$(cat \"$(dirname \"$2\")/speed.txt\")\" > \"$2/bin/train_gpt\"\n"
+                                << "  chmod +x \"$2/bin/train_gpt\"\nfi\n";
+  ::chmod((fake / "cmake").c_str(), 0755);
+  const std::string git = "cd " + repo.string() + " && git -c user.name=t -c user.email=t@t ";
+  ASSERT_EQ(std::system((git + "init -q && echo '/data/' > .gitignore && echo '{}' > CMakePresets.json && echo 100000 > "
+                               "speed.txt && git add . && git -c user.name=t -c user.email=t@t commit -qm one && "
+                               "echo 90000 > speed.txt && git -c user.name=t -c user.email=t@t commit -qam two")
+                                  .c_str()),
+            0);
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(repo);  // the harness builds the revisions of the repository it runs in
+  const std::string path = fake.string() + ":" + std::getenv("PATH");
+  const Result r = harness({"compare", "--baseline", "HEAD~1", "--candidate", "HEAD", "--runs", "3", "--name", "cmp",
+                            "--data", (repo / "data").string(), "--target", "3.28", "--cmake-arg=-DFOO=1", "--quiet"},
+                           {{"PATH", path}});
+  std::filesystem::current_path(cwd);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("candidate is faster"), std::string::npos) << r.output;
+  const std::string log = read_file(dir / "cmake.log");
+  EXPECT_NE(log.find("--preset cpu -S " + (repo / ".cache" / "compare").string()), std::string::npos) << log;
+  EXPECT_NE(log.find("/build-compare-cpu -DFOO=1"), std::string::npos) << log;
+  EXPECT_NE(log.find("--build "), std::string::npos) << log;
+  size_t trees = 0;
+  for (const auto& tree : std::filesystem::directory_iterator(repo / ".cache" / "compare")) {
+    ++trees;
+    EXPECT_TRUE(std::filesystem::is_symlink(tree.path() / "data")) << tree.path();  // the tokenizer's folder
+  }
+  EXPECT_EQ(trees, 2u);
+  Store store = Store::open(db());
+  const auto params = store.params(OwnerKind::sweep, store.find_sweep("cmp")->id);
+  EXPECT_EQ(params.at("baseline_sha").size(), 40u);
+  EXPECT_NE(params.at("baseline_sha"), params.at("candidate_sha"));
+
+  std::filesystem::current_path(repo);
+  const Result unknown = harness({"compare", "--baseline", "nosuchrev", "--candidate", "HEAD", "--runs", "2"},
+                                 {{"PATH", path}});
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(unknown.code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("'nosuchrev' is neither a git revision"), std::string::npos) << unknown.output;
 }
 
 TEST_F(CompareE2E, BadInputIsAUsageError) {
