@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   add_query_command(app, options);
   add_plan_command(app, options);
   add_report_command(app, options);
-  commands::register_compare_command(app);
+  commands::register_compare_command(app, options);
   commands::register_nightly_command(app, options);
   try {
     app.parse(argc, argv);

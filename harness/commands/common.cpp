@@ -1,5 +1,9 @@
 #include "harness/commands/common.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
 #include <iostream>
 
 #include "harness/record/spool.h"
@@ -27,6 +31,80 @@ Store open_store(const GlobalOptions& options, bool read_only) {
 std::filesystem::path results_dir(const GlobalOptions& options) {
   const auto db = resolve_db_path(options.db);
   return db.has_parent_path() ? db.parent_path() : std::filesystem::path(".");
+}
+
+std::string default_data_dir(const std::string& recipe) {
+  if (recipe == "tiny") return "data/default";
+  return "data/fineweb10B";
+}
+
+std::filesystem::path default_trainer() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (ec ? std::filesystem::path(".") : self.parent_path()) / "train_gpt";
+}
+
+std::string substitute_placeholders(std::string text, const std::map<std::string, std::string>& values) {
+  for (const auto& [key, value] : values) {
+    const std::string pattern = "{" + key + "}";
+    for (size_t pos = text.find(pattern); pos != std::string::npos; pos = text.find(pattern, pos + value.size())) {
+      text.replace(pos, pattern.size(), value);
+    }
+  }
+  return text;
+}
+
+std::string utc_timestamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+  return buf;
+}
+
+SweepRunResult execute_sweep_plans(Store& store, const SweepInfo& sweep, const std::vector<RunPlan>& plans,
+                                   const SweepExecution& e, const std::filesystem::path& run_root) {
+  SweepRunOptions run_options;
+  run_options.parallel = e.parallel;
+  if (e.timeout_s > 0) run_options.timeout_s = e.timeout_s;
+  if (e.parallel > 1) {
+    run_options.device_partitions = device_partitions(e.parallel, std::max(e.gpus, 1), std::getenv("CUDA_VISIBLE_DEVICES"));
+  }
+  run_options.environment_id = sweep.environment_id;
+  if (!e.quiet) {
+    run_options.progress = &std::cerr;
+    run_options.progress_is_tty = ::isatty(STDERR_FILENO) != 0;
+    std::cerr << "sweep " << sweep.id << " \"" << sweep.name << "\": " << plans.size() << " run(s) to go of "
+              << sweep.runs_planned << ", outputs in " << run_root.string() << "\n";
+  }
+  SweepRunResult ran;
+  {
+    InterruptGuard guard;
+    ran = make_launcher(e.launcher, sweep.recipe, e.gpus)->run(store, sweep.id, plans, run_options);
+  }
+  if (ran.spooled > 0) {
+    // The lock may have cleared while the report was due: one more try before reporting.
+    try {
+      store_spooled_runs(store, run_root.parent_path(), e.quiet ? nullptr : &std::cerr);
+    } catch (const sql::BusyError&) {
+      // Still locked: the runs stay spooled for the next command; the report covers what is stored.
+    }
+  }
+  return ran;
+}
+
+void report_unstored_runs(const SweepRunResult& ran, const std::vector<RunPlan>& plans, const std::string& resume_hint) {
+  if (ran.busy > 0) {
+    std::cerr << ran.busy << " run(s) not started: their folders are in use by live processes (see above); `"
+              << resume_hint << "` starts them once those have ended\n";
+  }
+  for (const auto& plan : plans) {
+    if (std::filesystem::exists(plan.out_dir / kSpoolFileName)) {
+      std::cerr << "run " << plan.run_id << " is kept in its spool file (database locked); the next harness "
+                << "command stores it\n";
+    }
+  }
 }
 
 }  // namespace gpt::harness

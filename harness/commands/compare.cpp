@@ -1,205 +1,332 @@
-// `harness compare --baseline REV|NAME --candidate REV [--runs N] [--recipe R] [-- CMD...]`:
-// builds each revision in its own cached worktree, runs the arms interleaved (ABAB…) so drift hits
-// both alike, stores both arms in one sweep and prints the comparison verdict.
+// `harness compare --baseline REV|NAME --candidate REV [--runs N] [--recipe R] [-- CMD...]`: builds each arm
+// (a revision in its own cached worktree through the project's CMake presets, or an existing build), runs the
+// arms interleaved (ABAB…, same seeds, so drift hits both alike and the runs pair up) through record's sweep
+// machinery (launcher, parallel slots, timeout, spool, resume), stores both arms in one sweep and reports.
 #include "harness/commands/compare.h"
 
-#include <chrono>
-#include <ctime>
-#include <filesystem>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
-#include "harness/commands/subprocess.h"
+#include "harness/commands/common.h"
+#include "harness/commands/compare_build.h"
+#include "harness/commands/recipe_target.h"
 #include "harness/compare/comparison.h"
-#include "harness/logparse/logparse.h"
-#include "harness/logparse/run_summary.h"
-#include "harness/store/store.h"
+#include "harness/record/environment_probe.h"
+#include "harness/report/comparison_report.h"
 #include "kernels/check.h"
 
 namespace gpt::harness::commands {
 namespace fs = std::filesystem;
 namespace {
 
+constexpr const char* kArms[] = {"baseline", "candidate"};
+
 struct CompareOptions {
-  std::string baseline, candidate, recipe, data = "data", db, cache_dir = ".cache/compare";
-  std::string baselines_dir = "baselines", out_dir = "results/runs";
-  int runs = 10;
-  std::int64_t first_seed = 1;
-  int build_jobs = 2;
-  compare::ComparisonSettings settings;
-  std::vector<std::string> command;  // after `--`: {bin} {seed} {run_id} {out} {recipe} are substituted
+  std::string baseline, candidate, recipe, data, name, resume;
+  int runs = 0;
+  std::int64_t first_seed = 0;
+  int gpus = 0;
+  std::optional<double> target;
+  double alpha = 0.01;
+  std::vector<std::string> fail_if_slower;  // --fail-if-slower [PCT]
+  const CLI::Option* fail_if_slower_option = nullptr;
+  double timeout_s = 0;
+  int parallel = 1;
+  std::string backend;
+  std::vector<std::string> sets;
+  BuildSettings build;
+  std::vector<std::string> build_dirs;  // ARM=DIR
+  std::string baselines_dir = "baselines";
+  bool quiet = false;
+  std::vector<std::string> command;  // after `--`: {bin} {seed} {run_id} {out} {data} {recipe} {gpus}
+  LauncherSettings launcher;
+  bool launcher_given = false;
 };
 
-std::string utc_stamp() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
-  return buf;
+std::optional<double> fail_if_slower_pct(const CompareOptions& o) {
+  if (o.fail_if_slower_option == nullptr || o.fail_if_slower_option->count() == 0) return std::nullopt;
+  if (o.fail_if_slower.empty() || o.fail_if_slower.front().empty()) return 0.0;
+  try {
+    size_t used = 0;
+    const double pct = std::stod(o.fail_if_slower.front(), &used);
+    GPT_CHECK(used == o.fail_if_slower.front().size() && pct >= 0 && pct < 1000, "");
+    return pct;
+  } catch (const std::exception&) {
+    GPT_FAIL("--fail-if-slower: expected an allowed slowdown in percent (a number >= 0, e.g. 2), got '",
+             o.fail_if_slower.front(), "'");
+  }
 }
 
-// Checks out `revision` into <cache>/<sha> (once) and builds train_gpt there; returns the worktree.
-fs::path build_revision(const std::string& revision, const CompareOptions& o, const fs::path& repo) {
-  const std::string sha = capture_output({"git", "rev-parse", "--verify", revision + "^{commit}"}, repo);
-  const fs::path tree = fs::absolute(repo / o.cache_dir / sha);
-  if (!fs::exists(tree / ".git")) {
-    fs::create_directories(tree.parent_path());
-    capture_output({"git", "worktree", "add", "--detach", tree.string(), sha}, repo);
+// --build-dir ARM=DIR: the trainer of that arm is DIR/bin/train_gpt (no checkout, no build).
+std::map<std::string, fs::path> parse_build_dirs(const std::vector<std::string>& values) {
+  std::map<std::string, fs::path> dirs;
+  for (const auto& v : values) {
+    const auto eq = v.find('=');
+    const std::string arm = eq == std::string::npos ? "" : v.substr(0, eq);
+    GPT_CHECK(arm == "baseline" || arm == "candidate", "--build-dir: expected baseline=DIR or candidate=DIR, got '", v,
+              "'");
+    GPT_CHECK(eq + 1 < v.size(), "--build-dir ", arm, "=: the folder is empty");
+    GPT_CHECK(dirs.emplace(arm, fs::absolute(v.substr(eq + 1))).second, "--build-dir: ", arm, " given twice");
   }
-  const fs::path build = tree / "build";
-  std::cout << "building " << revision << " (" << sha.substr(0, 12) << ") in " << build.string() << "\n";
-  const fs::path log = tree / "harness-build.log";
-  int rc = run_process({{"cmake", "-S", tree.string(), "-B", build.string(), "-DCMAKE_BUILD_TYPE=Release"}, {}, log, log});
-  if (rc == 0) {
-    rc = run_process({{"cmake", "--build", build.string(), "-j", std::to_string(o.build_jobs), "--target", "train_gpt"},
-                      {}, log, log});
-  }
-  GPT_CHECK(rc == 0, "compare: building ", revision, " failed (status ", rc, "); see ", log.string());
-  return tree;
+  return dirs;
 }
 
-std::string substitute(std::string text, const std::map<std::string, std::string>& values) {
-  for (const auto& [key, value] : values) {
-    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size())) {
-      text.replace(at, key.size(), value);
+// Each arm's trainer: an existing build, a named baseline's prebuilt binary, or a build of the revision.
+struct ArmTrainer {
+  std::string revision;  // what the user named
+  std::string sha;       // when built from git
+  fs::path binary;
+};
+
+ArmTrainer resolve_arm(const std::string& arm, const std::string& revision, const std::map<std::string, fs::path>& dirs,
+                       const BuildSettings& build, const std::optional<compare::Baseline>& named, bool check_binary) {
+  ArmTrainer t;
+  t.revision = revision;
+  if (const auto it = dirs.find(arm); it != dirs.end()) {
+    t.binary = it->second / "bin" / "train_gpt";
+  } else if (arm == "baseline" && named && !named->binary.empty()) {
+    t.binary = fs::absolute(named->binary);
+  } else {
+    const BuiltRevision built = build_revision(named && arm == "baseline" ? named->revision : revision, build, std::cerr);
+    t.sha = built.sha;
+    t.binary = built.binary;
+  }
+  GPT_CHECK(!check_binary || fs::exists(t.binary), "compare: the ", arm, " trainer '", t.binary.string(),
+            "' does not exist (build it, or name its build folder with --build-dir ", arm, "=DIR)");
+  return t;
+}
+
+std::vector<std::string> command_template(const CompareOptions& o) {
+  if (!o.command.empty()) return o.command;
+  std::vector<std::string> argv = {"{bin}", "--recipe", "{recipe}", "--data", "{data}", "--seed", "{seed}",
+                                   "--run-id", "{run_id}", "--out", "{out}"};
+  if (o.gpus > 0) argv.insert(argv.end(), {"--gpus", "{gpus}"});
+  if (!o.backend.empty()) argv.insert(argv.end(), {"--backend", o.backend});
+  for (const std::string& set : o.sets) argv.insert(argv.end(), {"--set", set});
+  return argv;
+}
+
+void set_optional_number(Store& store, std::int64_t sweep_id, const char* key, const std::optional<double>& value) {
+  if (value) store.set_param(OwnerKind::sweep, sweep_id, key, nlohmann::json(*value).dump());
+}
+
+// A new sweep: resolves the arms (building them), the target and the named baseline, and stores the settings
+// that --resume and `harness report` need.
+SweepInfo create_sweep(Store& store, CompareOptions& o) {
+  GPT_CHECK(o.runs >= 2, "--runs: give the runs per arm (>= 2: each arm's tests need two), or --resume SWEEP");
+  GPT_CHECK(!o.baseline.empty() && !o.candidate.empty(), "compare: --baseline and --candidate are required for a new "
+                                                         "comparison (or --resume SWEEP)");
+  GPT_CHECK((o.backend.empty() && o.sets.empty()) || o.command.empty(),
+            "--backend/--set: they go to train_gpt; a command after -- keeps its own command line");
+  const std::optional<compare::Baseline> named = compare::find_baseline(o.baselines_dir, o.baseline);
+  if (o.recipe.empty()) o.recipe = named ? named->recipe : "tiny";
+  if (o.data.empty()) o.data = default_data_dir(o.recipe);
+  const auto dirs = parse_build_dirs(o.build_dirs);
+  std::map<std::string, ArmTrainer> trainers;
+  trainers["baseline"] = resolve_arm("baseline", o.baseline, dirs, o.build, named, o.command.empty());
+  trainers["candidate"] = resolve_arm("candidate", o.candidate, dirs, o.build, std::nullopt, o.command.empty());
+
+  std::string target_source = "--target";
+  if (!o.target) {
+    // The candidate's recipe says what a record is; a trainer that cannot tell leaves the record check out.
+    try {
+      const RecipeTarget t = read_recipe_target(trainers["candidate"].binary, o.recipe, o.sets);
+      o.target = t.target;
+      target_source = "recipe " + o.recipe + " [record]: " + t.source;
+    } catch (const gpt::Error& e) {
+      if (!o.quiet) std::cerr << "no record check: " << e.what() << " (pass --target LOSS for one)\n";
+      target_source.clear();
     }
   }
-  return text;
-}
 
-// One run of one arm; the result is read from OUT/ID.json when the trainer wrote it, else from the
-// speedrun log lines it printed.
-RunRecord run_arm(compare::Arm arm, const fs::path& tree, const fs::path& binary, std::int64_t seed,
-                  const CompareOptions& o, const fs::path& out) {
-  const std::string run_id = std::string(compare::to_string(arm)) + "-seed" + std::to_string(seed);
-  fs::create_directories(out);
-  const std::map<std::string, std::string> values{{"{bin}", binary.string()}, {"{seed}", std::to_string(seed)},
-                                                  {"{run_id}", run_id}, {"{out}", out.string()},
-                                                  {"{recipe}", o.recipe}};
-  std::vector<std::string> argv;
-  if (o.command.empty()) {
-    argv = {binary.string(), "--recipe", o.recipe, "--data", fs::absolute(o.data).string(), "--seed",
-            std::to_string(seed), "--run-id", run_id, "--out", out.string()};
-  } else {
-    for (const auto& a : o.command) argv.push_back(substitute(a, values));
-  }
-  const fs::path log = out / (run_id + ".stdout.txt");
-  const auto start = std::chrono::steady_clock::now();
-  const int rc = run_process({argv, tree, log, log});
-  RunRecord run;
-  run.arm = std::string(compare::to_string(arm));
-  run.seed = seed;
-  run.run_id = run_id;
-  run.exit_code = rc;
-  run.log_path = log.string();
-  run.wall_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const fs::path summary_path = out / (run_id + ".json");
-  if (fs::exists(summary_path)) {
-    const RunSummary s = read_run_summary(summary_path);
-    run.final_val_loss = s.final_val_loss;
-    run.train_time_ms = s.train_time_ms;
-    run.steps = s.steps;
-    run.total_steps = s.total_steps;
-    run.tokens = s.tokens;
-    run.peak_memory_mib = s.peak_memory_mib;
-    for (const auto& p : s.val_history) run.val_points.push_back({p.step, p.val_loss, p.train_time_ms});
-  } else {
-    const std::vector<ParsedLog> logs = parse_log_file(log);
-    const ParsedLog& l = logs.back();
-    run.final_val_loss = l.final_val_loss;
-    run.train_time_ms = l.final_train_time_ms;
-    run.steps = l.final_step;
-    run.total_steps = l.total_steps;
-    run.peak_memory_mib = l.peak_memory_mib;
-    run.reason = l.reason;
-    for (const auto& p : l.val_points) run.val_points.push_back({p.step, p.val_loss, p.train_time_ms});
-  }
-  const bool finished = rc == 0 && run.train_time_ms.has_value();
-  run.status = finished ? RunStatus::ok : (rc == 3 ? RunStatus::diverged : RunStatus::failed);
-  if (!finished && run.reason.empty()) run.reason = "exit status " + std::to_string(rc) + " or no train_time";
-  return run;
-}
-
-int run_compare(CompareOptions o) {
-  GPT_CHECK(o.runs >= 2, "--runs must be >= 2 (Welch needs two runs per arm), got ", o.runs);
-  const fs::path repo = capture_output({"git", "rev-parse", "--show-toplevel"});
-  const std::optional<compare::Baseline> named = compare::find_baseline(repo / o.baselines_dir, o.baseline);
-  if (o.recipe.empty()) o.recipe = named ? named->recipe : "tiny";
-
-  std::map<compare::Arm, std::pair<fs::path, fs::path>> arms;  // worktree, trainer binary
-  if (named && !named->binary.empty()) {
-    arms[compare::Arm::baseline] = {repo, fs::absolute(named->binary)};
-  } else {
-    const fs::path tree = build_revision(named ? named->revision : o.baseline, o, repo);
-    arms[compare::Arm::baseline] = {tree, tree / "build" / "bin" / "train_gpt"};
-  }
-  const fs::path cand_tree = build_revision(o.candidate, o, repo);
-  arms[compare::Arm::candidate] = {cand_tree, cand_tree / "build" / "bin" / "train_gpt"};
-
-  Store store = Store::open(resolve_db_path(o.db));
   SweepInfo sweep;
-  sweep.name = "compare-" + o.recipe + "-" + utc_stamp();
+  sweep.name = o.name.empty() ? "compare-" + o.recipe + "-" + utc_timestamp() : o.name;
   sweep.kind = "compare";
   sweep.recipe = o.recipe;
-  sweep.command = nlohmann::json(o.command).dump();
-  sweep.target = o.settings.target_loss;
-  sweep.alpha = o.settings.alpha;
+  sweep.command = nlohmann::json(command_template(o)).dump();
+  sweep.target = o.target;
+  sweep.alpha = o.alpha;
   sweep.runs_planned = 2 * o.runs;
-  const std::int64_t sweep_id = store.create_sweep(sweep);
-  store.set_param(OwnerKind::sweep, sweep_id, "baseline", o.baseline);
-  store.set_param(OwnerKind::sweep, sweep_id, "candidate", o.candidate);
-
-  std::map<compare::Arm, compare::ArmResults> results;
-  std::map<compare::Arm, std::int64_t> next_seed{{compare::Arm::baseline, o.first_seed},
-                                                 {compare::Arm::candidate, o.first_seed}};
-  const fs::path out = fs::absolute(repo / o.out_dir / sweep.name);
-  for (const compare::Arm arm : compare::interleaved_order(static_cast<size_t>(o.runs))) {
-    const auto& [tree, binary] = arms[arm];
-    RunRecord run = run_arm(arm, tree, binary, next_seed[arm]++, o, out / std::string(compare::to_string(arm)));
-    run.sweep_id = sweep_id;
-    store.add_run(run);
-    std::cout << compare::to_string(arm) << " seed " << *run.seed << ": " << to_string(run.status);
-    if (run.train_time_ms) std::cout << "  time " << *run.train_time_ms / 1000.0 << " s";
-    if (run.final_val_loss) std::cout << "  loss " << *run.final_val_loss;
-    std::cout << std::endl;
-    if (run.status != RunStatus::ok) continue;
-    results[arm].train_time_s.push_back(*run.train_time_ms / 1000.0);
-    if (run.final_val_loss) results[arm].final_val_loss.push_back(*run.final_val_loss);
+  sweep.gpus = o.gpus;
+  sweep.environment_id = store.upsert_environment(probe_environment());
+  store.create_sweep_unique(sweep);
+  sweep = *store.find_sweep(std::to_string(sweep.id));
+  const auto set = [&](const std::string& key, const std::string& value) {
+    store.set_param(OwnerKind::sweep, sweep.id, key, value);
+  };
+  set("baseline", o.baseline);
+  set("candidate", o.candidate);
+  for (const char* arm : kArms) {
+    set(std::string(arm) + "_bin", trainers[arm].binary.string());
+    if (!trainers[arm].sha.empty()) set(std::string(arm) + "_sha", trainers[arm].sha);
   }
-  const compare::ComparisonReport report =
-      compare::analyze_comparison(results[compare::Arm::candidate], results[compare::Arm::baseline], o.settings);
-  store.set_metric(OwnerKind::sweep, sweep_id, "time_ratio", report.time_ratio);
-  store.set_metric(OwnerKind::sweep, sweep_id, "time_welch_p", report.time_welch.p_value);
-  store.set_metric(OwnerKind::sweep, sweep_id, "time_mann_whitney_p", report.time_mann_whitney.p_value);
-  std::cout << "\nsweep " << sweep.name << " (" << o.candidate << " vs " << o.baseline << ")\n"
-            << compare::format_comparison(report, o.settings, named ? named->published : std::nullopt);
-  return 0;
+  set("first_seed", std::to_string(o.first_seed));
+  set("data", o.data);
+  set("timeout_s", std::to_string(o.timeout_s));
+  set("preset", o.build.preset);
+  if (!o.build.cmake_args.empty()) set("cmake_args", nlohmann::json(o.build.cmake_args).dump());
+  if (!target_source.empty()) set("target_source", target_source);
+  set_optional_number(store, sweep.id, "fail_if_slower_pct", fail_if_slower_pct(o));
+  if (named && named->published) {
+    set_optional_number(store, sweep.id, "published_mean_val_loss", named->published->mean_val_loss);
+    set_optional_number(store, sweep.id, "published_runs", named->published->runs);
+    set_optional_number(store, sweep.id, "published_mean_train_time_s", named->published->mean_train_time_s);
+  }
+  save_launcher_settings(store, sweep.id, o.launcher);
+  return sweep;
+}
+
+// --resume SWEEP [--runs N]: the sweep's stored settings; --runs can only extend it.
+SweepInfo resume_sweep(Store& store, CompareOptions& o, const fs::path& db) {
+  auto found = store.find_sweep(o.resume);
+  GPT_CHECK(found.has_value(), "--resume: no sweep '", o.resume, "' in '", db.string(), "'");
+  GPT_CHECK(found->kind == "compare", "--resume: sweep '", o.resume, "' is a ", found->kind,
+            " sweep; `harness record --resume` continues it");
+  SweepInfo sweep = *found;
+  const auto p = store.params(OwnerKind::sweep, sweep.id);
+  const auto get = [&](const std::string& key) {
+    GPT_CHECK(p.count(key), "--resume: sweep '", sweep.name, "' lacks its '", key, "' parameter");
+    return p.at(key);
+  };
+  GPT_CHECK(o.runs == 0 || 2 * o.runs >= sweep.runs_planned, "--runs ", o.runs, " with --resume: sweep '", sweep.name,
+            "' already has ", sweep.runs_planned / 2, " runs per arm; --runs can only extend it");
+  if (2 * o.runs > sweep.runs_planned) {
+    store.set_runs_planned(sweep.id, 2 * o.runs);
+    std::cerr << "sweep \"" << sweep.name << "\" extended from " << sweep.runs_planned / 2 << " to " << o.runs
+              << " runs per arm\n";
+    sweep.runs_planned = 2 * o.runs;
+  }
+  o.runs = static_cast<int>(sweep.runs_planned / 2);
+  o.first_seed = std::stoll(get("first_seed"));
+  o.recipe = sweep.recipe;
+  o.data = get("data");
+  o.gpus = sweep.gpus;
+  o.timeout_s = std::stod(get("timeout_s"));
+  o.baseline = get("baseline");
+  o.candidate = get("candidate");
+  o.launcher = load_launcher_settings(store, sweep.id, o.launcher, o.launcher_given);
+  return sweep;
+}
+
+int run_compare(CompareOptions o, GlobalOptions& global) {
+  GPT_CHECK(o.resume.empty() || (o.baseline.empty() && o.candidate.empty() && o.command.empty() &&
+                                 o.build_dirs.empty() && o.sets.empty() && o.backend.empty()),
+            "--resume: the sweep keeps its arms, trainers and command line; give only --resume SWEEP [--runs N] "
+            "and run options (--parallel, --timeout, launcher options)");
+  Store store = open_store(global);  // also stores runs an earlier harness left spooled
+  const SweepInfo sweep = o.resume.empty() ? create_sweep(store, o) : resume_sweep(store, o, resolve_db_path(global.db));
+  const auto params = store.params(OwnerKind::sweep, sweep.id);
+  const auto argv_template = nlohmann::json::parse(sweep.command).get<std::vector<std::string>>();
+  const bool default_command = !argv_template.empty() && argv_template.front() == "{bin}";
+
+  std::map<std::string, std::set<std::int64_t>> done;  // per arm: seeds stored and not killed
+  for (const auto& r : store.runs(sweep.id)) {
+    if (r.seed && r.status != RunStatus::killed) done[r.arm].insert(*r.seed);
+  }
+  const auto run_root = results_dir(global) / "runs" / sweep.name;
+  std::vector<RunPlan> plans;
+  for (std::int64_t seed = o.first_seed; seed < o.first_seed + o.runs; ++seed) {
+    for (const char* arm : kArms) {  // baseline, candidate, baseline, ...: drift hits both arms alike
+      if (done[arm].count(seed)) continue;
+      const fs::path binary = params.at(std::string(arm) + "_bin");
+      GPT_CHECK(!default_command || fs::exists(binary), "compare: the ", arm, " trainer '", binary.string(),
+                "' of sweep '", sweep.name, "' is gone; rebuild it there (or start a new comparison)");
+      RunPlan plan;
+      plan.arm = arm;
+      plan.seed = seed;
+      plan.run_id = sweep.name + "-" + arm + "-seed" + std::to_string(seed);
+      plan.out_dir = run_root / plan.run_id;
+      plan.log_path = plan.out_dir / "console.log";
+      const std::map<std::string, std::string> values = {
+          {"bin", binary.string()},         {"seed", std::to_string(seed)},
+          {"run_id", plan.run_id},          {"out", plan.out_dir.string()},
+          {"recipe", sweep.recipe},         {"data", fs::absolute(o.data).string()},
+          {"gpus", std::to_string(std::max(o.gpus, 1))}};
+      for (const auto& a : argv_template) plan.argv.push_back(substitute_placeholders(a, values));
+      plans.push_back(std::move(plan));
+    }
+  }
+  const SweepRunResult ran = execute_sweep_plans(
+      store, sweep, plans, SweepExecution{o.parallel, o.timeout_s, o.gpus, o.quiet, o.launcher}, run_root);
+  report_unstored_runs(ran, plans, "harness compare --resume " + sweep.name);
+
+  const compare::ComparisonSettings settings = stored_comparison_settings(store, sweep);
+  std::cout << "\nsweep " << sweep.name << " (" << params.at("candidate") << " vs " << params.at("baseline") << ")\n";
+  int code = kExitPass;
+  try {
+    const ComparisonPage page = comparison_page_from_store(store, sweep, settings);
+    const auto files = write_comparison_reports(store, sweep, page, results_dir(global) / "reports" / sweep.name);
+    store.set_metric(OwnerKind::sweep, sweep.id, "time_ratio", page.report.time_ratio);
+    store.set_metric(OwnerKind::sweep, sweep.id, "time_p", page.report.time.t.p_value);
+    std::cout << compare::format_comparison(page.report, settings) << "report: " << files.html.string()
+              << "\nmarkdown: " << files.markdown.string() << "\n";
+    if (page.report.too_slow) code = kExitFail;
+  } catch (const gpt::Error& e) {
+    // Too few finished runs for the tests: the runs are stored and listed by `harness query runs`.
+    std::cout << "no comparison: " << e.what() << "\n";
+    code = kExitFail;
+  }
+  if (ran.interrupted) {
+    std::cerr << "interrupted: " << ran.finished << " run(s) of this call stored; continue with "
+              << "`harness compare --resume " << sweep.name << "`\n";
+    return kExitInterrupted;
+  }
+  return code;
 }
 
 }  // namespace
 
-void register_compare_command(CLI::App& app) {
-  auto options = std::make_shared<CompareOptions>();
-  CLI::App* cmd = app.add_subcommand("compare", "Compare a candidate revision against a baseline (interleaved runs)");
-  cmd->add_option("--baseline", options->baseline, "git revision or name of baselines/<NAME>.toml")->required();
-  cmd->add_option("--candidate", options->candidate, "git revision of the candidate")->required();
-  cmd->add_option("--runs", options->runs, "runs per arm")->capture_default_str();
-  cmd->add_option("--recipe", options->recipe, "recipe (default: the baseline's, else tiny)");
-  cmd->add_option("--data", options->data, "data directory passed to the trainer")->capture_default_str();
-  cmd->add_option("--db", options->db, "results database (default $SPEEDRUN_DB or results/speedrun.db)");
-  cmd->add_option("--cache", options->cache_dir, "worktree cache, relative to the repository")->capture_default_str();
-  cmd->add_option("--seed", options->first_seed, "first seed of each arm")->capture_default_str();
-  cmd->add_option("--alpha", options->settings.alpha, "significance level")->capture_default_str();
-  cmd->add_option("--target", options->settings.target_loss, "record target loss")->capture_default_str();
-  cmd->add_option("--jobs", options->build_jobs, "build parallelism")->capture_default_str();
-  cmd->add_option("command", options->command,
-                  "after --: trainer command run in each arm's worktree; {bin} {seed} {run_id} {out} {recipe} "
-                  "are substituted");
-  cmd->callback([options] {
-    const int rc = run_compare(*options);
-    if (rc != 0) throw CLI::RuntimeError(rc);
+void register_compare_command(CLI::App& app, GlobalOptions& global) {
+  auto o = std::make_shared<CompareOptions>();
+  CLI::App* cmd = app.add_subcommand("compare", "compare a candidate revision against a baseline (interleaved, "
+                                                "same-seed runs; paired tests)");
+  cmd->add_option("--baseline", o->baseline, "git revision, or the name of baselines/<NAME>.toml");
+  cmd->add_option("--candidate", o->candidate, "git revision of the candidate");
+  cmd->add_option("--runs", o->runs, "runs per arm (with --resume: extend the sweep to this many)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--recipe", o->recipe, "recipe (default: the named baseline's, else tiny)");
+  cmd->add_option("--data", o->data, "data folder (default: the recipe's corpus, data/default for tiny)");
+  cmd->add_option("--first-seed,--seed", o->first_seed, "seed of each arm's first run; run i uses first-seed + i");
+  cmd->add_option("--gpus", o->gpus, "GPUs per run (passed as --gpus)")->check(CLI::PositiveNumber);
+  cmd->add_option("--alpha", o->alpha, "significance level of every test (default 0.01)")
+      ->check(CLI::Range(1e-12, 0.999999));
+  cmd->add_option("--target", o->target,
+                  "record target of the candidate's losses (default: the recipe's [record] target)");
+  o->fail_if_slower_option =
+      cmd->add_option("--fail-if-slower", o->fail_if_slower,
+                      "exit 1 when the candidate's train time is above (100 + PCT)% of the baseline's with "
+                      "significance (one-sided test at --alpha; PCT defaults to 0)")
+          ->expected(0, 1)
+          ->allow_extra_args(false);
+  cmd->add_option("--timeout", o->timeout_s, "seconds per run before its process group is killed")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--parallel", o->parallel, "runs at once (CUDA_VISIBLE_DEVICES partitions)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--backend", o->backend, "trainer backend, passed as --backend")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--set", o->sets, "recipe override KEY=VALUE passed to every run of both arms (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--preset", o->build.preset, "CMake configure preset the arms are built with (default cpu)");
+  cmd->add_option("--cmake-arg", o->build.cmake_args, "extra CMake configure argument for both arms, e.g. "
+                                                      "--cmake-arg=-DSPEEDRUN_ENABLE_CUDA=ON (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--build-dir", o->build_dirs,
+                  "reuse an existing build: baseline=DIR or candidate=DIR (DIR/bin/train_gpt; repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--cache", o->build.cache_dir, "worktree cache, relative to the repository (default .cache/compare)");
+  cmd->add_option("--jobs", o->build.jobs, "build parallelism (default 2)")->check(CLI::PositiveNumber);
+  cmd->add_option("--baselines-dir", o->baselines_dir, "folder of named baselines (default baselines)");
+  cmd->add_option("--name", o->name, "sweep name (default compare-RECIPE-TIMESTAMP)");
+  cmd->add_option("--resume", o->resume, "continue this compare sweep: run only the missing or killed runs");
+  cmd->add_flag("--quiet", o->quiet, "no progress output");
+  add_launcher_options(*cmd, o->launcher);
+  cmd->add_option("command", o->command,
+                  "after --: trainer command for both arms; {bin} (the arm's train_gpt), {seed}, {run_id}, {out}, "
+                  "{data}, {recipe}, {gpus} are substituted");
+  cmd->callback([o, cmd, &global] {
+    o->launcher_given = cmd->get_option("--launcher")->count() > 0;
+    global.exit_code = run_compare(*o, global);
   });
 }
 

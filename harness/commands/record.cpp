@@ -1,16 +1,12 @@
 // `harness record`: N seeded runs of the trainer (or of any command), each stored as it finishes, then the
 // record report (one-sided t-test of the mean final val loss against the target).
-#include <unistd.h>
-
-#include <chrono>
-#include <ctime>
-#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "harness/commands/common.h"
+#include "harness/commands/recipe_target.h"
 #include "harness/launcher/run_launcher.h"
 #include "harness/record/environment_probe.h"
 #include "harness/record/spool.h"
@@ -27,7 +23,7 @@ struct RecordOptions {
   int runs = 0;
   std::string recipe = "tiny";
   int gpus = 0;  // 0: not passed to the trainer
-  double target = 3.28;
+  std::optional<double> target;  // --target; not given: the recipe's [record] target
   double alpha = 0.01;
   std::string resume;
   double timeout_s = 0;  // 0: none
@@ -46,37 +42,6 @@ struct RecordOptions {
   LauncherSettings launcher;  // --launcher local|slurm and the --slurm-* options
   bool launcher_given = false;
 };
-
-// The corpus a recipe trains on when --data is not given.
-std::string default_data_dir(const std::string& recipe) {
-  if (recipe == "tiny") return "data/default";
-  return "data/fineweb10B";
-}
-
-std::filesystem::path default_trainer() {
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return (ec ? std::filesystem::path(".") : self.parent_path()) / "train_gpt";
-}
-
-std::string substitute(std::string text, const std::map<std::string, std::string>& values) {
-  for (const auto& [key, value] : values) {
-    const std::string pattern = "{" + key + "}";
-    for (size_t pos = text.find(pattern); pos != std::string::npos; pos = text.find(pattern, pos + value.size())) {
-      text.replace(pos, pattern.size(), value);
-    }
-  }
-  return text;
-}
-
-std::string timestamp() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
-  return buf;
-}
 
 // The command template of a new sweep: the user's CMD, or train_gpt with the contract's flags.
 std::vector<std::string> command_template(const RecordOptions& o) {
@@ -126,14 +91,28 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
     o.gpus = sweep.gpus;
     o.timeout_s = std::stod(get("timeout_s"));
     o.track3 = get("track3") == "1";
-    if (sweep.target) o.target = *sweep.target;
+    if (sweep.target && !o.target) o.target = *sweep.target;
+    GPT_CHECK(o.target.has_value(), "--resume: sweep '", sweep.name, "' has no stored target; pass --target LOSS");
     if (sweep.alpha) o.alpha = *sweep.alpha;
     argv_template = nlohmann::json::parse(sweep.command).get<std::vector<std::string>>();
   } else {
     GPT_CHECK(o.runs >= 1, "--runs: give the number of runs (>= 1), or --resume SWEEP");
     if (o.data.empty()) o.data = default_data_dir(o.recipe);
     argv_template = command_template(o);
-    sweep.name = o.name.empty() ? "record-" + o.recipe + "-" + timestamp() : o.name;
+    std::string target_source = "--target";
+    if (!o.target) {
+      const std::filesystem::path trainer = o.trainer.empty() ? default_trainer() : std::filesystem::path(o.trainer);
+      RecipeTarget from_recipe;
+      try {
+        from_recipe = read_recipe_target(trainer, o.recipe, o.sets);
+      } catch (const gpt::Error& e) {
+        GPT_FAIL("record: no --target given, and ", e.what(), "; pass --target LOSS (or --trainer PATH)");
+      }
+      o.target = from_recipe.target;
+      target_source = "recipe " + o.recipe + " [record]: " + from_recipe.source;
+      if (!o.quiet) std::cerr << "target " << *o.target << " from " << target_source << "\n";
+    }
+    sweep.name = o.name.empty() ? "record-" + o.recipe + "-" + utc_timestamp() : o.name;
     sweep.kind = "record";
     sweep.recipe = o.recipe;
     sweep.command = nlohmann::json(argv_template).dump();
@@ -148,6 +127,7 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
     store.set_param(OwnerKind::sweep, sweep.id, "data", o.data);
     store.set_param(OwnerKind::sweep, sweep.id, "timeout_s", std::to_string(o.timeout_s));
     store.set_param(OwnerKind::sweep, sweep.id, "track3", o.track3 ? "1" : "0");
+    store.set_param(OwnerKind::sweep, sweep.id, "target_source", target_source);
     if (o.early_stop_step > 0) store.set_param(OwnerKind::sweep, sweep.id, "early_stop_step", std::to_string(o.early_stop_step));
     if (o.track3) store.add_tag(OwnerKind::sweep, sweep.id, "track3");
     save_launcher_settings(store, sweep.id, o.launcher);
@@ -171,37 +151,14 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
     const std::map<std::string, std::string> values = {
         {"seed", std::to_string(seed)}, {"run_id", plan.run_id}, {"out", plan.out_dir.string()},
         {"recipe", o.recipe},           {"data", o.data},        {"gpus", std::to_string(std::max(o.gpus, 1))}};
-    for (const auto& arg : argv_template) plan.argv.push_back(substitute(arg, values));
+    for (const auto& arg : argv_template) plan.argv.push_back(substitute_placeholders(arg, values));
     if (o.early_stop_step > 0) plan.early_stop_step = o.early_stop_step;
     plans.push_back(std::move(plan));
   }
 
-  SweepRunOptions run_options;
-  run_options.parallel = o.parallel;
-  if (o.timeout_s > 0) run_options.timeout_s = o.timeout_s;
-  if (o.parallel > 1) run_options.device_partitions = device_partitions(o.parallel, std::max(o.gpus, 1), std::getenv("CUDA_VISIBLE_DEVICES"));
-  run_options.environment_id = sweep.environment_id;
-  if (!o.quiet) {
-    run_options.progress = &std::cerr;
-    run_options.progress_is_tty = ::isatty(STDERR_FILENO) != 0;
-    std::cerr << "sweep " << sweep.id << " \"" << sweep.name << "\": " << plans.size() << " run(s) to go of " << o.runs
-              << ", outputs in " << run_root.string() << "\n";
-  }
-  SweepRunResult ran;
-  {
-    InterruptGuard guard;
-    ran = make_launcher(o.launcher, o.recipe, o.gpus)->run(store, sweep.id, plans, run_options);
-  }
-
-  if (ran.spooled > 0) {
-    // The lock may have cleared while the report was due: one more try before reporting.
-    try {
-      store_spooled_runs(store, run_root.parent_path(), o.quiet ? nullptr : &std::cerr);
-    } catch (const sql::BusyError&) {
-      // Still locked: the runs stay spooled for the next command; the report covers what is stored.
-    }
-  }
-  const SweepReport report = build_sweep_report(store, sweep, ReportOptions{o.target, o.alpha, o.track3});
+  const SweepRunResult ran = execute_sweep_plans(
+      store, sweep, plans, SweepExecution{o.parallel, o.timeout_s, o.gpus, o.quiet, o.launcher}, run_root);
+  const SweepReport report = build_sweep_report(store, sweep, ReportOptions{*o.target, o.alpha, o.track3});
   const auto md = write_report_files(report, results_dir(global) / "reports" / sweep.name);
   write_sweep_html(store, report, md.parent_path());  // report.html beside report.md
   if (o.format == "json") {
@@ -212,16 +169,7 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
   } else {
     std::cout << render_text(report) << "report: " << md.string() << "\n";
   }
-  if (ran.busy > 0) {
-    std::cerr << ran.busy << " run(s) not started: their folders are in use by live processes (see above); "
-              << "`harness record --resume " << sweep.name << "` starts them once those have ended\n";
-  }
-  for (const auto& plan : plans) {
-    if (std::filesystem::exists(plan.out_dir / kSpoolFileName)) {
-      std::cerr << "run " << plan.run_id << " is kept in its spool file (database locked); the next harness "
-                << "command stores it\n";
-    }
-  }
+  report_unstored_runs(ran, plans, "harness record --resume " + sweep.name);
   if (ran.interrupted) {
     std::cerr << "interrupted: " << ran.finished << " run(s) of this call stored; continue with "
               << "`harness record --resume " << sweep.name << "`\n";
@@ -239,7 +187,8 @@ void add_record_command(CLI::App& app, GlobalOptions& global) {
   sub->add_option("--recipe", opts->recipe, "trainer recipe (default tiny)");
   sub->add_option("--gpus", opts->gpus, "GPUs per run (passed as --gpus; partitions devices with --parallel)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--target", opts->target, "target val loss (default 3.28)");
+  sub->add_option("--target", opts->target,
+                  "target val loss (default: the recipe's [record] target, read with `train_gpt --print-recipe`)");
   sub->add_option("--alpha", opts->alpha, "significance level (default 0.01)")->check(CLI::Range(1e-12, 0.999999));
   sub->add_option("--resume", opts->resume,
                   "continue this sweep (id or name): run only the missing seeds; with --runs N, extend it to N runs");

@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "harness/report/comparison_report.h"
 #include "harness/report/html_report.h"
 #include "kernels/check.h"
 
@@ -23,11 +24,9 @@ int run_report(const ReportCommandOptions& o, GlobalOptions& global) {
   GPT_CHECK(sweep.has_value(), "--sweep: no sweep '", o.sweep, "' in '", resolve_db_path(global.db).string(), "'");
   const auto dir = o.out.empty() ? results_dir(global) / "reports" / sweep->name : std::filesystem::path(o.out);
   if (sweep->kind == "compare") {
-    compare::ComparisonSettings settings;
-    if (sweep->target) settings.target_loss = *sweep->target;
-    if (sweep->alpha) settings.alpha = *sweep->alpha;
-    const auto page = comparison_page_from_store(store, *sweep, settings);
-    std::cout << "report: " << write_comparison_html(store, *sweep, page, dir).string() << "\n";
+    const auto page = comparison_page_from_store(store, *sweep, stored_comparison_settings(store, *sweep));
+    const auto files = write_comparison_reports(store, *sweep, page, dir);
+    std::cout << "report: " << files.html.string() << "\nmarkdown: " << files.markdown.string() << "\n";
     return kExitPass;
   }
   ReportOptions options;

@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <iomanip>
+#include <map>
 #include <sstream>
 #include <toml++/toml.h>
 
@@ -57,6 +58,58 @@ std::vector<Arm> interleaved_order(size_t runs_per_arm) {
   return order;
 }
 
+namespace {
+
+struct Pairs {
+  std::vector<double> candidate, baseline;
+};
+
+// The values of the seeds present in both arms, in seed order.
+Pairs common_seeds(const std::vector<double>& c, const std::vector<std::int64_t>& c_seeds, const std::vector<double>& b,
+                   const std::vector<std::int64_t>& b_seeds) {
+  Pairs p;
+  if (c_seeds.size() != c.size() || b_seeds.size() != b.size()) return p;  // seeds unknown: unpaired
+  std::map<std::int64_t, double> by_seed;
+  for (size_t i = 0; i < b.size(); ++i) {
+    GPT_CHECK(by_seed.emplace(b_seeds[i], b[i]).second, "compare: seed ", b_seeds[i], " twice in the baseline arm");
+  }
+  std::map<std::int64_t, double> candidate_by_seed;
+  for (size_t i = 0; i < c.size(); ++i) {
+    GPT_CHECK(candidate_by_seed.emplace(c_seeds[i], c[i]).second, "compare: seed ", c_seeds[i],
+              " twice in the candidate arm");
+  }
+  for (const auto& [seed, value] : candidate_by_seed) {
+    if (const auto it = by_seed.find(seed); it != by_seed.end()) {
+      p.candidate.push_back(value);
+      p.baseline.push_back(it->second);
+    }
+  }
+  return p;
+}
+
+ShiftTest shift_test(const std::vector<double>& c, const std::vector<std::int64_t>& c_seeds,
+                     const std::vector<double>& b, const std::vector<std::int64_t>& b_seeds) {
+  ShiftTest s;
+  const Pairs p = common_seeds(c, c_seeds, b, b_seeds);
+  if (p.candidate.size() >= 2) {
+    s.paired = true;
+    s.pairs = p.candidate.size();
+    s.t = stats::paired_t_test(p.candidate, p.baseline);
+    s.wilcoxon = stats::wilcoxon_signed_rank(p.candidate, p.baseline);
+  } else {
+    s.t = stats::welch_t_test(c, b);
+    s.mann_whitney = stats::mann_whitney_u(c, b);
+  }
+  return s;
+}
+
+std::vector<double> scaled(std::vector<double> x, double factor) {
+  for (double& v : x) v *= factor;
+  return x;
+}
+
+}  // namespace
+
 ComparisonReport analyze_comparison(const ArmResults& candidate, const ArmResults& baseline,
                                     const ComparisonSettings& settings) {
   GPT_CHECK(candidate.train_time_s.size() >= 2 && baseline.train_time_s.size() >= 2,
@@ -65,26 +118,73 @@ ComparisonReport analyze_comparison(const ArmResults& candidate, const ArmResult
   ComparisonReport r{};
   r.candidate_time = stats::summarize(candidate.train_time_s);
   r.baseline_time = stats::summarize(baseline.train_time_s);
-  r.time_welch = stats::welch_t_test(candidate.train_time_s, baseline.train_time_s);
-  r.time_mann_whitney = stats::mann_whitney_u(candidate.train_time_s, baseline.train_time_s);
+  r.time = shift_test(candidate.train_time_s, candidate.time_seeds, baseline.train_time_s, baseline.time_seeds);
   r.time_ratio = r.candidate_time.mean / r.baseline_time.mean;
   r.time_ratio_ci = stats::bootstrap_ratio_ci(candidate.train_time_s, baseline.train_time_s, settings.confidence,
                                               settings.resamples, settings.seed);
-  r.faster = r.time_welch.p_value < settings.alpha && r.time_welch.t < 0;
+  const bool time_significant = r.time.t.p_value < settings.alpha;
+  r.faster = time_significant && r.time.t.t < 0;
+  r.slower = time_significant && r.time.t.t > 0;
+  if (settings.fail_if_slower_pct) {
+    GPT_CHECK(*settings.fail_if_slower_pct >= 0, "--fail-if-slower: the allowed slowdown must be >= 0 percent, got ",
+              *settings.fail_if_slower_pct);
+    const double allowed = 1.0 + *settings.fail_if_slower_pct / 100.0;
+    if (r.time.paired) {
+      const Pairs p = common_seeds(candidate.train_time_s, candidate.time_seeds, baseline.train_time_s,
+                                   baseline.time_seeds);
+      r.slowdown = stats::paired_t_test(p.candidate, scaled(p.baseline, allowed), stats::Alternative::greater);
+    } else {
+      r.slowdown = stats::welch_t_test(candidate.train_time_s, scaled(baseline.train_time_s, allowed),
+                                       stats::Alternative::greater);
+    }
+    r.too_slow = r.slowdown->p_value < settings.alpha;
+  }
   if (candidate.final_val_loss.size() >= 2) {
     r.candidate_loss = stats::summarize(candidate.final_val_loss);
-    r.candidate_record = stats::one_sample_t_less(candidate.final_val_loss, settings.target_loss);
-    r.candidate_passes_record = r.candidate_record->p_value < settings.alpha;
+    if (settings.target_loss) {
+      r.candidate_record = stats::one_sample_t_less(candidate.final_val_loss, *settings.target_loss);
+      r.candidate_passes_record = r.candidate_record->p_value < settings.alpha;
+    }
   }
-  if (baseline.final_val_loss.size() >= 2) r.baseline_loss = stats::summarize(baseline.final_val_loss);
+  if (baseline.final_val_loss.size() >= 2) {
+    r.baseline_loss = stats::summarize(baseline.final_val_loss);
+    if (settings.published) {
+      r.published_drift = stats::one_sample_t_test(baseline.final_val_loss, settings.published->mean_val_loss,
+                                                   stats::Alternative::two_sided);
+      r.drifted = r.published_drift->p_value < settings.alpha;
+    }
+  }
   if (r.candidate_loss && r.baseline_loss) {
-    r.loss_welch = stats::welch_t_test(candidate.final_val_loss, baseline.final_val_loss);
+    r.loss = shift_test(candidate.final_val_loss, candidate.loss_seeds, baseline.final_val_loss, baseline.loss_seeds);
   }
   return r;
 }
 
-std::string format_comparison(const ComparisonReport& r, const ComparisonSettings& settings,
-                              const std::optional<PublishedFigures>& published) {
+namespace {
+
+std::string p_text(double p) {
+  std::ostringstream os;
+  os << std::scientific << std::setprecision(3) << p;
+  return os.str();
+}
+
+void shift_lines(std::ostringstream& os, const ShiftTest& s) {
+  os << "  " << s.t_name();
+  if (s.paired) os << " (" << s.pairs << " seeds in both arms)";
+  os << std::setprecision(3) << " t=" << s.t.t << " df=" << s.t.df << " p=" << p_text(s.t.p_value) << "   "
+     << s.rank_name();
+  if (s.paired) {
+    os << std::setprecision(1) << " W=" << s.wilcoxon->statistic << " p=" << p_text(s.wilcoxon->p_value) << " ("
+       << s.wilcoxon->method << ")\n";
+  } else {
+    os << std::setprecision(1) << " U=" << s.mann_whitney->u << " p=" << p_text(s.mann_whitney->p_value) << " ("
+       << s.mann_whitney->method << ")\n";
+  }
+}
+
+}  // namespace
+
+std::string format_comparison(const ComparisonReport& r, const ComparisonSettings& settings) {
   std::ostringstream os;
   os << std::fixed;
   const auto arm_line = [&](const char* label, const stats::Summary& s, int digits, const char* unit) {
@@ -98,32 +198,34 @@ std::string format_comparison(const ComparisonReport& r, const ComparisonSetting
   os << std::setprecision(4) << "  ratio candidate/baseline " << r.time_ratio << "  ("
      << std::setprecision(1) << 100 * settings.confidence << "% bootstrap CI " << std::setprecision(4)
      << r.time_ratio_ci.low << " .. " << r.time_ratio_ci.high << ")\n";
-  os << std::setprecision(3) << "  Welch t=" << r.time_welch.t << " df=" << r.time_welch.df
-     << std::scientific << std::setprecision(3) << " p=" << r.time_welch.p_value << std::fixed
-     << "   Mann-Whitney U=" << std::setprecision(1) << r.time_mann_whitney.u << std::scientific
-     << std::setprecision(3) << " p=" << r.time_mann_whitney.p_value << std::fixed << " ("
-     << r.time_mann_whitney.method << ")\n";
+  shift_lines(os, r.time);
   os << "  verdict: "
-     << (r.faster ? "candidate is faster"
-                  : (r.time_welch.p_value < settings.alpha ? "candidate is slower" : "no significant difference"))
-     << " at alpha " << std::setprecision(3) << settings.alpha << "\n";
+     << (r.faster ? "candidate is faster" : (r.slower ? "candidate is slower" : "no significant difference"))
+     << " at alpha " << std::setprecision(3) << settings.alpha << " (" << r.time.t_name() << ")\n";
+  if (r.slowdown) {
+    os << "  slowdown check (candidate > " << std::setprecision(1) << 100 + *settings.fail_if_slower_pct
+       << "% of baseline, one-sided " << r.time.t_name() << "): p=" << p_text(r.slowdown->p_value) << " -> "
+       << (r.too_slow ? "FAIL: slower" : "ok") << "\n";
+  }
   if (r.candidate_loss || r.baseline_loss) os << "final val loss\n";
   if (r.baseline_loss) arm_line("baseline", *r.baseline_loss, 4, "");
   if (r.candidate_loss) arm_line("candidate", *r.candidate_loss, 4, "");
-  if (r.loss_welch) {
-    os << std::setprecision(3) << "  Welch t=" << r.loss_welch->t << std::scientific << " p=" << r.loss_welch->p_value
-       << std::fixed << "\n";
-  }
+  if (r.loss) shift_lines(os, *r.loss);
   if (r.candidate_record) {
-    os << "  record check (mean < " << std::setprecision(2) << settings.target_loss << ", one-sided): p="
-       << std::scientific << std::setprecision(3) << r.candidate_record->p_value << std::fixed << " -> "
+    os << "  record check (mean < " << std::setprecision(4) << *settings.target_loss << ", one-sided): p="
+       << p_text(r.candidate_record->p_value) << " -> "
        << (r.candidate_passes_record ? "PASS" : "not established") << "\n";
   }
-  if (published) {
+  if (const auto& published = settings.published) {
     os << "published baseline: n=" << published->runs << "  mean loss " << std::setprecision(4)
        << published->mean_val_loss;
     if (published->mean_train_time_s) os << "  mean time " << std::setprecision(3) << *published->mean_train_time_s << " s";
     os << "\n";
+    if (r.published_drift) {
+      os << "  fresh baseline runs vs the published mean (one-sample t, two-sided): t=" << std::setprecision(3)
+         << r.published_drift->t << " p=" << p_text(r.published_drift->p_value) << " -> "
+         << (r.drifted ? "DRIFT: this machine does not reproduce the published loss" : "consistent") << "\n";
+    }
   }
   return os.str();
 }

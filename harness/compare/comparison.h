@@ -44,27 +44,55 @@ std::vector<Arm> interleaved_order(size_t runs_per_arm);
 struct ArmResults {
   std::vector<double> train_time_s;  // finished runs only
   std::vector<double> final_val_loss;
+  // The seeds of the values above (same order and length; empty: unknown). Seeds run in both arms pair up.
+  std::vector<std::int64_t> time_seeds, loss_seeds;
 };
 
 struct ComparisonSettings {
-  double target_loss = 3.28;
-  double alpha = 0.01;        // record check and the "significant" label
-  double confidence = 0.95;   // bootstrap CI of the time ratio
+  std::optional<double> target_loss;  // record check of the candidate's losses; none: no check
+  double alpha = 0.01;                // every test's significance level
+  double confidence = 0.95;           // bootstrap CI of the time ratio
   size_t resamples = 10000;
   uint64_t seed = 1;
+  // --fail-if-slower PCT: the candidate fails when its train time is more than PCT percent above the
+  // baseline's with significance alpha (see ComparisonReport::slowdown).
+  std::optional<double> fail_if_slower_pct;
+  std::optional<PublishedFigures> published;  // a named baseline's published figures
+};
+
+// How one metric (train time, final loss) differs between the arms. Paired when at least two seeds ran in
+// both arms (the tests then use the per-seed differences candidate − baseline of those seeds), else unpaired.
+struct ShiftTest {
+  bool paired = false;
+  size_t pairs = 0;
+  stats::TTestResult t{};                                 // paired t, else Welch; two-sided
+  std::optional<stats::WilcoxonResult> wilcoxon;          // paired: Wilcoxon signed-rank, two-sided
+  std::optional<stats::MannWhitneyResult> mann_whitney;   // unpaired: Mann–Whitney U, two-sided
+  const char* t_name() const { return paired ? "paired t" : "Welch t"; }
+  const char* rank_name() const { return paired ? "Wilcoxon signed-rank" : "Mann-Whitney U"; }
+  double rank_p() const { return paired ? wilcoxon->p_value : mann_whitney->p_value; }
 };
 
 struct ComparisonReport {
   stats::Summary candidate_time, baseline_time;
-  stats::TTestResult time_welch;
-  stats::MannWhitneyResult time_mann_whitney;
-  stats::Interval time_ratio_ci;  // candidate/baseline
-  double time_ratio = 0;          // ratio of means
+  ShiftTest time;
+  stats::Interval time_ratio_ci{};  // candidate/baseline
+  double time_ratio = 0;            // ratio of means
   std::optional<stats::Summary> candidate_loss, baseline_loss;
-  std::optional<stats::TTestResult> loss_welch;
+  std::optional<ShiftTest> loss;
   std::optional<stats::TTestResult> candidate_record;  // one-sided t-test of candidate losses < target
   bool candidate_passes_record = false;
-  bool faster = false;  // Welch p < alpha and candidate mean time lower
+  bool faster = false;  // the time test's p < alpha and the candidate's mean time is lower
+  bool slower = false;  // the time test's p < alpha and the candidate's mean time is higher
+  // With fail_if_slower_pct = PCT: the one-sided test of H1 "candidate time > (1 + PCT/100) x baseline time"
+  // (paired t on c_i − (1 + PCT/100)·b_i when paired, else Welch of c against (1 + PCT/100)·b);
+  // too_slow when its p < alpha.
+  std::optional<stats::TTestResult> slowdown;
+  bool too_slow = false;
+  // With published figures: a two-sided one-sample t-test of the fresh baseline losses against the published
+  // mean (needs two baseline losses); drifted when its p < alpha (this machine does not reproduce the figure).
+  std::optional<stats::TTestResult> published_drift;
+  bool drifted = false;
 };
 
 // Needs at least two finished runs per arm for the time tests; loss tests run when both arms have
@@ -72,8 +100,7 @@ struct ComparisonReport {
 ComparisonReport analyze_comparison(const ArmResults& candidate, const ArmResults& baseline,
                                     const ComparisonSettings& settings = {});
 
-// Terminal report; `published` adds the baseline's reference figures for context.
-std::string format_comparison(const ComparisonReport& report, const ComparisonSettings& settings,
-                              const std::optional<PublishedFigures>& published = std::nullopt);
+// Terminal report (the published figures come from the settings).
+std::string format_comparison(const ComparisonReport& report, const ComparisonSettings& settings);
 
 }  // namespace gpt::harness::compare

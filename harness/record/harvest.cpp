@@ -62,7 +62,9 @@ void apply_run_summary(RunRecord& r, const RunSummary& s, std::optional<std::int
   if (!s.recipe_hash.empty()) r.params["recipe_hash"] = s.recipe_hash;
   if (s.world_size) r.params["world_size"] = std::to_string(*s.world_size);
   if (!s.backend.empty()) r.params["backend"] = s.backend;
-  if (s.train_data_cycled) r.params["train_data_cycled"] = "1";
+  // A std::string, not a literal: GCC 12's -O3 -Wrestrict misfires on assigning a short literal (a Release
+  // build is -Werror).
+  if (s.train_data_cycled) r.params["train_data_cycled"] = std::string("1");
   if (s.train_data_passes) r.params["train_data_passes"] = std::to_string(*s.train_data_passes);
   if (s.environment && !s.environment->git_commit.empty()) r.params["trainer_commit"] = s.environment->git_commit;
 }

@@ -136,8 +136,14 @@ std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string
     }
   } else if (sweep.kind == "compare" && !param("baseline").empty()) {
     cmd = "harness compare --baseline " + shell_quote(param("baseline")) + " --candidate " +
-          shell_quote(param("candidate")) + " --runs " + std::to_string(sweep.runs_planned);
+          shell_quote(param("candidate")) + " --runs " + std::to_string(sweep.runs_planned / 2);
     if (!sweep.recipe.empty()) cmd += " --recipe " + shell_quote(sweep.recipe);
+    if (!param("first_seed").empty() && param("first_seed") != "0") cmd += " --first-seed " + param("first_seed");
+    if (sweep.target) cmd += " --target " + general(*sweep.target);
+    if (sweep.alpha) cmd += " --alpha " + general(*sweep.alpha);
+    if (!param("fail_if_slower_pct").empty()) cmd += " --fail-if-slower " + param("fail_if_slower_pct");
+    if (!param("preset").empty() && param("preset") != "cpu") cmd += " --preset " + shell_quote(param("preset"));
+    if (!param("data").empty()) cmd += " --data " + shell_quote(param("data"));
   }
   return cmd;
 }
@@ -217,15 +223,26 @@ std::string render_comparison_html(const ComparisonPage& page, const HtmlContext
   std::ostringstream o;
   o << page_head(page.title);
   o << "<h1>" << esc(page.title) << "</h1>\n";
-  const bool significant = r.time_welch.p_value < s.alpha;
-  std::string verdict = r.faster ? "FASTER" : (significant ? "SLOWER" : "NO SIGNIFICANT TIME DIFFERENCE");
-  verdict += ": candidate/baseline mean time " + fixed(r.time_ratio, 4) + " (Welch p = " + general(r.time_welch.p_value) + ")";
-  o << "<p><span class=\"verdict " << (r.faster ? "pass" : (significant ? "fail" : "neutral")) << "\">" << esc(verdict)
+  std::string verdict = r.faster ? "FASTER" : (r.slower ? "SLOWER" : "NO SIGNIFICANT TIME DIFFERENCE");
+  verdict += ": candidate/baseline mean time " + fixed(r.time_ratio, 4) + " (" + r.time.t_name() +
+             " p = " + general(r.time.t.p_value) + ")";
+  o << "<p><span class=\"verdict " << (r.faster ? "pass" : (r.slower ? "fail" : "neutral")) << "\">" << esc(verdict)
     << "</span></p>\n";
+  if (r.slowdown) {
+    o << verdict_badge(!r.too_slow, std::string(r.too_slow ? "FAIL" : "OK") + ": slowdown check, candidate above " +
+                                        general(100 + *s.fail_if_slower_pct) + "% of the baseline time (one-sided p = " +
+                                        general(r.slowdown->p_value) + ")");
+  }
   if (r.candidate_record) {
     o << verdict_badge(r.candidate_passes_record,
                        std::string(r.candidate_passes_record ? "candidate reaches" : "candidate does not reach") +
-                           " the target " + fixed(s.target_loss, 4) + " (p = " + general(r.candidate_record->p_value) + ")");
+                           " the target " + fixed(*s.target_loss, 4) + " (p = " + general(r.candidate_record->p_value) + ")");
+  }
+  if (r.published_drift) {
+    o << verdict_badge(!r.drifted, std::string(r.drifted ? "DRIFT: the fresh baseline runs differ from"
+                                                         : "the fresh baseline runs agree with") +
+                                       " the published mean loss " + fixed(s.published->mean_val_loss, 4) +
+                                       " (one-sample t, p = " + general(r.published_drift->p_value) + ")");
   }
   o << "<h2>Statistics</h2>\n<table>\n<tr><th></th><th>baseline</th><th>candidate</th></tr>\n";
   auto row = [&](const char* name, const std::string& b, const std::string& c) {
@@ -238,14 +255,17 @@ std::string render_comparison_html(const ComparisonPage& page, const HtmlContext
   row("mean final val loss", r.baseline_loss ? fixed(r.baseline_loss->mean, 4) : "-",
       r.candidate_loss ? fixed(r.candidate_loss->mean, 4) : "-");
   o << "</table>\n<table>\n<tr><th>test</th><th>statistic</th><th>p</th></tr>\n";
-  o << "<tr><td>Welch t (time)</td><td class=\"num\">" << fixed(r.time_welch.t, 3) << "</td><td class=\"num\">"
-    << general(r.time_welch.p_value) << "</td></tr>\n<tr><td>Mann-Whitney U (time, " << esc(r.time_mann_whitney.method)
-    << ")</td><td class=\"num\">" << fixed(r.time_mann_whitney.u, 1) << "</td><td class=\"num\">"
-    << general(r.time_mann_whitney.p_value) << "</td></tr>\n";
-  if (r.loss_welch) {
-    o << "<tr><td>Welch t (final loss)</td><td class=\"num\">" << fixed(r.loss_welch->t, 3) << "</td><td class=\"num\">"
-      << general(r.loss_welch->p_value) << "</td></tr>\n";
-  }
+  auto tests = [&](const char* metric, const compare::ShiftTest& t) {
+    o << "<tr><td>" << t.t_name() << " (" << metric;
+    if (t.paired) o << ", " << t.pairs << " seeds paired";
+    o << ")</td><td class=\"num\">" << fixed(t.t.t, 3) << "</td><td class=\"num\">" << general(t.t.p_value)
+      << "</td></tr>\n<tr><td>" << t.rank_name() << " (" << metric << ", "
+      << esc(t.paired ? t.wilcoxon->method : t.mann_whitney->method) << ")</td><td class=\"num\">"
+      << fixed(t.paired ? t.wilcoxon->statistic : t.mann_whitney->u, 1) << "</td><td class=\"num\">"
+      << general(t.rank_p()) << "</td></tr>\n";
+  };
+  tests("time", r.time);
+  if (r.loss) tests("final loss", *r.loss);
   o << "</table>\n<p>Time ratio candidate/baseline " << fixed(r.time_ratio, 4) << ", " << general(100 * s.confidence)
     << "% bootstrap interval [" << fixed(r.time_ratio_ci.low, 4) << ", " << fixed(r.time_ratio_ci.high, 4) << "] ("
     << s.resamples << " resamples, seed " << s.seed << ").</p>\n";
@@ -312,7 +332,11 @@ ComparisonPage comparison_page_from_store(Store& store, const SweepInfo& sweep, 
     auto& results = is_baseline ? baseline : candidate;
     if (run.status == RunStatus::ok && run.train_time_ms) {
       results.train_time_s.push_back(*run.train_time_ms / 1000.0);
-      if (run.final_val_loss) results.final_val_loss.push_back(*run.final_val_loss);
+      if (run.seed) results.time_seeds.push_back(*run.seed);
+      if (run.final_val_loss) {
+        results.final_val_loss.push_back(*run.final_val_loss);
+        if (run.seed) results.loss_seeds.push_back(*run.seed);
+      }
     }
     (is_baseline ? page.baseline_runs : page.candidate_runs).push_back(std::move(run));
   }

@@ -43,6 +43,38 @@ std::optional<size_t> runs_needed(double mean, double sd, double target, double 
 // have zero spread: t = 0, p = 1 for equal means, else t = ±inf, p = 0 (df = 1, as scipy sets it).
 TTestResult welch_t_test(std::span<const double> candidate, std::span<const double> baseline);
 
+// The alternative hypothesis of a test about a shift: H1 mean(candidate) − mean(baseline) (or mean(x) − mu)
+// is != 0, < 0 or > 0; scipy's `alternative` = 'two-sided' | 'less' | 'greater'.
+enum class Alternative { two_sided, less, greater };
+const char* to_string(Alternative alternative);
+
+// One-sample t-test of H0 mean(x) = mu (scipy.stats.ttest_1samp(x, mu, alternative)). Needs n >= 2. Zero
+// spread: t = 0, p = 1 when mean == mu, else t = ±inf with p 0 or 1 as the alternative says.
+TTestResult one_sample_t_test(std::span<const double> x, double mu, Alternative alternative);
+
+// Welch's test with a chosen alternative (same t and df as welch_t_test above).
+TTestResult welch_t_test(std::span<const double> candidate, std::span<const double> baseline,
+                         Alternative alternative);
+
+// Paired t-test on the differences candidate[i] − baseline[i] (scipy.stats.ttest_rel(candidate, baseline,
+// alternative)); the samples must have the same length >= 2. Differences without spread follow
+// one_sample_t_test: all equal to zero gives t = 0, p = 1.
+TTestResult paired_t_test(std::span<const double> candidate, std::span<const double> baseline,
+                          Alternative alternative = Alternative::two_sided);
+
+// Wilcoxon signed-rank test on d = candidate − baseline, as scipy.stats.wilcoxon(candidate, baseline,
+// alternative) with zero_method='wilcox' and correction=False: zero differences are dropped; the exact null
+// distribution when at most 50 differences remain, none was zero and no |d| is tied, else the normal
+// approximation with the tie correction ("asymptotic"). statistic is min(R+, R−) for two-sided, R+ otherwise.
+// When every difference is zero there is no evidence of a shift: statistic 0, p = 1, method "all-zero".
+struct WilcoxonResult {
+  double statistic, p_value;
+  size_t n_nonzero;
+  std::string method;  // "exact" | "asymptotic" | "all-zero"
+};
+WilcoxonResult wilcoxon_signed_rank(std::span<const double> candidate, std::span<const double> baseline,
+                                    Alternative alternative = Alternative::two_sided);
+
 // Two-sided Mann–Whitney U test with scipy.stats.mannwhitneyu's default method choice: "exact" when
 // at least one sample has n <= 8 and there are no ties, otherwise "asymptotic" (normal approximation
 // with tie correction and continuity correction). u is scipy's U1 (the statistic for x).

@@ -97,6 +97,40 @@ TEST_F(RecordE2E, DivergenceExitThreeIsDiverged) {
   EXPECT_EQ(stored[0].exit_code, 3);
 }
 
+// Without --target the recipe's [record] target is used, read from train_gpt (--print-recipe) beside the harness.
+TEST_F(RecordE2E, TargetComesFromTheRecipeUnlessGiven) {
+  ASSERT_TRUE(std::filesystem::exists(kBin + "train_gpt")) << "build the train_gpt target first";
+  std::vector<std::string> args = {"record", "--runs", "2", "--name", "sweep", "--recipe", "tiny", "--"};
+  for (auto& a : synthetic({"--mean", "5.0"})) args.push_back(a);
+  const Result r = harness(args);
+  EXPECT_EQ(r.code, 0) << r.output;  // tiny's target is far above 5.0; track 1's 3.28 would fail
+  EXPECT_NE(r.output.find("from recipe tiny [record]: "), std::string::npos) << r.output;
+  Store store = Store::open(db());
+  const auto sweep = store.find_sweep("sweep");
+  ASSERT_TRUE(sweep && sweep->target);
+  EXPECT_GT(*sweep->target, 5.0);
+  EXPECT_NE(store.params(OwnerKind::sweep, sweep->id).at("target_source").find("baselines/tiny.toml"),
+            std::string::npos);
+
+  args = {"record", "--runs", "2", "--name", "other", "--recipe", "head", "--"};
+  for (auto& a : synthetic({"--mean", "5.0"})) args.push_back(a);
+  const Result head = harness(args);
+  EXPECT_EQ(head.code, 1) << head.output;  // head's target is 3.28
+  EXPECT_NE(head.output.find("target 3.28 from recipe head [record]: track 1 rule"), std::string::npos) << head.output;
+
+  const Result no_trainer = harness({"record", "--runs", "1", "--trainer", "/nonexistent/train_gpt", "--", "true"});
+  EXPECT_EQ(no_trainer.code, 2) << no_trainer.output;
+  EXPECT_NE(no_trainer.output.find("no --target given"), std::string::npos) << no_trainer.output;
+  EXPECT_NE(no_trainer.output.find("pass --target"), std::string::npos) << no_trainer.output;
+
+  // A trainer that cannot print its recipe: its own complaint is quoted.
+  const Result cannot = harness({"record", "--runs", "1", "--trainer", kBin + "synthetic_trainer", "--", "true"});
+  EXPECT_EQ(cannot.code, 2) << cannot.output;
+  EXPECT_NE(cannot.output.find("exited with status 2 (The following argument was not expected: --print-recipe"),
+            std::string::npos)
+      << cannot.output;
+}
+
 TEST_F(RecordE2E, NonZeroExitIsFailedWithLastOutputLine) {
   record(1, {}, {}, {{"SYNTH_MODE", "fail"}});
   auto stored = runs();
@@ -188,7 +222,8 @@ TEST_F(RecordE2E, MissingTrainerIsAUsageError) {
 TEST_F(RecordE2E, BackendAndSetsReachTheTrainerAndTheStoredCommand) {
   const std::string trainer = kBin + "synthetic_trainer";
   const Result r = harness({"record", "--runs", "1", "--name", "sweep", "--trainer", trainer, "--backend", "cuda",
-                            "--set", "data.cycle_train_shards=true", "--set", "validation.tokens=262144", "--quiet"});
+                            "--set", "data.cycle_train_shards=true", "--set", "validation.tokens=262144", "--quiet",
+                            "--target", "3.28"});
   ASSERT_LE(r.code, 1) << r.output;
   Store store = Store::open(db());
   const auto sweep = store.find_sweep("sweep");

@@ -240,7 +240,7 @@ TEST(HtmlBrowser, ComparisonReportRendersWithoutConsoleErrors) {
   SweepInfo sweep;
   sweep.name = "cmp";
   sweep.kind = "compare";
-  sweep.runs_planned = 4;
+  sweep.runs_planned = 8;  // 4 per arm
   sweep.id = store.create_sweep(sweep);
   store.set_param(OwnerKind::sweep, sweep.id, "baseline", "main");
   store.set_param(OwnerKind::sweep, sweep.id, "candidate", "feature");

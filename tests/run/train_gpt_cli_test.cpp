@@ -106,6 +106,22 @@ TEST(TrainGptCli, BadInputExitsTwoWithOneLine) {
                      "/nonexistent_data");
 }
 
+// The harness reads a recipe's record target through --print-recipe: only --recipe (and --set) are needed.
+TEST(TrainGptCli, PrintRecipeWritesNameHashAndRecordTarget) {
+  RunScratch scratch;
+  const Outcome o = test::run_program(scratch, "train_gpt", "--print-recipe --recipe head --set record.target=3.5");
+  ASSERT_EQ(o.exit_code, 0) << o.stderr_text;
+  std::ifstream in(scratch.root() / "stdout.txt");
+  const auto doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc.at("name"), "head");
+  EXPECT_EQ(doc.at("hash").get<std::string>().size(), 16u);
+  EXPECT_EQ(doc.at("record").at("target").get<double>(), 3.5);
+  EXPECT_THAT(doc.at("record").at("source").get<std::string>(), ::testing::HasSubstr("track 1"));
+  expect_usage_error(scratch, "--print-recipe --recipe nosuch", "nosuch");
+  expect_usage_error(scratch, "--print-recipe --recipe head --set target_loss=3", "[record]");
+  expect_usage_error(scratch, "--print-recipe", "--recipe");
+}
+
 TEST(TrainGptCli, CorruptShardExitsTwo) {
   RunScratch scratch;
   {

@@ -29,7 +29,8 @@ TEST(Recipe, HeadMatchesReference) {
   EXPECT_DOUBLE_EQ(r.schedule.stages[1].lr_mul, 1.52);
   EXPECT_EQ(r.slices_per_call, 8);
   EXPECT_TRUE(r.fp8);
-  EXPECT_DOUBLE_EQ(r.target_loss, 3.28);
+  EXPECT_DOUBLE_EQ(r.record.target, 3.28);
+  EXPECT_NE(r.record.source.find("track 1"), std::string::npos) << r.record.source;
   EXPECT_DOUBLE_EQ(r.optimizer.bank_lr, 0.023);
   EXPECT_DOUBLE_EQ(r.optimizer.adam_lr, 0.008);
   EXPECT_EQ(r.optimizer.adam.size(), 16u);
@@ -72,17 +73,19 @@ TEST(Recipe, HashIsStableAndSensitive) {
   EXPECT_NE(a.hash(), load_recipe("tiny").hash());
   EXPECT_NE(a.hash(), load_recipe("head", {"optimizer.adam_eps=1e-9"}).hash());
   // Writing the same value explicitly resolves to the same configuration.
-  EXPECT_EQ(a.hash(), load_recipe("head", {"target_loss=3.28"}).hash());
+  EXPECT_EQ(a.hash(), load_recipe("head", {"record.target=3.28"}).hash());
+  // The source of the target is prose, not configuration.
+  EXPECT_EQ(a.hash(), load_recipe("head", {"record.source=\"elsewhere\""}).hash());
 }
 
 TEST(Recipe, Overrides) {
   const Recipe r = load_recipe("head", {"schedule.stages.1.lmax=1024", "optimizer.adam.lm_head.beta1=0.6",
-                                        "target_loss=3", "fp8=false", "schedule.stage_durations=[1, 2, 1]",
+                                        "record.target=3", "fp8=false", "schedule.stage_durations=[1, 2, 1]",
                                         "validation.every=0"});
   EXPECT_EQ(r.schedule.stages[1].lmax, 1024);
   EXPECT_EQ(r.schedule.stages[0].lmax, 896);
   EXPECT_DOUBLE_EQ(r.optimizer.adam.at("lm_head").beta1, 0.6);
-  EXPECT_DOUBLE_EQ(r.target_loss, 3.0);  // an integer is accepted where a number is expected
+  EXPECT_DOUBLE_EQ(r.record.target, 3.0);  // an integer is accepted where a number is expected
   EXPECT_FALSE(r.fp8);
   EXPECT_EQ(r.schedule.stage_durations, (std::vector<double>{1, 2, 1}));
   EXPECT_EQ(r.validation.every, 0);
@@ -139,6 +142,27 @@ TEST(Recipe, FileErrors) {
 
   msg = error_of([] { parse_recipe("inherits = \"head\"\nslices_per_call = 3\n", "odd.toml"); });
   EXPECT_NE(msg.find("slices_per_call"), std::string::npos) << msg;
+}
+
+// [record] replaced the top-level target_loss; the old key is refused with the new spelling, and the hash of a
+// recipe whose target did not change is the one it had before (tiny's, measured from a run log of that time).
+TEST(Recipe, RecordTableHoldsTheTargetAndKeepsOldHashes) {
+  EXPECT_EQ(load_recipe("tiny", {"record.target=3.28"}).hash(), "031371deb4ac1937");
+  EXPECT_EQ(load_recipe("track1").record.target, 3.28);
+  EXPECT_EQ(load_recipe("mini").record.target, 3.28);
+  EXPECT_NE(load_recipe("mini").record.source.find("no measured mini baseline"), std::string::npos);
+  const Recipe tiny = load_recipe("tiny");
+  EXPECT_LT(tiny.record.target, 10.0);
+  EXPECT_GT(tiny.record.target, 3.28);
+  EXPECT_NE(tiny.record.source.find("baselines/tiny.toml"), std::string::npos) << tiny.record.source;
+  EXPECT_THAT(error_of([] { load_recipe("head", {"target_loss=3.3"}); }),
+              HasSubstr("'target_loss' moved to the [record] table; use --set record.target=3.3"));
+  EXPECT_THAT(error_of([] { parse_recipe("inherits = \"head\"\ntarget_loss = 3.3\n", "old.toml"); }),
+              HasSubstr("old.toml: 'target_loss' moved to the [record] table"));
+  EXPECT_THAT(error_of([] { load_recipe("head", {"record.source=\"\""}); }), HasSubstr("record.source"));
+  EXPECT_THAT(error_of([] { load_recipe("head", {"record.target=-1"}); }), HasSubstr("record.target"));
+  EXPECT_THAT(error_of([] { parse_recipe("inherits = \"head\"\n[record]\ngoal = 3\n", "typo.toml"); }),
+              HasSubstr("unknown key 'record.goal'"));
 }
 
 TEST(Recipe, ParseFromTextWithInheritance) {

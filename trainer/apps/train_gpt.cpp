@@ -1,6 +1,9 @@
 // train_gpt: the NanoGPT speedrun trainer (ARCHITECTURE.md, trainer ↔ harness contract).
 //   train_gpt --recipe NAME|FILE --data DIR --seed N --run-id ID --out DIR [--backend cpu|cuda] [--gpus N | --ranks N]
 //             [--set key=value]... [--resume CHECKPOINT] [--checkpoint-every K] [--threads N]
+//   train_gpt --print-recipe --recipe NAME|FILE [--set key=value]...
+// --print-recipe writes the resolved recipe's name, hash and [record] target as one JSON object on stdout and
+// exits (the harness reads a recipe's record target this way; it never links the trainer).
 // --gpus N (CUDA) starts N local processes, one per GPU, with NCCL between them; --ranks N (CPU) starts N local
 // processes under mpirun; either way the ranks are also started by mpirun, srun or torchrun directly.
 // Exit status: 0 finished, 3 diverged (summary written), 2 bad input or usage, 1 other failure.
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "trainer/comm/local_launcher.h"
 #include "trainer/run/backend.h"
@@ -73,16 +77,35 @@ void keep_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 }
 
+// --print-recipe: the resolved recipe as JSON ({"name", "hash", "record": {"target", "source"}}).
+int print_recipe(const gpt::RunOptions& options) {
+  try {
+    const gpt::Recipe recipe = gpt::load_recipe(options.recipe, options.overrides, options.recipe_dir);
+    const nlohmann::json doc = {{"name", recipe.name},
+                                {"hash", recipe.hash()},
+                                {"record", {{"target", recipe.record.target}, {"source", recipe.record.source}}}};
+    std::cout << doc.dump() << std::endl;
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "train_gpt: " << e.what() << std::endl;
+    return kExitUsage;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   gpt::RunOptions options;
   CLI::App app{"NanoGPT speedrun trainer (RECIPE.md); writes OUT/ID.txt and OUT/ID.json"};
+  // A run needs all of these; printing the recipe needs only --recipe (and any --set).
+  const bool printing = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::string(a) == "--print-recipe"; });
+  bool print_only = false;
+  app.add_flag("--print-recipe", print_only, "print the resolved recipe's name, hash and record target as JSON, then exit");
   app.add_option("--recipe", options.recipe, "recipe name (trainer/recipes) or path to a .toml file")->required();
-  app.add_option("--data", options.data_dir, "directory with train_*/val_* (or fineweb_*) shards")->required();
-  app.add_option("--seed", options.seed, "initialisation seed")->required();
-  app.add_option("--run-id", options.run_id, "run name: OUT/ID.txt and OUT/ID.json")->required();
-  app.add_option("--out", options.out_dir, "output directory (created if missing)")->required();
+  app.add_option("--data", options.data_dir, "directory with train_*/val_* (or fineweb_*) shards")->required(!printing);
+  app.add_option("--seed", options.seed, "initialisation seed")->required(!printing);
+  app.add_option("--run-id", options.run_id, "run name: OUT/ID.txt and OUT/ID.json")->required(!printing);
+  app.add_option("--out", options.out_dir, "output directory (created if missing)")->required(!printing);
   app.add_option("--backend", options.backend, "cpu or cuda")->capture_default_str();
   app.add_option("--gpus", options.gpus, "GPUs: starts one local process per GPU (CUDA backend)")
       ->capture_default_str();
@@ -103,6 +126,7 @@ int main(int argc, char** argv) {
     std::cerr << "train_gpt: " << e.what() << " (see --help)" << std::endl;
     return kExitUsage;
   }
+  if (print_only) return print_recipe(options);
 
   if (options.gpus < 1 || ranks < 1) {
     std::cerr << "train_gpt: --gpus " << options.gpus << " --ranks " << ranks << ": expected counts >= 1" << std::endl;

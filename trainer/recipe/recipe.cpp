@@ -129,6 +129,8 @@ void apply_override(toml::table& tree, const std::string& assignment, const std:
   GPT_CHECK(eq != std::string::npos && eq > 0, "--set ", assignment, ": expected key=value");
   const std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
+  GPT_CHECK(key != "target_loss", "--set target_loss: 'target_loss' moved to the [record] table; use --set "
+                                  "record.target=", text);
   std::vector<std::string> parts;
   for (size_t b = 0;;) {
     const size_t e = key.find('.', b);
@@ -237,6 +239,13 @@ class Reader {
       out.push_back(v);
     }
     return out;
+  }
+
+  std::string text(const std::string& key) {
+    const toml::node& n = get(key);
+    GPT_CHECK(n.is_string() && !n.value<std::string>()->empty(), "recipe ", source_, ": key '", full(key),
+              "' must be a non-empty string, got ", node_type_name(n));
+    return n.value<std::string>().value();
   }
 
   bool has(const std::string& key) const { return table_.contains(key); }
@@ -449,7 +458,15 @@ Recipe read_recipe(const toml::table& tree, const std::string& name, const std::
               ".batch_tokens must be a multiple of slices_per_call (", rc.slices_per_call, ")");
   }
   rc.fp8 = root.boolean("fp8");
-  rc.target_loss = root.number("target_loss", 0, 100);
+  GPT_CHECK(!root.has("target_loss"), "recipe ", source,
+            ": 'target_loss' moved to the [record] table: write [record] target = VALUE and source = \"where the "
+            "target comes from\" (override it with --set record.target=VALUE)");
+  {
+    Reader r = root.table("record");
+    rc.record.target = r.number("target", 0, 100);
+    rc.record.source = r.text("source");
+    r.finish();
+  }
   root.finish();
   return rc;
 }
@@ -506,7 +523,7 @@ std::string Recipe::canonical() const {
                            {"batch_tokens", validation.batch_tokens}, {"cu_rows", validation.cu_rows}};
   toml::table root{{"model", model_t},          {"schedule", schedule_t}, {"optimizer", optimizer_t},
                    {"validation", validation_t}, {"slices_per_call", slices_per_call}, {"fp8", fp8},
-                   {"target_loss", target_loss}};
+                   {"target_loss", record.target}};
   if (data != DataConfig{}) root.insert("data", toml::table{{"cycle_train_shards", data.cycle_train_shards}});
   std::ostringstream os;
   os << toml::toml_formatter(root, toml::format_flags::none);

@@ -88,6 +88,13 @@ struct DataConfig {
   friend bool operator==(const DataConfig&, const DataConfig&) = default;
 };
 
+// The record check of a recipe's runs (the [record] table): a sweep passes when its mean final val loss is
+// below `target` with significance. `source` says where the figure comes from (a rule, a measured baseline).
+struct RecordTarget {
+  double target = 0;
+  std::string source;
+};
+
 struct Recipe {
   std::string name;
   ModelConfig model;
@@ -97,10 +104,11 @@ struct Recipe {
   DataConfig data;
   int64_t slices_per_call = 0;  // slices per loader call; T = B / slices_per_call
   bool fp8 = false;
-  double target_loss = 0;
+  RecordTarget record;
 
   // Canonical TOML text of the resolved recipe (sorted keys, every value present; the [data] table only when it
-  // differs from its defaults, so recipes written before it keep their hash).
+  // differs from its defaults, so recipes written before it keep their hash). The record target keeps its old
+  // key `target_loss` there (the source text is left out), so recipes whose target did not change keep their hash.
   std::string canonical() const;
   // FNV-1a 64 of canonical(), as 16 hex digits: identifies the resolved configuration in run summaries.
   std::string hash() const;

@@ -1,0 +1,63 @@
+#include "harness/commands/compare_build.h"
+
+#include "harness/commands/subprocess.h"
+#include "kernels/check.h"
+
+namespace gpt::harness::commands {
+namespace fs = std::filesystem;
+
+std::vector<std::string> configure_command(const fs::path& tree, const fs::path& build_dir, const BuildSettings& s) {
+  std::vector<std::string> argv;
+  if (fs::exists(tree / "CMakePresets.json")) {
+    argv = {"cmake", "--preset", s.preset, "-S", tree.string(), "-B", build_dir.string()};
+  } else {
+    argv = {"cmake", "-S", tree.string(), "-B", build_dir.string(), "-DCMAKE_BUILD_TYPE=RelWithDebInfo"};
+  }
+  argv.insert(argv.end(), s.cmake_args.begin(), s.cmake_args.end());
+  return argv;
+}
+
+BuiltRevision build_revision(const std::string& revision, const BuildSettings& s, std::ostream& progress) {
+  GPT_CHECK(!s.preset.empty(), "--preset: the preset name is empty");
+  std::string repo_text;
+  try {
+    repo_text = capture_output({"git", "rev-parse", "--show-toplevel"});
+  } catch (const gpt::Error& e) {
+    GPT_FAIL("compare: building revision '", revision, "' needs a git checkout of the project here (", e.what(),
+             "); or name an existing build with --build-dir baseline=DIR / candidate=DIR");
+  }
+  const fs::path repo = repo_text;
+  BuiltRevision b;
+  try {
+    b.sha = capture_output({"git", "rev-parse", "--verify", "--quiet", revision + "^{commit}"}, repo);
+  } catch (const gpt::Error&) {
+    GPT_FAIL("compare: '", revision, "' is neither a git revision of ", repo.string(), " nor a named baseline");
+  }
+  b.tree = fs::absolute(repo / s.cache_dir / b.sha);
+  if (!fs::exists(b.tree / ".git")) {
+    fs::create_directories(b.tree.parent_path());
+    capture_output({"git", "worktree", "add", "--detach", b.tree.string(), b.sha}, repo);
+  }
+  // The trainer finds the tokenizer under its source tree's data/ (git-ignored): share the checkout's.
+  std::error_code ec;
+  if (fs::exists(repo / "data") && !fs::exists(fs::symlink_status(b.tree / "data", ec))) {
+    fs::create_directory_symlink(fs::canonical(repo / "data"), b.tree / "data");
+  }
+  b.build_dir = b.tree / ("build-compare-" + s.preset);
+  b.binary = b.build_dir / "bin" / "train_gpt";
+  const fs::path configure_log = b.tree / "harness-configure.log", log = b.tree / "harness-build.log";
+  progress << "building " << revision << " (" << b.sha.substr(0, 12) << ") with preset " << s.preset << " in "
+           << b.build_dir.string() << " (log " << log.string() << ")\n";
+  const std::vector<std::string> configure = configure_command(b.tree, b.build_dir, s);
+  int rc = run_process({configure, b.tree, configure_log, configure_log});
+  GPT_CHECK(rc == 0, "compare: configuring ", revision, " failed (status ", rc, ": ", join_command(configure),
+            "); see ", configure_log.string());
+  const std::vector<std::string> build = {"cmake", "--build", b.build_dir.string(), "-j", std::to_string(s.jobs),
+                                          "--target", "train_gpt"};
+  rc = run_process({build, b.tree, log, log});
+  GPT_CHECK(rc == 0, "compare: building ", revision, " failed (status ", rc, "); see ", log.string());
+  GPT_CHECK(fs::exists(b.binary), "compare: the build of ", revision, " has no ", b.binary.string());
+  return b;
+}
+
+}  // namespace gpt::harness::commands

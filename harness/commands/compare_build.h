@@ -1,0 +1,34 @@
+#pragma once
+// Building one arm of a comparison: the revision is checked out once into <repo>/<cache>/<sha> (a detached git
+// worktree) and built there with the project's CMake preset (`cmake --preset cpu` by default) plus any extra
+// configure arguments, into build-compare-<preset>/. Builds are incremental: a second comparison of the same
+// revision only relinks what changed.
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace gpt::harness::commands {
+
+struct BuildSettings {
+  std::string preset = "cpu";            // a configure preset of the revision's CMakePresets.json
+  std::vector<std::string> cmake_args;   // appended to the configure command
+  std::string cache_dir = ".cache/compare";
+  int jobs = 2;
+};
+
+struct BuiltRevision {
+  std::string sha;
+  std::filesystem::path tree, build_dir, binary;  // binary: <build_dir>/bin/train_gpt
+};
+
+// The configure command for `tree` (exposed for tests): `cmake --preset P -B DIR ARGS...` when the tree has a
+// CMakePresets.json, else `cmake -S tree -B DIR -DCMAKE_BUILD_TYPE=RelWithDebInfo ARGS...`.
+std::vector<std::string> configure_command(const std::filesystem::path& tree, const std::filesystem::path& build_dir,
+                                           const BuildSettings& settings);
+
+// Resolves `revision` in the repository around the current directory, checks it out (once) and builds its
+// train_gpt; progress lines go to `progress`. Throws gpt::Error naming the step and its log on failure.
+BuiltRevision build_revision(const std::string& revision, const BuildSettings& settings, std::ostream& progress);
+
+}  // namespace gpt::harness::commands

@@ -1,0 +1,64 @@
+#include "harness/commands/recipe_target.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "harness/commands/subprocess.h"
+#include "kernels/check.h"
+
+namespace gpt::harness {
+
+RecipeTarget parse_recipe_target(const std::string& json_text, const std::string& origin) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(json_text);
+  } catch (const std::exception& e) {
+    GPT_FAIL(origin, ": expected the recipe as JSON, got '", json_text.substr(0, 120), "' (", e.what(), ")");
+  }
+  const auto* record = doc.is_object() && doc.contains("record") ? &doc.at("record") : nullptr;
+  GPT_CHECK(record != nullptr && record->is_object() && record->contains("target") && record->at("target").is_number(),
+            origin, ": the recipe JSON has no numeric record.target (a trainer older than the [record] table?)");
+  RecipeTarget t;
+  t.target = record->at("target").get<double>();
+  GPT_CHECK(std::isfinite(t.target) && t.target > 0, origin, ": record.target must be a positive number, got ",
+            t.target);
+  if (record->contains("source") && record->at("source").is_string()) t.source = record->at("source").get<std::string>();
+  if (doc.contains("hash") && doc.at("hash").is_string()) t.recipe_hash = doc.at("hash").get<std::string>();
+  return t;
+}
+
+RecipeTarget read_recipe_target(const std::filesystem::path& trainer, const std::string& recipe,
+                                const std::vector<std::string>& sets) {
+  GPT_CHECK(std::filesystem::exists(trainer), "no trainer at '", trainer.string(), "' to read the record target of "
+            "recipe '", recipe, "' from");
+  std::vector<std::string> argv = {trainer.string(), "--print-recipe", "--recipe", recipe};
+  for (const auto& set : sets) argv.insert(argv.end(), {"--set", set});
+  // The trainer's own complaint (an unknown recipe, a trainer without --print-recipe) goes into the error.
+  char name[] = "/tmp/harness-recipe-XXXXXX";
+  const int fd = ::mkstemp(name);
+  GPT_CHECK(fd >= 0, "cannot create a temporary file for the trainer's output");
+  ::close(fd);
+  const std::filesystem::path out_path(name), err_path = out_path.string() + ".err";
+  const int rc = commands::run_process({argv, {}, out_path, err_path});
+  const auto slurp = [](const std::filesystem::path& p) {
+    std::ifstream in(p);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::error_code ec;
+    std::filesystem::remove(p, ec);
+    return text.str();
+  };
+  const std::string out = slurp(out_path);
+  std::string err = slurp(err_path);
+  err = err.substr(0, err.find('\n'));  // the first line names the problem
+  GPT_CHECK(rc == 0, "cannot read the record target of recipe '", recipe, "' from '", trainer.string(),
+            "': it exited with status ", rc, err.empty() ? "" : " (" + err + ")");
+  return parse_recipe_target(out, commands::join_command(argv));
+}
+
+}  // namespace gpt::harness

@@ -1,0 +1,26 @@
+#pragma once
+// A recipe's record target (its [record] table), read from the trainer: `train_gpt --print-recipe --recipe R
+// [--set K=V]...` prints the resolved recipe as JSON. The harness never links the trainer, so the trainer that
+// runs the sweep is the one that says what its recipe's target is.
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpt::harness {
+
+struct RecipeTarget {
+  double target = 0;
+  std::string source;  // where the figure comes from (a rule, a measured baseline)
+  std::string recipe_hash;
+};
+
+// Asks `trainer` for the resolved recipe; throws gpt::Error naming the trainer and the recipe when it cannot
+// (no such program, an unknown recipe, a trainer without --print-recipe, output that is not the expected JSON).
+RecipeTarget read_recipe_target(const std::filesystem::path& trainer, const std::string& recipe,
+                                const std::vector<std::string>& sets = {});
+
+// Parses the JSON that --print-recipe writes; `origin` names the command in errors.
+RecipeTarget parse_recipe_target(const std::string& json_text, const std::string& origin);
+
+}  // namespace gpt::harness

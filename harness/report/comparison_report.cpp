@@ -1,0 +1,130 @@
+#include "harness/report/comparison_report.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "harness/report/number_format.h"
+#include "kernels/check.h"
+
+namespace gpt::harness {
+
+using report_format::fixed;
+using report_format::general;
+
+compare::ComparisonSettings stored_comparison_settings(Store& store, const SweepInfo& sweep) {
+  compare::ComparisonSettings s;
+  s.target_loss = sweep.target;
+  if (sweep.alpha) s.alpha = *sweep.alpha;
+  const auto params = store.params(OwnerKind::sweep, sweep.id);
+  const auto number = [&](const char* key) -> std::optional<double> {
+    if (!params.count(key)) return std::nullopt;
+    try {
+      return std::stod(params.at(key));
+    } catch (const std::exception&) {
+      GPT_FAIL("sweep '", sweep.name, "': parameter '", key, "' is not a number: '", params.at(key), "'");
+    }
+  };
+  s.fail_if_slower_pct = number("fail_if_slower_pct");
+  if (const auto mean = number("published_mean_val_loss")) {
+    compare::PublishedFigures published;
+    published.mean_val_loss = *mean;
+    published.runs = static_cast<int>(number("published_runs").value_or(0));
+    published.mean_train_time_s = number("published_mean_train_time_s");
+    s.published = published;
+  }
+  return s;
+}
+
+namespace {
+
+std::string step_text(const RunRecord& r) {
+  if (!r.steps) return "-";
+  std::string text = std::to_string(*r.steps);  // appended: GCC 12's -O3 -Wrestrict misfires on "/" + string
+  if (r.total_steps) text.append(1, '/').append(std::to_string(*r.total_steps));
+  return text;
+}
+
+std::string run_line(const RunRecord& r) {
+  std::ostringstream o;
+  o << "| " << r.arm << " | " << (r.seed ? std::to_string(*r.seed) : "-") << " | " << to_string(r.status) << " | "
+    << (r.final_val_loss ? fixed(*r.final_val_loss, 4) : "-") << " | "
+    << (r.train_time_ms ? fixed(*r.train_time_ms / 1000.0, 3) : "-") << " | "
+    << step_text(r) << " | " << r.reason << " |\n";
+  return o.str();
+}
+
+std::string test_rows(const char* metric, const compare::ShiftTest& t) {
+  std::ostringstream o;
+  o << "| " << t.t_name() << " (" << metric << (t.paired ? ", " + std::to_string(t.pairs) + " seeds paired" : "")
+    << ") | " << fixed(t.t.t, 3) << " | " << general(t.t.p_value) << " |\n";
+  o << "| " << t.rank_name() << " (" << metric << ", " << (t.paired ? t.wilcoxon->method : t.mann_whitney->method)
+    << ") | " << fixed(t.paired ? t.wilcoxon->statistic : t.mann_whitney->u, 1) << " | " << general(t.rank_p())
+    << " |\n";
+  return o.str();
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  GPT_CHECK(out.good(), "cannot write report file '", path.string(), "'");
+  out << text;
+  GPT_CHECK(out.good(), "error while writing report file '", path.string(), "'");
+}
+
+}  // namespace
+
+std::string render_comparison_markdown(const ComparisonPage& page, const std::string& reproduce) {
+  const auto& r = page.report;
+  const auto& s = page.settings;
+  std::ostringstream o;
+  o << "# " << page.title << "\n\n";
+  o << "**" << (r.faster ? "FASTER" : (r.slower ? "SLOWER" : "NO SIGNIFICANT TIME DIFFERENCE"))
+    << "**: candidate/baseline mean train time " << fixed(r.time_ratio, 4) << " (" << general(100 * s.confidence)
+    << "% bootstrap interval " << fixed(r.time_ratio_ci.low, 4) << " .. " << fixed(r.time_ratio_ci.high, 4) << "; "
+    << r.time.t_name() << " p = " << general(r.time.t.p_value) << ", alpha " << general(s.alpha) << ").\n\n";
+  if (r.slowdown) {
+    o << "- Slowdown check: **" << (r.too_slow ? "FAIL" : "ok") << "** (H1: candidate time above "
+      << general(100 + *s.fail_if_slower_pct) << "% of the baseline's; one-sided " << r.time.t_name()
+      << " p = " << general(r.slowdown->p_value) << ")\n";
+  }
+  if (r.candidate_record) {
+    o << "- Record check of the candidate: **" << (r.candidate_passes_record ? "PASS" : "not established")
+      << "** (mean final val loss < " << fixed(*s.target_loss, 4) << ", one-sided p = "
+      << general(r.candidate_record->p_value) << ")\n";
+  }
+  if (s.published) {
+    o << "- Published baseline: " << s.published->runs << " runs, mean final val loss "
+      << fixed(s.published->mean_val_loss, 4);
+    if (r.published_drift) {
+      o << "; fresh baseline runs " << (r.drifted ? "**DRIFT** from it" : "consistent with it")
+        << " (one-sample t, two-sided p = " << general(r.published_drift->p_value) << ")";
+    }
+    o << "\n";
+  }
+  o << "\n| | baseline | candidate |\n|---|---:|---:|\n";
+  o << "| finished runs | " << r.baseline_time.n << " | " << r.candidate_time.n << " |\n";
+  o << "| mean train time (s) | " << fixed(r.baseline_time.mean, 3) << " | " << fixed(r.candidate_time.mean, 3) << " |\n";
+  o << "| std train time (s) | " << fixed(r.baseline_time.std, 3) << " | " << fixed(r.candidate_time.std, 3) << " |\n";
+  o << "| mean final val loss | " << (r.baseline_loss ? fixed(r.baseline_loss->mean, 4) : "-") << " | "
+    << (r.candidate_loss ? fixed(r.candidate_loss->mean, 4) : "-") << " |\n";
+  o << "\n| test | statistic | p |\n|---|---:|---:|\n" << test_rows("time", r.time);
+  if (r.loss) o << test_rows("final loss", *r.loss);
+  o << "\n## Runs\n\n| arm | seed | status | final val loss | train time (s) | last step | reason |\n"
+       "|---|---:|---|---:|---:|---:|---|\n";
+  for (const auto* arm : {&page.baseline_runs, &page.candidate_runs}) {
+    for (const auto& run : *arm) o << run_line(run);
+  }
+  if (!reproduce.empty()) o << "\nReproduce: `" << reproduce << "`\n";
+  return o.str();
+}
+
+ComparisonReportFiles write_comparison_reports(Store& store, const SweepInfo& sweep, const ComparisonPage& page,
+                                               const std::filesystem::path& dir) {
+  ComparisonReportFiles files;
+  files.html = write_comparison_html(store, sweep, page, dir);
+  files.markdown = dir / "report.md";
+  write_text(files.markdown,
+             render_comparison_markdown(page, reproduce_command(sweep, store.params(OwnerKind::sweep, sweep.id))));
+  return files;
+}
+
+}  // namespace gpt::harness

@@ -1,0 +1,245 @@
+// `harness compare` end to end with the synthetic trainer standing in for each arm's train_gpt: every arm is an
+// existing "build" (--build-dir ARM=DIR, whose bin/train_gpt is a script running the synthetic trainer with that
+// arm's speed), so no git checkout or compile is needed. The real build of two revisions is the `slow` test.
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "tests/harness/e2e_fixture.h"
+
+namespace gpt::harness {
+namespace {
+
+class CompareE2E : public RecordE2E {
+ protected:
+  // DIR/bin/train_gpt: the synthetic trainer with this arm's mean loss and train time (same seed, same noise).
+  std::string arm_build(const std::string& name, double time_ms, double mean = 3.2790, const std::string& extra = "") {
+    const auto bin = dir / name / "bin";
+    std::filesystem::create_directories(bin);
+    const auto script = bin / "train_gpt";
+    std::ofstream(script) << "#!/bin/sh\nexec " << kBin << "synthetic_trainer --time-ms " << time_ms
+                          << " --time-sd 500 --mean " << mean << " --sd 0.002 " << extra << " \"$@\"\n";
+    ::chmod(script.c_str(), 0755);
+    return (dir / name).string();
+  }
+
+  std::vector<std::string> compare_args(const std::string& base, const std::string& cand, int runs) {
+    return {"compare", "--baseline", "main", "--candidate", "feature", "--build-dir", "baseline=" + base,
+            "--build-dir", "candidate=" + cand, "--runs", std::to_string(runs), "--name", "cmp",
+            "--data", dir.path().string(), "--target", "3.28"};
+  }
+
+  std::vector<RunRecord> compare_runs() {
+    Store store = Store::open(db());
+    return store.runs(store.find_sweep("cmp")->id, true);
+  }
+};
+
+TEST_F(CompareE2E, SameSeedsArePairedStoredBesideTheDbAndReported) {
+  const Result r = harness(compare_args(arm_build("base", 100000), arm_build("cand", 90000), 4));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("paired t (4 seeds in both arms)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Wilcoxon signed-rank"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("candidate is faster"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Welch"), std::string::npos) << r.output;
+  const auto stored = compare_runs();
+  ASSERT_EQ(stored.size(), 8u);
+  std::map<std::string, std::set<std::int64_t>> seeds;
+  for (const auto& run : stored) {
+    EXPECT_EQ(run.status, RunStatus::ok) << run.reason;
+    seeds[run.arm].insert(*run.seed);
+    // Outputs go under the results folder beside the database (global --db), one folder per run.
+    EXPECT_EQ(std::filesystem::path(run.log_path).parent_path().parent_path(), dir / "runs" / "cmp") << run.log_path;
+  }
+  EXPECT_EQ(seeds["baseline"], (std::set<std::int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(seeds["candidate"], seeds["baseline"]);
+  const std::string md = read_file(dir / "reports" / "cmp" / "report.md");
+  EXPECT_NE(md.find("**FASTER**"), std::string::npos) << md;
+  EXPECT_NE(md.find("| candidate | 3 | ok |"), std::string::npos) << md;
+  EXPECT_NE(md.find("harness compare --baseline main --candidate feature --runs 4"), std::string::npos) << md;
+  EXPECT_NE(read_file(dir / "reports" / "cmp" / "report.html").find("paired t"), std::string::npos);
+  // `harness report` rewrites both from the database alone.
+  std::filesystem::remove(dir / "reports" / "cmp" / "report.md");
+  const Result again = harness({"report", "--sweep", "cmp"});
+  ASSERT_EQ(again.code, 0) << again.output;
+  EXPECT_EQ(read_file(dir / "reports" / "cmp" / "report.md"), md);
+}
+
+TEST_F(CompareE2E, FailIfSlowerExitsOneOnlyForASignificantSlowdown) {
+  const std::string base = arm_build("base", 100000), slow = arm_build("slow", 103000);
+  auto args = compare_args(base, slow, 3);
+  args.push_back("--fail-if-slower");
+  const Result slower = harness(args);
+  EXPECT_EQ(slower.code, 1) << slower.output;
+  EXPECT_NE(slower.output.find("FAIL: slower"), std::string::npos) << slower.output;
+
+  // 3% slower is within an allowance of 5%.
+  args = compare_args(base, slow, 3);
+  args[12] = "cmp5";
+  args.insert(args.end(), {"--fail-if-slower", "5"});
+  const Result allowed = harness(args);
+  EXPECT_EQ(allowed.code, 0) << allowed.output;
+  EXPECT_NE(allowed.output.find("slowdown check (candidate > 105.0% of baseline"), std::string::npos) << allowed.output;
+
+  // Without the flag a slower candidate is reported, not failed.
+  args = compare_args(base, slow, 3);
+  args[12] = "plain";
+  const Result plain = harness(args);
+  EXPECT_EQ(plain.code, 0) << plain.output;
+  EXPECT_NE(plain.output.find("candidate is slower"), std::string::npos) << plain.output;
+}
+
+TEST_F(CompareE2E, InterruptThenResumeAndExtend) {
+  const std::string base = arm_build("base", 100000, 3.279, "--step-sleep-ms 25");
+  const std::string cand = arm_build("cand", 99000, 3.279, "--step-sleep-ms 25");
+  auto args = compare_args(base, cand, 3);
+  args.push_back("--quiet");
+  Process p = start(args);
+  for (int i = 0; i < 600; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (std::filesystem::exists(db())) {
+      Store store = Store::open(db());
+      if (auto s = store.find_sweep("cmp"); s && store.runs(s->id).size() >= 2) break;
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  ::kill(p.pid(), SIGTERM);
+  const ExitInfo exit = p.wait();
+  ASSERT_TRUE(exit.exited);
+  const std::string out = read_file(dir / "out.txt");
+  EXPECT_EQ(exit.exit_code, 130) << out;
+  EXPECT_NE(out.find("harness compare --resume cmp"), std::string::npos) << out;
+  const auto before = compare_runs();
+  ASSERT_LT(before.size(), 6u) << "the comparison finished before the signal; the test cannot check --resume";
+  int killed = 0;
+  for (const auto& r : before) killed += r.status == RunStatus::killed ? 1 : 0;
+  EXPECT_EQ(killed, 1) << out;  // the run in flight was ended with the harness, not left behind
+
+  const Result resumed = harness({"compare", "--resume", "cmp", "--quiet"});
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  auto after = compare_runs();
+  ASSERT_EQ(after.size(), 6u);
+  for (const auto& r : after) EXPECT_EQ(r.status, RunStatus::ok) << r.reason;
+
+  const Result extended = harness({"compare", "--resume", "cmp", "--runs", "4", "--quiet"});
+  ASSERT_EQ(extended.code, 0) << extended.output;
+  EXPECT_EQ(compare_runs().size(), 8u);
+  EXPECT_NE(extended.output.find("paired t (4 seeds in both arms)"), std::string::npos) << extended.output;
+  const Result shrink = harness({"compare", "--resume", "cmp", "--runs", "2"});
+  EXPECT_EQ(shrink.code, 2) << shrink.output;
+  EXPECT_NE(shrink.output.find("can only extend"), std::string::npos) << shrink.output;
+}
+
+TEST_F(CompareE2E, TimeoutParallelAndTooFewRuns) {
+  const std::string base = arm_build("base", 100000);
+  const std::string hung = arm_build("hung", 100000, 3.279, "--mode hang");
+  auto args = compare_args(base, hung, 2);
+  args.insert(args.end(), {"--timeout", "1", "--parallel", "2", "--quiet"});
+  const auto start_time = std::chrono::steady_clock::now();
+  const Result r = harness(args);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("no comparison: "), std::string::npos) << r.output;
+  int timeouts = 0;
+  for (const auto& run : compare_runs()) timeouts += run.status == RunStatus::timeout ? 1 : 0;
+  EXPECT_EQ(timeouts, 2);
+  EXPECT_LT(seconds, 30.0);
+}
+
+TEST_F(CompareE2E, NamedBaselineDriftIsTested) {
+  const std::string base = arm_build("base", 100000, 3.2950), cand = arm_build("cand", 100000, 3.2950);
+  std::filesystem::create_directories(dir / "baselines");
+  std::ofstream(dir / "baselines" / "pinned.toml")
+      << "binary = \"" << base << "/bin/train_gpt\"\nrecipe = \"tiny\"\n[published]\nruns = 80\nmean_val_loss = 3.2791\n";
+  auto args = compare_args(base, cand, 4);
+  args[2] = "pinned";
+  args.erase(args.begin() + 5, args.begin() + 7);  // the baseline is the named one's binary
+  args.insert(args.end(), {"--baselines-dir", (dir / "baselines").string()});
+  const Result r = harness(args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("published baseline: n=80"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("DRIFT"), std::string::npos) << r.output;
+  EXPECT_NE(read_file(dir / "reports" / "cmp" / "report.md").find("**DRIFT**"), std::string::npos);
+}
+
+// Building revisions: a git repository of two commits whose `speed.txt` differs, and a stand-in `cmake` on PATH
+// that logs its arguments and "builds" bin/train_gpt as the synthetic trainer at the revision's speed. The real
+// harness then compares HEAD~1 with HEAD exactly as a user would in a fresh clone.
+TEST_F(CompareE2E, RevisionsAreBuiltWithThePresetInCachedWorktrees) {
+  const auto repo = dir / "repo", fake = dir / "fakebin";
+  std::filesystem::create_directories(repo / "data");
+  std::filesystem::create_directories(fake);
+  std::ofstream(fake / "cmake") << "#!/bin/sh\necho \"$@\" >> " << (dir / "cmake.log").string() << "\n"
+                                << "if [ \"$1\" = --build ]; then\n  mkdir -p \"$2/bin\"\n"
+                                << "  printf '#!/bin/sh\\nexec " << kBin << "synthetic_trainer --time-ms %s \"$@\"\\n' "
+                                << "\"$(cat \"$(dirname \"$2\")/speed.txt\")\" > \"$2/bin/train_gpt\"\n"
+                                << "  chmod +x \"$2/bin/train_gpt\"\nfi\n";
+  ::chmod((fake / "cmake").c_str(), 0755);
+  const std::string git = "cd " + repo.string() + " && git -c user.name=t -c user.email=t@t ";
+  ASSERT_EQ(std::system((git + "init -q && echo '/data/' > .gitignore && echo '{}' > CMakePresets.json && echo 100000 > "
+                               "speed.txt && git add . && git -c user.name=t -c user.email=t@t commit -qm one && "
+                               "echo 90000 > speed.txt && git -c user.name=t -c user.email=t@t commit -qam two")
+                                  .c_str()),
+            0);
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(repo);  // the harness builds the revisions of the repository it runs in
+  const std::string path = fake.string() + ":" + std::getenv("PATH");
+  const Result r = harness({"compare", "--baseline", "HEAD~1", "--candidate", "HEAD", "--runs", "3", "--name", "cmp",
+                            "--data", (repo / "data").string(), "--target", "3.28", "--cmake-arg=-DFOO=1", "--quiet"},
+                           {{"PATH", path}});
+  std::filesystem::current_path(cwd);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("candidate is faster"), std::string::npos) << r.output;
+  const std::string log = read_file(dir / "cmake.log");
+  EXPECT_NE(log.find("--preset cpu -S " + (repo / ".cache" / "compare").string()), std::string::npos) << log;
+  EXPECT_NE(log.find("/build-compare-cpu -DFOO=1"), std::string::npos) << log;
+  EXPECT_NE(log.find("--build "), std::string::npos) << log;
+  size_t trees = 0;
+  for (const auto& tree : std::filesystem::directory_iterator(repo / ".cache" / "compare")) {
+    ++trees;
+    EXPECT_TRUE(std::filesystem::is_symlink(tree.path() / "data")) << tree.path();  // the tokenizer's folder
+  }
+  EXPECT_EQ(trees, 2u);
+  Store store = Store::open(db());
+  const auto params = store.params(OwnerKind::sweep, store.find_sweep("cmp")->id);
+  EXPECT_EQ(params.at("baseline_sha").size(), 40u);
+  EXPECT_NE(params.at("baseline_sha"), params.at("candidate_sha"));
+
+  std::filesystem::current_path(repo);
+  const Result unknown = harness({"compare", "--baseline", "nosuchrev", "--candidate", "HEAD", "--runs", "2"},
+                                 {{"PATH", path}});
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(unknown.code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("'nosuchrev' is neither a git revision"), std::string::npos) << unknown.output;
+}
+
+TEST_F(CompareE2E, BadInputIsAUsageError) {
+  const std::string base = arm_build("base", 100000);
+  auto args = compare_args(base, base, 2);
+  args[6] = "base=" + base;
+  Result r = harness(args);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--build-dir: expected baseline=DIR or candidate=DIR, got 'base="), std::string::npos)
+      << r.output;
+  args = compare_args(base, base, 2);
+  args.insert(args.end(), {"--fail-if-slower", "fast"});
+  r = harness(args);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--fail-if-slower: expected an allowed slowdown in percent"), std::string::npos) << r.output;
+  r = harness({"compare", "--resume", "nosuch"});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--resume: no sweep 'nosuch'"), std::string::npos) << r.output;
+  args = compare_args(base, base, 1);
+  r = harness(args);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--runs"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace gpt::harness
