@@ -76,8 +76,8 @@ Environment probe_environment() {
 #endif
   e.git_commit = command_output("git rev-parse HEAD");
   e.git_dirty = !command_output("git status --porcelain --untracked-files=no", true).empty();
-  if (const char* revision = std::getenv("SPEEDRUN_REVISION"); e.git_commit.empty() && revision != nullptr) {
-    e.git_commit = revision;  // a copied tree without .git (a lent GPU machine): the caller names the commit
+  if (const char* revision = std::getenv("SPEEDRUN_REVISION"); revision != nullptr && *revision != '\0') {
+    e.git_commit = revision;  // a copied tree (a lent GPU machine): its own .git may describe another revision
     e.git_dirty = false;
   }
   std::array<char, 256> host{};
