@@ -34,12 +34,22 @@ struct StageConfig {
   double lr_mul = 0;
   std::vector<double> mtp_start, mtp_end;  // MTP weights at the stage start and end (same length)
   double prefix_start = 0, prefix_end = 0;
+  // §S.1 stepped prefix weight: when non-empty it replaces prefix_start/end; k values split the stage's steps into
+  // k equal parts (index = min(k−1, ⌊k·(s−a)/(b−a)⌋)).
+  std::vector<double> prefix_steps;
+  // §S.4 sampled-softmax size P per equal part of the stage (same stepping as prefix_steps); 0 = full softmax.
+  // Empty = full softmax for the whole stage.
+  std::vector<int64_t> sampled_softmax;
 };
 
 struct ScheduleConfig {
   int64_t num_scheduled = 0;             // steps of the scheduled stages (all but the extension)
   int64_t num_extension = 0;             // steps of the extension stage
   std::vector<double> stage_durations;   // relative durations of the scheduled stages
+  // §S.1: steps added to every stage end from stage `growth_stage` on (0 = none); the cooldown spans
+  // num_scheduled + growth_steps main steps.
+  int64_t growth_steps = 0;
+  int64_t growth_stage = 2;
   std::vector<StageConfig> stages;       // scheduled stages, then the extension
   int64_t window_block = 0;              // tokens per window block
   double cooldown_frac = 0;              // η decays over the last cooldown_frac of the scheduled steps
@@ -80,6 +90,35 @@ struct ValidationConfig {
   int64_t cu_rows = 0;        // cu_seqlens rows of a validation forward
 };
 
+// §S seed extensions (the [seed] table; optional: every switch defaults to off, and the table is left out of the
+// canonical text when it equals its defaults, so recipes written before it keep their hash).
+struct SeedConfig {
+  // §S.2 hashed n-gram table replacing bigram_embed: total rows Vng (even; 0 = off, bigram_embed of §2.5).
+  int64_t ngram_rows = 0;
+  int64_t ngram_late_step = 336;      // cadence: odd steps before it; s mod max_cycle = max_cycle−1 from it
+  int64_t ngram_max_cycle_steps = 4;
+  double ngram_lr = 0.008, ngram_lr_mul = 70, ngram_wd = 0.005, ngram_eps = 1e-10;
+  double ngram_beta2 = 0.95;          // before ngram_late_step; its square from then on
+  double ngram_wd_mul_early = 5, ngram_wd_mul_late = 10;
+  int64_t ngram_cache_rows = 524288;  // W > 1 row cache capacity per rank
+  bool value_embeds_on_cadence = false;  // §S.3
+  // §S.5 tail averaging, shipped at the final validation.
+  bool tail_average = false;
+  int64_t tail_ema_window = 298, tail_avg_window = 250, value_embed_avg_window = 250, bank_blend_window = 298;
+  double tail_ema_rate = 2.0 / 299, tail_avg_rate = 4.0 / 53, bank_blend_rate = 2.0 / 75;
+  int64_t tail_avg_every = 4;            // tail-avg fires when (N−1−s) mod this = 0
+  int64_t bank_blend_every = 4;          // bank-blend fires when s mod this = 1 or s ≥ N−2
+  double tail_ema_ship = 0.65, bank_blend_ship_qk = 0.55, bank_blend_ship = 0.3493;
+  std::string canonical_mask = "off";    // §S.6: off | tier0 | tier1
+  bool prefix_bucketed = false;          // §S.7
+  std::string bank_opt = "normuon";      // §S.8: normuon | anvil
+  int64_t anvil_rail_warmup = 240, anvil_fast_switch = 514, anvil_rail_taper = 50;
+  double anvil_fast_weight = 0.4385, anvil_wd = 2.25;
+  int64_t log_every = 1;                 // §S.11: training lines when (s+1) mod this = 0 or s+1 ≥ N−1
+  bool seed_warmup = false;              // §S.10 warmup step list (P changes, split+1..3) instead of §9.1's
+  friend bool operator==(const SeedConfig&, const SeedConfig&) = default;
+};
+
 // Training data handling (the [data] table; optional, every key defaults to off).
 struct DataConfig {
   // Restart the train shards from the first one when the last runs out, instead of stopping the run. For proxy
@@ -102,6 +141,7 @@ struct Recipe {
   OptimizerConfig optimizer;
   ValidationConfig validation;
   DataConfig data;
+  SeedConfig seed;
   int64_t slices_per_call = 0;  // slices per loader call; T = B / slices_per_call
   bool fp8 = false;
   RecordTarget record;
