@@ -27,6 +27,11 @@ struct StepSchedule {
   bool tied = true;              // embed tied to lm_head during this step (s ≤ split)
   bool split_step = false;       // the untie happens at the end of this step
   bool validation = false;       // a validation runs before training step s (or at s = N)
+  // §S (zero / false when the recipe's switches are off):
+  int64_t sampled_softmax = 0;   // §S.4 P; 0 = full softmax (always 0 at s = N)
+  bool ngram_event = false;      // §S.2 the n-gram table (and §S.3 value_embeds) update inside this step's optimizer step
+  int64_t segment_cap = 0;       // §S.1 attention segment cap in tokens; 0 = none
+  bool log_line = true;          // §S.11 whether the training line of this step is written
 };
 
 struct YarnEvent {
@@ -64,7 +69,12 @@ class Schedule {
   ValidationWindows validation_windows(int64_t step) const;
   std::vector<YarnEvent> yarn_events() const;  // at stage starts where the long window changes
   std::optional<YarnEvent> yarn_event(int64_t step) const;
-  std::vector<int64_t> warmup_steps() const;  // §9.1
+  std::vector<int64_t> warmup_steps() const;  // §9.1, or §S.10 when recipe.seed.seed_warmup
+
+  // §S (declared here so every component reads one schedule):
+  int64_t sampled_softmax_size(int64_t step) const;  // §S.4 P(s); 0 = full
+  bool is_ngram_event(int64_t step) const;           // §S.2 is_update_step(s); false when the table is off
+  bool logs_training_line(int64_t step) const;       // §S.11 (true for every step when seed.log_every = 1)
 
   StepSchedule at(int64_t step) const;
 
