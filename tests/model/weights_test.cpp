@@ -45,16 +45,16 @@ TEST(ParameterTable, InitBoundIsOneOver32ForHead) {
   EXPECT_FLOAT_EQ(ModelDims::head().bank_init_bound(), 1.0f / 32.0f);
 }
 
+// The tiny weights are built once per process (ctest runs each test in its own process, gtest_filter runs of
+// the whole suite share them).
 class TinyWeights : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { weights_ = new ModelWeights(init_weights(ModelDims::tiny(), 7, DType::f32)); }
-  static void TearDownTestSuite() {
-    delete weights_;  // NOLINT: suite-lifetime fixture, created once to keep the test fast
-    weights_ = nullptr;
+  static const ModelWeights& tiny() {
+    static const ModelWeights weights = init_weights(ModelDims::tiny(), 7, DType::f32);
+    return weights;
   }
-  static ModelWeights* weights_;
+  const ModelWeights* weights_ = &tiny();
 };
-ModelWeights* TinyWeights::weights_ = nullptr;
 
 TEST_F(TinyWeights, EmbedIsLmHeadTransposed) {
   const auto e = weights_->embed.to_doubles(), h = weights_->lm_head.to_doubles();
