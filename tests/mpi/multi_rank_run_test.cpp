@@ -18,6 +18,8 @@
 #include "mpi_test_util.h"
 #include "harness/store/store.h"
 #include "trainer/run/checkpoint.h"
+#include "trainer/run/training_run.h"
+#include "trainer/run/training_state.h"
 
 namespace gpt {
 namespace {
@@ -112,6 +114,46 @@ TEST_F(MultiRankRun, TinyAtFourSlicesEqualsOneRankOverTwoAndFourRanks) {
   const std::string text((std::istreambuf_iterator<char>(log)), {});
   EXPECT_NE(text.find("world_size: 4 (launcher: mpi) accumulation: 1 microbatches"), std::string::npos) << text;
   EXPECT_NE(text.find("rank 3: host="), std::string::npos) << text;
+}
+
+// --checkpoint-every at W = 2 writes one file per rank (each holds its optimizer shard); resuming from them
+// continues the run bit for bit: same later validations, same final state on every rank.
+TEST_F(MultiRankRun, ResumeAtTwoRanksContinuesBitIdentically) {
+  const std::string saves = "--checkpoint-every 3 --set debug.final_checkpoint=true";
+  const Shell straight = train(test::mpirun_prefix(2), "straight", saves);
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  const auto rank0 = scratch_.out() / "straight.step000003.ckpt";
+  const auto rank1 = scratch_.out() / "straight.step000003.rank1.ckpt";
+  ASSERT_TRUE(std::filesystem::exists(rank0));
+  ASSERT_TRUE(std::filesystem::exists(rank1));
+  EXPECT_EQ(rank_checkpoint_path(rank0, 1), rank1);
+  EXPECT_EQ(read_checkpoint(rank1).meta.at("rank"), 1);
+  // The ranks' optimizer shards differ, so the two files do too (a rank writing rank 0's state would pass below).
+  EXPECT_NE(first_difference(read_checkpoint(rank0).tensors, read_checkpoint(rank1).tensors), "");
+
+  const Shell resumed = train(test::mpirun_prefix(2), "resumed", "--resume " + rank0.string() +
+                                                                    " --set debug.final_checkpoint=true");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const nlohmann::json a = summary(scratch_, "straight"), b = summary(scratch_, "resumed");
+  EXPECT_EQ(a["val_history"].size(), b["val_history"].size());
+  for (size_t i = 0; i < a["val_history"].size(); ++i) {
+    EXPECT_EQ(a["val_history"][i]["val_loss"], b["val_history"][i]["val_loss"]) << "validation " << i;
+  }
+  EXPECT_EQ(a["final_val_loss"], b["final_val_loss"]);
+  for (int rank : {0, 1}) {
+    const CheckpointData fa = read_checkpoint(rank_checkpoint_path(scratch_.out() / "straight.final.ckpt", rank));
+    const CheckpointData fb = read_checkpoint(rank_checkpoint_path(scratch_.out() / "resumed.final.ckpt", rank));
+    EXPECT_EQ(first_difference(fa.tensors, fb.tensors), "") << "rank " << rank;
+  }
+
+  // A missing part is named before training; a W = 2 checkpoint does not resume a W = 1 run.
+  std::filesystem::remove(rank1);
+  Shell broken = train(test::mpirun_prefix(2), "broken", "--resume " + rank0.string());
+  EXPECT_NE(broken.exit_code, 0);
+  EXPECT_NE(broken.output.find("straight.step000003.rank1.ckpt' is missing"), std::string::npos) << broken.output;
+  broken = train("", "single", "--resume " + rank0.string());
+  EXPECT_NE(broken.exit_code, 0);
+  EXPECT_NE(broken.output.find("written with world size 2, this run has 1"), std::string::npos) << broken.output;
 }
 
 TEST_F(MultiRankRun, KilledRankEndsTheRunWithExitOne) {

@@ -55,6 +55,7 @@ nlohmann::json CheckpointMeta::to_json() const {
           {"seed", seed},
           {"recipe", {{"name", recipe_name}, {"hash", recipe_hash}}},
           {"world_size", world_size},
+          {"rank", rank},
           {"next_step", next_step},
           {"loader", loader},
           {"train_time_ms", train_time_ms},
@@ -71,6 +72,7 @@ CheckpointMeta CheckpointMeta::from_json(const nlohmann::json& j, const std::str
     m.recipe_name = j.at("recipe").at("name").get<std::string>();
     m.recipe_hash = j.at("recipe").at("hash").get<std::string>();
     m.world_size = j.at("world_size").get<int>();
+    m.rank = j.value("rank", 0);  // absent in checkpoints written before per-rank files
     m.next_step = j.at("next_step").get<int64_t>();
     m.loader = j.at("loader").get<LoaderPosition>();
     m.train_time_ms = j.at("train_time_ms").get<double>();

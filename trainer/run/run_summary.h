@@ -42,6 +42,7 @@ struct CheckpointMeta {
   uint64_t seed = 0;
   std::string recipe_name, recipe_hash;
   int world_size = 1;
+  int rank = 0;           // whose state the file holds (W > 1: one file per rank, training_run.h)
   int64_t next_step = 0;  // the step the resumed loop starts at
   LoaderPosition loader;
   double train_time_ms = 0;

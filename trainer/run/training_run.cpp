@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <sstream>
 
@@ -133,6 +134,13 @@ void take_debug_switches(RunOptions& options) {
   options.overrides = std::move(rest);
 }
 
+std::filesystem::path rank_checkpoint_path(const std::filesystem::path& rank0_path, int rank) {
+  if (rank == 0) return rank0_path;
+  std::filesystem::path p = rank0_path;
+  p.replace_extension(".rank" + std::to_string(rank) + rank0_path.extension().string());
+  return p;
+}
+
 const char* status_name(RunStatus status) {
   switch (status) {
     case RunStatus::finished: return "finished";
@@ -185,11 +193,7 @@ struct TrainingRun::Impl {
     comm = make_comm_from_env(backend_device(options.backend));
     options.world_size = comm->world_size();
     open_data();
-    if (!options.resume.empty()) {
-      checkpoint = read_checkpoint(options.resume);
-      resume_meta = CheckpointMeta::from_json(checkpoint->meta, options.resume.string());
-      check_resume(*resume_meta);
-    }
+    if (!options.resume.empty()) read_resume_parts();
     model = factory(recipe, options);
     if (comm->world_size() > 1) broadcast_initial_state();
     optimizer = std::make_unique<Optimizer>(model->parameters(), recipe, *comm);
@@ -226,10 +230,6 @@ struct TrainingRun::Impl {
     GPT_CHECK(recipe.slices_per_call % w == 0, "world size ", w, " (from ", launch.source, "): recipe '", recipe.name,
               "' builds ", recipe.slices_per_call, " slice(s) per loader call, which must divide among the ranks "
               "(e.g. --set slices_per_call=", 8, ")");
-    if (w > 1) {
-      GPT_CHECK(options.resume.empty() && options.checkpoint_every == 0, "--resume / --checkpoint-every: world size ",
-                w, " is not supported yet (the optimizer state is sharded over the ranks; checkpoints hold one rank's)");
-    }
   }
 
   // §8: every rank starts from rank 0's parameters and buffers (equal by construction from the seed; the
@@ -285,8 +285,33 @@ struct TrainingRun::Impl {
     val_loader = std::make_unique<ValLoader>(vo);
   }
 
-  void check_resume(const CheckpointMeta& meta) const {
-    const std::string file = options.resume.string();
+  // Each rank reads and checks its own part of the checkpoint; then every rank learns every rank's verdict and
+  // step before any of them throws, so that a rank missing its file cannot leave the others waiting in a collective.
+  void read_resume_parts() {
+    const std::filesystem::path mine = rank_checkpoint_path(options.resume, comm->rank());
+    std::exception_ptr problem;
+    try {
+      GPT_CHECK(std::filesystem::exists(mine), "--resume '", options.resume.string(), "': rank ", comm->rank(),
+                "'s part '", mine.string(), "' is missing (a checkpoint of W ranks is one file per rank)");
+      checkpoint = read_checkpoint(mine);
+      resume_meta = CheckpointMeta::from_json(checkpoint->meta, mine.string());
+      check_resume(*resume_meta, mine);
+    } catch (const std::exception&) {
+      problem = std::current_exception();
+    }
+    const std::vector<double> steps = all_ranks_values(problem ? -1.0 : static_cast<double>(resume_meta->next_step));
+    if (problem) std::rethrow_exception(problem);
+    for (size_t q = 0; q < steps.size(); ++q) {
+      GPT_CHECK(steps[q] >= 0, "--resume '", options.resume.string(), "': rank ", q, " could not use its part (its ",
+                "own message says why)");
+      GPT_CHECK(steps[q] == steps[0], "--resume '", options.resume.string(), "': rank ", q, "'s part resumes at step ",
+                steps[q], ", rank 0's at ", steps[0], " (files of different saves)");
+    }
+  }
+
+  // `mine` is this rank's file (options.resume itself on rank 0).
+  void check_resume(const CheckpointMeta& meta, const std::filesystem::path& mine) const {
+    const std::string file = mine.string();
     GPT_CHECK(meta.recipe_hash == recipe.hash(), "--resume '", file, "': written by recipe '", meta.recipe_name,
               "' hash ", meta.recipe_hash, ", this run resolves recipe '", recipe.name, "' hash ", recipe.hash());
     GPT_CHECK(meta.seed == options.seed, "--resume '", file, "': written with --seed ", meta.seed, ", this run has --seed ",
@@ -295,6 +320,8 @@ struct TrainingRun::Impl {
               meta.world_size, ", this run has ", comm->world_size());
     GPT_CHECK(meta.next_step >= 0 && meta.next_step <= schedule.total_steps(), "--resume '", file, "': next step ",
               meta.next_step, " is outside the recipe's 0..", schedule.total_steps());
+    GPT_CHECK(meta.rank == comm->rank(), "--resume '", file, "': holds rank ", meta.rank, "'s state, read by rank ",
+              comm->rank());
   }
 
   TrainLoader make_train_loader(LoaderPosition start) const {
@@ -407,13 +434,19 @@ struct TrainingRun::Impl {
     meta.recipe_name = recipe.name;
     meta.recipe_hash = recipe.hash();
     meta.world_size = comm->world_size();
+    meta.rank = comm->rank();
     meta.next_step = next_step;
     meta.loader = loader.position();
     meta.train_time_ms = r.train_time_ms;
     meta.tokens = r.tokens;
     meta.val_history = r.val_history;
     meta.counters = read_counters(*model, *optimizer);
-    write_checkpoint(path, meta.to_json(), collect_state(*model, *optimizer));
+    // W > 1: each rank holds its own optimizer shard, so each writes its own file. Rank 0's file (the one a
+    // resume names) is written last, after every other part is in place: its presence means the set is whole.
+    const std::vector<NamedTensor> state = collect_state(*model, *optimizer);
+    if (comm->rank() > 0) write_checkpoint(rank_checkpoint_path(path, comm->rank()), meta.to_json(), state);
+    comm->barrier();
+    if (comm->rank() == 0) write_checkpoint(path, meta.to_json(), state);
   }
 
   void warmup_and_reset(RunLog& log, const RunHooks& hooks) {
@@ -521,7 +554,7 @@ struct TrainingRun::Impl {
     r.train_data_passes = loader.passes_begun();
     if (r.train_data_cycled) log.line("train data passes: " + std::to_string(r.train_data_passes));
     if (r.status == RunStatus::diverged) log.line("diverged: " + r.error);
-    if (r.status == RunStatus::finished && options.final_checkpoint && comm->rank() == 0) {
+    if (r.status == RunStatus::finished && options.final_checkpoint) {
       save_checkpoint(options.out_dir / (options.run_id + ".final.ckpt"), total, loader, r);
     }
     if (hooks.at_end) hooks.at_end(collect_state(*model, *optimizer));

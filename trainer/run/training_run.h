@@ -46,6 +46,10 @@ struct RunOptions {
   int64_t fault_step = -1;
 };
 
+// A checkpoint of a W-rank run is one file per rank (each rank holds its own optimizer shard): rank 0's is the
+// path a resume names (OUT/ID.stepNNNNNN.ckpt), rank q > 0 writes OUT/ID.stepNNNNNN.rank<q>.ckpt beside it.
+std::filesystem::path rank_checkpoint_path(const std::filesystem::path& rank0_path, int rank);
+
 // Moves the `debug.*` entries of options.overrides into the switches above; throws gpt::Error naming an unknown
 // debug key or a bad value.
 void take_debug_switches(RunOptions& options);
