@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "kernels/check.h"
@@ -92,6 +93,66 @@ TEST(CorpusBuilder, SplitsByNameAndReportsPerSource) {
   EXPECT_EQ(report["sources"][1]["skipped_empty"], 1);
   std::ifstream in(dir / "report.json");
   EXPECT_EQ(nlohmann::json::parse(in), report);
+}
+
+TEST(CorpusBuilder, ShuffleOrderIsAPermutationFixedBySeed) {
+  const std::vector<std::size_t> a = shuffled_document_order(1000, 1), b = shuffled_document_order(1000, 1);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, shuffled_document_order(1000, 2));
+  std::vector<std::size_t> sorted = a;
+  std::ranges::sort(sorted);
+  for (std::size_t i = 0; i < sorted.size(); ++i) ASSERT_EQ(sorted[i], i);
+  // Mixed, not merely rotated: few documents keep their place (expected 1 for a uniform permutation).
+  int fixed = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) fixed += a[i] == i ? 1 : 0;
+  EXPECT_LT(fixed, 10);
+  // Position of document 0 over many seeds is spread over the whole range (uniformity check, loose bound).
+  std::vector<int> quarter(4, 0);
+  for (std::uint64_t seed = 0; seed < 400; ++seed) {
+    const auto order = shuffled_document_order(8, seed);
+    const auto at = std::ranges::find(order, 0u) - order.begin();
+    ++quarter[static_cast<std::size_t>(at / 2)];
+  }
+  for (int q : quarter) EXPECT_GT(q, 60) << "document 0 lands in each quarter about 100 times of 400";
+  EXPECT_TRUE(shuffled_document_order(0, 5).empty());
+  EXPECT_EQ(shuffled_document_order(1, 5), std::vector<std::size_t>{0});
+}
+
+TEST(CorpusBuilder, ShuffledTrainDocumentsKeepTheirTokensAndValKeepsItsOrder) {
+  ScratchDir dir;
+  CorpusBuilder builder({.out_dir = dir.path(), .shard_tokens = 5, .split = {.val_fraction = 0.5}, .shuffle_seed = 3});
+  std::vector<std::vector<std::int32_t>> train_docs;
+  for (std::int32_t d = 0; d < 40; ++d) {
+    const std::string name = "doc-" + std::to_string(d);
+    std::vector<std::int32_t> tokens(static_cast<std::size_t>(d % 4 + 1), 100 + d);
+    if (!SplitRule{.val_fraction = 0.5}.is_validation(name)) train_docs.push_back(tokens);
+    builder.add_document("src", name, tokens);
+  }
+  const auto report = builder.finish();
+  EXPECT_EQ(report["train_order"], "shuffled documents (seed 3)");
+  // Read the train stream back and split it at BOS: the documents in the order the seed gives.
+  std::vector<std::uint16_t> stream;
+  for (const auto& shard : find_split_shards(dir.path(), ShardSplit::train)) {
+    const Shard open = Shard::open(shard);  // tokens() views the open shard
+    stream.insert(stream.end(), open.tokens().begin(), open.tokens().end());
+  }
+  const std::vector<std::size_t> order = shuffled_document_order(train_docs.size(), 3);
+  std::vector<std::uint16_t> expected;
+  for (std::size_t i : order) {
+    expected.push_back(50256);
+    expected.insert(expected.end(), train_docs[i].begin(), train_docs[i].end());
+  }
+  EXPECT_EQ(stream, expected);
+  EXPECT_NE(order, shuffled_document_order(0, 3));
+  bool moved = false;
+  for (std::size_t i = 0; i < order.size(); ++i) moved = moved || order[i] != i;
+  EXPECT_TRUE(moved);
+  // Validation documents are written as added (ascending document numbers).
+  const Shard val = Shard::open(dir / "val_000000.bin");
+  std::vector<std::uint16_t> val_ids;
+  for (std::uint16_t t : val.tokens()) if (t != 50256) val_ids.push_back(t);
+  EXPECT_TRUE(std::ranges::is_sorted(val_ids));
+  EXPECT_FALSE(val_ids.empty());
 }
 
 TEST(CorpusBuilder, RemovesStaleShardsOfEarlierRun) {

@@ -59,8 +59,9 @@ void CorpusBuilder::add_document(std::string_view source, std::string_view name,
     GPT_CHECK(t >= 0 && t < static_cast<std::int32_t>(kTokenIdLimit), "corpus: document ", name, " of ", source,
               " has token id ", t, " outside [0, ", kTokenIdLimit, ")");
   }
-  split.pending.push_back(kBosToken);
-  split.pending.insert(split.pending.end(), tokens.begin(), tokens.end());
+  std::vector<std::uint16_t>& target = (!val && options_.shuffle_seed) ? held_train_.emplace_back() : split.pending;
+  target.push_back(kBosToken);
+  target.insert(target.end(), tokens.begin(), tokens.end());
   const auto n = static_cast<std::int64_t>(tokens.size()) + 1;
   split.counts.documents += 1;
   split.counts.tokens += n;
@@ -78,6 +79,27 @@ void CorpusBuilder::skip_document(std::string_view source) {
   it->second.skipped += 1;
 }
 
+std::vector<std::size_t> shuffled_document_order(std::size_t count, std::uint64_t seed) {
+  std::uint64_t state = seed;
+  auto next = [&state] {  // SplitMix64
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  std::vector<std::size_t> order(count);
+  for (std::size_t i = 0; i < count; ++i) order[i] = i;
+  for (std::size_t i = count; i > 1; --i) {
+    // j uniform in [0, i): reject draws from the incomplete last block of 2^64.
+    const std::uint64_t bound = static_cast<std::uint64_t>(i);
+    const std::uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
+    std::uint64_t draw = next();
+    while (draw >= limit) draw = next();
+    std::swap(order[i - 1], order[static_cast<std::size_t>(draw % bound)]);
+  }
+  return order;
+}
+
 namespace {
 
 nlohmann::json counts_json(const SplitCounts& c) { return {{"documents", c.documents}, {"tokens", c.tokens}}; }
@@ -87,6 +109,14 @@ nlohmann::json counts_json(const SplitCounts& c) { return {{"documents", c.docum
 nlohmann::json CorpusBuilder::finish() {
   GPT_CHECK(!finished_, "corpus: finish called twice");
   finished_ = true;
+  if (options_.shuffle_seed) {
+    for (std::size_t i : shuffled_document_order(held_train_.size(), *options_.shuffle_seed)) {
+      train_.pending.insert(train_.pending.end(), held_train_[i].begin(), held_train_[i].end());
+      std::vector<std::uint16_t>().swap(held_train_[i]);  // release as written
+      flush(train_, false);
+    }
+    held_train_.clear();
+  }
   flush(train_, true);
   flush(val_, true);
 
@@ -114,6 +144,8 @@ nlohmann::json CorpusBuilder::finish() {
       {"format", "shards of uint16 GPT-2 ids, header 256 x int32 (20240520, 1, n); each document starts with 50256"},
       {"shard_tokens", options_.shard_tokens},
       {"split", options_.split.describe()},
+      {"train_order", options_.shuffle_seed ? "shuffled documents (seed " + std::to_string(*options_.shuffle_seed) + ")"
+                                            : std::string("as added")},
       {"documents", train_.counts.documents + val_.counts.documents},
       {"tokens", train_.counts.tokens + val_.counts.tokens},
       {"train", {{"documents", train_.counts.documents}, {"tokens", train_.counts.tokens}, {"shards", train_.written}}},

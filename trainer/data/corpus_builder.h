@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,7 +28,15 @@ struct CorpusBuilderOptions {
   std::int64_t shard_tokens = 100'000'000;
   SplitRule split{};
   bool compress = false;  // write .bin.zst instead of .bin
+  // When set, training documents are held until finish() and written in an order drawn from this seed, so a
+  // corpus built source by source reads as a mixture (FineWeb's shards are shuffled; a loader reading sources one
+  // after another trains on one kind of text for many steps). Validation documents keep their order.
+  std::optional<std::uint64_t> shuffle_seed = std::nullopt;
 };
+
+// The order finish() writes `count` held documents in for `seed`: a Fisher–Yates permutation driven by
+// SplitMix64 with rejection sampling, defined here so a corpus is the same on every platform and library.
+std::vector<std::size_t> shuffled_document_order(std::size_t count, std::uint64_t seed);
 
 struct SplitCounts {
   std::int64_t documents = 0;
@@ -63,6 +72,7 @@ class CorpusBuilder {
   CorpusBuilderOptions options_;
   SplitState train_{"train", {}, {}, {}};
   SplitState val_{"val", {}, {}, {}};
+  std::vector<std::vector<std::uint16_t>> held_train_;  // documents (BOS first) awaiting the shuffled write
   std::vector<std::string> source_order_;
   std::map<std::string, SourceCounts, std::less<>> sources_;
   bool finished_ = false;

@@ -23,6 +23,7 @@ struct ShardsOptions {
   std::string name_field = "name";
   std::string source_field = "source";
   std::int64_t shard_tokens = 100'000'000;
+  std::int64_t shuffle_seed = -1;  // < 0: input order
   std::uint64_t val_modulus = 50;
   double val_fraction = -1.0;
   bool compress = false;
@@ -98,7 +99,10 @@ void run_shards(const ShardsOptions& options) {
                                                        : Gpt2Tokenizer::load(options.ranks_file);
   SplitRule split{.modulus = options.val_modulus, .val_fraction = options.val_fraction};
   CorpusBuilder builder({.out_dir = options.out_dir, .shard_tokens = options.shard_tokens, .split = split,
-                         .compress = options.compress});
+                         .compress = options.compress,
+                         .shuffle_seed = options.shuffle_seed >= 0
+                                             ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(options.shuffle_seed))
+                                             : std::nullopt});
   // Every input must be a regular file, checked before anything is read or written: a folder would otherwise fail
   // deep in the stream library, and a FIFO could block.
   for (const auto& input : options.inputs) {
@@ -161,6 +165,9 @@ void register_shards_command(CLI::App& app) {
                   "Instead of the modulus: validation when sha1(name) mod 1e6 < fraction * 1e6")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--zstd", options->compress, "Write zstd-compressed .bin.zst shards");
+  cmd->add_option("--shuffle-seed", options->shuffle_seed,
+                  "Write the training documents in an order drawn from this seed (>= 0) instead of input order")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--ranks", options->ranks_file, "r50k_base.tiktoken to use (default: as `tokenize ids`)");
   cmd->add_flag("--quiet", options->quiet, "No summary line");
   cmd->callback([options] { run_shards(*options); });
