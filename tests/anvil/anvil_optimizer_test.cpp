@@ -157,7 +157,7 @@ struct Spec {
 const std::vector<Spec> kBanks = {
     {"qk_bank", {8, 4, 12}},     // wide
     {"vo_bank", {8, 6, 6}},      // square
-    {"mlp_bank", {4, 2, 12, 6}}  // tall, W2 at odd indices
+    {"mlp_bank", {3, 2, 12, 6}}  // tall, W2 at odd indices; 3 per rank at W = 2, so rank 1 starts at an odd one
 };
 
 // Gradient of slice k at step s: integers in [−4, 4] times 2^−10, so every sum over slices and ranks is exact.
