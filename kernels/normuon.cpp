@@ -1,5 +1,7 @@
 #include "kernels/normuon.h"
 
+#include <algorithm>
+
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 
@@ -50,18 +52,29 @@ void normuon_normalize(Tensor& x) {
   GPT_BACKEND_CALL(x.device(), normuon_normalize, x);
 }
 
-void polar_express(Tensor& x) {
-  check_stack(x, "polar_express");
-  const int64_t count = x.size(0), rows = x.size(1), cols = x.size(2);
+void short_side_gram(const Tensor& x, Tensor& gram) {
+  check_stack(x, "short_side_gram");
+  const bool tall = x.size(1) > x.size(2);
+  const int64_t k = tall ? x.size(2) : x.size(1);
+  check_shape(gram, {x.size(0), k, k}, "short_side_gram: gram");
+  gemm(x, x, gram, GemmArgs{.trans_a = tall, .trans_b = !tall});
+}
+
+void gram_polynomial_maps(Tensor& x, const double (*coefficients)[3], int count, Tensor& gram, bool gram_given) {
+  check_stack(x, "gram_polynomial_maps");
+  const int64_t matrices = x.size(0), rows = x.size(1), cols = x.size(2);
   const bool tall = rows > cols;
   const int64_t k = tall ? cols : rows;
-  Tensor a = Tensor::empty({count, k, k}, x.dtype(), x.device());
-  Tensor b = Tensor::empty({count, k, k}, x.dtype(), x.device());
+  check_shape(gram, {matrices, k, k}, "gram_polynomial_maps: gram");
+  check_dtype(gram, x.dtype(), "gram_polynomial_maps: gram");
+  Tensor& a = gram;
+  Tensor b = Tensor::empty({matrices, k, k}, x.dtype(), x.device());
   Tensor cur = x;  // the caller's storage; results alternate between it and a scratch buffer
   Tensor next = Tensor::empty(x.shape(), x.dtype(), x.device());
-  for (const auto& coef : kPolarExpress) {
+  for (int i = 0; i < count; ++i) {
+    const double* coef = coefficients[i];
     // Gram matrix of the short side, then B = c·A·A + b·A and X ← a·X + B·X (X·B for tall), each rounded once.
-    gemm(cur, cur, a, GemmArgs{.trans_a = tall, .trans_b = !tall});
+    if (i > 0 || !gram_given) gemm(cur, cur, a, GemmArgs{.trans_a = tall, .trans_b = !tall});
     b.copy_from(a);
     gemm(a, a, b, GemmArgs{.alpha = static_cast<float>(coef[2]), .beta = static_cast<float>(coef[1])});
     next.copy_from(cur);
@@ -73,6 +86,13 @@ void polar_express(Tensor& x) {
     std::swap(cur, next);
   }
   if (cur.raw() != x.raw()) x.copy_from(cur);
+}
+
+void polar_express(Tensor& x) {
+  check_stack(x, "polar_express");
+  const int64_t k = std::min(x.size(1), x.size(2));
+  Tensor gram = Tensor::empty({x.size(0), k, k}, x.dtype(), x.device());
+  gram_polynomial_maps(x, kPolarExpress, 5, gram, false);
 }
 
 void normuon_apply(const Tensor& x, Tensor& second_moment, Tensor& param, Tensor& mantissa, const NorMuonArgs& args) {

@@ -70,6 +70,12 @@ void normuon_update(Tensor& param, const Tensor& grad, NorMuonState& state, cons
 void normuon_momentum(const Tensor& grad, Tensor& momentum, Tensor& x, double mu);
 void normuon_normalize(Tensor& x);
 void polar_express(Tensor& x);  // x: [count, rows, cols], in place, through gemm
+// The iteration of step 3 for any list of `count` coefficient triples (a, b, c), in order (polar_express runs it
+// with kPolarExpress). `gram`: [count, k, k] with k = min(rows, cols), in x's dtype; when `gram_given`, it already
+// holds the first Gram matrix (ANVIL's normalised one), else every Gram is computed from X. It is overwritten.
+void gram_polynomial_maps(Tensor& x, const double (*coefficients)[3], int count, Tensor& gram, bool gram_given);
+// A = XXᵀ (rows ≤ cols) or XᵀX (rows > cols) for every matrix of x, through gemm, rounded to gram's dtype.
+void short_side_gram(const Tensor& x, Tensor& gram);
 void normuon_apply(const Tensor& x, Tensor& second_moment, Tensor& param, Tensor& mantissa, const NorMuonArgs& args);
 
 namespace cpu {

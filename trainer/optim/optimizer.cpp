@@ -18,6 +18,13 @@ Optimizer::Optimizer(ParameterSet& params, const Recipe& recipe, Comm& comm)
     : params_(params), recipe_(recipe), comm_(comm) {
   const int world = comm_.world_size();
   const int rank = comm_.rank();
+  const std::string& bank_opt = recipe_.seed.bank_opt;
+  GPT_CHECK(bank_opt == "normuon" || bank_opt == "anvil", "optimizer: recipe '", recipe_.name,
+            "' has seed.bank_opt = '", bank_opt, "', expected 'normuon' or 'anvil'");
+  if (bank_opt == "anvil") {
+    bank_optimizer_ = BankOptimizer::anvil;
+    total_steps_ = Schedule(recipe_).total_steps();
+  }
   for (Parameter& p : params_.all()) {
     if (p.kind == ParamKind::bank) {
       auto it = recipe_.optimizer.banks.find(p.name);
@@ -30,7 +37,12 @@ Optimizer::Optimizer(ParameterSet& params, const Recipe& recipe, Comm& comm)
       slot.param = &p;
       slot.config = it->second;
       slot.per_rank = count / world;
-      slot.state = NorMuonState::zeros(chunk(as_stack(p.value), rank, slot.per_rank));
+      const Tensor own = chunk(as_stack(p.value), rank, slot.per_rank);
+      if (bank_optimizer_ == BankOptimizer::anvil) {
+        slot.anvil = AnvilState::zeros(own);
+      } else {
+        slot.state = NorMuonState::zeros(own);
+      }
       banks_.push_back(std::move(slot));
     } else {
       auto it = recipe_.optimizer.adam.find(p.name);
@@ -77,8 +89,19 @@ const Optimizer::AdamState& Optimizer::adam_state(const std::string& name) const
 }
 
 const NorMuonState& Optimizer::bank_state(const std::string& name) const {
+  GPT_CHECK(bank_optimizer_ == BankOptimizer::normuon, "optimizer: bank '", name,
+            "' is updated by ANVIL (seed.bank_opt = anvil): read anvil_state, not bank_state");
   for (const BankSlot& s : banks_) {
     if (s.param->name == name) return s.state;
+  }
+  GPT_FAIL("optimizer: no bank named '", name, "'");
+}
+
+const AnvilState& Optimizer::anvil_state(const std::string& name) const {
+  GPT_CHECK(bank_optimizer_ == BankOptimizer::anvil, "optimizer: bank '", name,
+            "' is updated by NorMuon (seed.bank_opt = normuon): read bank_state, not anvil_state");
+  for (const BankSlot& s : banks_) {
+    if (s.param->name == name) return s.anvil;
   }
   GPT_FAIL("optimizer: no bank named '", name, "'");
 }
@@ -102,6 +125,34 @@ void Optimizer::step(const StepSchedule& s) {
   if (s.split_step && tied_) untie();
 }
 
+NorMuonArgs Optimizer::normuon_args(const BankSlot& slot, const StepSchedule& s) const {
+  NorMuonArgs args;
+  args.momentum = s.momentum;
+  args.lr = recipe_.optimizer.bank_lr * s.lr_mult;
+  args.weight_decay = recipe_.optimizer.bank_wd;
+  args.beta2 = recipe_.optimizer.bank_beta2;
+  args.odd_matrix_lr_mul = slot.config.odd_matrix_lr_mul;
+  args.first_matrix = comm_.rank() * slot.per_rank;
+  return args;
+}
+
+AnvilArgs Optimizer::anvil_args(const BankSlot& slot, const StepSchedule& s) const {
+  const SeedConfig& seed = recipe_.seed;
+  AnvilArgs args;
+  args.step = s.step;
+  args.total_steps = total_steps_;
+  args.lr = recipe_.optimizer.bank_lr * s.lr_mult;
+  args.weight_decay = seed.anvil_wd;
+  args.beta2 = recipe_.optimizer.bank_beta2;
+  args.rail_warmup = seed.anvil_rail_warmup;
+  args.fast_switch = seed.anvil_fast_switch;
+  args.rail_taper = seed.anvil_rail_taper;
+  args.fast_weight = seed.anvil_fast_weight;
+  args.odd_matrix_lr_mul = slot.config.odd_matrix_lr_mul;
+  args.first_matrix = comm_.rank() * slot.per_rank;
+  return args;
+}
+
 void Optimizer::step_banks(const StepSchedule& s) {
   const int rank = comm_.rank();
   for (BankSlot& slot : banks_) {
@@ -110,14 +161,11 @@ void Optimizer::step_banks(const StepSchedule& s) {
     Tensor value_chunk = chunk(value, rank, slot.per_rank);
     Tensor grad_chunk = chunk(grad, rank, slot.per_rank);
     comm_.reduce_scatter(grad, grad_chunk, ReduceOp::avg);
-    NorMuonArgs args;
-    args.momentum = s.momentum;
-    args.lr = recipe_.optimizer.bank_lr * s.lr_mult;
-    args.weight_decay = recipe_.optimizer.bank_wd;
-    args.beta2 = recipe_.optimizer.bank_beta2;
-    args.odd_matrix_lr_mul = slot.config.odd_matrix_lr_mul;
-    args.first_matrix = rank * slot.per_rank;
-    normuon_update(value_chunk, grad_chunk, slot.state, args);
+    if (bank_optimizer_ == BankOptimizer::anvil) {
+      anvil_update(value_chunk, grad_chunk, slot.anvil, anvil_args(slot, s));
+    } else {
+      normuon_update(value_chunk, grad_chunk, slot.state, normuon_args(slot, s));
+    }
     comm_.all_gather(value_chunk, value);
     slot.param->grad.zero_();
   }
@@ -187,7 +235,13 @@ void Optimizer::reset() {
     s.state.v.zero_();
     s.state.steps = 0;
   }
-  for (BankSlot& s : banks_) s.state.zero_();
+  for (BankSlot& s : banks_) {
+    if (bank_optimizer_ == BankOptimizer::anvil) {
+      s.anvil.zero_();
+    } else {
+      s.state.zero_();
+    }
+  }
   tied_ = has_tied_pair_;
 }
 

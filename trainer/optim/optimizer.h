@@ -1,7 +1,8 @@
 #pragma once
 // The optimizer step of RECIPE §4 with the distributed semantics of §8:
-//  - banks (ParamKind::bank): every step, reduce-scatter (avg) along the matrix axis, NorMuon on the rank's chunk
-//    of count/W matrices (state for that chunk only), all-gather the bank, clear the gradient;
+//  - banks (ParamKind::bank): every step, reduce-scatter (avg) along the matrix axis, NorMuon (§4.3) or, with
+//    recipe.seed.bank_opt = "anvil", ANVIL (§S.8) on the rank's chunk of count/W matrices (state for that chunk
+//    only), all-gather the bank, clear the gradient;
 //  - Adam parameters: only on odd steps, on the gradient accumulated over the two steps; groups from the
 //    recipe's optimizer.adam table; `sharded` groups reduce-scatter rows (avg), update the rank's rows (state for
 //    them only) and all-gather; the others all-reduce (avg) and update the whole tensor on every rank;
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/anvil.h"
 #include "kernels/normuon.h"
 #include "trainer/comm/comm.h"
 #include "trainer/optim/parameter_set.h"
@@ -35,13 +37,18 @@ class Optimizer {
 
   bool tied() const { return tied_; }
 
+  // The bank optimizer the recipe selects (recipe.seed.bank_opt); its state is the only one allocated.
+  enum class BankOptimizer { normuon, anvil };
+  BankOptimizer bank_optimizer() const { return bank_optimizer_; }
+
   // State views for tests and checkpoints (the rank's shard).
   struct AdamState {
     Tensor m, v;
     int64_t steps = 0;
   };
   const AdamState& adam_state(const std::string& name) const;
-  const NorMuonState& bank_state(const std::string& name) const;
+  const NorMuonState& bank_state(const std::string& name) const;   // bank_optimizer() == normuon
+  const AnvilState& anvil_state(const std::string& name) const;     // bank_optimizer() == anvil
 
   // Checkpoint resume: puts back the Adam step counters (by parameter name) and the embed/lm_head tie; the
   // state tensors themselves are restored through the handles above (they share storage).
@@ -58,10 +65,13 @@ class Optimizer {
     Parameter* param = nullptr;
     BankConfig config;
     int64_t per_rank = 0;  // matrices owned by each rank
-    NorMuonState state;
+    NorMuonState state;  // bank_opt = normuon
+    AnvilState anvil;    // bank_opt = anvil
   };
 
   void step_banks(const StepSchedule& s);
+  NorMuonArgs normuon_args(const BankSlot& slot, const StepSchedule& s) const;
+  AnvilArgs anvil_args(const BankSlot& slot, const StepSchedule& s) const;
   void step_adam(const StepSchedule& s);
   void update_adam(AdamSlot& slot, double lr_mult);
   void untie();
@@ -72,6 +82,8 @@ class Optimizer {
   Comm& comm_;
   std::vector<AdamSlot> adam_;
   std::vector<BankSlot> banks_;
+  BankOptimizer bank_optimizer_ = BankOptimizer::normuon;
+  int64_t total_steps_ = 0;  // N, for ANVIL's rail schedule
   bool has_tied_pair_ = false;
   bool tied_ = false;
 };

@@ -15,6 +15,12 @@ std::vector<NamedTensor> collect_state(TrainableModel& model, const Optimizer& o
       const Optimizer::AdamState& s = optimizer.adam_state(p.name);
       out.push_back({"adam/" + p.name + "/m", s.m});
       out.push_back({"adam/" + p.name + "/v", s.v});
+    } else if (optimizer.bank_optimizer() == Optimizer::BankOptimizer::anvil) {
+      const AnvilState& s = optimizer.anvil_state(p.name);
+      out.push_back({"bank/" + p.name + "/fast_rail", s.fast_rail});
+      out.push_back({"bank/" + p.name + "/slow_rail", s.slow_rail});
+      out.push_back({"bank/" + p.name + "/second_moment", s.second_moment});
+      if (s.mantissa.defined()) out.push_back({"bank/" + p.name + "/mantissa", s.mantissa});
     } else {
       const NorMuonState& s = optimizer.bank_state(p.name);
       out.push_back({"bank/" + p.name + "/momentum", s.momentum});

@@ -3,7 +3,8 @@
 // rank's optimizer state, plus the gradient buffers (Adam gradients accumulate over two steps, §4.1, so a
 // checkpoint after an even step holds half of the next update). One list serves the warmup snapshot/reset, the
 // bitwise reset test and checkpoints.
-// Names: "param/NAME", "grad/NAME", "buffer/NAME", "adam/NAME/m|v", "bank/NAME/momentum|second_moment|mantissa".
+// Names: "param/NAME", "grad/NAME", "buffer/NAME", "adam/NAME/m|v", "bank/NAME/momentum|second_moment|mantissa"
+// (NorMuon) or "bank/NAME/fast_rail|slow_rail|second_moment|mantissa" (ANVIL, recipe.seed.bank_opt = anvil).
 #include <cstdint>
 #include <map>
 #include <string>

@@ -1,0 +1,133 @@
+#include "kernels/anvil.h"
+
+#include <algorithm>
+
+#include "kernels/gemm.h"
+
+namespace gpt {
+
+namespace {
+
+void check_stack(const Tensor& param, const char* op) {
+  GPT_CHECK(param.ndim() == 3, op, ": param must be a stack [count, rows, cols], got ", param.describe());
+  GPT_CHECK(is_floating(param.dtype()), op, ": param must be f64, f32 or bf16, got ", param.describe());
+}
+
+// ANVIL has only the CPU reference so far; the products go through gemm, which has both.
+void check_cpu(const Tensor& t, const char* op) {
+  GPT_CHECK(t.device() == Device::cpu, op, ": no CUDA kernel yet (issue 30), got ", t.describe());
+}
+
+Shape second_moment_shape(const Tensor& param) {
+  const int64_t rows = param.size(1), cols = param.size(2);
+  return {param.size(0), rows >= cols ? rows : cols};
+}
+
+void check_state_tensor(const Tensor& t, const Tensor& param, const char* op, const char* what) {
+  check_shape(t, param.shape(), (std::string(op) + ": " + what).c_str());
+  check_dtype(t, stat_dtype(param.dtype()), (std::string(op) + ": " + what).c_str());
+}
+
+}  // namespace
+
+AnvilRails anvil_rails(const AnvilArgs& args) {
+  GPT_CHECK(args.total_steps > 0 && args.step >= 0 && args.step < args.total_steps, "anvil: step ", args.step,
+            " outside [0, total_steps = ", args.total_steps, ")");
+  GPT_CHECK(args.rail_warmup > 0 && args.rail_taper > 0 && args.fast_switch >= 0,
+            "anvil: seed.anvil_rail_warmup and seed.anvil_rail_taper must be > 0 and seed.anvil_fast_switch >= 0, got ",
+            args.rail_warmup, ", ", args.rail_taper, ", ", args.fast_switch);
+  const double s = static_cast<double>(args.step);
+  const double span = kAnvilRailPeak - kAnvilRailStart;
+  const int64_t taper_from = args.total_steps - args.rail_taper;
+  AnvilRails r;
+  if (args.step < args.rail_warmup) {
+    r.rail = kAnvilRailStart + span * s / static_cast<double>(args.rail_warmup);
+  } else if (args.step > taper_from) {
+    r.rail = kAnvilRailPeak - span * static_cast<double>(args.step - taper_from) / static_cast<double>(args.rail_taper);
+  } else {
+    r.rail = kAnvilRailPeak;
+  }
+  if (args.step < args.fast_switch) {
+    r.fast_beta = r.rail;
+    r.fast_weight = 1.0;
+  } else {
+    r.fast_beta = kAnvilFastBeta;
+    r.fast_weight = args.fast_weight;
+  }
+  return r;
+}
+
+AnvilState AnvilState::zeros(const Tensor& param) {
+  check_stack(param, "AnvilState");
+  AnvilState s;
+  const DType sd = stat_dtype(param.dtype());
+  s.fast_rail = Tensor::zeros(param.shape(), sd, param.device());
+  s.slow_rail = Tensor::zeros(param.shape(), sd, param.device());
+  s.second_moment = Tensor::zeros(second_moment_shape(param), sd, param.device());
+  if (param.dtype() == DType::bf16) s.mantissa = Tensor::zeros(param.shape(), DType::u16, param.device());
+  return s;
+}
+
+void AnvilState::zero_() {
+  fast_rail.zero_();
+  slow_rail.zero_();
+  second_moment.zero_();
+  if (mantissa.defined()) mantissa.zero_();
+}
+
+void anvil_momentum(const Tensor& grad, Tensor& fast_rail, Tensor& slow_rail, Tensor& x, const AnvilRails& rails) {
+  check_stack(grad, "anvil_momentum");
+  check_state_tensor(fast_rail, grad, "anvil_momentum", "fast_rail");
+  check_state_tensor(slow_rail, grad, "anvil_momentum", "slow_rail");
+  check_shape(x, grad.shape(), "anvil_momentum: x");
+  check_dtype(x, grad.dtype(), "anvil_momentum: x");
+  check_same_device({&grad, &fast_rail, &slow_rail, &x}, "anvil_momentum");
+  check_cpu(grad, "anvil_momentum");
+  cpu::anvil_momentum(grad, fast_rail, slow_rail, x, rails);
+}
+
+void anvil_gram_normalize(Tensor& x, Tensor& gram) {
+  check_stack(x, "anvil_gram_normalize");
+  check_dtype(gram, x.dtype(), "anvil_gram_normalize: gram");
+  check_same_device({&x, &gram}, "anvil_gram_normalize");
+  check_cpu(x, "anvil_gram_normalize");
+  short_side_gram(x, gram);
+  cpu::anvil_scale_by_trace(x, gram);
+}
+
+void anvil_apply(const Tensor& x, Tensor& second_moment, const Tensor& slow_rail, Tensor& param, Tensor& mantissa,
+                 const AnvilArgs& args) {
+  check_stack(param, "anvil_apply");
+  check_shape(x, param.shape(), "anvil_apply: x");
+  check_dtype(x, param.dtype(), "anvil_apply: x");
+  check_shape(second_moment, second_moment_shape(param), "anvil_apply: second_moment");
+  check_dtype(second_moment, stat_dtype(param.dtype()), "anvil_apply: second_moment");
+  check_state_tensor(slow_rail, param, "anvil_apply", "slow_rail");
+  if (param.dtype() == DType::bf16) {
+    check_shape(mantissa, param.shape(), "anvil_apply: mantissa");
+    check_dtype(mantissa, DType::u16, "anvil_apply: mantissa");
+    check_same_device({&x, &second_moment, &slow_rail, &param, &mantissa}, "anvil_apply");
+  } else {
+    GPT_CHECK(!mantissa.defined(), "anvil_apply: a mantissa is only kept for bf16 params, got ", param.describe());
+  }
+  check_same_device({&x, &second_moment, &slow_rail, &param}, "anvil_apply");
+  check_cpu(param, "anvil_apply");
+  GPT_CHECK(args.first_matrix >= 0, "anvil_apply: first_matrix must be >= 0");
+  cpu::anvil_apply(x, second_moment, slow_rail, param, mantissa, args);
+}
+
+void anvil_update(Tensor& param, const Tensor& grad, AnvilState& state, const AnvilArgs& args) {
+  check_stack(param, "anvil_update");
+  check_shape(grad, param.shape(), "anvil_update: grad");
+  check_dtype(grad, param.dtype(), "anvil_update: grad");
+  const AnvilRails rails = anvil_rails(args);
+  Tensor x = Tensor::empty(param.shape(), param.dtype(), param.device());
+  anvil_momentum(grad, state.fast_rail, state.slow_rail, x, rails);
+  const int64_t k = std::min(param.size(1), param.size(2));
+  Tensor gram = Tensor::empty({param.size(0), k, k}, param.dtype(), param.device());
+  anvil_gram_normalize(x, gram);
+  gram_polynomial_maps(x, kAnvilMaps, 6, gram, true);
+  anvil_apply(x, state.second_moment, state.slow_rail, param, state.mantissa, args);
+}
+
+}  // namespace gpt
