@@ -10,6 +10,8 @@
 #include <random>
 #include <thread>
 
+#include "kernels/transpose.h"
+#include "trainer/optim/optimizer.h"
 #include "trainer/optim/tail_average.h"
 
 namespace gpt {
@@ -341,6 +343,40 @@ TEST(TailAverage, OffIsInert) {
   Weights fresh;
   fresh.set_for_step(3);
   for (const Parameter& p : w.ps.all()) EXPECT_EQ(p.value.to_doubles(), fresh.ps.get(p.name).value.to_doubles());
+}
+
+TEST(TailAverage, TiedEmbedAveragesTheTransposedLmHead) {
+  // Before the split the optimizer keeps embed = lm_headᵀ, so the embed accumulator is lm_head's, transposed.
+  Recipe recipe = seed_recipe();
+  ParameterSet ps;
+  Parameter& lm = ps.add("lm_head", Tensor::zeros({8, 24}, DType::bf16), ParamKind::adam);
+  Parameter& em = ps.add("embed", Tensor::zeros({24, 8}, DType::bf16), ParamKind::adam);
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> nd(0.0, 0.1);
+  auto fill = [&](Tensor& t) {
+    std::vector<double> v(static_cast<size_t>(t.numel()));
+    for (double& x : v) x = nd(rng);
+    t.copy_from(Tensor::from_doubles(v, t.shape(), t.dtype()));
+  };
+  fill(lm.value);
+  transpose(lm.value, em.value);
+  auto comm = make_single_rank_comm();
+  Optimizer opt(ps, recipe, *comm);
+  TailAverage tail(ps, recipe, *comm);
+  const Schedule sched(recipe);
+  const int64_t n = sched.total_steps();
+  ASSERT_EQ(sched.split_step(), 17);
+  for (int64_t s = 0; s <= sched.split_step(); ++s) {
+    fill(lm.grad);
+    fill(em.grad);
+    opt.step(sched.at(s));
+    tail.after_optimizer_step(sched.at(s), n);
+    if (!tail.seeded(TailAccumulator::tail_ema)) continue;
+    Tensor lm_acc_t = Tensor::zeros({24, 8}, DType::f32);
+    transpose(tail.accumulator(TailAccumulator::tail_ema, "lm_head"), lm_acc_t);
+    ASSERT_EQ(tail.accumulator(TailAccumulator::tail_ema, "embed").to_doubles(), lm_acc_t.to_doubles()) << "step " << s;
+  }
+  EXPECT_TRUE(tail.seeded(TailAccumulator::tail_ema));
 }
 
 TEST(TailAverage, StepOutsideTheRunIsAnError) {
