@@ -25,6 +25,8 @@ Optimizer::Optimizer(ParameterSet& params, const Recipe& recipe, Comm& comm)
     bank_optimizer_ = BankOptimizer::anvil;
     total_steps_ = Schedule(recipe_).total_steps();
   }
+  GPT_CHECK(!recipe_.seed.value_embeds_on_cadence || recipe_.seed.ngram_rows > 0, "recipe '", recipe_.name,
+            "': seed.value_embeds_on_cadence needs the n-gram table (seed.ngram_rows > 0), whose events it follows");
   for (Parameter& p : params_.all()) {
     if (p.kind == ParamKind::bank) {
       auto it = recipe_.optimizer.banks.find(p.name);
@@ -119,9 +121,14 @@ void Optimizer::restore_counters(const std::map<std::string, int64_t>& adam_step
   tied_ = tied;
 }
 
+bool Optimizer::on_table_cadence(const AdamSlot& slot) const {
+  return recipe_.seed.value_embeds_on_cadence && slot.param->name == "value_embeds";
+}
+
 void Optimizer::step(const StepSchedule& s) {
   step_banks(s);
   if (s.adam_step) step_adam(s);
+  if (s.ngram_event) step_table_cadence(s);
   if (s.split_step && tied_) untie();
 }
 
@@ -153,6 +160,24 @@ AnvilArgs Optimizer::anvil_args(const BankSlot& slot, const StepSchedule& s) con
   return args;
 }
 
+// §S.3: value_embeds on the n-gram table's cadence. Its gradient buffer has summed every step since the last
+// event (nothing else clears it); the update is §4.5 Adam on the rank-averaged sum, dense over the owned rows.
+// From the Adam group optimizer.adam.value_embeds: beta1, beta2, lr_mul and wd_mul (the seed recipes set
+// (0.75, 0.95), 70, 5). From the seed table: from step seed.ngram_late_step on, one event stands for two steps, so
+// both betas are squared and wd_mul becomes seed.ngram_wd_mul_late.
+void Optimizer::step_table_cadence(const StepSchedule& s) {
+  for (AdamSlot& slot : adam_) {
+    if (!on_table_cadence(slot)) continue;
+    AdamGroupConfig group = slot.group;
+    if (s.step >= recipe_.seed.ngram_late_step) {
+      group.beta1 *= group.beta1;
+      group.beta2 *= group.beta2;
+      group.wd_mul = recipe_.seed.ngram_wd_mul_late;
+    }
+    update_adam(slot, group, s.lr_mult);
+  }
+}
+
 void Optimizer::step_banks(const StepSchedule& s) {
   const int rank = comm_.rank();
   for (BankSlot& slot : banks_) {
@@ -171,14 +196,14 @@ void Optimizer::step_banks(const StepSchedule& s) {
   }
 }
 
-void Optimizer::update_adam(AdamSlot& slot, double lr_mult) {
+void Optimizer::update_adam(AdamSlot& slot, const AdamGroupConfig& group, double lr_mult) {
   Parameter& p = *slot.param;
   AdamArgs args;
-  args.lr = recipe_.optimizer.adam_lr * lr_mult * slot.group.lr_mul;
-  args.beta1 = slot.group.beta1;
-  args.beta2 = slot.group.beta2;
+  args.lr = recipe_.optimizer.adam_lr * lr_mult * group.lr_mul;
+  args.beta1 = group.beta1;
+  args.beta2 = group.beta2;
   args.eps = recipe_.optimizer.adam_eps;
-  args.weight_decay = recipe_.optimizer.adam_wd * slot.group.wd_mul;
+  args.weight_decay = recipe_.optimizer.adam_wd * group.wd_mul;
   args.step = ++slot.state.steps;
   if (slot.group.sharded) {
     const int rank = comm_.rank();
@@ -203,7 +228,8 @@ void Optimizer::step_adam(const StepSchedule& s) {
   }
   for (AdamSlot& slot : adam_) {
     if (tied_ && slot.param->name == "embed") continue;
-    update_adam(slot, s.lr_mult);
+    if (on_table_cadence(slot)) continue;  // §S.3: updated at the n-gram events instead
+    update_adam(slot, slot.group, s.lr_mult);
   }
   if (tied_) transpose(params_.get("lm_head").value, params_.get("embed").value);
 }

@@ -8,7 +8,9 @@
 //    them only) and all-gather; the others all-reduce (avg) and update the whole tensor on every rank;
 //  - tied embedding (§4.6) while step ≤ split: grad(lm_head) += grad(embed)ᵀ, only lm_head is reduced and
 //    updated, then embed ← lm_headᵀ; at the end of the split step embed takes lm_head's Adam state transposed
-//    (same step counter) and the two are untied.
+//    (same step counter) and the two are untied;
+//  - §S.3 (recipe.seed.value_embeds_on_cadence): value_embeds leaves the odd-step Adam and is updated at the
+//    n-gram event steps (StepSchedule::ngram_event) on its gradient summed over the cycle (see step_table_cadence).
 #include <map>
 #include <memory>
 #include <string>
@@ -73,7 +75,9 @@ class Optimizer {
   NorMuonArgs normuon_args(const BankSlot& slot, const StepSchedule& s) const;
   AnvilArgs anvil_args(const BankSlot& slot, const StepSchedule& s) const;
   void step_adam(const StepSchedule& s);
-  void update_adam(AdamSlot& slot, double lr_mult);
+  void step_table_cadence(const StepSchedule& s);
+  bool on_table_cadence(const AdamSlot& slot) const;
+  void update_adam(AdamSlot& slot, const AdamGroupConfig& group, double lr_mult);
   void untie();
   AdamSlot* find_adam(const std::string& name);
 
