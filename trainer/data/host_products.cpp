@@ -54,6 +54,56 @@ std::vector<std::int32_t> bigram_sign_rows(std::span<const std::int32_t> inputs)
   return out;
 }
 
+void ngram_row_ids(std::span<const std::int32_t> inputs, std::int64_t total_rows, std::span<std::int32_t> out) {
+  GPT_CHECK(total_rows >= 4 && total_rows % 2 == 0 && total_rows <= INT32_MAX, "ngram_row_ids: table rows must be "
+            "even, >= 4 and below 2^31, got ", total_rows);
+  GPT_CHECK(out.size() == 2 * inputs.size(), "ngram_row_ids: output has ", out.size(), " entries, expected 2T = ",
+            2 * inputs.size());
+  const auto half = static_cast<std::int32_t>(total_rows / 2);
+  const std::int32_t m = half - 1;
+  const std::size_t n = inputs.size();
+  for (std::size_t t = 0; t < n; ++t) {
+    if (t == 0) {
+      out[t] = m;
+    } else {
+      const std::int32_t prev = t == 1 ? m : inputs[t - 1];
+      out[t] = floor_mod(wrapping_mul(36313, inputs[t]) ^ wrapping_mul(27191, prev), m);
+    }
+    if (t < 2) {
+      out[n + t] = half + m;
+    } else {
+      const std::int32_t mixed = wrapping_mul(17351, inputs[t]) ^ wrapping_mul(60961, inputs[t - 1]) ^
+                                 wrapping_mul(45259, inputs[t - 2]);
+      out[n + t] = half + floor_mod(mixed, m);
+    }
+  }
+}
+
+std::vector<std::int32_t> ngram_row_ids(std::span<const std::int32_t> inputs, std::int64_t total_rows) {
+  std::vector<std::int32_t> out(2 * inputs.size());
+  ngram_row_ids(inputs, total_rows, out);
+  return out;
+}
+
+void ngram_sign_rows(std::span<const std::int32_t> inputs, std::span<std::int32_t> out) {
+  GPT_CHECK(out.size() == 2 * inputs.size(), "ngram_sign_rows: output has ", out.size(), " entries, expected 2T = ",
+            2 * inputs.size());
+  constexpr std::int32_t mask = kBigramSignRows - 1;
+  const std::size_t n = inputs.size();
+  for (std::size_t t = 0; t < n; ++t) {
+    out[t] = t >= 1 ? (wrapping_mul(30011, inputs[t - 1]) ^ wrapping_mul(48271, inputs[t])) & mask : 0;
+    out[n + t] = t >= 2 ? (wrapping_mul(26801, inputs[t - 2]) ^ wrapping_mul(39779, inputs[t - 1]) ^
+                           wrapping_mul(58699, inputs[t])) & mask
+                        : 0;
+  }
+}
+
+std::vector<std::int32_t> ngram_sign_rows(std::span<const std::int32_t> inputs) {
+  std::vector<std::int32_t> out(2 * inputs.size());
+  ngram_sign_rows(inputs, out);
+  return out;
+}
+
 std::int32_t default_cu_seqlens_rows(std::int64_t slice_tokens) {
   GPT_CHECK(slice_tokens > 0, "cu_seqlens rows: slice length T must be positive, got ", slice_tokens);
   if (slice_tokens == 16384) return 64;

@@ -23,6 +23,20 @@ std::vector<std::int32_t> bigram_row_ids(std::span<const std::int32_t> inputs, s
 void bigram_sign_rows(std::span<const std::int32_t> inputs, std::span<std::int32_t> out);
 std::vector<std::int32_t> bigram_sign_rows(std::span<const std::int32_t> inputs);
 
+// §S.2 hashed n-gram row ids over one microbatch's inputs, for a table of `total_rows` rows (even; half = rows/2,
+// m = half - 1). `out` holds 2T ids: bigram ids then trigram ids. Bigram: b_0 = m, b_t = ((36313·x_t) XOR
+// (27191·p_t)) mod m with p_1 = m (the §2.5.2 quirk) and p_t = x_{t-1} for t >= 2. Trigram: c_0 = c_1 = half + m,
+// c_t = half + (((17351·x_t) XOR (60961·x_{t-1}) XOR (45259·x_{t-2})) mod m) for t >= 2. Products wrap in int32;
+// floor modulo.
+void ngram_row_ids(std::span<const std::int32_t> inputs, std::int64_t total_rows, std::span<std::int32_t> out);
+std::vector<std::int32_t> ngram_row_ids(std::span<const std::int32_t> inputs, std::int64_t total_rows);
+
+// §S.2 sign-pool rows (2T: bigram channel then trigram channel), pool of kBigramSignRows rows:
+// sb_t = ((30011·x_{t-1}) XOR (48271·x_t)) AND 8191 for t >= 1, else 0;
+// st_t = ((26801·x_{t-2}) XOR (39779·x_{t-1}) XOR (58699·x_t)) AND 8191 for t >= 2, else 0.
+void ngram_sign_rows(std::span<const std::int32_t> inputs, std::span<std::int32_t> out);
+std::vector<std::int32_t> ngram_sign_rows(std::span<const std::int32_t> inputs);
+
 // §1.4 table length R for a slice of T tokens: 64, 96, 128 for T = 16384, 32768, 49152, otherwise
 // 128·⌈⌊T/300⌋/128⌉. [project definition] never less than 128, so short test slices (T < 38400) get 128 rows.
 std::int32_t default_cu_seqlens_rows(std::int64_t slice_tokens);

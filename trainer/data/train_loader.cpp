@@ -1,6 +1,7 @@
 #include "trainer/data/train_loader.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include <nlohmann/json.hpp>
 
@@ -37,7 +38,7 @@ std::optional<std::vector<SlicePlan>> plan_call(std::span<const std::int64_t> bo
 }
 
 Microbatch materialize_slice(std::span<const std::uint16_t> tokens, const SlicePlan& plan, const CallShape& shape,
-                             std::int32_t bigram_rows) {
+                             std::int32_t bigram_rows, std::int64_t ngram_rows) {
   const std::int64_t T = shape.slice_tokens;
   const std::int32_t rows = shape.cu_seqlens_rows > 0 ? shape.cu_seqlens_rows : default_cu_seqlens_rows(T);
   std::vector<std::int32_t> buf;
@@ -59,8 +60,16 @@ Microbatch materialize_slice(std::span<const std::uint16_t> tokens, const SliceP
   mb.max_seqlen = longest_segment(mb.cu_seqlens);
   mb.bigram_ids = bigram_row_ids(mb.inputs, bigram_rows - 1);
   mb.sign_rows = bigram_sign_rows(mb.inputs);
+  add_ngram_products(mb, ngram_rows);
   mb.pieces = plan;
   return mb;
+}
+
+void add_ngram_products(Microbatch& batch, std::int64_t ngram_rows) {
+  GPT_CHECK(ngram_rows >= 0, "loader: ngram_rows must be >= 0, got ", ngram_rows);
+  if (ngram_rows == 0) return;
+  batch.ngram_rows = ngram_row_ids(batch.inputs, ngram_rows);
+  batch.ngram_sign_rows = ngram_sign_rows(batch.inputs);
 }
 
 void to_json(nlohmann::json& j, const LoaderPosition& position) {
@@ -104,6 +113,9 @@ TrainLoader::TrainLoader(TrainLoaderOptions options, LoaderPosition start) : opt
   GPT_CHECK(options_.slices_per_call > 0 && options_.slices_per_call % W == 0, "loader: slices per call (",
             options_.slices_per_call, ") must be a positive multiple of the world size ", W);
   GPT_CHECK(options_.bigram_rows >= 2, "loader: bigram rows must be >= 2, got ", options_.bigram_rows);
+  GPT_CHECK(options_.ngram_rows == 0 || (options_.ngram_rows >= 4 && options_.ngram_rows % 2 == 0 &&
+                                         options_.ngram_rows <= INT32_MAX),
+            "loader: ngram_rows must be 0 (off) or even, >= 4 and below 2^31, got ", options_.ngram_rows);
   seek(start);
 }
 
@@ -189,7 +201,7 @@ std::vector<Microbatch> TrainLoader::next(const CallShape& shape) {
         (void)training_cu_seqlens(lengths, rows, shape.segment_cap);
         continue;
       }
-      Microbatch mb = materialize_slice(current_->shard.tokens(), plan, shape, options_.bigram_rows);
+      Microbatch mb = materialize_slice(current_->shard.tokens(), plan, shape, options_.bigram_rows, options_.ngram_rows);
       mb.slice = k;
       mb.microbatch = k / options_.world_size;
       mb.shard_index = position_.shard_index;

@@ -52,14 +52,22 @@ struct Microbatch {
   std::vector<std::int32_t> cu_seqlens;  // [R]
   std::vector<std::int32_t> bigram_ids;  // [T]
   std::vector<std::int32_t> sign_rows;   // [T]
+  // §S.2 hashed n-gram table (only when the loader's ngram_rows > 0, else empty): bigram then trigram row ids and
+  // their sign-pool rows.
+  std::vector<std::int32_t> ngram_rows;       // [2T]
+  std::vector<std::int32_t> ngram_sign_rows;  // [2T]
   std::int32_t max_seqlen = 0;           // longest segment in cu_seqlens
   std::int64_t shard_index = 0;          // provenance: which shard and which pieces of it
   SlicePlan pieces;
 };
 
 // Builds a microbatch from a slice plan over `tokens` (the shard the plan was made on).
+// `ngram_rows` > 0 adds the §S.2 n-gram row ids and sign rows for a table of that many rows.
 Microbatch materialize_slice(std::span<const std::uint16_t> tokens, const SlicePlan& plan, const CallShape& shape,
-                             std::int32_t bigram_rows);
+                             std::int32_t bigram_rows, std::int64_t ngram_rows = 0);
+
+// Fills batch.ngram_rows / ngram_sign_rows from batch.inputs (§S.2) for a table of `ngram_rows` rows; no-op at 0.
+void add_ngram_products(Microbatch& batch, std::int64_t ngram_rows);
 
 // Where the loader stands: the next call starts at BOS number `cursor` of shard `shard_index`, in pass `pass` over
 // the shard list (0 unless the loader cycles the shards).
@@ -79,6 +87,7 @@ struct TrainLoaderOptions {
   int world_size = 1;                         // W in {1, 2, 4, 8}; must divide slices_per_call
   int rank = 0;
   std::int32_t bigram_rows = kHeadBigramRows;  // M = bigram_rows - 1
+  std::int64_t ngram_rows = 0;                 // §S.2 n-gram table rows (0 = off: no n-gram products)
   bool prefetch = true;                        // open the next shard on a background thread
   ShardOpenOptions open{};
 };

@@ -1,6 +1,7 @@
 #include "trainer/data/val_loader.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/check.h"
 
@@ -20,6 +21,9 @@ ValLoader::ValLoader(ValLoaderOptions options) : options_(std::move(options)) {
   GPT_CHECK(options_.total_tokens > 0 && options_.total_tokens % (W * Tv) == 0, "validation: total tokens ",
             options_.total_tokens, " must be a positive multiple of W x Tv = ", W * Tv);
   GPT_CHECK(options_.bigram_rows >= 2, "validation: bigram rows must be >= 2, got ", options_.bigram_rows);
+  GPT_CHECK(options_.ngram_rows == 0 || (options_.ngram_rows >= 4 && options_.ngram_rows % 2 == 0 &&
+                                         options_.ngram_rows <= INT32_MAX),
+            "validation: ngram_rows must be 0 (off) or even, >= 4 and below 2^31, got ", options_.ngram_rows);
   steps_ = options_.total_tokens / (W * Tv);
 
   // Keep only the span this rank reads: from its first window to the end of its last (one extra target).
@@ -57,6 +61,7 @@ Microbatch ValLoader::window(std::int64_t step) const {
   mb.max_seqlen = longest_segment(mb.cu_seqlens);
   mb.bigram_ids = bigram_row_ids(mb.inputs, options_.bigram_rows - 1);
   mb.sign_rows = bigram_sign_rows(mb.inputs);
+  add_ngram_products(mb, options_.ngram_rows);
   mb.pieces = {{offset, offset + Tv + 1}};
   return mb;
 }

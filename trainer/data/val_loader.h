@@ -19,6 +19,7 @@ struct ValLoaderOptions {
   int rank = 0;
   std::int32_t cu_seqlens_rows = 896;          // R for Tv = 262144; choose per Tv
   std::int32_t bigram_rows = kHeadBigramRows;  // M = bigram_rows - 1
+  std::int64_t ngram_rows = 0;                 // §S.2 n-gram table rows (0 = off: no n-gram products)
   ShardOpenOptions open{};
 };
 

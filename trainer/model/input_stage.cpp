@@ -1,12 +1,15 @@
 // RECIPE §2.5 (input stage) and the MUDD MLPs of §2.6/§2.7, plus the parameter binding shared by all parts.
 #include "trainer/model/model_forward.h"
 
+#include <string_view>
+
 namespace gpt::model_detail {
 
 using taped::term;
 
 Params bind_params(ParameterSet& set) {
   auto bind = [&set](const char* name) {
+    if (std::string_view(name) == "bigram_embed" && !set.contains(name)) return Var();
     Parameter& p = set.get(name);
     return taped::parameter(p.value, p.grad);
   };
@@ -61,8 +64,15 @@ void input_stage(Forward& f) {
   Var e = taped::embedding(tape, p.embed, f.batch.inputs);
   Var smeared = taped::smear(tape, e, p.smear_gate, f.scalar(p.scalars, 22));
   f.x0 = taped::rmsnorm(tape, smeared);
-  // 4-5: bigram embedding with the sign trick, value-embedding planes.
-  f.bigram = taped::bigram(tape, p.bigram_embed, f.sign_table, f.batch.bigram_ids, f.batch.sign_rows);
+  // 4-5: bigram embedding with the sign trick (or the §S.2 hashed n-gram embedding), value-embedding planes.
+  GPT_CHECK(f.dims.ngram_rows == 0 || f.ngram != nullptr,
+            "input stage: dims.ngram_rows > 0 but no n-gram table was set (GptModel::set_ngram_table)");
+  if (f.ngram != nullptr) {
+    GPT_CHECK(f.microbatch != nullptr, "input stage: the n-gram table needs the host microbatch");
+    f.bigram = taped::ngram_embed(tape, *f.ngram, *f.microbatch);
+  } else {
+    f.bigram = taped::bigram(tape, p.bigram_embed, f.sign_table, f.batch.bigram_ids, f.batch.sign_rows);
+  }
   for (int64_t plane = 0; plane < 5; ++plane)
     f.value[static_cast<size_t>(plane)] =
         taped::value_embedding(tape, p.value_embeds, f.batch.inputs, plane, f.dims.vocab);

@@ -90,7 +90,8 @@ BatchTensors upload_batch(const Microbatch& batch, Device device) {
 
 void register_parameters(ModelWeights& weights, ParameterSet& params) {
   for (auto& [name, tensor] : weights.parameters())
-    params.add(name, *tensor, is_bank_name(name) ? ParamKind::bank : ParamKind::adam);
+    if (tensor->defined())  // bigram_embed is absent when the §S.2 n-gram table replaces it
+      params.add(name, *tensor, is_bank_name(name) ? ParamKind::bank : ParamKind::adam);
 }
 
 GptModel::GptModel(const ModelDims& dims, ParameterSet& params, Tensor bigram_sign_table)
@@ -106,6 +107,18 @@ GptModel::GptModel(const ModelDims& dims, ParameterSet& params, Tensor bigram_si
   check_dtype(sign_table_, embed.dtype(), "GptModel: bigram_sign_table");
   check_dtype(params.get("scalars").value, stat_dtype(embed.dtype()), "GptModel: scalars");
   for (int64_t i = 0; i < dims.num_layers; ++i) mlp_fp8_.push_back(MlpFp8State::make(embed.device()));
+}
+
+void GptModel::set_ngram_table(NgramTable* table) {
+  GPT_CHECK(table == nullptr || dims_.ngram_rows > 0, "GptModel: an n-gram table needs dims.ngram_rows > 0");
+  if (table != nullptr) {
+    GPT_CHECK(table->rows() == dims_.ngram_rows && table->options().dim == dims_.model_dim,
+              "GptModel: n-gram table of ", table->rows(), " x ", table->options().dim, " rows, model expects ",
+              dims_.ngram_rows, " x ", dims_.model_dim);
+    GPT_CHECK(table->options().dtype == activation_dtype(), "GptModel: n-gram table dtype ",
+              dtype_name(table->options().dtype), " differs from the model's ", dtype_name(activation_dtype()));
+  }
+  ngram_ = table;
 }
 
 DType GptModel::activation_dtype() const { return params_.get("embed").value.dtype(); }
@@ -142,6 +155,8 @@ double GptModel::train_forward(const Microbatch& batch, const StepConfig& config
   check_step_config(config, dims_, b, embed.dtype(), embed.device(), true);
   model_detail::Params p = model_detail::bind_params(params_);
   model_detail::Forward f(tape, dims_, config, b, p, sign_table_, config.fp8_mlp ? &mlp_fp8_ : nullptr);
+  f.ngram = ngram_;
+  f.microbatch = &batch;
   try {
     model_detail::input_stage(f);
     model_detail::layer_loop(f);
@@ -169,8 +184,8 @@ namespace {
 
 // The evaluation forward (no tape, no FP8) up to h = norm(x); `use` consumes h and the forward state.
 template <typename Use>
-auto evaluate(ParameterSet& params, const ModelDims& dims, const Tensor& sign_table, const Microbatch& batch,
-              const StepConfig& config, Use use) {
+auto evaluate(ParameterSet& params, const ModelDims& dims, const Tensor& sign_table, NgramTable* ngram,
+              const Microbatch& batch, const StepConfig& config, Use use) {
   const Tensor& embed = params.get("embed").value;
   const BatchTensors b = upload_batch(batch, embed.device());
   check_step_config(config, dims, b, embed.dtype(), embed.device(), false);
@@ -178,6 +193,8 @@ auto evaluate(ParameterSet& params, const ModelDims& dims, const Tensor& sign_ta
   tape.set_enabled(false);
   model_detail::Params p = model_detail::bind_params(params);
   model_detail::Forward f(tape, dims, config, b, p, sign_table, nullptr);
+  f.ngram = ngram;
+  f.microbatch = &batch;
   model_detail::input_stage(f);
   model_detail::layer_loop(f);
   const Var h = model_detail::last_layer_and_head(f);
@@ -187,7 +204,7 @@ auto evaluate(ParameterSet& params, const ModelDims& dims, const Tensor& sign_ta
 }  // namespace
 
 double GptModel::validation_loss(const Microbatch& batch, const StepConfig& config) {
-  return evaluate(params_, dims_, sign_table_, batch, config, [](model_detail::Forward& f, const Var& h) {
+  return evaluate(params_, dims_, sign_table_, ngram_, batch, config, [](model_detail::Forward& f, const Var& h) {
     return model_detail::validation_loss_sum(f, h) / static_cast<double>(f.batch.tokens);
   });
 }
@@ -195,14 +212,14 @@ double GptModel::validation_loss(const Microbatch& batch, const StepConfig& conf
 double GptModel::training_objective(const Microbatch& batch, const StepConfig& config) {
   StepConfig plain = config;
   plain.fp8_lm_head = plain.fp8_mlp = false;
-  return evaluate(params_, dims_, sign_table_, batch, plain, [&](model_detail::Forward& f, const Var& h) {
+  return evaluate(params_, dims_, sign_table_, ngram_, batch, plain, [&](model_detail::Forward& f, const Var& h) {
     check_step_config(plain, dims_, f.batch, h.value().dtype(), h.value().device(), true);
     return model_detail::training_loss(f, h);  // the disabled tape drops the gradient closure
   });
 }
 
 Tensor GptModel::logits(const Microbatch& batch, const StepConfig& config) {
-  return evaluate(params_, dims_, sign_table_, batch, config, [](model_detail::Forward& f, const Var& h) {
+  return evaluate(params_, dims_, sign_table_, ngram_, batch, config, [](model_detail::Forward& f, const Var& h) {
     const Tensor& lm_head = f.p.lm_head.value();
     Tensor z = Tensor::empty({f.batch.tokens, lm_head.size(1)}, h.value().dtype(), h.value().device());
     gemm(h.value(), lm_head, z);

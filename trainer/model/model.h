@@ -12,6 +12,7 @@
 #include "kernels/fp8_linear.h"
 #include "kernels/tensor.h"
 #include "trainer/data/train_loader.h"
+#include "trainer/model/ngram_table.h"
 #include "trainer/model/tape.h"
 #include "trainer/model/weights.h"
 #include "trainer/optim/parameter_set.h"
@@ -78,6 +79,10 @@ class GptModel {
   void refresh_fp8(bool bootstrap);
   void reset_fp8();
 
+  // §S.2: the n-gram table that replaces bigram_embed (required when dims.ngram_rows > 0; must outlive the model
+  // and every tape it records on). Its sign pool is the model's bigram_sign_table.
+  void set_ngram_table(NgramTable* table);
+
   const ModelDims& dims() const { return dims_; }
   DType activation_dtype() const;
 
@@ -86,6 +91,7 @@ class GptModel {
   ModelDims dims_;
   Tensor sign_table_;
   std::vector<MlpFp8State> mlp_fp8_;  // one per layer
+  NgramTable* ngram_ = nullptr;
 };
 
 // §10.2 model FLOPs per training token at the given windows (GEMMs of the live weights + attention upper bound).

@@ -10,7 +10,8 @@
 
 namespace gpt::model_detail {
 
-// Every §2.2 parameter as a Var whose gradient is the ParameterSet's buffer.
+// Every §2.2 parameter as a Var whose gradient is the ParameterSet's buffer (bigram_embed stays empty when the
+// set has none: the §S.2 n-gram table replaces it).
 struct Params {
   Var embed, lm_head, value_embeds, bigram_embed;
   Var qk_bank, vo_bank, mlp_bank, ve_gate_bank;
@@ -32,10 +33,12 @@ struct Forward {
   Params& p;
   Tensor sign_table;
   std::vector<MlpFp8State>* mlp_fp8 = nullptr;  // non-null: §7.2 FP8 MLP forward
+  NgramTable* ngram = nullptr;                  // non-null: §S.2 Ng replaces Bg (needs `microbatch`)
+  const Microbatch* microbatch = nullptr;       // the host microbatch (n-gram row ids)
 
   // Activations kept across layers (§2.5, §2.8, §2.12).
   Var x;                     // residual stream
-  Var x0, bigram;            // norm(smeared embedding), Bg
+  Var x0, bigram;            // norm(smeared embedding), Bg (or Ng of §S.2 when the n-gram table is on)
   std::array<Var, 5> value;  // ve_p, p = 0..4
   Var pre_gate, post_gate;   // MG_0(x0) [T, 26], MG_1 [T, 41]
   Var cache0, cache3, cache7, cache9;

@@ -1,6 +1,7 @@
 #include "trainer/model/taped_ops.h"
 
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "kernels/activation.h"
@@ -275,6 +276,18 @@ Var bigram(Tape& tape, Var table, const Tensor& sign_table, const Tensor& ids, c
     if (!out.has_grad() || !table.requires_grad()) return;
     bigram_backward(out.grad(), sign_table, ids, sign_ids, table.grad());
   }, "bigram", {out, table});
+  return out;
+}
+
+Var ngram_embed(Tape& tape, NgramTable& table, const Microbatch& batch) {
+  Var out(table.forward(batch));
+  // The closure owns copies of the ids: the tape may be replayed after the microbatch is gone.
+  auto rows = std::make_shared<const std::vector<int32_t>>(batch.ngram_rows);
+  auto sign_rows = std::make_shared<const std::vector<int32_t>>(batch.ngram_sign_rows);
+  tape.push([&table, rows, sign_rows, out]() mutable {
+    if (!out.has_grad()) return;
+    table.accumulate_backward(*rows, *sign_rows, out.grad());
+  }, "ngram_embed", {out});
   return out;
 }
 

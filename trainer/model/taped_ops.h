@@ -15,6 +15,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/fp8_linear.h"
 #include "kernels/rotary.h"
+#include "trainer/model/ngram_table.h"
 #include "trainer/model/tape.h"
 
 namespace gpt::taped {
@@ -60,6 +61,9 @@ Var scale_weight(Tape& tape, Var w, Var lambda);
 Var embedding(Tape& tape, Var table, const Tensor& ids);
 Var value_embedding(Tape& tape, Var table, const Tensor& ids, int64_t plane, int64_t vocab);
 Var bigram(Tape& tape, Var table, const Tensor& sign_table, const Tensor& ids, const Tensor& sign_ids);
+// §S.2 Ng of the microbatch from the hashed n-gram table; the backward adds dNg to the table's pending cycle
+// (NgramTable::accumulate_backward). The table is not a parameter: `table` must outlive the tape's replay.
+Var ngram_embed(Tape& tape, NgramTable& table, const Microbatch& batch);
 Var smear(Tape& tape, Var e, Var gate, Var lambda);
 
 // q/k/v tensors are [T, H, D].

@@ -37,7 +37,7 @@ std::vector<ParameterInfo> parameter_table(const ModelDims& m) {
             ") must equal model_dim ", m.model_dim);
   const int64_t d = m.model_dim;
   const DType b = DType::bf16, f = DType::f32;
-  return {
+  std::vector<ParameterInfo> table{
       {"embed", {m.vocab, d}, b, false},
       {"lm_head", {d, m.vocab}, b, false},
       {"value_embeds", {m.value_planes * m.vocab, d}, b, false},
@@ -58,6 +58,8 @@ std::vector<ParameterInfo> parameter_table(const ModelDims& m) {
       {"mudd_gate_b2", {2, 41}, b, false},
       {"_mudd_gate_scale", {}, f, false},
   };
+  if (m.ngram_rows > 0) std::erase_if(table, [](const ParameterInfo& p) { return p.name == "bigram_embed"; });
+  return table;
 }
 
 int64_t total_parameter_count(const ModelDims& dims) {

@@ -19,6 +19,7 @@ struct ModelDims {
   int64_t vocab = 50304;        // V, padded
   int64_t mlp_hidden = 3072;
   int64_t bigram_rows = 377280;  // M + 1
+  int64_t ngram_rows = 0;        // §S.2 hashed n-gram table rows; > 0: the table replaces bigram_embed (no parameter)
   int64_t mudd_hidden = 64;
   int64_t value_planes = 5;
   int64_t sign_rows = 8192;
@@ -41,7 +42,8 @@ struct ParameterInfo {
   bool is_bank;     // NorMuon (qk_bank, vo_bank, mlp_bank) vs Adam
 };
 
-// Every trained parameter of §2.2 in a fixed order (the order of the table).
+// Every trained parameter of §2.2 in a fixed order (the order of the table). bigram_embed is left out when the
+// §S.2 n-gram table replaces it (dims.ngram_rows > 0); ModelWeights::bigram_embed then stays undefined.
 std::vector<ParameterInfo> parameter_table(const ModelDims& dims);
 int64_t total_parameter_count(const ModelDims& dims);
 

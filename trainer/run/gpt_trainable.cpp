@@ -7,6 +7,14 @@
 
 namespace gpt {
 
+namespace {
+ModelDims recipe_dims(const Recipe& recipe) {
+  ModelDims d = model_dims(recipe.model, 1);
+  d.ngram_rows = recipe.seed.ngram_rows;
+  return d;
+}
+}  // namespace
+
 ModelDims model_dims(const ModelConfig& c, int64_t world_size) {
   ModelDims d;
   d.model_dim = c.model_dim;
@@ -21,10 +29,11 @@ ModelDims model_dims(const ModelConfig& c, int64_t world_size) {
   return d;
 }
 
-GptTrainable::GptTrainable(const Recipe& recipe, uint64_t seed, int64_t accumulation, DType dtype, Device device)
+GptTrainable::GptTrainable(const Recipe& recipe, uint64_t seed, int64_t accumulation, DType dtype, Device device,
+                           Comm* ngram_comm)
     : recipe_(recipe),
       schedule_(recipe),
-      dims_(model_dims(recipe.model, 1)),
+      dims_(recipe_dims(recipe)),
       dtype_(dtype),
       device_(device),
       weights_(init_weights(dims_, seed, dtype, device)),
@@ -32,6 +41,16 @@ GptTrainable::GptTrainable(const Recipe& recipe, uint64_t seed, int64_t accumula
   GPT_CHECK(accumulation >= 1, "GptTrainable: accumulation steps must be >= 1, got ", accumulation);
   register_parameters(weights_, params_);
   model_ = std::make_unique<GptModel>(dims_, params_, weights_.bigram_sign_table);
+  if (dims_.ngram_rows > 0) {
+    // §S.2: the sign pool is the bigram sign table; the table is not a parameter (no optimizer group needed).
+    if (ngram_comm == nullptr) {
+      ngram_comm_ = make_single_rank_comm();
+      ngram_comm = ngram_comm_.get();
+    }
+    ngram_ = std::make_unique<NgramTable>(NgramTableOptions::from_recipe(recipe.seed, dims_.model_dim, dtype),
+                                          weights_.bigram_sign_table, *ngram_comm);
+    model_->set_ngram_table(ngram_.get());
+  }
   // Rows for the paired layout (2T) of the longest training slice and of a validation window.
   int64_t longest = recipe.validation.batch_tokens;
   for (int stage = 0; stage < schedule_.num_stages(); ++stage) longest = std::max(longest, schedule_.slice_tokens(stage));
@@ -49,6 +68,7 @@ std::string GptTrainable::description() const {
   out << "gpt d=" << dims_.model_dim << " H=" << dims_.num_heads << " Dh=" << dims_.head_dim << " L="
       << dims_.num_layers << " V=" << dims_.vocab << " params=" << total_parameter_count(dims_) << " dtype="
       << dtype_name(dtype_) << " fp8=" << (recipe_.fp8 ? "on" : "off");
+  if (ngram_) out << " ngram_rows=" << dims_.ngram_rows;
   return out.str();
 }
 

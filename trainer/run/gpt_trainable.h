@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "kernels/rotary.h"
+#include "trainer/comm/comm.h"
 #include "trainer/model/model.h"
+#include "trainer/model/ngram_table.h"
 #include "trainer/model/weights.h"
 #include "trainer/recipe/recipe.h"
 #include "trainer/run/trainable_model.h"
@@ -26,7 +28,10 @@ ModelDims model_dims(const ModelConfig& config, int64_t world_size);
 class GptTrainable final : public TrainableModel {
  public:
   // `accumulation` = A microbatches per step; `dtype` = storage of the bf16 parameters (f32 on the CPU).
-  GptTrainable(const Recipe& recipe, uint64_t seed, int64_t accumulation, DType dtype, Device device);
+  // `ngram_comm`: the run's ranks, over which the §S.2 n-gram table is sharded (it must outlive the model); null =
+  // one rank holding the whole table. Every rank must then run the same forwards and events (collectives).
+  GptTrainable(const Recipe& recipe, uint64_t seed, int64_t accumulation, DType dtype, Device device,
+               Comm* ngram_comm = nullptr);
 
   std::string description() const override;
   ParameterSet& parameters() override { return params_; }
@@ -39,6 +44,9 @@ class GptTrainable final : public TrainableModel {
   // ℓ_t of §3.4 for every position of the window (f64 from the evaluation forward's raw logits): the
   // reference check compares them position by position (trainer/run/reference_export.h).
   std::vector<double> validation_losses(const Microbatch& window);
+  // §S.2 hashed n-gram table (recipe.seed.ngram_rows > 0), else nullptr. The run loop calls
+  // ngram_table()->apply_event(s.step, s.lr_mult) inside the optimizer step of every event step.
+  NgramTable* ngram_table() override { return ngram_.get(); }
   bool uses_prefix_table() const override;
   void set_prefix_table(std::span<const int64_t> table) override;
 
@@ -52,6 +60,8 @@ class GptTrainable final : public TrainableModel {
   Device device_;
   ModelWeights weights_;
   ParameterSet params_;
+  std::unique_ptr<Comm> ngram_comm_;  // the table's single rank when no run communicator was given
+  std::unique_ptr<NgramTable> ngram_;
   std::unique_ptr<GptModel> model_;
   std::vector<YarnEvent> yarn_events_;
   int64_t rotary_positions_ = 0;
