@@ -144,6 +144,18 @@ void check_step_config(const StepConfig& c, const ModelDims& dims, const BatchTe
   GPT_CHECK(c.accumulation_steps >= 1, "StepConfig: accumulation_steps must be >= 1, got ", c.accumulation_steps);
   GPT_CHECK(!((c.fp8_lm_head || c.fp8_mlp) && dtype == DType::f64), "StepConfig: FP8 needs bf16/f32 activations");
   if (c.prefix_table.defined()) check_shape(c.prefix_table, {dims.vocab}, "StepConfig: prefix_table");
+  const SampledSoftmaxInputs& s = c.sampled_softmax;
+  if (s.active()) {
+    GPT_CHECK(s.candidates.ndim() == 1 && s.candidates.size(0) >= 1 && s.candidates.size(0) <= dims.vocab,
+              "StepConfig: sampled_softmax.candidates must be [P] with 1 <= P <= V = ", dims.vocab, ", got ",
+              s.candidates.describe());
+    check_shape(s.targets, {batch.tokens}, "StepConfig: sampled_softmax.targets");
+    GPT_CHECK(s.prefix_table.defined() == c.prefix_table.defined(), "StepConfig: sampled_softmax.prefix_table must ",
+              c.prefix_table.defined() ? "be set (the step has a prefix table)" : "be unset (the step has none)");
+    if (s.prefix_table.defined()) {
+      check_shape(s.prefix_table, s.candidates.shape(), "StepConfig: sampled_softmax.prefix_table");
+    }
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "kernels/fp8_linear.h"
 #include "kernels/tensor.h"
 #include "trainer/data/train_loader.h"
+#include "trainer/model/candidate_sampler.h"
 #include "trainer/model/ngram_table.h"
 #include "trainer/model/tape.h"
 #include "trainer/model/weights.h"
@@ -34,6 +35,9 @@ struct StepConfig {
   bool fp8_lm_head = false;              // §7.1 (the reference always uses it in training)
   bool fp8_mlp = false;                  // §7.2 (DISABLE_FP8 turns it off)
   int64_t validation_chunk_rows = 4096;  // rows of logits alive at once in validation (§3.4)
+  // §S.4 sampled softmax of the training loss, per microbatch (candidate_sampler.h builds it from C); inactive =
+  // full softmax. Validation ignores it.
+  SampledSoftmaxInputs sampled_softmax;
   std::function<void()> after_forward;   // profiling hook: runs between a training forward and its backward
 };
 

@@ -37,7 +37,8 @@ GptTrainable::GptTrainable(const Recipe& recipe, uint64_t seed, int64_t accumula
       dtype_(dtype),
       device_(device),
       weights_(init_weights(dims_, seed, dtype, device)),
-      yarn_events_(schedule_.yarn_events()) {
+      yarn_events_(schedule_.yarn_events()),
+      candidate_sampler_(dims_.vocab, static_cast<int>(std::max<int64_t>(1, recipe.slices_per_call))) {
   GPT_CHECK(accumulation >= 1, "GptTrainable: accumulation steps must be >= 1, got ", accumulation);
   register_parameters(weights_, params_);
   model_ = std::make_unique<GptModel>(dims_, params_, weights_.bigram_sign_table);
@@ -74,7 +75,9 @@ std::string GptTrainable::description() const {
 
 std::vector<NamedTensor> GptTrainable::buffers() {
   // The sign table is fixed; it is listed so snapshots and checkpoints cover every model tensor.
-  return {{"bigram_sign_table", weights_.bigram_sign_table}, {"yarn_events", yarn_count_}};
+  std::vector<NamedTensor> out = {{"bigram_sign_table", weights_.bigram_sign_table}, {"yarn_events", yarn_count_}};
+  if (uses_sampled_softmax()) out.push_back({"sampled_softmax_offsets", candidate_sampler_.offsets()});
+  return out;
 }
 
 void GptTrainable::rebuild_rotary(int64_t events) {
@@ -98,13 +101,26 @@ void GptTrainable::set_schedule(const StepSchedule& s) {
   config_.window_long = s.ws_long_tokens;
   config_.mtp_weights.assign(s.mtp_weights.begin(), s.mtp_weights.end());
   config_.prefix_weight = static_cast<float>(s.prefix_weight);
+  GPT_CHECK(s.sampled_softmax >= 0 && s.sampled_softmax <= dims_.vocab, "GptTrainable: step ", s.step,
+            " has sampled softmax size P = ", s.sampled_softmax, ", expected 0 (full softmax) or 1..V = ", dims_.vocab);
+  sampled_softmax_size_ = s.sampled_softmax;
 }
 
 double GptTrainable::train_microbatch(const Microbatch& batch, double loss_scale) {
   const auto accumulation = static_cast<int64_t>(1.0 / loss_scale + 0.5);
   GPT_CHECK(accumulation == config_.accumulation_steps, "GptTrainable: the run uses ", accumulation,
             " microbatches per step, the model was built for ", config_.accumulation_steps);
-  const double scaled_sum = model_->train_forward_backward(batch, config_, tape_);  // (1/A)·Σ_t ℓ_t (§3.3)
+  double scaled_sum = 0;  // (1/A)·Σ_t ℓ_t (§3.3)
+  if (sampled_softmax_size_ > 0) {
+    StepConfig sampled = config_;
+    const std::vector<int64_t> candidates = candidate_sampler_.build(batch.targets, sampled_softmax_size_, batch.slice);
+    sampled.sampled_softmax = sampled_softmax_inputs(
+        candidates, batch.targets, config_.prefix_table.defined() ? std::span<const int64_t>(prefix_host_)
+                                                                  : std::span<const int64_t>(), device_);
+    scaled_sum = model_->train_forward_backward(batch, sampled, tape_);
+  } else {
+    scaled_sum = model_->train_forward_backward(batch, config_, tape_);
+  }
   return scaled_sum * static_cast<double>(accumulation) / static_cast<double>(batch.inputs.size());
 }
 
@@ -160,6 +176,13 @@ void GptTrainable::set_prefix_table(std::span<const int64_t> table) {
   Tensor host = Tensor::empty({dims_.vocab}, DType::i64);
   std::memcpy(host.raw(), table.data(), table.size_bytes());
   config_.prefix_table = host.to(device_);
+  prefix_host_.assign(table.begin(), table.end());
+}
+
+bool GptTrainable::uses_sampled_softmax() const {
+  return std::any_of(recipe_.schedule.stages.begin(), recipe_.schedule.stages.end(), [](const StageConfig& st) {
+    return std::any_of(st.sampled_softmax.begin(), st.sampled_softmax.end(), [](int64_t p) { return p > 0; });
+  });
 }
 
 }  // namespace gpt

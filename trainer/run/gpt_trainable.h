@@ -6,6 +6,12 @@
 // Rotary state is a pure function of the step: the tables hold the YaRN events of every stage start ≤ s (the
 // final validation adds none), rebuilt from the initial frequencies when the event count changes. So the warmup
 // reset and a resume restore it exactly without storing it; buffers() exposes the event count for inspection.
+//
+// §S.4 sampled softmax: when the step's StepSchedule::sampled_softmax P is > 0, train_microbatch builds the
+// candidate set C of each microbatch with the CandidateSampler (its offsets are per slice index of the loader
+// call) and trains on the sampled loss; validation always uses the full softmax. The sampler's offsets are a
+// buffer ("sampled_softmax_offsets", listed when the recipe samples at any stage), so the warmup reset restores
+// them to their initial values (§S.10) and checkpoints carry them for a bit-exact resume.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -13,6 +19,7 @@
 
 #include "kernels/rotary.h"
 #include "trainer/comm/comm.h"
+#include "trainer/model/candidate_sampler.h"
 #include "trainer/model/model.h"
 #include "trainer/model/ngram_table.h"
 #include "trainer/model/weights.h"
@@ -49,6 +56,10 @@ class GptTrainable final : public TrainableModel {
   NgramTable* ngram_table() override { return ngram_.get(); }
   bool uses_prefix_table() const override;
   void set_prefix_table(std::span<const int64_t> table) override;
+  // §S.4 candidate builder (offsets per slice index); reset() also happens through the buffers' restore.
+  CandidateSampler& candidate_sampler() { return candidate_sampler_; }
+  // Whether any stage of the recipe trains on a sampled softmax (the offsets are then a buffer).
+  bool uses_sampled_softmax() const;
 
  private:
   void rebuild_rotary(int64_t events);
@@ -69,6 +80,9 @@ class GptTrainable final : public TrainableModel {
   int64_t built_events_ = -1;
   StepConfig config_;
   Tape tape_;
+  CandidateSampler candidate_sampler_;
+  int64_t sampled_softmax_size_ = 0;   // P of the current step; 0 = full softmax
+  std::vector<int64_t> prefix_host_;   // host copy of the prefix table: C's remap reads it per microbatch
 };
 
 }  // namespace gpt
