@@ -101,7 +101,8 @@ class Schedule {
 
   StepSchedule at(int64_t step) const;
 
-  // §1.4: R = 64, 96, 128 for T = 16384, 32768, 49152, else 128·⌈⌊T/300⌋/128⌉ (at least 128).
+  // §1.4: R = 64, 96, 128 for T = 16384, 32768, 49152 (and §S.1: 128 for the taper's 40960), else
+  // 128·⌈⌊T/300⌋/128⌉ (at least 128).
   static int64_t cu_rows_for(int64_t slice_tokens);
 
  private:
