@@ -34,7 +34,7 @@ std::filesystem::path results_dir(const GlobalOptions& options) {
 }
 
 std::string default_data_dir(const std::string& recipe) {
-  if (recipe == "tiny") return "data/default";
+  if (recipe == "tiny" || recipe == "tiny-seed") return "data/default";  // the CPU recipes
   return "data/fineweb10B";
 }
 

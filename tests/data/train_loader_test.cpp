@@ -408,6 +408,33 @@ TEST(TrainLoader, TooManySegmentsFailsOnEveryRank) {
   }
 }
 
+// §S.1 segment cap: boundaries every `cap` tokens inside a document; the call fails on every rank when the extra
+// segments no longer fit R (the documents alone would).
+TEST(TrainLoader, SegmentCapSplitsDocumentsAndOverflowIsAnError) {
+  ShardSet set;
+  set.add(std::vector<int>(40, 100));  // 100-token documents: each slice of T = 64 is one document head
+  const CallShape capped{.slice_tokens = 64, .max_doc_tokens = 100, .cu_seqlens_rows = 4, .segment_cap = 32};
+  TrainLoader loader(options_for(set, 1, 0, 1));
+  const auto mbs = loader.next(capped);
+  ASSERT_EQ(mbs.size(), 1u);
+  EXPECT_EQ(mbs[0].cu_seqlens, (std::vector<std::int32_t>{0, 32, 64, 64}));
+  EXPECT_EQ(mbs[0].max_seqlen, 32);
+  const CallShape overflow{.slice_tokens = 64, .max_doc_tokens = 100, .cu_seqlens_rows = 4, .segment_cap = 16};
+  for (int rank = 0; rank < 8; ++rank) {
+    TrainLoader uncapped_loader(options_for(set, 8, rank));
+    EXPECT_NO_THROW((void)uncapped_loader.next(CallShape{.slice_tokens = 64, .max_doc_tokens = 100,
+                                                         .cu_seqlens_rows = 4}))
+        << "rank " << rank;
+    TrainLoader capped_loader(options_for(set, 8, rank));
+    try {
+      (void)capped_loader.next(overflow);
+      ADD_FAILURE() << "rank " << rank << ": 4 capped segments accepted in a table of 4 rows";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("segments do not fit a table of 4 rows")) << "rank " << rank;
+    }
+  }
+}
+
 TEST(TrainLoader, SkipsShardWithoutAnyBos) {
   ShardSet set;
   set.tokens.push_back(std::vector<std::uint16_t>(100, 17));

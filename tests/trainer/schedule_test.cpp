@@ -53,7 +53,8 @@ TEST_F(HeadSchedule, SliceTokensRowsAndLmax) {
     EXPECT_EQ(s.cu_rows, R[i]);
     EXPECT_EQ(s.lmax, L[i]);
   }
-  EXPECT_EQ(Schedule::cu_rows_for(40960), 256);  // 128·⌈136/128⌉
+  EXPECT_EQ(Schedule::cu_rows_for(40960), 128);  // §S.1's table entry for the taper (the formula would give 256)
+  EXPECT_EQ(Schedule::cu_rows_for(45056), 256);  // 128·⌈150/128⌉
   EXPECT_EQ(Schedule::cu_rows_for(512), 128);
 }
 

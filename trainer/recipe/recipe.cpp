@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -12,11 +13,15 @@
 #include <sstream>
 
 #include "kernels/check.h"
+#include "trainer/recipe/recipe_reader.h"
 #include "source_dir.h"
 
 namespace gpt {
 
 namespace {
+
+using recipe_detail::node_type_name;
+using recipe_detail::Reader;
 
 // ---- loading and merging the TOML tree ---------------------------------------------------------------------
 
@@ -113,14 +118,30 @@ toml::table load_tree(const std::string& text, const std::string& source, const 
   return merged;
 }
 
-const char* node_type_name(const toml::node& n) {
-  if (n.is_table()) return "a table";
-  if (n.is_array()) return "an array";
-  if (n.is_integer()) return "an integer";
-  if (n.is_floating_point()) return "a number";
-  if (n.is_boolean()) return "a boolean";
-  if (n.is_string()) return "a string";
-  return "a date/time";
+
+// Keys a recipe may leave out (their defaults keep older recipes' meaning and hash): `--set` may still set them.
+// parts[0..i] is the path walked so far. Any key under [seed] and [data] qualifies (unknown names are then rejected
+// by the typed reading, naming the key).
+bool optional_key(const std::vector<std::string>& parts, size_t i) {
+  const bool optional_table = parts[0] == "seed" || parts[0] == "data";
+  if (optional_table) return parts.size() == 2;
+  if (i + 1 != parts.size()) return false;
+  const std::string& last = parts.back();
+  if (parts.size() == 2 && parts[0] == "schedule") {
+    return last == "growth_steps" || last == "growth_stage" || last == "segment_cap";
+  }
+  return parts.size() == 4 && parts[0] == "schedule" && parts[1] == "stages" &&
+         (last == "prefix_steps" || last == "sampled_softmax");
+}
+
+// A bare word (letters, digits, '_', '-', starting with a letter; not a TOML boolean or special float) given to --set
+// is taken as a string, so `--set seed.bank_opt=anvil` needs no shell-quoted TOML quotes.
+bool is_bare_word(const std::string& text) {
+  if (text.empty() || std::isalpha(static_cast<unsigned char>(text[0])) == 0) return false;
+  if (text == "true" || text == "false" || text == "inf" || text == "nan") return false;
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-';
+  });
 }
 
 // Applies one "dotted.key=value" override in place.
@@ -141,6 +162,7 @@ void apply_override(toml::table& tree, const std::string& assignment, const std:
   // Walk to the parent container of the last part.
   toml::node* parent = &tree;
   toml::node* target = nullptr;
+  bool creating = false;
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& part = parts[i];
     if (auto* t = parent->as_table()) {
@@ -154,17 +176,30 @@ void apply_override(toml::table& tree, const std::string& assignment, const std:
     } else {
       GPT_FAIL("--set ", key, ": '", part, "' is below a value that is neither a table nor an array");
     }
-    GPT_CHECK(target != nullptr, "--set ", key, ": unknown key '", part, "' in recipe ", source);
+    if (target == nullptr && parent->is_table() && optional_key(parts, i)) {
+      // An optional key the recipe leaves at its default: create it (its table too); the typed reading checks it.
+      if (i + 1 < parts.size()) {
+        parent->as_table()->insert(part, toml::table{});
+        target = parent->as_table()->get(part);
+      } else {
+        creating = true;
+      }
+    }
+    GPT_CHECK(target != nullptr || creating, "--set ", key, ": unknown key '", part, "' in recipe ", source);
     if (i + 1 < parts.size()) parent = target;
   }
   toml::table parsed;
   try {
-    parsed = toml::parse("v = " + text, "--set " + key);
+    parsed = toml::parse("v = " + (is_bare_word(text) ? "\"" + text + "\"" : text), "--set " + key);
   } catch (const toml::parse_error& e) {
-    GPT_FAIL("--set ", key, ": value '", text, "' is not a TOML value (", e.description(), "); expected ",
-             node_type_name(*target));
+    GPT_FAIL("--set ", key, ": value '", text, "' is not a TOML value (", e.description(), ")",
+             creating ? std::string() : std::string("; expected ") + node_type_name(*target));
   }
   const toml::node& value = *parsed.get("v");
+  if (creating) {
+    value.visit([&](const auto& v) { parent->as_table()->insert_or_assign(parts.back(), v); });
+    return;
+  }
   GPT_CHECK(!target->is_table(), "--set ", key, ": is a table; set its keys one by one");
   const bool int_to_float = target->is_floating_point() && value.is_integer();
   GPT_CHECK(int_to_float || target->type() == value.type(), "--set ", key, ": expected ", node_type_name(*target),
@@ -185,107 +220,6 @@ void apply_override(toml::table& tree, const std::string& assignment, const std:
   }
 }
 
-// ---- typed reading with strict key checks -----------------------------------------------------------------
-
-class Reader {
- public:
-  Reader(const toml::table& table, std::string path, std::string source)
-      : table_(table), path_(std::move(path)), source_(std::move(source)) {}
-
-  // Rejects keys that no getter asked for.
-  void finish() const {
-    for (const auto& [key, node] : table_) {
-      GPT_CHECK(used_.count(std::string(key.str())) != 0, "recipe ", source_, ": unknown key '", full(key.str()), "'");
-    }
-  }
-
-  int64_t integer(const std::string& key, int64_t lo, int64_t hi = INT64_MAX) {
-    const toml::node& n = get(key);
-    GPT_CHECK(n.is_integer(), "recipe ", source_, ": key '", full(key), "' must be an integer in [", lo, ", ", hi,
-              "], got ", node_type_name(n));
-    const int64_t v = n.value<int64_t>().value();
-    GPT_CHECK(v >= lo && v <= hi, "recipe ", source_, ": key '", full(key), "' must be an integer in [", lo, ", ", hi,
-              "], got ", v);
-    return v;
-  }
-
-  double number(const std::string& key, double lo, double hi, bool open_hi = false) {
-    const toml::node& n = get(key);
-    GPT_CHECK(n.is_number(), "recipe ", source_, ": key '", full(key), "' must be a number, got ", node_type_name(n));
-    const double v = n.value<double>().value();
-    const bool ok = std::isfinite(v) && v >= lo && (open_hi ? v < hi : v <= hi);
-    GPT_CHECK(ok, "recipe ", source_, ": key '", full(key), "' must be a number in [", lo, ", ", hi, open_hi ? ")" : "]",
-              ", got ", v);
-    return v;
-  }
-
-  bool boolean(const std::string& key) {
-    const toml::node& n = get(key);
-    GPT_CHECK(n.is_boolean(), "recipe ", source_, ": key '", full(key), "' must be true or false, got ",
-              node_type_name(n));
-    return n.value<bool>().value();
-  }
-
-  std::vector<double> numbers(const std::string& key, double lo, double hi) {
-    const toml::node& n = get(key);
-    GPT_CHECK(n.is_array(), "recipe ", source_, ": key '", full(key), "' must be an array of numbers");
-    std::vector<double> out;
-    for (const toml::node& e : *n.as_array()) {
-      GPT_CHECK(e.is_number(), "recipe ", source_, ": key '", full(key), "' must be an array of numbers, found ",
-                node_type_name(e));
-      const double v = e.value<double>().value();
-      GPT_CHECK(std::isfinite(v) && v >= lo && v <= hi, "recipe ", source_, ": key '", full(key),
-                "' entries must lie in [", lo, ", ", hi, "], got ", v);
-      out.push_back(v);
-    }
-    return out;
-  }
-
-  std::string text(const std::string& key) {
-    const toml::node& n = get(key);
-    GPT_CHECK(n.is_string() && !n.value<std::string>()->empty(), "recipe ", source_, ": key '", full(key),
-              "' must be a non-empty string, got ", node_type_name(n));
-    return n.value<std::string>().value();
-  }
-
-  bool has(const std::string& key) const { return table_.contains(key); }
-
-  Reader table(const std::string& key) {
-    const toml::node& n = get(key);
-    GPT_CHECK(n.is_table(), "recipe ", source_, ": key '", full(key), "' must be a table, got ", node_type_name(n));
-    return Reader(*n.as_table(), full(key), source_);
-  }
-
-  std::vector<Reader> tables(const std::string& key) {
-    const toml::node& n = get(key);
-    GPT_CHECK(n.is_array_of_tables(), "recipe ", source_, ": key '", full(key), "' must be an array of tables");
-    std::vector<Reader> out;
-    const toml::array& a = *n.as_array();
-    for (size_t i = 0; i < a.size(); ++i) out.emplace_back(*a.get(i)->as_table(), full(key) + "." + std::to_string(i), source_);
-    return out;
-  }
-
-  std::vector<std::string> keys() {
-    std::vector<std::string> out;
-    for (const auto& [key, node] : table_) out.emplace_back(key.str());
-    return out;
-  }
-
-  const std::string& source() const { return source_; }
-  std::string full(std::string_view key) const { return path_.empty() ? std::string(key) : path_ + "." + std::string(key); }
-
- private:
-  const toml::node& get(const std::string& key) {
-    const toml::node* n = table_.get(key);
-    GPT_CHECK(n != nullptr, "recipe ", source_, ": missing key '", full(key), "'");
-    used_.insert(key);
-    return *n;
-  }
-
-  const toml::table& table_;
-  std::string path_, source_;
-  std::set<std::string> used_;
-};
 
 // Upper bounds of the sizes and counts (far above any real recipe): they keep every product the trainer forms
 // (tensor shapes, window × block, batch × steps, offsets) inside int64 and its allocations finite, so a mistyped
@@ -303,6 +237,9 @@ constexpr int64_t kMaxBlocks = int64_t{1} << 16;          // window_block and wi
 constexpr int64_t kMaxRows = int64_t{1} << 24;            // validation.cu_rows
 constexpr size_t kMaxStages = 64;
 constexpr size_t kMaxMtpWeights = 64;
+constexpr size_t kMaxStepParts = 64;           // entries of a stage's prefix_steps / sampled_softmax
+// §S.4: P is a multiple of 2048 [NR]; the scaled-down recipes keep that rule (tiny-seed uses 2048 and 4096).
+constexpr int64_t kSampledSoftmaxQuantum = 2048;
 
 // a × b must not exceed `limit` (checked without overflow); the message names both keys.
 void check_product(const std::string& source, const std::string& key_a, int64_t a, const std::string& key_b, int64_t b,
@@ -345,8 +282,47 @@ StageConfig read_stage(Reader r) {
   GPT_CHECK(!s.mtp_start.empty() && s.mtp_start.size() == s.mtp_end.size() && s.mtp_start.size() <= kMaxMtpWeights,
             "recipe ", r.source(), ": keys '", r.full("mtp_start"), "' and '", r.full("mtp_end"),
             "' must be non-empty lists of equal length (at most ", kMaxMtpWeights, ")");
+  // §S.1 / §S.4 stepped lists (optional; empty = interpolated prefix weight, full softmax).
+  if (r.has("prefix_steps")) {
+    s.prefix_steps = r.numbers("prefix_steps", 0, 1e6);
+    GPT_CHECK(!s.prefix_steps.empty() && s.prefix_steps.size() <= kMaxStepParts, "recipe ", r.source(), ": key '",
+              r.full("prefix_steps"), "' must hold 1 to ", kMaxStepParts, " weights (or be left out)");
+  }
+  if (r.has("sampled_softmax")) {
+    s.sampled_softmax = r.integers("sampled_softmax", 0, kMaxVocab);
+    GPT_CHECK(!s.sampled_softmax.empty() && s.sampled_softmax.size() <= kMaxStepParts, "recipe ", r.source(),
+              ": key '", r.full("sampled_softmax"), "' must hold 1 to ", kMaxStepParts, " sizes (or be left out)");
+    for (int64_t p : s.sampled_softmax) {
+      GPT_CHECK(p % kSampledSoftmaxQuantum == 0, "recipe ", r.source(), ": key '", r.full("sampled_softmax"),
+                "' entries must be 0 (full softmax) or a positive multiple of ", kSampledSoftmaxQuantum, ", got ", p);
+    }
+  }
   r.finish();
   return s;
+}
+
+// §S checks that need more than the [seed] table: sampled-softmax sizes against the vocabulary, the n-gram row cache
+// against the largest reads, the cadence switch against the table.
+void check_seed_against_recipe(const Recipe& rc, const std::string& source) {
+  for (size_t i = 0; i < rc.schedule.stages.size(); ++i) {
+    for (int64_t p : rc.schedule.stages[i].sampled_softmax) {
+      GPT_CHECK(p <= rc.model.vocab_size, "recipe ", source, ": schedule.stages.", i, ".sampled_softmax entry ", p,
+                " exceeds model.vocab_size (", rc.model.vocab_size, ")");
+    }
+  }
+  const SeedConfig& sd = rc.seed;
+  GPT_CHECK(!sd.value_embeds_on_cadence || sd.ngram_rows > 0, "recipe ", source,
+            ": seed.value_embeds_on_cadence = true needs the n-gram table's cadence (seed.ngram_rows > 0)");
+  if (sd.ngram_rows == 0) return;
+  // A cycle reads at most max_cycle_steps slices of the largest T (two row ids per token), a validation forward
+  // two ids per token of its batch (§S.2 placement: capacity ≥ 2·4·T).
+  int64_t max_slice = 0;
+  for (const StageConfig& st : rc.schedule.stages) max_slice = std::max(max_slice, st.batch_tokens / rc.slices_per_call);
+  const int64_t cycle_steps = std::max<int64_t>(2, sd.ngram_max_cycle_steps);
+  const int64_t need = std::max(2 * cycle_steps * max_slice, 2 * rc.validation.batch_tokens);
+  GPT_CHECK(sd.ngram_cache_rows >= need, "recipe ", source, ": seed.ngram_cache_rows (", sd.ngram_cache_rows,
+            ") must hold at least ", need, " rows (2 ids per token × max(",
+            cycle_steps, " cycle steps × the largest slice of ", max_slice, " tokens, validation.batch_tokens))");
 }
 
 Recipe read_recipe(const toml::table& tree, const std::string& name, const std::string& source) {
@@ -397,7 +373,17 @@ Recipe read_recipe(const toml::table& tree, const std::string& name, const std::
     sc.final_ws_long = s.integer("final_ws_long", 1, kMaxBlocks);
     sc.cu_rows_multiplier = s.integer("cu_rows_multiplier", 1, 64);
     sc.warmup = s.boolean("warmup");
+    // §S.1 (optional; defaults leave head's schedule unchanged).
+    sc.growth_steps = s.integer_or("growth_steps", sc.growth_steps, 0, kMaxSteps);
+    sc.growth_stage = s.integer_or("growth_stage", sc.growth_stage, 0, static_cast<int64_t>(kMaxStages));
+    sc.segment_cap = s.integer_or("segment_cap", sc.segment_cap, 0, kMaxTokens);
     s.finish();
+    const auto scheduled = static_cast<int64_t>(sc.stage_durations.size());
+    GPT_CHECK(sc.growth_steps == 0 || sc.growth_stage < scheduled, "recipe ", source,
+              ": schedule.growth_stage must name a scheduled stage in [0, ", scheduled, ") when schedule.growth_steps > 0, got ",
+              sc.growth_stage);
+    GPT_CHECK(sc.segment_cap % sc.window_block == 0, "recipe ", source, ": schedule.segment_cap (", sc.segment_cap,
+              ") must be 0 (no cap) or a multiple of schedule.window_block (", sc.window_block, ")");
     GPT_CHECK(sc.stages.size() == sc.stage_durations.size() + 1, "recipe ", source,
               ": schedule.stages must hold one entry per schedule.stage_durations entry plus the extension (",
               sc.stage_durations.size() + 1, "), got ", sc.stages.size());
@@ -452,11 +438,13 @@ Recipe read_recipe(const toml::table& tree, const std::string& name, const std::
     rc.data.cycle_train_shards = d.boolean("cycle_train_shards");
     d.finish();
   }
+  if (root.has("seed")) rc.seed = recipe_detail::read_seed_table(root.table("seed"));
   rc.slices_per_call = root.integer("slices_per_call", 1, 8);
   for (size_t i = 0; i < rc.schedule.stages.size(); ++i) {
     GPT_CHECK(rc.schedule.stages[i].batch_tokens % rc.slices_per_call == 0, "recipe ", source, ": schedule.stages.", i,
               ".batch_tokens must be a multiple of slices_per_call (", rc.slices_per_call, ")");
   }
+  check_seed_against_recipe(rc, source);
   rc.fp8 = root.boolean("fp8");
   GPT_CHECK(!root.has("target_loss"), "recipe ", source,
             ": 'target_loss' moved to the [record] table: write [record] target = VALUE and source = \"where the "
@@ -487,10 +475,18 @@ std::string Recipe::canonical() const {
                       {"init_bound", model.init_bound},   {"rotary_base", model.rotary_base}};
   toml::array stages_a;
   for (const StageConfig& s : schedule.stages) {
-    stages_a.push_back(toml::table{{"batch_tokens", s.batch_tokens}, {"lmax", s.lmax}, {"ws_short", s.ws_short},
-                                   {"ws_long", s.ws_long}, {"lr_mul", s.lr_mul}, {"mtp_start", to_array(s.mtp_start)},
-                                   {"mtp_end", to_array(s.mtp_end)}, {"prefix_start", s.prefix_start},
-                                   {"prefix_end", s.prefix_end}});
+    toml::table stage{{"batch_tokens", s.batch_tokens}, {"lmax", s.lmax}, {"ws_short", s.ws_short},
+                      {"ws_long", s.ws_long}, {"lr_mul", s.lr_mul}, {"mtp_start", to_array(s.mtp_start)},
+                      {"mtp_end", to_array(s.mtp_end)}, {"prefix_start", s.prefix_start},
+                      {"prefix_end", s.prefix_end}};
+    // §S keys only when set, so recipes without them keep their hash.
+    if (!s.prefix_steps.empty()) stage.insert("prefix_steps", to_array(s.prefix_steps));
+    if (!s.sampled_softmax.empty()) {
+      toml::array sizes;
+      for (int64_t p : s.sampled_softmax) sizes.push_back(p);
+      stage.insert("sampled_softmax", sizes);
+    }
+    stages_a.push_back(std::move(stage));
   }
   const ScheduleConfig& sc = schedule;
   toml::table schedule_t{{"num_scheduled", sc.num_scheduled},
@@ -509,6 +505,10 @@ std::string Recipe::canonical() const {
                          {"final_ws_long", sc.final_ws_long},
                          {"cu_rows_multiplier", sc.cu_rows_multiplier},
                          {"warmup", sc.warmup}};
+  const ScheduleConfig schedule_defaults;
+  if (sc.growth_steps != schedule_defaults.growth_steps) schedule_t.insert("growth_steps", sc.growth_steps);
+  if (sc.growth_stage != schedule_defaults.growth_stage) schedule_t.insert("growth_stage", sc.growth_stage);
+  if (sc.segment_cap != schedule_defaults.segment_cap) schedule_t.insert("segment_cap", sc.segment_cap);
   toml::table adam_t, banks_t;
   for (const auto& [k, a] : optimizer.adam) {
     adam_t.insert(k, toml::table{{"beta1", a.beta1}, {"beta2", a.beta2}, {"lr_mul", a.lr_mul}, {"wd_mul", a.wd_mul},
@@ -525,6 +525,7 @@ std::string Recipe::canonical() const {
                    {"validation", validation_t}, {"slices_per_call", slices_per_call}, {"fp8", fp8},
                    {"target_loss", record.target}};
   if (data != DataConfig{}) root.insert("data", toml::table{{"cycle_train_shards", data.cycle_train_shards}});
+  if (seed != SeedConfig{}) root.insert("seed", recipe_detail::seed_canonical_table(seed));
   std::ostringstream os;
   os << toml::toml_formatter(root, toml::format_flags::none);
   return os.str();

@@ -1,9 +1,10 @@
 #pragma once
-// A training recipe (RECIPE §0.2, §5.1, §R): every number the trainer needs that is not hard-wired to the
-// 11-layer topology. Recipes are TOML files under trainer/recipes/ (`head`, `tiny`, `mini`, `track1` = head);
-// a recipe may start from another with `inherits = "NAME"` and override only what differs. Every key can be
-// overridden from the command line with `--set dotted.key=value` (array elements by index, e.g.
-// `schedule.stages.1.lmax=1024`). All keys are required after inheritance; unknown keys are errors.
+// A training recipe (RECIPE §0.2, §5.1, §R, §S): every number the trainer needs that is not hard-wired to the
+// 11-layer topology. Recipes are TOML files under trainer/recipes/ (`head`, `tiny`, `mini`, `track1` = head, `seed`,
+// `mini-seed`, `tiny-seed`); a recipe may start from another with `inherits = "NAME"` and override only what
+// differs. Every key can be overridden from the command line with `--set dotted.key=value` (array elements by index,
+// e.g. `schedule.stages.1.lmax=1024`; a bare word is a string). All keys are required after inheritance except the
+// optional ones ([data], [seed], the §S schedule and stage keys), which `--set` may also add; unknown keys are errors.
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -50,6 +51,9 @@ struct ScheduleConfig {
   // num_scheduled + growth_steps main steps.
   int64_t growth_steps = 0;
   int64_t growth_stage = 2;
+  // §S.1 attention segment cap in tokens (0 = none): cu_seqlens gets a boundary every segment_cap tokens inside a
+  // document, and attention max_seqlen = min(lmax, segment_cap). A multiple of window_block.
+  int64_t segment_cap = 0;
   std::vector<StageConfig> stages;       // scheduled stages, then the extension
   int64_t window_block = 0;              // tokens per window block
   double cooldown_frac = 0;              // η decays over the last cooldown_frac of the scheduled steps
@@ -147,7 +151,8 @@ struct Recipe {
   RecordTarget record;
 
   // Canonical TOML text of the resolved recipe (sorted keys, every value present; the [data] table only when it
-  // differs from its defaults, so recipes written before it keep their hash). The record target keeps its old
+  // differs from its defaults, and the §S keys — [seed] keys, schedule.growth_steps/growth_stage/segment_cap, stage
+  // prefix_steps/sampled_softmax — only where they differ from theirs, so recipes written before them keep their hash). The record target keeps its old
   // key `target_loss` there (the source text is left out), so recipes whose target did not change keep their hash.
   std::string canonical() const;
   // FNV-1a 64 of canonical(), as 16 hex digits: identifies the resolved configuration in run summaries.

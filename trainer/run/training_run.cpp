@@ -73,7 +73,7 @@ std::string join_steps(const std::vector<int64_t>& steps) {
 
 CallShape call_shape(const StepSchedule& s) {
   return CallShape{.slice_tokens = s.slice_tokens, .max_doc_tokens = s.lmax,
-                   .cu_seqlens_rows = static_cast<int32_t>(s.cu_rows)};
+                   .cu_seqlens_rows = static_cast<int32_t>(s.cu_rows), .segment_cap = s.segment_cap};
 }
 
 // Writes one NaN into lm_head (or the first parameter): every logit row then has a NaN and so does the loss.

@@ -15,24 +15,30 @@ Schedule::Schedule(const Recipe& recipe) : recipe_(recipe) {
   double total = 0;
   for (double d : sc.stage_durations) total += d;
   // Stage ends are round(num_scheduled·c) for cumulative fractions c (§5.1); ties go to even like Python's round.
+  // §S.1: growth_steps are then added to every end from stage growth_stage on (the last scheduled end always).
+  GPT_CHECK(sc.growth_steps == 0 || sc.growth_stage < static_cast<int64_t>(sc.stage_durations.size()),
+            "schedule: recipe '", recipe_.name, "' adds growth steps from stage ", sc.growth_stage,
+            ", which is not a scheduled stage");
+  main_steps_ = sc.num_scheduled + sc.growth_steps;
   double cumulative = 0;
   int64_t begin = 0;
   for (size_t i = 0; i < sc.stage_durations.size(); ++i) {
     cumulative += sc.stage_durations[i];
-    const int64_t end = i + 1 == sc.stage_durations.size()
+    const int64_t growth = static_cast<int64_t>(i) >= sc.growth_stage ? sc.growth_steps : 0;
+    const int64_t end = growth + (i + 1 == sc.stage_durations.size()
                             ? sc.num_scheduled
-                            : static_cast<int64_t>(std::nearbyint(static_cast<double>(sc.num_scheduled) * cumulative / total));
+                            : static_cast<int64_t>(std::nearbyint(static_cast<double>(sc.num_scheduled) * cumulative / total)));
     GPT_CHECK(end > begin, "schedule: stage ", i, " of recipe '", recipe_.name, "' is empty (", begin, " to ", end,
               "); check schedule.num_scheduled and schedule.stage_durations");
     begins_.push_back(begin);
     ends_.push_back(end);
     begin = end;
   }
-  begins_.push_back(sc.num_scheduled);
-  ends_.push_back(sc.num_scheduled + sc.num_extension);
-  total_steps_ = sc.num_scheduled + sc.num_extension;
-  // c0 = ⌊num_scheduled·(1 − cooldown_frac)⌋ (§5.2).
-  cooldown_start_ = static_cast<int64_t>(std::floor(static_cast<double>(sc.num_scheduled) * (1.0 - sc.cooldown_frac)));
+  begins_.push_back(main_steps_);
+  ends_.push_back(main_steps_ + sc.num_extension);
+  total_steps_ = main_steps_ + sc.num_extension;
+  // c0 = ⌊main·(1 − cooldown_frac)⌋ with main = num_scheduled + growth_steps (§5.2, §S.1).
+  cooldown_start_ = static_cast<int64_t>(std::floor(static_cast<double>(main_steps_) * (1.0 - sc.cooldown_frac)));
   split_step_ = begins_[static_cast<size_t>(sc.split_stage)] | 1;
   GPT_CHECK(split_step_ < total_steps_, "schedule: split step ", split_step_, " lies beyond the run (", total_steps_,
             " steps)");
@@ -78,7 +84,7 @@ double Schedule::lr_mult(int64_t step) const {
   const ScheduleConfig& sc = recipe_.schedule;
   const double lr_mul = sc.stages[static_cast<size_t>(stage_of(step))].lr_mul;
   if (step < cooldown_start_) return lr_mul;
-  const double span = static_cast<double>(sc.num_scheduled - cooldown_start_);
+  const double span = static_cast<double>(main_steps_ - cooldown_start_);
   const double t = span > 0 ? std::min(1.0, static_cast<double>(step - cooldown_start_) / span) : 1.0;
   return lr_mul * (1.0 - t) + sc.lr_floor * t;
 }
@@ -112,10 +118,38 @@ std::vector<double> Schedule::mtp_weights(int64_t step) const {
   return w;
 }
 
+size_t Schedule::stepped_index(int64_t step, int stage, size_t parts) const {
+  if (step >= total_steps_) return parts - 1;  // step N: the last stage at t = 1
+  const int64_t a = stage_begin(stage), b = stage_end(stage);
+  const auto k = static_cast<int64_t>(parts);
+  return static_cast<size_t>(std::min(k - 1, k * (step - a) / (b - a)));
+}
+
 double Schedule::prefix_weight(int64_t step) const {
   const int stage = stage_of(step);
   const StageConfig& st = recipe_.schedule.stages[static_cast<size_t>(stage)];
+  if (!st.prefix_steps.empty()) return st.prefix_steps[stepped_index(step, stage, st.prefix_steps.size())];
   return st.prefix_start + (st.prefix_end - st.prefix_start) * stage_fraction(step, stage);
+}
+
+int64_t Schedule::sampled_softmax_size(int64_t step) const {
+  const int stage = stage_of(step);  // checks the step
+  if (step == total_steps_) return 0;  // validation always uses the full softmax
+  const std::vector<int64_t>& sizes = recipe_.schedule.stages[static_cast<size_t>(stage)].sampled_softmax;
+  return sizes.empty() ? 0 : sizes[stepped_index(step, stage, sizes.size())];
+}
+
+bool Schedule::is_ngram_event(int64_t step) const {
+  check_step(step, true);
+  const SeedConfig& sd = recipe_.seed;
+  if (sd.ngram_rows == 0 || step == total_steps_) return false;
+  if (step < sd.ngram_late_step) return step % 2 == 1;
+  return step % sd.ngram_max_cycle_steps == sd.ngram_max_cycle_steps - 1;
+}
+
+bool Schedule::logs_training_line(int64_t step) const {
+  check_step(step, false);
+  return (step + 1) % recipe_.seed.log_every == 0 || step + 1 >= total_steps_ - 1;
 }
 
 bool Schedule::is_validation_step(int64_t step) const {
@@ -160,6 +194,7 @@ std::optional<YarnEvent> Schedule::yarn_event(int64_t step) const {
 
 std::vector<int64_t> Schedule::warmup_steps() const {
   if (!recipe_.schedule.warmup) return {};
+  if (recipe_.seed.seed_warmup) return seed_warmup_steps();
   std::set<int64_t> steps{0, 1};
   for (int i = 1; i < num_stages(); ++i) {
     for (int64_t d = -2; d <= 1; ++d) steps.insert(begins_[static_cast<size_t>(i)] + d);
@@ -171,9 +206,56 @@ std::vector<int64_t> Schedule::warmup_steps() const {
   return out;
 }
 
+StepGraphKey Schedule::graph_key(int64_t step) const {
+  check_step(step, false);
+  const ScheduleConfig& sc = recipe_.schedule;
+  const int stage = stage_of(step);
+  const StageConfig& st = sc.stages[static_cast<size_t>(stage)];
+  StepGraphKey k;
+  k.slice_tokens = slice_tokens(stage);
+  k.cu_rows = cu_rows_for(k.slice_tokens) * sc.cu_rows_multiplier;
+  k.mtp_weights = static_cast<int64_t>(st.mtp_start.size());
+  k.sampled_softmax = sampled_softmax_size(step);
+  k.ws_short_blocks = st.ws_short;
+  k.ws_long_blocks = st.ws_long;
+  k.max_segment = sc.segment_cap > 0 ? std::min(st.lmax, sc.segment_cap) : st.lmax;
+  return k;
+}
+
+std::vector<int64_t> Schedule::seed_warmup_steps() const {
+  std::set<int64_t> steps{0, 1};
+  auto add_around = [&](int64_t b) {
+    for (int64_t d = -2; d <= 1; ++d) steps.insert(b + d);
+  };
+  // Every stage start and every change of the sampled-softmax size.
+  for (int i = 1; i < num_stages(); ++i) add_around(begins_[static_cast<size_t>(i)]);
+  for (int64_t s = 1; s < total_steps_; ++s) {
+    if (sampled_softmax_size(s) != sampled_softmax_size(s - 1)) add_around(s);
+  }
+  // The first Adam steps after the embed split (a new optimizer path for embed).
+  for (int64_t d = 1; d <= 3; ++d) steps.insert(split_step_ + d);
+  // Each step-graph configuration's first visit (capture) and the next step (self-check).
+  std::set<StepGraphKey> seen;
+  for (int64_t s = 0; s < total_steps_; ++s) {
+    if (seen.insert(graph_key(s)).second) {
+      steps.insert(s);
+      steps.insert(s + 1);
+    }
+  }
+  std::vector<int64_t> out;
+  for (int64_t s : steps) {
+    if (s >= 0 && s < total_steps_) out.push_back(s);
+  }
+  GPT_CHECK(out.size() <= kMaxSeedWarmupSteps, "schedule: the §S.10 warmup of recipe '", recipe_.name, "' needs ",
+            out.size(), " steps, more than ", kMaxSeedWarmupSteps,
+            " (too many stage starts, sampled-softmax changes or step configurations)");
+  return out;
+}
+
 int64_t Schedule::cu_rows_for(int64_t slice_tokens) {
   if (slice_tokens == 16384) return 64;
   if (slice_tokens == 32768) return 96;
+  if (slice_tokens == 40960) return 128;  // §S.1 taper
   if (slice_tokens == 49152) return 128;
   const int64_t per300 = slice_tokens / 300;
   // [project definition] at least 128 rows, also for slices shorter than 300 tokens.
@@ -206,6 +288,10 @@ StepSchedule Schedule::at(int64_t step) const {
   r.tied = step <= split_step_;
   r.split_step = step == split_step_;
   r.validation = is_validation_step(step);
+  r.sampled_softmax = sampled_softmax_size(step);
+  r.ngram_event = is_ngram_event(step);
+  r.segment_cap = sc.segment_cap;
+  r.log_line = !final_validation && logs_training_line(step);
   return r;
 }
 

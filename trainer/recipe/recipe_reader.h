@@ -1,0 +1,172 @@
+#pragma once
+// Internal to trainer/recipe: typed reading of a recipe's TOML tree with strict key checks, shared by the files
+// that read its tables (recipe.cpp, seed_recipe.cpp). Not part of the recipe API.
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/check.h"
+#include "trainer/recipe/recipe.h"
+
+namespace gpt::recipe_detail {
+
+inline const char* node_type_name(const toml::node& n) {
+  if (n.is_table()) return "a table";
+  if (n.is_array()) return "an array";
+  if (n.is_integer()) return "an integer";
+  if (n.is_floating_point()) return "a number";
+  if (n.is_boolean()) return "a boolean";
+  if (n.is_string()) return "a string";
+  return "a date/time";
+}
+
+class Reader {
+ public:
+  Reader(const toml::table& table, std::string path, std::string source)
+      : table_(table), path_(std::move(path)), source_(std::move(source)) {}
+
+  // Rejects keys that no getter asked for.
+  void finish() const {
+    for (const auto& [key, node] : table_) {
+      GPT_CHECK(used_.count(std::string(key.str())) != 0, "recipe ", source_, ": unknown key '", full(key.str()), "'");
+    }
+  }
+
+  int64_t integer(const std::string& key, int64_t lo, int64_t hi = INT64_MAX) {
+    const toml::node& n = get(key);
+    GPT_CHECK(n.is_integer(), "recipe ", source_, ": key '", full(key), "' must be an integer in [", lo, ", ", hi,
+              "], got ", node_type_name(n));
+    const int64_t v = n.value<int64_t>().value();
+    GPT_CHECK(v >= lo && v <= hi, "recipe ", source_, ": key '", full(key), "' must be an integer in [", lo, ", ", hi,
+              "], got ", v);
+    return v;
+  }
+
+  double number(const std::string& key, double lo, double hi, bool open_hi = false) {
+    const toml::node& n = get(key);
+    GPT_CHECK(n.is_number(), "recipe ", source_, ": key '", full(key), "' must be a number, got ", node_type_name(n));
+    const double v = n.value<double>().value();
+    const bool ok = std::isfinite(v) && v >= lo && (open_hi ? v < hi : v <= hi);
+    GPT_CHECK(ok, "recipe ", source_, ": key '", full(key), "' must be a number in [", lo, ", ", hi, open_hi ? ")" : "]",
+              ", got ", v);
+    return v;
+  }
+
+  bool boolean(const std::string& key) {
+    const toml::node& n = get(key);
+    GPT_CHECK(n.is_boolean(), "recipe ", source_, ": key '", full(key), "' must be true or false, got ",
+              node_type_name(n));
+    return n.value<bool>().value();
+  }
+
+  std::vector<double> numbers(const std::string& key, double lo, double hi) {
+    const toml::node& n = get(key);
+    GPT_CHECK(n.is_array(), "recipe ", source_, ": key '", full(key), "' must be an array of numbers");
+    std::vector<double> out;
+    for (const toml::node& e : *n.as_array()) {
+      GPT_CHECK(e.is_number(), "recipe ", source_, ": key '", full(key), "' must be an array of numbers, found ",
+                node_type_name(e));
+      const double v = e.value<double>().value();
+      GPT_CHECK(std::isfinite(v) && v >= lo && v <= hi, "recipe ", source_, ": key '", full(key),
+                "' entries must lie in [", lo, ", ", hi, "], got ", v);
+      out.push_back(v);
+    }
+    return out;
+  }
+
+  std::vector<int64_t> integers(const std::string& key, int64_t lo, int64_t hi) {
+    const toml::node& n = get(key);
+    GPT_CHECK(n.is_array(), "recipe ", source_, ": key '", full(key), "' must be an array of integers");
+    std::vector<int64_t> out;
+    for (const toml::node& e : *n.as_array()) {
+      GPT_CHECK(e.is_integer(), "recipe ", source_, ": key '", full(key), "' must be an array of integers, found ",
+                node_type_name(e));
+      const int64_t v = e.value<int64_t>().value();
+      GPT_CHECK(v >= lo && v <= hi, "recipe ", source_, ": key '", full(key), "' entries must lie in [", lo, ", ", hi,
+                "], got ", v);
+      out.push_back(v);
+    }
+    return out;
+  }
+
+  // Optional keys: the value when present, else `fallback` (checked the same way as the required getters).
+  int64_t integer_or(const std::string& key, int64_t fallback, int64_t lo, int64_t hi = INT64_MAX) {
+    return has(key) ? integer(key, lo, hi) : fallback;
+  }
+  double number_or(const std::string& key, double fallback, double lo, double hi, bool open_hi = false) {
+    return has(key) ? number(key, lo, hi, open_hi) : fallback;
+  }
+  bool boolean_or(const std::string& key, bool fallback) { return has(key) ? boolean(key) : fallback; }
+
+  // A string that must be one of `choices`; the error names the key and lists them.
+  std::string choice_or(const std::string& key, const std::string& fallback, const std::vector<std::string>& choices) {
+    if (!has(key)) return fallback;
+    const toml::node& n = get(key);
+    std::string list;
+    for (const std::string& c : choices) list += (list.empty() ? "" : " | ") + c;
+    GPT_CHECK(n.is_string(), "recipe ", source_, ": key '", full(key), "' must be one of ", list, ", got ",
+              node_type_name(n));
+    const std::string v = n.value<std::string>().value();
+    GPT_CHECK(std::find(choices.begin(), choices.end(), v) != choices.end(), "recipe ", source_, ": key '", full(key),
+              "' must be one of ", list, ", got \"", v, "\"");
+    return v;
+  }
+
+  std::string text(const std::string& key) {
+    const toml::node& n = get(key);
+    GPT_CHECK(n.is_string() && !n.value<std::string>()->empty(), "recipe ", source_, ": key '", full(key),
+              "' must be a non-empty string, got ", node_type_name(n));
+    return n.value<std::string>().value();
+  }
+
+  bool has(const std::string& key) const { return table_.contains(key); }
+
+  Reader table(const std::string& key) {
+    const toml::node& n = get(key);
+    GPT_CHECK(n.is_table(), "recipe ", source_, ": key '", full(key), "' must be a table, got ", node_type_name(n));
+    return Reader(*n.as_table(), full(key), source_);
+  }
+
+  std::vector<Reader> tables(const std::string& key) {
+    const toml::node& n = get(key);
+    GPT_CHECK(n.is_array_of_tables(), "recipe ", source_, ": key '", full(key), "' must be an array of tables");
+    std::vector<Reader> out;
+    const toml::array& a = *n.as_array();
+    for (size_t i = 0; i < a.size(); ++i) out.emplace_back(*a.get(i)->as_table(), full(key) + "." + std::to_string(i), source_);
+    return out;
+  }
+
+  std::vector<std::string> keys() {
+    std::vector<std::string> out;
+    for (const auto& [key, node] : table_) out.emplace_back(key.str());
+    return out;
+  }
+
+  const std::string& source() const { return source_; }
+  std::string full(std::string_view key) const { return path_.empty() ? std::string(key) : path_ + "." + std::string(key); }
+
+ private:
+  const toml::node& get(const std::string& key) {
+    const toml::node* n = table_.get(key);
+    GPT_CHECK(n != nullptr, "recipe ", source_, ": missing key '", full(key), "'");
+    used_.insert(key);
+    return *n;
+  }
+
+  const toml::table& table_;
+  std::string path_, source_;
+  std::set<std::string> used_;
+};
+
+// The [seed] table (§S; every key optional, defaults of SeedConfig) and its canonical form (only the keys that differ
+// from their defaults, so recipes without §S keep their hash). Defined in seed_recipe.cpp.
+SeedConfig read_seed_table(Reader r);
+toml::table seed_canonical_table(const SeedConfig& seed);
+
+}  // namespace gpt::recipe_detail
