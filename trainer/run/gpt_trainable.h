@@ -41,6 +41,9 @@ class GptTrainable final : public TrainableModel {
   std::vector<double> validation_losses(const Microbatch& window);
   bool uses_prefix_table() const override;
   void set_prefix_table(std::span<const int64_t> table) override;
+  // Copies the mask to the model's device; validation_loss is masked from then on (undefined: unmasked again).
+  // validation_losses (the per-position reference check) stays unmasked.
+  void set_canonical_mask(const Tensor& mask) override;
 
  private:
   void rebuild_rotary(int64_t events);
