@@ -6,8 +6,10 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "kernels/check.h"
+#include "trainer/comm/comm.h"
 #include "tests/tokenizer/tokenizer_test_util.h"
 #include "trainer/tokenizer/canonical_mask.h"
 #include "trainer/tokenizer/unicode_class.h"
@@ -103,58 +105,6 @@ TEST(CanonicalMaskEdges, ClosedContractions) {
   EXPECT_FALSE(is_closed("\xff'm"));            // does not decode
 }
 
-// One build (tier 0 + tier 1) checks both tiers: tier 1 never touches the padding columns, tier 0 only those.
-TEST(CanonicalMask, RegressionCountsAndTierZeroColumns) {
-  const Gpt2Tokenizer& tok = gpt2_tokenizer();
-  const CanonicalMask mask = build_canonical_mask(tok);
-  constexpr int64_t kV = kCanonicalMaskVocab;
-  constexpr int64_t kPaddingColumns = kV - Gpt2Tokenizer::kEndOfText - 1;  // 47
-  // The regression values count tier 1 alone: 70,889,701 bits in 47,432 rows (columns < 50257).
-  int64_t real_bits = 0, real_rows = 0;
-  for (int64_t p = 0; p < kV; ++p) {
-    int64_t in_row = 0;
-    for (int64_t x = 0; x <= Gpt2Tokenizer::kEndOfText; ++x) in_row += mask.test(p, x) ? 1 : 0;
-    real_bits += in_row;
-    real_rows += in_row > 0 ? 1 : 0;
-    for (int64_t x = Gpt2Tokenizer::kEndOfText + 1; x < kV; ++x) ASSERT_TRUE(mask.test(p, x)) << p << " " << x;
-  }
-  EXPECT_EQ(real_bits, 70'889'701);
-  EXPECT_EQ(real_rows, 47'432);
-  EXPECT_EQ(mask.count_set_bits(), 70'889'701 + kPaddingColumns * kV);
-  EXPECT_EQ(mask.count_nonempty_rows(), kV);
-  // <|endoftext|> has no merge history: its row holds only tier 0, its column nothing.
-  for (int64_t v = 0; v <= Gpt2Tokenizer::kEndOfText; ++v) {
-    EXPECT_FALSE(mask.test(Gpt2Tokenizer::kEndOfText, v)) << v;
-    EXPECT_FALSE(mask.test(v, Gpt2Tokenizer::kEndOfText)) << v;
-  }
-  // Byte layout: bit x of row p in byte x/8, bit x mod 8.
-  EXPECT_EQ(mask.bytes()[static_cast<size_t>(kCanonicalMaskRowBytes - 1)], 0xFF);  // row 0, columns 50296..50303
-  EXPECT_EQ(mask.bytes()[static_cast<size_t>(Gpt2Tokenizer::kEndOfText / 8)] & 0x01, 0);  // column 50256
-  EXPECT_EQ(mask.bytes()[static_cast<size_t>(Gpt2Tokenizer::kEndOfText / 8)] & 0xFE, 0xFE);
-  const Tensor t = mask.to_tensor();
-  ASSERT_EQ(t.shape(), (std::vector<int64_t>{kV, kV / 8}));
-  EXPECT_EQ(std::memcmp(t.raw(), mask.bytes().data(), mask.bytes().size()), 0);
-
-  // Soundness: a masked pair must not be the encoding of its own two byte strings side by side (that text would
-  // emit x right after p). A fixed sample of the set bits of the real-token block.
-  std::mt19937_64 rng(24);
-  int checked = 0;
-  while (checked < 3000) {
-    const auto p = static_cast<int32_t>(rng() % Gpt2Tokenizer::kEndOfText);
-    const auto x = static_cast<int32_t>(rng() % Gpt2Tokenizer::kEndOfText);
-    if (!mask.test(p, x)) continue;
-    ++checked;
-    const std::string text = std::string(tok.token_bytes(p)) + std::string(tok.token_bytes(x));
-    EXPECT_NE(tok.encode_ordinary(text), (std::vector<int32_t>{p, x})) << "masked pair " << p << " " << x;
-  }
-  // Pairs known to be masked: " t" + "he" always merges into " the"; "a" + "b" into "ab".
-  EXPECT_TRUE(mask.test(256, 258));
-  EXPECT_TRUE(mask.test(*tok.find_token("a"), *tok.find_token("b")));
-  // ... and pairs that occur in text: " the" " cat", "." " The".
-  EXPECT_FALSE(mask.test(262, *tok.find_token(" cat")));
-  EXPECT_FALSE(mask.test(*tok.find_token("."), *tok.find_token(" The")));
-}
-
 TEST(CanonicalMaskBuild, BackgroundBuildEqualsDirectBuild) {
   const Gpt2Tokenizer& tok = gpt2_tokenizer();
   const CanonicalMaskOptions tier0_only{.tier0 = true, .tier1 = false};
@@ -165,6 +115,27 @@ TEST(CanonicalMaskBuild, BackgroundBuildEqualsDirectBuild) {
   EXPECT_TRUE(std::equal(mask.bytes().begin(), mask.bytes().end(), direct.bytes().begin()));
   EXPECT_EQ(&build.wait(), &mask);  // a second wait returns the same mask
   EXPECT_GE(build.build_seconds(), 0.0);
+}
+
+TEST(CanonicalMaskBuild, BroadcastFromRankZeroOverTwoThreadRanks) {
+  const CanonicalMaskOptions tier0_only{.tier0 = true, .tier1 = false};
+  CanonicalMaskBuild build(gpt2_tokenizer(), tier0_only);
+  ThreadRankGroup group(2);
+  std::vector<Tensor> masks(2);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank, comm = group.comm(rank)]() mutable {
+      masks[static_cast<size_t>(rank)] = broadcast_canonical_mask(rank == 0 ? &build : nullptr, *comm);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  const CanonicalMask& expected = build.wait();
+  for (const Tensor& m : masks) {
+    ASSERT_EQ(m.shape(), (std::vector<int64_t>{kCanonicalMaskVocab, kCanonicalMaskRowBytes}));
+    EXPECT_EQ(std::memcmp(m.raw(), expected.bytes().data(), expected.bytes().size()), 0);
+  }
+  const auto single = make_single_rank_comm();
+  EXPECT_THROW(broadcast_canonical_mask(nullptr, *single), Error);  // rank 0 without its build
 }
 
 TEST(CanonicalMaskBuild, DestructorStopsARunningBuild) {

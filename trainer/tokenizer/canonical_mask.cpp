@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kernels/check.h"
+#include "trainer/comm/comm.h"
 #include "trainer/tokenizer/unicode_class.h"
 
 namespace gpt {
@@ -257,8 +258,13 @@ void add_tier1(const Gpt2Tokenizer& tok, CanonicalMask& mask, const std::atomic<
 
 CanonicalMask build_canonical_mask(const Gpt2Tokenizer& tok, const CanonicalMaskOptions& options,
                                    const std::atomic<bool>* cancel) {
+  const auto check_cancel = [cancel] {
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) GPT_FAIL("canonical mask build cancelled");
+  };
+  check_cancel();
   CanonicalMask mask;
   if (options.tier0) add_tier0(mask);
+  check_cancel();
   if (options.tier1) add_tier1(tok, mask, cancel);
   return mask;
 }
@@ -286,6 +292,18 @@ const CanonicalMask& CanonicalMaskBuild::wait() {
   if (thread_.joinable()) thread_.join();
   if (error_) std::rethrow_exception(error_);
   return *mask_;
+}
+
+Tensor broadcast_canonical_mask(CanonicalMaskBuild* build, Comm& comm, Device device) {
+  Tensor mask;
+  if (comm.rank() == 0) {
+    GPT_CHECK(build != nullptr, "broadcast_canonical_mask: rank 0 needs the canonical-mask build it started");
+    mask = build->wait().to_tensor(device);
+  } else {
+    mask = Tensor::empty({kCanonicalMaskVocab, kCanonicalMaskRowBytes}, DType::u8, device);
+  }
+  if (comm.world_size() > 1) comm.broadcast(mask, 0);
+  return mask;
 }
 
 }  // namespace gpt

@@ -9,8 +9,11 @@
 // Regression values of tier 1 alone (no tier-0 columns): 70,889,701 set bits in 47,432 non-empty rows. With tier 0
 // added every one of the V rows is non-empty and 47·V more bits are set (tier 1 never touches those columns).
 //
-// CanonicalMaskBuild runs the build on a background thread so that it overlaps training (§S.6 timing): start it
-// when the clock starts, call wait() before the final validation.
+// CanonicalMaskBuild runs the build on a background thread so that it overlaps training (§S.6 timing). Run loop:
+//   clock start, rank 0 only:  std::optional<CanonicalMaskBuild> build; build.emplace(tokenizer);
+//   before the final validation, every rank (on the clock):
+//     model.set_canonical_mask(broadcast_canonical_mask(build ? &*build : nullptr, comm, Device::cpu));
+//   (set_canonical_mask copies it to the model's device), then the validation passes as usual.
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -88,6 +91,12 @@ class CanonicalMaskBuild {
   std::atomic<bool> done_{false};
   std::thread thread_;  // last member: started after everything it uses exists
 };
+
+class Comm;
+
+// §S.6 before the final validation, called by every rank of `comm`: rank 0 waits for `build` (required there,
+// ignored elsewhere) and its mask is broadcast from rank 0; returns u8 [V, V/8] on `device` on every rank.
+Tensor broadcast_canonical_mask(CanonicalMaskBuild* build, Comm& comm, Device device = Device::cpu);
 
 namespace canonical_mask_detail {
 
