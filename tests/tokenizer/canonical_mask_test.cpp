@@ -105,6 +105,24 @@ TEST(CanonicalMaskEdges, ClosedContractions) {
   EXPECT_FALSE(is_closed("\xff'm"));            // does not decode
 }
 
+TEST(CanonicalMaskBuild, RecipeSettings) {
+  EXPECT_FALSE(canonical_mask_options("off").has_value());
+  const auto tier0 = canonical_mask_options("tier0");
+  ASSERT_TRUE(tier0.has_value());
+  EXPECT_TRUE(tier0->tier0);
+  EXPECT_FALSE(tier0->tier1);
+  const auto tier1 = canonical_mask_options("tier1");
+  ASSERT_TRUE(tier1.has_value());
+  EXPECT_TRUE(tier1->tier0);
+  EXPECT_TRUE(tier1->tier1);
+  try {
+    canonical_mask_options("tier2");
+    ADD_FAILURE() << "tier2 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("seed.canonical_mask"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CanonicalMaskBuild, BackgroundBuildEqualsDirectBuild) {
   const Gpt2Tokenizer& tok = gpt2_tokenizer();
   const CanonicalMaskOptions tier0_only{.tier0 = true, .tier1 = false};

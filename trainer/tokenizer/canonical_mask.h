@@ -61,6 +61,10 @@ struct CanonicalMaskOptions {
   bool tier1 = true;  // pair mask
 };
 
+// The recipe's seed.canonical_mask setting: "off" → nullopt (no build), "tier0" → padding columns only, "tier1" →
+// tier 0 plus the pair mask (the seed default). Anything else throws naming the key and the accepted values.
+std::optional<CanonicalMaskOptions> canonical_mask_options(std::string_view setting);
+
 // Builds the mask from the tokenizer's 50,256 mergeable byte strings and ranks. `cancel` (optional) is polled
 // between merge rules; when it becomes true the build throws gpt::Error("canonical mask build cancelled").
 CanonicalMask build_canonical_mask(const Gpt2Tokenizer& tok, const CanonicalMaskOptions& options = {},
