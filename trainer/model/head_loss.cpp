@@ -1,8 +1,10 @@
 // RECIPE §3: the training loss (MTP + prefix, fused softcap gradient, optional §7.1 FP8 lm_head, optional §S.4
-// sampled softmax) and the chunked validation loss.
+// sampled softmax) and the chunked validation loss (masked by the §S.6 canonical mask when the step config carries
+// one).
 #include "kernels/column_select.h"
 #include "kernels/fp8_linear.h"
 #include "kernels/gemm.h"
+#include "kernels/masked_validation_loss.h"
 #include "kernels/softcap_loss.h"
 #include "trainer/model/model_forward.h"
 
@@ -70,6 +72,11 @@ double training_loss(Forward& f, Var h) {
 
 double validation_loss_sum(Forward& f, Var h) {
   Tensor sum = Tensor::empty({1}, stat_dtype(h.value().dtype()), h.value().device());
+  if (f.config.canonical_mask.defined()) {  // §S.6: the final validation of a run with the canonical mask
+    masked_validation_loss(h.value(), f.p.lm_head.value(), f.batch.inputs, f.batch.targets, f.config.canonical_mask,
+                           f.config.validation_chunk_rows, sum);
+    return sum.to_doubles()[0];
+  }
   validation_loss(h.value(), f.p.lm_head.value(), f.batch.targets, f.config.validation_chunk_rows, sum);
   return sum.to_doubles()[0];
 }

@@ -38,6 +38,9 @@ struct StepConfig {
   // §S.4 sampled softmax of the training loss, per microbatch (candidate_sampler.h builds it from C); inactive =
   // full softmax. Validation ignores it.
   SampledSoftmaxInputs sampled_softmax;
+  // §S.6 canonical mask, u8 [V, V/8] on the device (trainer/tokenizer/canonical_mask.h), or undefined for none.
+  // Read only by validation_loss (the final validation); training ignores it.
+  Tensor canonical_mask;
   std::function<void()> after_forward;   // profiling hook: runs between a training forward and its backward
 };
 
@@ -70,7 +73,8 @@ class GptModel {
   // scaled loss. Every recorded closure owns what it reads, so the caller may replay the tape later
   // (tape.backward(), or step by step with tape.backward_last() for diagnostics).
   double train_forward(const Microbatch& batch, const StepConfig& config, Tape& tape);
-  // Mean of ℓ_t (§3.4) over the window's positions: bf16 logits, fp32 softcap and log-sum-exp, chunked.
+  // Mean of ℓ_t (§3.4) over the window's positions: bf16 logits, fp32 softcap and log-sum-exp, chunked; with
+  // config.canonical_mask defined, masked columns get z = −60 first (§S.6, kernels/masked_validation_loss.h).
   double validation_loss(const Microbatch& batch, const StepConfig& config);
   // The training objective (1/A)·Σ_t ℓ_t of the same forward without FP8 and without a backward (finite
   // differences, diagnostics).

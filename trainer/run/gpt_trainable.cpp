@@ -185,4 +185,16 @@ bool GptTrainable::uses_sampled_softmax() const {
   });
 }
 
+void GptTrainable::set_canonical_mask(const Tensor& mask) {
+  if (!mask.defined()) {
+    config_.canonical_mask = Tensor();
+    return;
+  }
+  GPT_CHECK(mask.ndim() == 2 && mask.dtype() == DType::u8 && mask.size(0) == dims_.vocab &&
+                mask.size(1) * 8 == dims_.vocab,
+            "GptTrainable: the canonical mask must be u8 [V, V/8] = [", dims_.vocab, ", ", dims_.vocab / 8, "], got ",
+            mask.describe());
+  config_.canonical_mask = mask.to(device_);
+}
+
 }  // namespace gpt

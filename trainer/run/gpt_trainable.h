@@ -60,6 +60,9 @@ class GptTrainable final : public TrainableModel {
   CandidateSampler& candidate_sampler() { return candidate_sampler_; }
   // Whether any stage of the recipe trains on a sampled softmax (the offsets are then a buffer).
   bool uses_sampled_softmax() const;
+  // Copies the mask to the model's device; validation_loss is masked from then on (undefined: unmasked again).
+  // validation_losses (the per-position reference check) stays unmasked.
+  void set_canonical_mask(const Tensor& mask) override;
 
  private:
   void rebuild_rotary(int64_t events);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/check.h"
 #include "kernels/tensor.h"
 #include "trainer/data/train_loader.h"
 #include "trainer/optim/parameter_set.h"
@@ -61,6 +62,14 @@ class TrainableModel {
   virtual NgramTable* ngram_table() { return nullptr; }
   virtual bool uses_prefix_table() const = 0;
   virtual void set_prefix_table(std::span<const int64_t> table) = 0;
+
+  // §S.6: from now on validation_loss masks the logits with the canonical mask (u8 [V, V/8] on the host,
+  // trainer/tokenizer/canonical_mask.h); an undefined tensor removes it. The run sets it right before the final
+  // validation only. Models without a masked validation throw.
+  virtual void set_canonical_mask(const Tensor& mask) {
+    (void)mask;
+    GPT_FAIL(description(), ": this model has no canonical-mask validation (RECIPE §S.6)");
+  }
 };
 
 }  // namespace gpt

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "kernels/check.h"
+#include "trainer/comm/comm.h"
 #include "trainer/tokenizer/pretokenizer.h"
 #include "source_dir.h"
 
@@ -152,14 +154,21 @@ std::string Gpt2Tokenizer::decode(std::span<const int32_t> ids) const {
   return text;
 }
 
-std::vector<int64_t> build_prefix_table(const Gpt2Tokenizer& tok, int64_t padded_vocab) {
-  GPT_CHECK(padded_vocab >= tok.vocab_size(), "build_prefix_table: padded_vocab must be >= ", tok.vocab_size(),
-            ", got ", padded_vocab);
+namespace {
+
+// Longest-proper-prefix entries of the tokens that `in_set` accepts; the set must be closed under proper prefixes.
+template <typename InSet>
+std::vector<int64_t> prefix_table_of(const Gpt2Tokenizer& tok, int64_t padded_vocab, const char* what, InSet in_set) {
+  GPT_CHECK(padded_vocab >= tok.vocab_size(), what, ": padded_vocab must be >= ", tok.vocab_size(), ", got ",
+            padded_vocab);
   std::vector<int64_t> table(static_cast<size_t>(padded_vocab), -1);
   // In lexicographic order every token follows its prefixes, and the tokens that are prefixes of the
   // current one are exactly the chain kept on the stack; its top is the longest proper prefix.
-  std::vector<int32_t> order(Gpt2Tokenizer::kMergeableTokens);
-  for (int32_t id = 0; id < Gpt2Tokenizer::kMergeableTokens; ++id) order[static_cast<size_t>(id)] = id;
+  std::vector<int32_t> order;
+  order.reserve(Gpt2Tokenizer::kMergeableTokens);
+  for (int32_t id = 0; id < Gpt2Tokenizer::kMergeableTokens; ++id) {
+    if (in_set(tok.token_bytes(id))) order.push_back(id);
+  }
   std::sort(order.begin(), order.end(),
             [&](int32_t a, int32_t b) { return tok.token_bytes(a) < tok.token_bytes(b); });
   std::vector<int32_t> ancestors;
@@ -170,6 +179,34 @@ std::vector<int64_t> build_prefix_table(const Gpt2Tokenizer& tok, int64_t padded
     ancestors.push_back(id);
   }
   return table;
+}
+
+}  // namespace
+
+std::vector<int64_t> build_prefix_table(const Gpt2Tokenizer& tok, int64_t padded_vocab) {
+  return prefix_table_of(tok, padded_vocab, "build_prefix_table", [](std::string_view) { return true; });
+}
+
+std::vector<int64_t> build_prefix_table_bucket(const Gpt2Tokenizer& tok, int rank, int world_size,
+                                               int64_t padded_vocab) {
+  GPT_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "build_prefix_table_bucket: need 0 <= rank < "
+            "world_size, got rank ", rank, " of ", world_size);
+  return prefix_table_of(tok, padded_vocab, "build_prefix_table_bucket", [&](std::string_view bytes) {
+    return bytes.size() == 1 || static_cast<unsigned char>(bytes[1]) % world_size == rank;
+  });
+}
+
+std::vector<int64_t> build_prefix_table_bucketed(const Gpt2Tokenizer& tok, Comm& comm, Device device,
+                                                 int64_t padded_vocab) {
+  const std::vector<int64_t> bucket = build_prefix_table_bucket(tok, comm.rank(), comm.world_size(), padded_vocab);
+  Tensor host = Tensor::empty({padded_vocab}, DType::i64);
+  std::memcpy(host.raw(), bucket.data(), bucket.size() * sizeof(int64_t));
+  Tensor table = device == Device::cpu ? host : host.to(device);
+  comm.all_reduce(table, ReduceOp::max);
+  if (device != Device::cpu) host = table.to(Device::cpu);
+  std::vector<int64_t> out(static_cast<size_t>(padded_vocab));
+  std::memcpy(out.data(), host.raw(), out.size() * sizeof(int64_t));
+  return out;
 }
 
 }  // namespace gpt

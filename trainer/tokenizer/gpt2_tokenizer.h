@@ -15,9 +15,12 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/tensor.h"
 #include "trainer/tokenizer/bpe.h"
 
 namespace gpt {
+
+class Comm;
 
 class Gpt2Tokenizer {
  public:
@@ -49,5 +52,18 @@ class Gpt2Tokenizer {
 // RECIPE §3.2 prefix table of size padded_vocab: entry t is the id of the token whose bytes are the longest
 // proper prefix of token t's bytes, -1 if there is none (1-byte tokens, <|endoftext|>, padding ids).
 std::vector<int64_t> build_prefix_table(const Gpt2Tokenizer& tok, int64_t padded_vocab = 50304);
+
+// RECIPE §S.7 bucket `rank` of `world_size`: the entries of the tokens whose byte string has length 1 or whose second
+// byte ≡ rank (mod world_size); every other entry is −1. A bucket is closed under proper prefixes (a prefix of two
+// or more bytes has the same second byte; one-byte tokens are in every bucket and map to −1), so the element-wise
+// max over the world_size buckets equals build_prefix_table.
+std::vector<int64_t> build_prefix_table_bucket(const Gpt2Tokenizer& tok, int rank, int world_size,
+                                               int64_t padded_vocab = 50304);
+
+// §S.7 on the clock: every rank of `comm` calls this collectively; each builds its own bucket and an all-reduce(MAX)
+// of an i64 [padded_vocab] tensor on `device` (the communicator's device: CUDA for NCCL) assembles the table, which
+// is returned on the host (the host copy also feeds the sampled softmax, §S.4).
+std::vector<int64_t> build_prefix_table_bucketed(const Gpt2Tokenizer& tok, Comm& comm, Device device = Device::cpu,
+                                                 int64_t padded_vocab = 50304);
 
 }  // namespace gpt
