@@ -10,6 +10,9 @@ set(SPEEDRUN_SLOW_TESTS
   GptModel.TinyLossAtInitialisationIsLogVocabulary                   # 13
   TrainingRun.SameSeedGivesIdenticalLossesAndLossFalls               # 13
   TrainGptCli.FinishedRunFollowsTheContract                          # 10
+  NgramModel.TableGradientMatchesFiniteDifferencesThroughTheModel    # 86 (loaded machine)
+  NgramModel.GptTrainableOwnsTheTableAndTheOptimizerNeedsNoGroup     # 130 (loaded machine)
+  TinySeedRun.WarmupLeavesNoTraceAndResumeMidCycleIsBitExact         # ≈ 600 (three tiny-seed runs)
 )
 foreach(test_name IN LISTS SPEEDRUN_SLOW_TESTS)
   set_tests_properties("${test_name}" PROPERTIES LABELS "cpu;slow")

@@ -160,7 +160,9 @@ class SlowValidationModel final : public TrainableModel {
 
 TEST(TrainingRun, ClockStopsDuringValidation) {
   RunScratch scratch;
-  auto factory = [](const Recipe&, const RunOptions& o) { return std::make_unique<SlowValidationModel>(o.seed); };
+  auto factory = [](const Recipe&, const RunOptions& o, Comm&) {
+    return std::make_unique<SlowValidationModel>(o.seed);
+  };
   const auto begin = std::chrono::steady_clock::now();
   const RunResult r = TrainingRun(short_run(scratch, "slow"), factory).run();
   const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();

@@ -19,49 +19,23 @@
 #include "trainer/data/val_loader.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/run/backend.h"
+#include "trainer/model/ngram_table.h"
+#include "trainer/optim/tail_average.h"
 #include "trainer/run/checkpoint.h"
 #include "trainer/run/gpt_trainable.h"
 #include "trainer/run/launch_env.h"
 #include "trainer/run/run_log.h"
 #include "trainer/run/run_summary.h"
 #include "trainer/run/standin_model.h"
+#include "trainer/run/train_clock.h"
 #include "trainer/run/training_state.h"
 #include "trainer/schedule/schedule.h"
+#include "trainer/tokenizer/canonical_mask.h"
 #include "trainer/tokenizer/gpt2_tokenizer.h"
 
 namespace gpt {
 
 namespace {
-
-// Accumulated wall-clock time of the timed region (§9.2). `sync` waits for the device before reading the
-// clock (a no-op on the CPU; the CUDA backend synchronizes its stream).
-class TrainClock {
- public:
-  explicit TrainClock(std::function<void()> sync) : sync_(std::move(sync)) {}
-  void start() {
-    sync_();
-    t0_ = std::chrono::steady_clock::now();
-    running_ = true;
-  }
-  void stop() {
-    if (!running_) return;
-    sync_();
-    accumulated_ms_ += since_start();
-    running_ = false;
-  }
-  // Accumulated time plus the unsynchronized elapsed time of the running segment (§9.3 training lines).
-  double elapsed_ms() const { return accumulated_ms_ + (running_ ? since_start() : 0.0); }
-  void set_accumulated(double ms) { accumulated_ms_ = ms; }
-
- private:
-  double since_start() const {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
-  }
-  std::function<void()> sync_;
-  std::chrono::steady_clock::time_point t0_{};
-  double accumulated_ms_ = 0;
-  bool running_ = false;
-};
 
 std::string join_steps(const std::vector<int64_t>& steps) {
   std::ostringstream out;
@@ -87,84 +61,12 @@ void poison_parameters(TrainableModel& model) {
 
 }  // namespace
 
-void take_debug_switches(RunOptions& options) {
-  std::vector<std::string> rest;
-  for (const std::string& item : options.overrides) {
-    if (item.rfind("debug.", 0) != 0) {
-      rest.push_back(item);
-      continue;
-    }
-    const auto eq = item.find('=');
-    GPT_CHECK(eq != std::string::npos, "--set ", item, ": expected debug.KEY=VALUE");
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (key == "debug.inject_nan_step") {
-      try {
-        size_t used = 0;
-        options.inject_nan_step = std::stoll(value, &used);
-        GPT_CHECK(used == value.size() && options.inject_nan_step >= 0, "");
-      } catch (const std::exception&) {
-        GPT_FAIL("--set ", item, ": debug.inject_nan_step expects a step number >= 0");
-      }
-    } else if (key == "debug.model") {
-      GPT_CHECK(value == "gpt" || value == "standin", "--set ", item, ": debug.model expects gpt or standin");
-      options.model = value;
-    } else if (key == "debug.final_checkpoint") {
-      GPT_CHECK(value == "true" || value == "false", "--set ", item, ": debug.final_checkpoint expects true or false");
-      options.final_checkpoint = value == "true";
-    } else if (key == "debug.fault") {
-      const size_t c1 = value.find(':'), c2 = c1 == std::string::npos ? c1 : value.find(':', c1 + 1);
-      try {
-        GPT_CHECK(c2 != std::string::npos, "");
-        options.fault_kind = value.substr(0, c1);
-        size_t used1 = 0, used2 = 0;
-        const std::string rank = value.substr(c1 + 1, c2 - c1 - 1), step = value.substr(c2 + 1);
-        options.fault_rank = std::stoi(rank, &used1);
-        options.fault_step = std::stoll(step, &used2);
-        GPT_CHECK(used1 == rank.size() && used2 == step.size() && options.fault_rank >= 0 && options.fault_step >= 0,
-                  "");
-        GPT_CHECK(options.fault_kind == "nan" || options.fault_kind == "error" || options.fault_kind == "kill", "");
-      } catch (const std::exception&) {
-        GPT_FAIL("--set ", item, ": debug.fault expects KIND:RANK:STEP with KIND nan, error or kill");
-      }
-    } else {
-      GPT_FAIL("--set ", item, ": unknown debug switch '", key,
-               "' (known: debug.inject_nan_step, debug.model, debug.final_checkpoint, debug.fault)");
-    }
-  }
-  options.overrides = std::move(rest);
-}
-
-std::filesystem::path rank_checkpoint_path(const std::filesystem::path& rank0_path, int rank) {
-  if (rank == 0) return rank0_path;
-  std::filesystem::path p = rank0_path;
-  p.replace_extension(".rank" + std::to_string(rank) + rank0_path.extension().string());
-  return p;
-}
-
-const char* status_name(RunStatus status) {
-  switch (status) {
-    case RunStatus::finished: return "finished";
-    case RunStatus::diverged: return "diverged";
-    case RunStatus::failed: return "failed";
-  }
-  return "failed";
-}
-
-int exit_code(RunStatus status) {
-  switch (status) {
-    case RunStatus::finished: return 0;
-    case RunStatus::diverged: return 3;
-    case RunStatus::failed: return 1;
-  }
-  return 1;
-}
-
-std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options) {
+std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options, Comm& comm) {
   if (options.model == "standin") return std::make_unique<StandinModel>(StandinDims{}, options.seed);
   // A = slices per call / W microbatches per step (§1.3); the CPU computes in fp32 (§R.1), CUDA in bf16 (§0.4).
   const Device device = backend_device(options.backend);
   return std::make_unique<GptTrainable>(recipe, options.seed, recipe.slices_per_call / options.world_size,
-                                        model_dtype(device), device);
+                                        model_dtype(device), device, &comm);
 }
 
 struct TrainingRun::Impl {
@@ -175,6 +77,8 @@ struct TrainingRun::Impl {
   std::unique_ptr<Comm> comm;
   std::unique_ptr<TrainableModel> model;
   std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<TailAverage> tail;  // §S.5 (inert unless recipe.seed.tail_average)
+  std::optional<CanonicalMaskBuild> mask_build;  // §S.6, rank 0, from clock start to the final validation
   std::vector<std::filesystem::path> train_shards;
   std::unique_ptr<ValLoader> val_loader;
   std::optional<CheckpointData> checkpoint;
@@ -194,9 +98,10 @@ struct TrainingRun::Impl {
     options.world_size = comm->world_size();
     open_data();
     if (!options.resume.empty()) read_resume_parts();
-    model = factory(recipe, options);
+    model = factory(recipe, options, *comm);
     if (comm->world_size() > 1) broadcast_initial_state();
     optimizer = std::make_unique<Optimizer>(model->parameters(), recipe, *comm);
+    tail = std::make_unique<TailAverage>(model->parameters(), recipe, *comm);
     environment = describe_environment(options.backend, options.threads);
     environment.world_size = comm->world_size();
     environment.ranks = gather_rank_places();
@@ -282,6 +187,7 @@ struct TrainingRun::Impl {
     vo.rank = comm->rank();
     vo.cu_seqlens_rows = static_cast<int32_t>(recipe.validation.cu_rows);
     vo.bigram_rows = static_cast<int32_t>(recipe.model.bigram_rows);
+    vo.ngram_rows = recipe.seed.ngram_rows;
     val_loader = std::make_unique<ValLoader>(vo);
   }
 
@@ -332,6 +238,7 @@ struct TrainingRun::Impl {
     lo.rank = comm->rank();
     lo.bigram_rows = static_cast<int32_t>(recipe.model.bigram_rows);
     lo.cycle_shards = recipe.data.cycle_train_shards;
+    lo.ngram_rows = recipe.seed.ngram_rows;
     return TrainLoader(lo, start);
   }
 
@@ -380,6 +287,9 @@ struct TrainingRun::Impl {
       return loss;
     }
     optimizer->step(s);
+    // §S.2: the n-gram table's event belongs to the optimizer step of its event step (collective at W > 1).
+    if (NgramTable* table = model->ngram_table(); table != nullptr && s.ngram_event) table->apply_event(s.step, s.lr_mult);
+    tail->after_optimizer_step(s, schedule.total_steps());
     model->after_optimizer_step(s);
     return loss;
   }
@@ -426,6 +336,32 @@ struct TrainingRun::Impl {
     return s;
   }
 
+  // Everything the warmup reset restores and a checkpoint saves, as live handles: the model's and optimizer's
+  // state and the tail accumulators (§S.5). The n-gram table (§S.2) is saved apart (ngram/* copies): its pending
+  // cycle changes size, and the reset zeroes it instead of restoring a snapshot (its shard can be tens of GB).
+  std::vector<NamedTensor> live_state() {
+    std::vector<NamedTensor> out = collect_state(*model, *optimizer);
+    for (auto& [name, t] : tail->state_tensors()) out.push_back({name, t});
+    return out;
+  }
+
+  std::vector<NamedTensor> checkpoint_state() {
+    std::vector<NamedTensor> out = live_state();
+    if (const NgramTable* table = model->ngram_table()) {
+      for (NamedTensor& t : table->checkpoint_tensors()) out.push_back(std::move(t));
+    }
+    return out;
+  }
+
+  void restore_checkpoint_state(const std::vector<NamedTensor>& saved, const std::string& what) {
+    std::vector<NamedTensor> table_part, rest;
+    for (const NamedTensor& t : saved) (t.name.starts_with("ngram/") ? table_part : rest).push_back(t);
+    restore_state(live_state(), rest, what);
+    NgramTable* table = model->ngram_table();
+    GPT_CHECK(table != nullptr || table_part.empty(), what, ": holds an n-gram table, this run's recipe has none");
+    if (table != nullptr) table->restore_checkpoint(table_part);
+  }
+
   void save_checkpoint(const std::filesystem::path& path, int64_t next_step, const TrainLoader& loader,
                        const RunResult& r) {
     CheckpointMeta meta;
@@ -443,14 +379,14 @@ struct TrainingRun::Impl {
     meta.counters = read_counters(*model, *optimizer);
     // W > 1: each rank holds its own optimizer shard, so each writes its own file. Rank 0's file (the one a
     // resume names) is written last, after every other part is in place: its presence means the set is whole.
-    const std::vector<NamedTensor> state = collect_state(*model, *optimizer);
+    const std::vector<NamedTensor> state = checkpoint_state();
     if (comm->rank() > 0) write_checkpoint(rank_checkpoint_path(path, comm->rank()), meta.to_json(), state);
     comm->barrier();
     if (comm->rank() == 0) write_checkpoint(path, meta.to_json(), state);
   }
 
   void warmup_and_reset(RunLog& log, const RunHooks& hooks) {
-    const std::vector<NamedTensor> live = collect_state(*model, *optimizer);
+    const std::vector<NamedTensor> live = live_state();
     if (hooks.initial) hooks.initial(live);
     const std::vector<int64_t> steps = schedule.warmup_steps();
     if (steps.empty()) {
@@ -463,7 +399,9 @@ struct TrainingRun::Impl {
     TrainLoader loader = make_train_loader({});
     const Microbatch val_window = val_loader->window(0);
     for (int64_t step : steps) {
-      const StepSchedule s = schedule.at(step);
+      StepSchedule s = schedule.at(step);
+      // §S.10: during warmup the table events run on every Adam step (the warmup steps are not consecutive).
+      if (model->ngram_table() != nullptr) s.ngram_event = s.adam_step;
       model->set_schedule(s);
       (void)model->validation_loss(val_window);
       (void)train_step(s, loader);
@@ -472,9 +410,24 @@ struct TrainingRun::Impl {
     log.line("Resetting Model");
     restore_state(live, initial, "warmup reset");
     optimizer->reset();
+    // §S.10 additions: the table's shard, second moments and pending cycle are zeroed in place; the tail
+    // accumulators are unseeded (the sampler's offsets are a model buffer, restored with the snapshot).
+    if (NgramTable* table = model->ngram_table()) table->reset();
+    tail->reset();
     model->parameters().zero_grads();
     model->after_state_restore();
     if (hooks.after_reset) hooks.after_reset(live);
+  }
+
+  // §S.5 / §S.11: the tail-average ship belongs to the timed region, before the final validation's forwards.
+  // §S.6: the canonical mask (rank 0's build, broadcast) masks the final validation only.
+  void prepare_final_validation() {
+    if (tail->enabled()) tail->ship(*comm);
+    if (canonical_mask_options(recipe.seed.canonical_mask)) {
+      const Device device = backend_device(options.backend);
+      model->set_canonical_mask(broadcast_canonical_mask(mask_build ? &*mask_build : nullptr, *comm, device));
+      mask_build.reset();  // its 316 MB are on the model's device now
+    }
   }
 
   RunResult timed_run(RunLog& log, const RunHooks& hooks) {
@@ -484,9 +437,10 @@ struct TrainingRun::Impl {
     int64_t start_step = 0;
     LoaderPosition start_position{};
     std::optional<Gpt2Tokenizer> tokenizer;
-    if (model->uses_prefix_table()) tokenizer = Gpt2Tokenizer::load_default();  // off the clock, as at import
+    const std::optional<CanonicalMaskOptions> mask_options = canonical_mask_options(recipe.seed.canonical_mask);
+    if (model->uses_prefix_table() || mask_options) tokenizer = Gpt2Tokenizer::load_default();  // off the clock
     if (resume_meta) {
-      restore_state(collect_state(*model, *optimizer), checkpoint->tensors, "--resume '" + options.resume.string() + "'");
+      restore_checkpoint_state(checkpoint->tensors, "--resume '" + options.resume.string() + "'");
       optimizer->restore_counters(resume_meta->counters.adam_steps, resume_meta->counters.tied);
       model->after_state_restore();
       start_step = resume_meta->next_step;
@@ -502,8 +456,14 @@ struct TrainingRun::Impl {
     TrainClock clock([device = backend_device(options.backend)] { synchronize_device(device); });
     clock.set_accumulated(r.train_time_ms);
     clock.start();
-    if (tokenizer) {
-      const std::vector<int64_t> table = build_prefix_table(*tokenizer, recipe.model.vocab_size);
+    // §S.6: rank 0 builds the canonical mask in a thread from clock start; the final validation waits for it.
+    if (mask_options && comm->rank() == 0) mask_build.emplace(*tokenizer, *mask_options);
+    if (model->uses_prefix_table()) {
+      // §3.2 on the clock; §S.7: by buckets over the ranks and an all-reduce(MAX).
+      const std::vector<int64_t> table =
+          recipe.seed.prefix_bucketed
+              ? build_prefix_table_bucketed(*tokenizer, *comm, backend_device(options.backend), recipe.model.vocab_size)
+              : build_prefix_table(*tokenizer, recipe.model.vocab_size);
       model->set_prefix_table(table);
     }
     r.status = RunStatus::finished;
@@ -511,6 +471,7 @@ struct TrainingRun::Impl {
       const StepSchedule s = schedule.at(step);
       model->set_schedule(s);
       if (s.validation) {
+        if (step == total) prepare_final_validation();  // on the clock (§S.11)
         clock.stop();
         const double val_loss = validate();
         r.train_time_ms = clock.elapsed_ms();
@@ -538,7 +499,7 @@ struct TrainingRun::Impl {
       }
       r.steps = step + 1;
       r.tokens += s.batch_tokens;
-      log.line(training_line(step + 1, total, clock.elapsed_ms()));
+      if (s.log_line) log.line(training_line(step + 1, total, clock.elapsed_ms()));  // §S.11 thins them
       if (options.checkpoint_every > 0 && (step + 1) % options.checkpoint_every == 0 && step + 1 < total) {
         clock.stop();
         r.train_time_ms = clock.elapsed_ms();
@@ -557,7 +518,7 @@ struct TrainingRun::Impl {
     if (r.status == RunStatus::finished && options.final_checkpoint) {
       save_checkpoint(options.out_dir / (options.run_id + ".final.ckpt"), total, loader, r);
     }
-    if (hooks.at_end) hooks.at_end(collect_state(*model, *optimizer));
+    if (hooks.at_end) hooks.at_end(live_state());
     const PeakMemoryMib peak = device_peak_memory_mib(backend_device(options.backend));  // CPU: peak RSS for both
     log.line(peak_memory_line(peak.allocated, peak.reserved));
     return r;

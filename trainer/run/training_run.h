@@ -16,6 +16,7 @@
 
 namespace gpt {
 
+class Comm;
 class Optimizer;
 class ValLoader;
 
@@ -78,9 +79,10 @@ struct RunResult {
   std::string error;                 // failure or divergence reason
 };
 
-using ModelFactory = std::function<std::unique_ptr<TrainableModel>(const Recipe&, const RunOptions&)>;
+// Builds the model of a run; `comm` is the run's communicator (the n-gram table of §S.2 is sharded over it).
+using ModelFactory = std::function<std::unique_ptr<TrainableModel>(const Recipe&, const RunOptions&, Comm&)>;
 // The model named by options.model, initialised from options.seed.
-std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options);
+std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options, Comm& comm);
 
 // Observation points for tests: the complete state (training_state.h) at each moment.
 struct RunHooks {
