@@ -37,6 +37,8 @@ TEST(SampledSoftmaxModel, TinyStepTrainsOnCandidateColumnsAndValidatesOnTheFullS
   GptTrainable full(load_recipe("tiny", {"model.bigram_rows=4096"}), 7, 1, DType::f32, Device::cpu);
   const Microbatch mb = make_microbatch({40, 30, 59}, 50304, 4096, kBos, 3);
   StepSchedule step = Schedule(recipe).at(0);
+  ASSERT_EQ(step.sampled_softmax, kP);  // the schedule reads the stage's list
+  step.sampled_softmax = 0;              // the full model trains on the whole vocabulary
   full.set_schedule(step);
   step.sampled_softmax = kP;
   sampled.set_schedule(step);
