@@ -78,7 +78,8 @@ struct TrainingRun::Impl {
   std::unique_ptr<TrainableModel> model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<TailAverage> tail;  // §S.5 (inert unless recipe.seed.tail_average)
-  std::optional<CanonicalMaskBuild> mask_build;  // §S.6, rank 0, from clock start to the final validation
+  std::optional<CanonicalMaskOptions> mask_options;  // §S.6 from recipe.seed.canonical_mask; nullopt = off
+  std::optional<CanonicalMaskBuild> mask_build;      // §S.6, rank 0, from clock start to the final validation
   std::vector<std::filesystem::path> train_shards;
   std::unique_ptr<ValLoader> val_loader;
   std::optional<CheckpointData> checkpoint;
@@ -90,7 +91,8 @@ struct TrainingRun::Impl {
   Impl(RunOptions opts, const ModelFactory& factory)
       : options(std::move(opts)),
         recipe(load_recipe(options.recipe, options.overrides, options.recipe_dir)),
-        schedule(recipe) {
+        schedule(recipe),
+        mask_options(canonical_mask_options(recipe.seed.canonical_mask)) {
     check_flags();
     launch = detect_launch_env();
     check_world_size();
@@ -423,7 +425,7 @@ struct TrainingRun::Impl {
   // §S.6: the canonical mask (rank 0's build, broadcast) masks the final validation only.
   void prepare_final_validation() {
     if (tail->enabled()) tail->ship(*comm);
-    if (canonical_mask_options(recipe.seed.canonical_mask)) {
+    if (mask_options) {
       const Device device = backend_device(options.backend);
       model->set_canonical_mask(broadcast_canonical_mask(mask_build ? &*mask_build : nullptr, *comm, device));
       mask_build.reset();  // its 316 MB are on the model's device now
@@ -437,7 +439,6 @@ struct TrainingRun::Impl {
     int64_t start_step = 0;
     LoaderPosition start_position{};
     std::optional<Gpt2Tokenizer> tokenizer;
-    const std::optional<CanonicalMaskOptions> mask_options = canonical_mask_options(recipe.seed.canonical_mask);
     if (model->uses_prefix_table() || mask_options) tokenizer = Gpt2Tokenizer::load_default();  // off the clock
     if (resume_meta) {
       restore_checkpoint_state(checkpoint->tensors, "--resume '" + options.resume.string() + "'");
