@@ -1,7 +1,14 @@
-# CTest include script: the cpu tests that take over ~10 s in the ASan build get the extra label `slow`
-# (`ctest -L cpu -LE slow` for a quick pass; CI runs them all). Listed by the full GoogleTest name; included
-# after the discovered tests (tests/CMakeLists.txt), so a name that matches no test is ignored: keep the list
-# current when renaming. Seconds: ASan build on 2 cores, 2026-12-05 (build-asan/Testing/Temporary/CTestCostData.txt).
+# CTest include script, read after discovery (tests/CMakeLists.txt), so a name that matches no test is ignored: keep
+# the lists current when renaming. Seconds: ASan build on 2 cores, 2026-12-05 (build-asan/Testing/Temporary/
+# CTestCostData.txt; CI's machine is about twice as slow).
+#
+#   cpu;slow  the `cpu` tests over ~10 s, listed here: CI runs them; `ctest -L cpu -LE slow` is the quick pass.
+#   slow      alone: the folders tests/<area>_slow/, whole runs that take many minutes under the sanitizers, too
+#             long for CI's 45-minute budget. Not `cpu`; `scripts/test --slow` (ctest --preset slow) runs them.
+#             Run them before merging a change to what they cover.
+#
+# COST makes a fresh build directory (no cost data yet) start the long tests first, so that they do not end up
+# alone on one core at the end of the pass.
 set(SPEEDRUN_SLOW_TESTS
   ModelGradcheck.EveryParameterMatchesCentralDifferencesInF64        # 54
   TinyWeights.SameSeedSameWeightsDifferentSeedDifferent              # 31
@@ -10,13 +17,17 @@ set(SPEEDRUN_SLOW_TESTS
   GptModel.TinyLossAtInitialisationIsLogVocabulary                   # 13
   TrainingRun.SameSeedGivesIdenticalLossesAndLossFalls               # 13
   TrainGptCli.FinishedRunFollowsTheContract                          # 10
-  NgramModel.TableGradientMatchesFiniteDifferencesThroughTheModel    # 86 (loaded machine)
-  NgramModel.GptTrainableOwnsTheTableAndTheOptimizerNeedsNoGroup     # 130 (loaded machine)
-  TinySeedRun.WarmupLeavesNoTraceAndResumeMidCycleIsBitExact         # ≈ 600 (three tiny-seed runs)
+  NgramModel.TableGradientMatchesFiniteDifferencesThroughTheModel    # 5 (86 on a loaded machine)
+  NgramModel.GptTrainableOwnsTheTableAndTheOptimizerNeedsNoGroup     # 8 (130 on a loaded machine)
+  CanonicalMask.RegressionCountsAndTierZeroColumns                   # 15
+  CanonicalMaskCorpus.ScanFindsAPlantedPair                          # 10
+  CanonicalMaskCorpus.DefaultCorpusHasNoMaskedPair                   # 17
+  CanonicalMaskCorpus.ProxyCorpusHasNoMaskedPair                     # 37 (skips without data/proxy)
 )
 foreach(test_name IN LISTS SPEEDRUN_SLOW_TESTS)
-  set_tests_properties("${test_name}" PROPERTIES LABELS "cpu;slow")
+  set_tests_properties("${test_name}" PROPERTIES LABELS "cpu;slow" COST 100)
 endforeach()
 
-# Three whole tiny-seed runs under the sanitizers take 15–25 minutes on CI's 2 cores: above the preset's 600 s.
-set_tests_properties(TinySeedRun.WarmupLeavesNoTraceAndResumeMidCycleIsBitExact PROPERTIES TIMEOUT 2400)
+# tests/seed_run_slow: three whole tiny-seed runs (one with the §S.10 warmup) and five reads of 750 MB checkpoints,
+# 811 s in CI's ASan build (2026-12-05): a quarter of CI's budget on its own.
+set_tests_properties(TinySeedRun.WarmupLeavesNoTraceAndResumeMidCycleIsBitExact PROPERTIES COST 1000 TIMEOUT 2400)
