@@ -1,6 +1,6 @@
 #include "kernels/ngram_embed.h"
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/bf16.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt {
 

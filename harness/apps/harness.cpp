@@ -9,7 +9,7 @@
 #include "harness/commands/nightly.h"
 #include "harness/commands/plan.h"
 #include "harness/commands/report.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 int main(int argc, char** argv) {
   using namespace gpt::harness;

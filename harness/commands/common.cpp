@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "harness/record/spool.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

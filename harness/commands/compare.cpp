@@ -15,7 +15,7 @@
 #include "harness/compare/comparison.h"
 #include "harness/record/environment_probe.h"
 #include "harness/report/comparison_report.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::commands {
 namespace fs = std::filesystem;

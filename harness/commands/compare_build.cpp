@@ -1,7 +1,7 @@
 #include "harness/commands/compare_build.h"
 
 #include "harness/commands/subprocess.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::commands {
 namespace fs = std::filesystem;

@@ -16,7 +16,7 @@
 #include "harness/logparse/run_summary.h"
 #include "harness/record/harvest.h"
 #include "harness/report/sweep_report.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

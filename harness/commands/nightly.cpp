@@ -22,7 +22,7 @@
 #include "harness/nightly/regression.h"
 #include "harness/record/harvest.h"
 #include "harness/store/store.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::commands {
 namespace fs = std::filesystem;

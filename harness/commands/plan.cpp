@@ -8,7 +8,7 @@
 
 #include "harness/report/power_section.h"
 #include "harness/stats/stats.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

@@ -3,7 +3,7 @@
 
 #include "harness/commands/common.h"
 #include "harness/report/table_format.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

@@ -13,7 +13,7 @@
 #include "harness/record/sweep_runner.h"
 #include "harness/report/html_report.h"
 #include "harness/report/sweep_report.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

@@ -6,7 +6,7 @@
 
 #include "harness/report/comparison_report.h"
 #include "harness/report/html_report.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

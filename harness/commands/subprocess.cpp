@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 extern char** environ;
 

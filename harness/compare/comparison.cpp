@@ -7,7 +7,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::compare {
 

@@ -3,7 +3,7 @@
 #include <fstream>
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

@@ -12,7 +12,7 @@
 #include <map>
 #include <thread>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 extern char** environ;
 

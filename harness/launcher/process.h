@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/launcher/slurm_launcher.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

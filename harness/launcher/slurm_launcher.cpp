@@ -13,7 +13,7 @@
 
 #include "harness/commands/subprocess.h"
 #include "harness/launcher/slurm_util.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::slurm {
 

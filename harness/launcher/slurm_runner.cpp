@@ -11,7 +11,7 @@
 #include "harness/launcher/slurm_launcher.h"
 #include "harness/launcher/slurm_util.h"
 #include "harness/record/spool.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::slurm {
 

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "harness/commands/subprocess.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::slurm {
 

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

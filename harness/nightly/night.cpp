@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "harness/report/svg.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::nightly {
 

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "harness/stats/stats.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::nightly {
 namespace {

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "harness/launcher/atomic_file.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "harness/report/number_format.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

@@ -9,7 +9,7 @@
 #include "harness/report/number_format.h"
 #include "harness/report/power_section.h"
 #include "harness/report/svg.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

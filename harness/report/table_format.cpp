@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

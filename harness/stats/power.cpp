@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "harness/stats/validate.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::stats {
 

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <span>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::stats::detail {
 

@@ -1,6 +1,6 @@
 #include "harness/store/schema.h"
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

@@ -4,7 +4,7 @@
 #include <system_error>
 #include <thread>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::sql {
 

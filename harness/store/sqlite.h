@@ -13,7 +13,7 @@
 #include <variant>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::sql {
 

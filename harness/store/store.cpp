@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "harness/store/schema.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::cpu {
 

@@ -4,7 +4,7 @@
 
 #include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/kernel_version_env.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::cuda {
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <type_traits>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 #define GPT_CUBLAS_CHECK(expr)                                                                               \
   do {                                                                                                       \

@@ -2,7 +2,7 @@
 // CUDA error checking: every runtime call and every launch is checked, failures become gpt::Error.
 #include <cuda_runtime.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 #define GPT_CUDA_CHECK(expr)                                                                        \
   do {                                                                                              \

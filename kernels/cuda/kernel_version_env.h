@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::cuda {
 

@@ -4,7 +4,7 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace gpt::cuda {

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "kernels/anvil.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/run/training_state.h"
 

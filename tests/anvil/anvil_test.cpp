@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/anvil.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/comm/mpi_comm.h"
 
 namespace gpt {

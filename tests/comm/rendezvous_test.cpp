@@ -8,7 +8,7 @@
 #include <map>
 #include <thread>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt {
 namespace {

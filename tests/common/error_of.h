@@ -2,7 +2,7 @@
 // The gpt::Error message a callable throws, for tests that check what an error names.
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::test {
 

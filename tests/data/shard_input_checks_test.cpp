@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/common/error_of.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "tests/data/data_test_util.h"
 #include "trainer/data/val_loader.h"
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "tests/data/data_test_util.h"
 
 namespace gpt {

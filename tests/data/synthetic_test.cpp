@@ -6,7 +6,7 @@
 
 #include <numeric>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "tests/data/data_test_util.h"
 #include "trainer/data/shard.h"
 

@@ -9,7 +9,7 @@
 #include <random>
 #include <set>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "tests/data/data_test_util.h"
 
 namespace gpt {

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::fuzz {
 

@@ -14,7 +14,7 @@
 #include "tests/common/error_of.h"
 #include "harness/logparse/run_summary.h"
 #include "harness/nightly/regression.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "source_dir.h"
 #include "trainer/run/checkpoint.h"
 

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "harness/logparse/run_summary.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness {
 namespace {

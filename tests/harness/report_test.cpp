@@ -7,7 +7,7 @@
 #include "harness/report/svg.h"
 #include "harness/report/sweep_report.h"
 #include "harness/report/table_format.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "tests/harness/temp_dir.h"
 
 namespace gpt::harness {

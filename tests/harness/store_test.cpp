@@ -8,7 +8,7 @@
 
 #include "harness/record/spool.h"
 #include "harness/store/schema.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "tests/harness/temp_dir.h"
 
 namespace gpt::harness {

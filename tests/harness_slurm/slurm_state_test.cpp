@@ -4,7 +4,7 @@
 
 #include "harness/launcher/slurm_launcher.h"
 #include "harness/launcher/slurm_util.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::slurm {
 namespace {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "harness/stats/stats.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::stats {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "harness/compare/comparison.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::compare {
 namespace {

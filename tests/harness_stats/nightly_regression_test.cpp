@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "harness/nightly/regression.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::nightly {
 namespace {

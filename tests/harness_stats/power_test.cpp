@@ -9,7 +9,7 @@
 #include <string>
 
 #include "harness/stats/power.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt::harness::stats {
 namespace {

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "tests/common/model_fixtures.h"
 #include "trainer/recipe/recipe.h"
 #include "trainer/run/gpt_trainable.h"

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "mpi_test_util.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/mpi_comm.h"

@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/gemm.h"
 #include "kernels/masked_validation_loss.h"
 #include "kernels/softcap_loss.h"

@@ -1,10 +1,10 @@
-#include "trainer/run/launch_env.h"
+#include "trainer/comm/launch_env.h"
 
 #include <map>
 
 #include <gtest/gtest.h>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/run/checkpoint.h"
 #include "trainer/run/run_log.h"
 

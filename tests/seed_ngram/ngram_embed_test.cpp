@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/ngram_embed.h"
 
 namespace gpt {

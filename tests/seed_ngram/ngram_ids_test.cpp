@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/data/host_products.h"
 #include "trainer/data/train_loader.h"
 

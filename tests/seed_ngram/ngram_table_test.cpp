@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/comm/comm.h"
 #include "trainer/data/host_products.h"
 #include "trainer/model/ngram_table.h"

@@ -8,7 +8,7 @@
 #include <set>
 #include <thread>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/comm/comm.h"
 #include "tests/tokenizer/tokenizer_test_util.h"
 #include "trainer/tokenizer/canonical_mask.h"

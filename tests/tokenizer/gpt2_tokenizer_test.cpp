@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "tests/tokenizer/tokenizer_test_util.h"
 
 namespace gpt {

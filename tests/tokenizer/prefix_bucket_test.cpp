@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "tests/tokenizer/tokenizer_test_util.h"
 #include "trainer/comm/comm.h"
 #include "trainer/tokenizer/gpt2_tokenizer.h"

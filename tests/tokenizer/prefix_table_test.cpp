@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "tests/tokenizer/tokenizer_test_util.h"
 #include "trainer/tokenizer/gpt2_tokenizer.h"
 

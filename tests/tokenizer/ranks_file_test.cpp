@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "tests/tokenizer/tokenizer_test_util.h"
 #include "trainer/tokenizer/gpt2_tokenizer.h"
 #include "source_dir.h"

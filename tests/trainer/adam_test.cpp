@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/adam.h"
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt {
 namespace {

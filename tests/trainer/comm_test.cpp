@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/comm/comm.h"
 
 namespace gpt {

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "kernels/adam.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/normuon.h"
 #include "kernels/transpose.h"
 #include "trainer/optim/optimizer.h"

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "tests/common/error_of.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/recipe/recipe.h"
 #include "trainer/schedule/schedule.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "tests/common/error_of.h"
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/recipe/recipe.h"
 
 namespace gpt {

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/schedule/schedule.h"
 
 namespace gpt {

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "tests/common/error_of.h"
 #include "trainer/recipe/recipe.h"
 

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/transpose.h"
 
 namespace gpt {

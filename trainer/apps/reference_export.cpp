@@ -12,7 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/run/reference_export.h"
 
 int main(int argc, char** argv) {

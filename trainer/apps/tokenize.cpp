@@ -3,7 +3,7 @@
 #include <exception>
 #include <iostream>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/tools/ids_command.h"
 #include "trainer/tools/shards_command.h"
 

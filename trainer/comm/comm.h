@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/tensor.h"
 
 namespace gpt {

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <span>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/comm/mpi_comm.h"
 #include "trainer/comm/rendezvous.h"
 

@@ -1,5 +1,5 @@
 #pragma once
-// The communicator of a run, from where the process sits in its launch (trainer/run/launch_env.h):
+// The communicator of a run, from where the process sits in its launch (trainer/comm/launch_env.h):
 //  - W = 1: the single-rank communicator (either backend; no NCCL start-up);
 //  - W > 1 on the CUDA backend: first the process's GPU is made current (device 0 when one device is visible, as
 //    under `train_gpt --gpus N`, which gives every rank its own CUDA_VISIBLE_DEVICES; else LOCAL_RANK, as under
@@ -14,7 +14,7 @@
 
 #include "kernels/tensor.h"
 #include "trainer/comm/comm.h"
-#include "trainer/run/launch_env.h"
+#include "trainer/comm/launch_env.h"
 
 namespace gpt {
 

@@ -13,7 +13,7 @@
 #include <optional>
 #include <string_view>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/comm/rendezvous.h"
 
 extern char** environ;

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 #ifdef SPEEDRUN_HAVE_MPI
 #include <mpi.h>

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/comm/comm.h"
 
 namespace gpt {

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt {
 

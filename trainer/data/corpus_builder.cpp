@@ -5,7 +5,7 @@
 #include <fstream>
 #include <set>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/data/sha1.h"
 #include "trainer/data/shard.h"
 

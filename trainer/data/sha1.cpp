@@ -3,7 +3,7 @@
 #include <bit>
 #include <cstring>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt {
 

@@ -15,7 +15,7 @@
 #include <map>
 #include <system_error>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt {
 

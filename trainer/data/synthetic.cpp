@@ -1,6 +1,6 @@
 #include "trainer/data/synthetic.h"
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/data/shard.h"
 
 namespace gpt {

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt {
 

@@ -16,7 +16,7 @@
 #include "trainer/model/ngram_table.h"
 #include "trainer/model/tape.h"
 #include "trainer/model/weights.h"
-#include "trainer/optim/parameter_set.h"
+#include "trainer/model/parameter_set.h"
 
 namespace gpt {
 

@@ -7,7 +7,7 @@
 #include <map>
 #include <type_traits>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/ngram_embed.h"
 
 namespace gpt {

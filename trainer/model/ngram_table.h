@@ -38,8 +38,8 @@
 #include "kernels/tensor.h"
 #include "trainer/comm/comm.h"
 #include "trainer/data/train_loader.h"
+#include "trainer/model/named_tensor.h"
 #include "trainer/recipe/recipe.h"
-#include "trainer/run/trainable_model.h"
 
 namespace gpt {
 

@@ -19,7 +19,7 @@
 #include "kernels/anvil.h"
 #include "kernels/normuon.h"
 #include "trainer/comm/comm.h"
-#include "trainer/optim/parameter_set.h"
+#include "trainer/model/parameter_set.h"
 #include "trainer/recipe/recipe.h"
 #include "trainer/schedule/schedule.h"
 

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "trainer/comm/comm.h"
-#include "trainer/optim/parameter_set.h"
+#include "trainer/model/parameter_set.h"
 #include "trainer/recipe/recipe.h"
 #include "trainer/schedule/schedule.h"
 

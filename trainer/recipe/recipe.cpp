@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/recipe/recipe_reader.h"
 #include "source_dir.h"
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/recipe/recipe.h"
 
 namespace gpt::recipe_detail {

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/build_info.h"
 
 namespace gpt {

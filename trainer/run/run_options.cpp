@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/run/training_run.h"
 
 namespace gpt {

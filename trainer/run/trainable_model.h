@@ -7,21 +7,16 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "kernels/tensor.h"
 #include "trainer/data/train_loader.h"
-#include "trainer/optim/parameter_set.h"
+#include "trainer/model/named_tensor.h"
+#include "trainer/model/parameter_set.h"
 #include "trainer/schedule/schedule.h"
 
 namespace gpt {
 
 class NgramTable;
-
-// A tensor handle with a stable name; the handle shares storage with the model's own tensor.
-struct NamedTensor {
-  std::string name;
-  Tensor tensor;
-};
 
 class TrainableModel {
  public:

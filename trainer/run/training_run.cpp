@@ -23,7 +23,7 @@
 #include "trainer/optim/tail_average.h"
 #include "trainer/run/checkpoint.h"
 #include "trainer/run/gpt_trainable.h"
-#include "trainer/run/launch_env.h"
+#include "trainer/comm/launch_env.h"
 #include "trainer/run/run_log.h"
 #include "trainer/run/run_summary.h"
 #include "trainer/run/standin_model.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt {
 

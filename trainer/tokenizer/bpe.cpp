@@ -4,7 +4,7 @@
 #include <functional>
 #include <limits>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/comm/comm.h"
 #include "trainer/tokenizer/unicode_class.h"
 

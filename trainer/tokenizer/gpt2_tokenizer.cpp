@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/comm/comm.h"
 #include "trainer/tokenizer/pretokenizer.h"
 #include "source_dir.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/check.h"
+#include "base/check.h"
 #include "trainer/data/corpus_builder.h"
 #include "trainer/data/synthetic.h"
 #include "trainer/tokenizer/gpt2_tokenizer.h"

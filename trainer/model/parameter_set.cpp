@@ -1,4 +1,4 @@
-#include "trainer/optim/parameter_set.h"
+#include "trainer/model/parameter_set.h"
 
 namespace gpt {
 

@@ -1,5 +1,6 @@
 #pragma once
-// Error reporting shared by every layer: exceptions with context, never exit() inside a library.
+// Error reporting shared by every layer (the base library: kernels, trainer and harness all depend on it, it on
+// nothing of the project): exceptions with context, never exit() inside a library.
 #include <sstream>
 #include <stdexcept>
 #include <string>

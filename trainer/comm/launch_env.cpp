@@ -1,9 +1,9 @@
-#include "trainer/run/launch_env.h"
+#include "trainer/comm/launch_env.h"
 
 #include <charconv>
 #include <cstdlib>
 
-#include "kernels/check.h"
+#include "base/check.h"
 
 namespace gpt {
 

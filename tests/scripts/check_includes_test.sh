@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# scripts/check-includes: the real tree passes; a scratch tree with one include against each rule fails, and the
+# message names the file, the line and the rule; an allowed include in the same places passes.
+#   check_includes_test.sh SOURCE_DIR
+set -euo pipefail
+source_dir=$1
+check="$source_dir/scripts/check-includes"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+"$check" "$source_dir" >/dev/null || fail "the real tree has includes against the arrows"
+
+# plant FILE INCLUDE RULE_TEXT: a tree whose only source is FILE with INCLUDE must fail naming FILE:2 and RULE_TEXT.
+plant() {
+  local file=$1 include=$2 rule=$3 tree="$work/tree" out
+  rm -rf "$tree" && mkdir -p "$tree/$(dirname "$file")"
+  printf '#pragma once\n%s\n' "$include" > "$tree/$file"
+  if out=$("$check" "$tree" 2>&1); then
+    fail "$file with '$include' passed"
+  elif [[ $out != *"$file:2"* || $out != *"$rule"* ]]; then
+    fail "$file with '$include': message does not name $file:2 and '$rule': $out"
+  fi
+}
+plant base/check.h '#include "kernels/tensor.h"' "base/ includes nothing of the project"
+plant kernels/cpu/op.cpp '#include "trainer/model/model.h"' "kernels/ depends on base/ only"
+plant harness/report/table.cpp '#include "kernels/tensor.h"' "harness/ depends on base/ only"
+plant harness/x.h '  #  include "trainer/run/training_run.h"' "harness/ depends on base/ only"
+plant trainer/run/x.cpp '#include "harness/store/store.h"' "trainer/ never includes harness/"
+plant trainer/data/loader.cpp '#include "trainer/model/model.h"' "trainer/data/ sits below"
+plant trainer/comm/comm_factory.h '#include "trainer/run/launch_env.h"' "trainer/comm/ sits below"
+plant trainer/model/model.h '#include "trainer/optim/optimizer.h"' "trainer/model/ sits below"
+plant trainer/model/x.cu '#include <cuda_runtime.h>' "trainer/model/ reaches CUDA only through kernels/*.h"
+plant trainer/model/x.cpp '#include "kernels/cuda/runtime.h"' "trainer/model/ reaches CUDA only through kernels/*.h"
+plant trainer/optim/optimizer.cpp '#include "trainer/run/training_run.h"' "trainer/optim/ sits below the run loop"
+
+# Allowed arrows in the same places pass.
+rm -rf "$work/ok" && mkdir -p "$work/ok/harness" "$work/ok/trainer/model" "$work/ok/kernels"
+printf '#include "base/check.h"\n#include <vector>\n' > "$work/ok/harness/a.cpp"
+printf '#include "kernels/tensor.h"\n#include "trainer/comm/comm.h"\n' > "$work/ok/trainer/model/m.cpp"
+printf '#include "base/check.h"\n#include "kernels/cuda/runtime.h"\n' > "$work/ok/kernels/k.cpp"
+"$check" "$work/ok" >/dev/null 2>&1 || fail "allowed includes were refused"
+
+if [[ $failures -gt 0 ]]; then
+  echo "$failures failure(s)" >&2
+  exit 1
+fi
+echo "check_includes_test: ok"
