@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/run/training_state.h"
+#include "tests/common/thread_ranks.h"
 
 namespace gpt {
 namespace {
@@ -176,43 +177,29 @@ std::vector<double> slice_grad(int64_t s, int k, size_t pi, int64_t n) {
 
 std::vector<Tensor> run_world(int world, int64_t steps) {
   const Recipe recipe = tiny_anvil();
-  ThreadRankGroup group(world);
   std::vector<std::vector<Tensor>> results(static_cast<size_t>(world));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto comm = group.comm(r);
-        ParameterSet ps;
-        for (size_t i = 0; i < kBanks.size(); ++i) {
-          ps.add(kBanks[i].name, random_values(kBanks[i].shape, DType::bf16, 1000 + i, 0.05), ParamKind::bank);
+  test::run_thread_ranks(world, [&](int r, Comm& comm) {
+    ParameterSet ps;
+    for (size_t i = 0; i < kBanks.size(); ++i) {
+      ps.add(kBanks[i].name, random_values(kBanks[i].shape, DType::bf16, 1000 + i, 0.05), ParamKind::bank);
+    }
+    Optimizer opt(ps, recipe, comm);
+    const Schedule sched(recipe);
+    const int accum = 8 / world;
+    for (int64_t s = 0; s < steps; ++s) {
+      for (size_t i = 0; i < kBanks.size(); ++i) {
+        Parameter& p = ps.get(kBanks[i].name);
+        std::vector<double> local(static_cast<size_t>(p.value.numel()), 0.0);
+        for (int k = r; k < 8; k += world) {  // slice k → rank k mod W
+          const auto g = slice_grad(s, k, i, p.value.numel());
+          for (size_t e = 0; e < local.size(); ++e) local[e] += g[e] / accum;
         }
-        Optimizer opt(ps, recipe, *comm);
-        const Schedule sched(recipe);
-        const int accum = 8 / world;
-        for (int64_t s = 0; s < steps; ++s) {
-          for (size_t i = 0; i < kBanks.size(); ++i) {
-            Parameter& p = ps.get(kBanks[i].name);
-            std::vector<double> local(static_cast<size_t>(p.value.numel()), 0.0);
-            for (int k = r; k < 8; k += world) {  // slice k → rank k mod W
-              const auto g = slice_grad(s, k, i, p.value.numel());
-              for (size_t e = 0; e < local.size(); ++e) local[e] += g[e] / accum;
-            }
-            p.grad.copy_from(Tensor::from_doubles(local, p.grad.shape(), p.grad.dtype()));
-          }
-          opt.step(sched.at(s));
-        }
-        for (const Parameter& p : ps.all()) results[static_cast<size_t>(r)].push_back(p.value.clone());
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
+        p.grad.copy_from(Tensor::from_doubles(local, p.grad.shape(), p.grad.dtype()));
       }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+      opt.step(sched.at(s));
+    }
+    for (const Parameter& p : ps.all()) results[static_cast<size_t>(r)].push_back(p.value.clone());
+  });
   for (int r = 1; r < world; ++r) {
     for (size_t i = 0; i < kBanks.size(); ++i) {
       EXPECT_TRUE(bitwise_equal(results[static_cast<size_t>(r)][i], results[0][i]))

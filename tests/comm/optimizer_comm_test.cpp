@@ -15,6 +15,7 @@
 #include "kernels/transpose.h"
 #include "trainer/optim/optimizer.h"
 #include "source_dir.h"
+#include "tests/common/thread_ranks.h"
 
 namespace gpt {
 namespace {
@@ -93,42 +94,28 @@ struct RankResult {
 
 // Runs `steps` optimizer steps on W thread ranks (rank-dependent gradients), optionally through RecordingComm.
 std::vector<RankResult> run(int world, bool recorded, int64_t steps) {
-  ThreadRankGroup group(world);
   std::vector<RankResult> results(static_cast<size_t>(world));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto thread_comm = group.comm(r);
-        RecordingComm recorder(*thread_comm);
-        Comm& comm = recorded ? static_cast<Comm&>(recorder) : *thread_comm;
-        ParameterSet ps;
-        for (size_t i = 0; i < kSpecs.size(); ++i) {
-          ps.add(kSpecs[i].name, random_values(kSpecs[i].shape, kSpecs[i].dtype, 100 + i), kSpecs[i].kind);
-        }
-        transpose(ps.get("lm_head").value, ps.get("embed").value);
-        Optimizer opt(ps, tiny(), comm);
-        const Schedule sched(tiny());
-        for (int64_t s = 0; s < steps; ++s) {
-          for (size_t i = 0; i < kSpecs.size(); ++i) {
-            Parameter& p = ps.get(kSpecs[i].name);
-            p.grad.copy_from(random_values(p.grad.shape(), p.grad.dtype(),
-                                           1000 * static_cast<uint64_t>(s) + 10 * i + static_cast<uint64_t>(r)));
-          }
-          opt.step(sched.at(s));
-        }
-        for (const Parameter& p : ps.all()) results[static_cast<size_t>(r)].values.push_back(p.value.clone());
-        results[static_cast<size_t>(r)].calls = recorder.calls;
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
+  test::run_thread_ranks(world, [&](int r, Comm& thread_comm) {
+    RecordingComm recorder(thread_comm);
+    Comm& comm = recorded ? static_cast<Comm&>(recorder) : thread_comm;
+    ParameterSet ps;
+    for (size_t i = 0; i < kSpecs.size(); ++i) {
+      ps.add(kSpecs[i].name, random_values(kSpecs[i].shape, kSpecs[i].dtype, 100 + i), kSpecs[i].kind);
+    }
+    transpose(ps.get("lm_head").value, ps.get("embed").value);
+    Optimizer opt(ps, tiny(), comm);
+    const Schedule sched(tiny());
+    for (int64_t s = 0; s < steps; ++s) {
+      for (size_t i = 0; i < kSpecs.size(); ++i) {
+        Parameter& p = ps.get(kSpecs[i].name);
+        p.grad.copy_from(random_values(p.grad.shape(), p.grad.dtype(),
+                                       1000 * static_cast<uint64_t>(s) + 10 * i + static_cast<uint64_t>(r)));
       }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+      opt.step(sched.at(s));
+    }
+    for (const Parameter& p : ps.all()) results[static_cast<size_t>(r)].values.push_back(p.value.clone());
+    results[static_cast<size_t>(r)].calls = recorder.calls;
+  });
   return results;
 }
 

@@ -15,6 +15,7 @@
 #include "trainer/comm/comm.h"
 #include "trainer/data/host_products.h"
 #include "trainer/model/ngram_table.h"
+#include "tests/common/thread_ranks.h"
 
 namespace gpt {
 namespace {
@@ -328,34 +329,20 @@ TEST(NgramTable, TwoRanksEqualOneRank) {
     one.apply_event(step, lr_mult_at(step));
   }
 
-  ThreadRankGroup group(2);
   std::vector<std::vector<Tensor>> outputs(2);
   std::vector<Tensor> shards(2);
   std::vector<std::vector<float>> moments(2);
-  std::vector<std::exception_ptr> errors(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto comm = group.comm(r);
-        NgramTable table(small_options(dtype), make_pool(dtype), *comm);
-        for (int step = 0; step < kEvents; ++step) {
-          const Batch b = make_batch(static_cast<uint64_t>(100 * step + r));
-          outputs[static_cast<size_t>(r)].push_back(table.forward(b.rows, b.signs));
-          table.accumulate_backward(b.rows, b.signs, dout_tensor(b, dtype));
-          table.apply_event(step, lr_mult_at(step));
-        }
-        shards[static_cast<size_t>(r)] = table.shard().clone();
-        moments[static_cast<size_t>(r)] = table.settled_second_moment();
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  test::run_thread_ranks(2, [&](int r, Comm& comm) {
+    NgramTable table(small_options(dtype), make_pool(dtype), comm);
+    for (int step = 0; step < kEvents; ++step) {
+      const Batch b = make_batch(static_cast<uint64_t>(100 * step + r));
+      outputs[static_cast<size_t>(r)].push_back(table.forward(b.rows, b.signs));
+      table.accumulate_backward(b.rows, b.signs, dout_tensor(b, dtype));
+      table.apply_event(step, lr_mult_at(step));
+    }
+    shards[static_cast<size_t>(r)] = table.shard().clone();
+    moments[static_cast<size_t>(r)] = table.settled_second_moment();
+  });
   const int64_t half = kRows / 2;
   for (int r = 0; r < 2; ++r) {
     EXPECT_TRUE(same_bits(shards[static_cast<size_t>(r)], one.shard().slice(r * half, (r + 1) * half).clone()))

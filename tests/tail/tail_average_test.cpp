@@ -13,6 +13,7 @@
 #include "kernels/transpose.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/optim/tail_average.h"
+#include "tests/common/thread_ranks.h"
 
 namespace gpt {
 namespace {
@@ -214,37 +215,23 @@ TEST(TailAverage, ShipOrderBf16WritesAndNormRestoration) {
 // Runs a full N = 26 tick sequence and the ship on each of `world` thread ranks; returns every rank's final
 // weights (concatenated per parameter) and rank 0's accumulator shards.
 std::vector<std::map<std::string, std::vector<double>>> run_world(int world) {
-  ThreadRankGroup group(world);
   std::vector<std::map<std::string, std::vector<double>>> out(static_cast<size_t>(world));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto comm = group.comm(r);
-        Weights w;
-        TailAverage tail(w.ps, seed_recipe(), *comm);
-        for (int64_t s = 0; s < 26; ++s) {
-          w.set_for_step(s);
-          tail.after_optimizer_step(at(s), 26);
-        }
-        for (const auto& [acc, names] : kListed) {
-          for (const std::string& name : names) {
-            out[r]["acc/" + std::string(tail_accumulator_name(acc)) + "/" + name] =
-                tail.accumulator(acc, name).to_doubles();
-          }
-        }
-        tail.ship(*comm);
-        for (const Parameter& p : w.ps.all()) out[r][p.name] = p.value.to_doubles();
-      } catch (...) {
-        errors[r] = std::current_exception();
+  test::run_thread_ranks(world, [&](int r, Comm& comm) {
+    Weights w;
+    TailAverage tail(w.ps, seed_recipe(), comm);
+    for (int64_t s = 0; s < 26; ++s) {
+      w.set_for_step(s);
+      tail.after_optimizer_step(at(s), 26);
+    }
+    for (const auto& [acc, names] : kListed) {
+      for (const std::string& name : names) {
+        out[r]["acc/" + std::string(tail_accumulator_name(acc)) + "/" + name] =
+            tail.accumulator(acc, name).to_doubles();
       }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+    }
+    tail.ship(comm);
+    for (const Parameter& p : w.ps.all()) out[r][p.name] = p.value.to_doubles();
+  });
   return out;
 }
 

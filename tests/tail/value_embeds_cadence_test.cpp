@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "trainer/optim/optimizer.h"
+#include "tests/common/thread_ranks.h"
 
 namespace gpt {
 namespace {
@@ -107,49 +108,35 @@ void run_and_check(int world) {
       want_grad[s] = cycle[0];
     }
   }
-  ThreadRankGroup group(world);
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto comm = group.comm(r);
-        ParameterSet ps;
-        Parameter& ve = ps.add("value_embeds", Tensor::from_doubles(start, {8, 4}, DType::f64), ParamKind::adam);
-        Parameter& sc = ps.add("scalars", Tensor::from_doubles(normal(4, 9, 0, 1), {4}, DType::f64), ParamKind::adam);
-        Optimizer opt(ps, cadence_recipe(), *comm);
-        for (int64_t s = 0; s < kSteps; ++s) {
-          add_to_grad(ve, grad_of(s, r, n));
-          add_to_grad(sc, normal(4, 900 + s, 0, 0.1));
-          const std::vector<double> before = ve.value.to_doubles();
-          const std::vector<double> scalars_before = sc.value.to_doubles();
-          opt.step(at(s));
-          const std::vector<double> got = ve.value.to_doubles();
-          if (!event(s)) {
-            EXPECT_EQ(got, before) << "rank " << r << " step " << s << ": value_embeds changed outside an event";
-          }
-          for (size_t i = 0; i < n; ++i) {
-            ASSERT_NEAR(got[i], want_after[s][i], 1e-12 * (1 + std::abs(want_after[s][i])))
-                << "rank " << r << " step " << s << " element " << i;
-          }
-          if (r == 0) {
-            // The gradient buffer sums the cycle's steps and is cleared by the event.
-            const std::vector<double> g = ve.grad.to_doubles();
-            for (size_t i = 0; i < n; ++i) ASSERT_NEAR(g[i], want_grad[s][i], 1e-15) << "step " << s;
-          }
-          // The other Adam groups keep the odd-step cadence.
-          EXPECT_EQ(sc.value.to_doubles() != scalars_before, s % 2 == 1) << "scalars at step " << s;
-        }
-        EXPECT_EQ(opt.adam_state("value_embeds").steps, 5);  // events 1, 3, 5, 7, 11
-      } catch (...) {
-        errors[r] = std::current_exception();
+  test::run_thread_ranks(world, [&](int r, Comm& comm) {
+    ParameterSet ps;
+    Parameter& ve = ps.add("value_embeds", Tensor::from_doubles(start, {8, 4}, DType::f64), ParamKind::adam);
+    Parameter& sc = ps.add("scalars", Tensor::from_doubles(normal(4, 9, 0, 1), {4}, DType::f64), ParamKind::adam);
+    Optimizer opt(ps, cadence_recipe(), comm);
+    for (int64_t s = 0; s < kSteps; ++s) {
+      add_to_grad(ve, grad_of(s, r, n));
+      add_to_grad(sc, normal(4, 900 + s, 0, 0.1));
+      const std::vector<double> before = ve.value.to_doubles();
+      const std::vector<double> scalars_before = sc.value.to_doubles();
+      opt.step(at(s));
+      const std::vector<double> got = ve.value.to_doubles();
+      if (!event(s)) {
+        EXPECT_EQ(got, before) << "rank " << r << " step " << s << ": value_embeds changed outside an event";
       }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_NEAR(got[i], want_after[s][i], 1e-12 * (1 + std::abs(want_after[s][i])))
+            << "rank " << r << " step " << s << " element " << i;
+      }
+      if (r == 0) {
+        // The gradient buffer sums the cycle's steps and is cleared by the event.
+        const std::vector<double> g = ve.grad.to_doubles();
+        for (size_t i = 0; i < n; ++i) ASSERT_NEAR(g[i], want_grad[s][i], 1e-15) << "step " << s;
+      }
+      // The other Adam groups keep the odd-step cadence.
+      EXPECT_EQ(sc.value.to_doubles() != scalars_before, s % 2 == 1) << "scalars at step " << s;
+    }
+    EXPECT_EQ(opt.adam_state("value_embeds").steps, 5);  // events 1, 3, 5, 7, 11
+  });
 }
 
 TEST(ValueEmbedsCadence, UpdatedOnlyAtEventsWithTheCycleSum) { run_and_check(1); }

@@ -13,6 +13,7 @@
 #include "tests/tokenizer/tokenizer_test_util.h"
 #include "trainer/tokenizer/canonical_mask.h"
 #include "trainer/tokenizer/unicode_class.h"
+#include "tests/common/thread_ranks.h"
 
 namespace gpt {
 namespace {
@@ -138,15 +139,10 @@ TEST(CanonicalMaskBuild, BackgroundBuildEqualsDirectBuild) {
 TEST(CanonicalMaskBuild, BroadcastFromRankZeroOverTwoThreadRanks) {
   const CanonicalMaskOptions tier0_only{.tier0 = true, .tier1 = false};
   CanonicalMaskBuild build(gpt2_tokenizer(), tier0_only);
-  ThreadRankGroup group(2);
   std::vector<Tensor> masks(2);
-  std::vector<std::thread> ranks;
-  for (int rank = 0; rank < 2; ++rank) {
-    ranks.emplace_back([&, rank, comm = group.comm(rank)]() mutable {
-      masks[static_cast<size_t>(rank)] = broadcast_canonical_mask(rank == 0 ? &build : nullptr, *comm);
-    });
-  }
-  for (std::thread& t : ranks) t.join();
+  test::run_thread_ranks(2, [&](int rank, Comm& comm) {
+    masks[static_cast<size_t>(rank)] = broadcast_canonical_mask(rank == 0 ? &build : nullptr, comm);
+  });
   const CanonicalMask& expected = build.wait();
   for (const Tensor& m : masks) {
     ASSERT_EQ(m.shape(), (std::vector<int64_t>{kCanonicalMaskVocab, kCanonicalMaskRowBytes}));

@@ -8,6 +8,7 @@
 #include "tests/tokenizer/tokenizer_test_util.h"
 #include "trainer/comm/comm.h"
 #include "trainer/tokenizer/gpt2_tokenizer.h"
+#include "tests/common/thread_ranks.h"
 
 namespace gpt {
 namespace {
@@ -57,15 +58,10 @@ TEST(PrefixTableBucket, RejectsABadRank) {
 TEST(PrefixTableBucket, AllReduceOverTwoThreadRanks) {
   const Gpt2Tokenizer& tok = gpt2_tokenizer();
   const std::vector<int64_t> whole = build_prefix_table(tok);
-  ThreadRankGroup group(2);
   std::vector<std::vector<int64_t>> tables(2);
-  std::vector<std::thread> ranks;
-  for (int rank = 0; rank < 2; ++rank) {
-    ranks.emplace_back([&, rank, comm = group.comm(rank)]() mutable {
-      tables[static_cast<size_t>(rank)] = build_prefix_table_bucketed(tok, *comm);
-    });
-  }
-  for (std::thread& t : ranks) t.join();
+  test::run_thread_ranks(2, [&](int rank, Comm& comm) {
+    tables[static_cast<size_t>(rank)] = build_prefix_table_bucketed(tok, comm);
+  });
   EXPECT_EQ(tables[0], whole);
   EXPECT_EQ(tables[1], whole);
 }

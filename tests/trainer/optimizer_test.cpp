@@ -12,6 +12,7 @@
 #include "kernels/normuon.h"
 #include "kernels/transpose.h"
 #include "trainer/optim/optimizer.h"
+#include "tests/common/thread_ranks.h"
 
 namespace gpt {
 namespace {
@@ -237,44 +238,30 @@ std::vector<double> slice_grad(int64_t s, int k, size_t pi, int64_t n) {
 }
 
 std::vector<Tensor> run_world(int world, int64_t steps) {
-  ThreadRankGroup group(world);
   std::vector<std::vector<Tensor>> results(static_cast<size_t>(world));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto comm = group.comm(r);
-        ParameterSet ps;
-        for (size_t i = 0; i < kSpecs.size(); ++i) {
-          ps.add(kSpecs[i].name, random_values(kSpecs[i].shape, kSpecs[i].dtype, 1000 + i, 0.05), kSpecs[i].kind);
+  test::run_thread_ranks(world, [&](int r, Comm& comm) {
+    ParameterSet ps;
+    for (size_t i = 0; i < kSpecs.size(); ++i) {
+      ps.add(kSpecs[i].name, random_values(kSpecs[i].shape, kSpecs[i].dtype, 1000 + i, 0.05), kSpecs[i].kind);
+    }
+    transpose(ps.get("lm_head").value, ps.get("embed").value);
+    Optimizer opt(ps, tiny(), comm);
+    const Schedule sched(tiny());
+    const int accum = 8 / world;
+    for (int64_t s = 0; s < steps; ++s) {
+      for (size_t i = 0; i < kSpecs.size(); ++i) {
+        Parameter& p = ps.get(kSpecs[i].name);
+        std::vector<double> local(static_cast<size_t>(p.value.numel()), 0.0);
+        for (int k = r; k < 8; k += world) {  // slice k → rank k mod W
+          const auto g = slice_grad(s, k, i, p.value.numel());
+          for (size_t e = 0; e < local.size(); ++e) local[e] += g[e] / accum;
         }
-        transpose(ps.get("lm_head").value, ps.get("embed").value);
-        Optimizer opt(ps, tiny(), *comm);
-        const Schedule sched(tiny());
-        const int accum = 8 / world;
-        for (int64_t s = 0; s < steps; ++s) {
-          for (size_t i = 0; i < kSpecs.size(); ++i) {
-            Parameter& p = ps.get(kSpecs[i].name);
-            std::vector<double> local(static_cast<size_t>(p.value.numel()), 0.0);
-            for (int k = r; k < 8; k += world) {  // slice k → rank k mod W
-              const auto g = slice_grad(s, k, i, p.value.numel());
-              for (size_t e = 0; e < local.size(); ++e) local[e] += g[e] / accum;
-            }
-            add_to_grad(p, local);
-          }
-          opt.step(sched.at(s));
-        }
-        for (const Parameter& p : ps.all()) results[static_cast<size_t>(r)].push_back(p.value.clone());
-      } catch (...) {
-        errors[static_cast<size_t>(r)] = std::current_exception();
+        add_to_grad(p, local);
       }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+      opt.step(sched.at(s));
+    }
+    for (const Parameter& p : ps.all()) results[static_cast<size_t>(r)].push_back(p.value.clone());
+  });
   for (int r = 1; r < world; ++r) {
     for (size_t i = 0; i < kSpecs.size(); ++i) {
       EXPECT_TRUE(bitwise_equal(results[static_cast<size_t>(r)][i], results[0][i]))
