@@ -1,10 +1,12 @@
 // The NCCL communicator on the device: at W = 1 every collective must give bitwise the single-rank
 // communicator's result (on the same data, for every dtype it takes); error reporting; the CUDA-backend
 // communicator make_comm builds at W = 1; at W = 2 (only when two devices are visible) every collective against
-// the thread-rank communicator on the CPU.
+// the thread-rank communicator on the CPU; the collective watchdog (quiet at W = 1, an abort at W = 2).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -237,9 +239,49 @@ TEST(NcclComm, WorldTwoMatchesThreadRanks) {
   }
 }
 
+// The collective watchdog at W = 1: every collective finishes, so a short timeout never fires over many calls and
+// a barrier (which waits on the host) leaves nothing pending.
+TEST(NcclComm, WatchdogStaysQuietWhileCollectivesFinish) {
+  GPT_REQUIRE_CUDA();
+  NcclComm comm(0, 1, new_nccl_id(), std::chrono::milliseconds(2000));
+  Tensor t = rank_data({1 << 16}, DType::f32, 0, 7).to(Device::cuda);
+  for (int i = 0; i < 50; ++i) comm.all_reduce(t, ReduceOp::sum);
+  comm.barrier();
+  EXPECT_NO_THROW(comm.all_reduce(t, ReduceOp::sum));
+  GPT_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// W = 2 with a peer that never joins: rank 1 skips the all_reduce rank 0 issued. Rank 0's watchdog aborts after
+// its timeout, the barrier's host wait returns, and the call throws naming the collective and the setting.
+TEST(NcclComm, WatchdogAbortsACollectiveAPeerNeverJoins) {
+  GPT_REQUIRE_CUDA();
+  int devices = 0;
+  GPT_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  if (devices < 2) GTEST_SKIP() << "W = 2 needs 2 visible CUDA devices, found " << devices;
+  const ncclUniqueId id = new_nccl_id();
+  std::string rank0_error;
+  std::atomic<bool> rank0_done{false};
+  std::thread rank1([&] {
+    GPT_CUDA_CHECK(cudaSetDevice(1));
+    NcclComm comm(1, 2, id, std::chrono::milliseconds(60'000));
+    while (!rank0_done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  });  // rank 1's communicator is destroyed with rank 0's collective never matched
+  {
+    GPT_CUDA_CHECK(cudaSetDevice(0));
+    NcclComm comm(0, 2, id, std::chrono::milliseconds(1500));
+    Tensor t = Tensor::zeros({1024}, DType::f32, Device::cuda);
+    comm.all_reduce(t, ReduceOp::sum);
+    rank0_error = error_of([&] { comm.barrier(); });
+  }
+  rank0_done = true;
+  rank1.join();
+  EXPECT_NE(rank0_error.find("NCCL all_reduce (rank 0 of 2) waited"), std::string::npos) << rank0_error;
+  EXPECT_NE(rank0_error.find("SPEEDRUN_COLLECTIVE_TIMEOUT_S=1.5 s"), std::string::npos) << rank0_error;
+}
+
 #else
 
-TEST(NcclComm, NotBuilt) { GTEST_SKIP() << "this CUDA build found no NCCL (see kernels/CMakeLists.txt, NCCL_ROOT)"; }
+TEST(NcclComm, NotBuilt) { GTEST_SKIP() << "this CUDA build found no NCCL (see cmake/nccl_comm.cmake, NCCL_ROOT)"; }
 
 #endif  // SPEEDRUN_HAVE_NCCL
 

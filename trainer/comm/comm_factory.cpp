@@ -57,11 +57,11 @@ std::unique_ptr<Comm> make_comm(const LaunchEnv& launch, Device backend, const E
   } else {
     id = exchange_nccl_id(launch.rank, launch.world_size, rendezvous_from_env(getenv));
   }
-  return std::make_unique<NcclComm>(launch.rank, launch.world_size, id);
+  return std::make_unique<NcclComm>(launch.rank, launch.world_size, id, collective_timeout_from_env());
 #else
   GPT_FAIL("world size ", launch.world_size,
            " needs NCCL, but this build found none (see NCCL_ROOT in "
-           "kernels/CMakeLists.txt)");
+           "cmake/nccl_comm.cmake)");
 #endif
 #else
   GPT_FAIL(

@@ -24,17 +24,6 @@
 
 namespace gpt {
 
-std::chrono::milliseconds collective_timeout_from_env() {
-  const char* text = std::getenv(kCollectiveTimeoutVar);
-  if (text == nullptr || *text == '\0') return kDefaultCollectiveTimeout;
-  double seconds = 0;
-  const char* end = text + std::char_traits<char>::length(text);
-  const auto [ptr, ec] = std::from_chars(text, end, seconds);
-  GPT_CHECK(ec == std::errc() && ptr == end && seconds > 0, "environment variable ", kCollectiveTimeoutVar, "='", text,
-            "' should be a number of seconds > 0");
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
-}
-
 #ifndef SPEEDRUN_HAVE_MPI
 
 bool mpi_available() { return false; }

@@ -17,12 +17,11 @@
 #include <memory>
 #include <span>
 
+#include "trainer/comm/collective_watchdog.h"  // the timeout setting both transports share
 #include "trainer/comm/comm.h"
 
 namespace gpt {
 
-inline constexpr const char* kCollectiveTimeoutVar = "SPEEDRUN_COLLECTIVE_TIMEOUT_S";
-inline constexpr std::chrono::seconds kDefaultCollectiveTimeout{600};
 inline constexpr std::chrono::seconds kAbortGrace{10};
 
 // Whether this build links MPI (SPEEDRUN_HAVE_MPI).
@@ -35,8 +34,5 @@ std::unique_ptr<Comm> make_mpi_comm(int expected_world_size, std::chrono::millis
 // Rank `root`'s bytes to every rank of MPI_COMM_WORLD (initialising MPI when needed; MPI is finalised at exit).
 // Used for the NCCL unique id when the ranks were started by mpirun or srun.
 void mpi_broadcast_bytes(std::span<std::byte> bytes, int root, int expected_world_size);
-
-// The watchdog timeout from SPEEDRUN_COLLECTIVE_TIMEOUT_S (seconds > 0), else the default.
-std::chrono::milliseconds collective_timeout_from_env();
 
 }  // namespace gpt

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "kernels/cuda/runtime.h"
 
@@ -88,16 +89,31 @@ ncclUniqueId exchange_nccl_id(int rank, int world_size, const RendezvousOptions&
   return id;
 }
 
-NcclComm::NcclComm(int rank, int world_size, const ncclUniqueId& id) : rank_(rank), world_(world_size) {
+NcclComm::NcclComm(int rank, int world_size, const ncclUniqueId& id, std::chrono::milliseconds collective_timeout)
+    : rank_(rank), world_(world_size) {
   GPT_CHECK(world_size >= 1, "NcclComm: world size must be >= 1, got ", world_size);
   GPT_CHECK(rank >= 0 && rank < world_size, "NcclComm: rank ", rank, " outside [0, ", world_size, ")");
   GPT_CUDA_CHECK(cudaGetDevice(&device_));
   check_nccl(ncclCommInitRank(&comm_, world_size, id, rank), "ncclCommInitRank");
   barrier_token_ = Tensor::zeros({1}, DType::i32, Device::cuda);
+  CollectiveWatchdogHooks hooks;
+  hooks.thread_start = [device = device_] { cudaSetDevice(device); };
+  hooks.async_error = [this]() -> std::optional<std::string> {
+    std::unique_lock lock(calls_, std::try_to_lock);  // skip a poll rather than wait behind an enqueue
+    if (!lock.owns_lock() || aborted_) return std::nullopt;
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm_, &async) != ncclSuccess || async == ncclSuccess || async == ncclInProgress) {
+      return std::nullopt;
+    }
+    return std::string(result_name(async)) + ": " + ncclGetErrorString(async);
+  };
+  hooks.abort = [this] { abort_from_watchdog(); };
+  watchdog_ = std::make_unique<CollectiveWatchdog>(collective_timeout, std::move(hooks));
 }
 
 NcclComm::~NcclComm() {
-  if (comm_ == nullptr) return;
+  watchdog_.reset();  // no abort can race with the teardown below
+  if (comm_ == nullptr || aborted_) return;
   // A failed call or an exception on its way out may mean a peer is gone: abort
   // rather than wait for it.
   if (failed_ || std::uncaught_exceptions() > 0) {
@@ -109,6 +125,29 @@ NcclComm::~NcclComm() {
     return;
   }
   ncclCommDestroy(comm_);
+}
+
+void NcclComm::abort_from_watchdog() {
+  std::unique_lock lock(calls_, std::defer_lock);
+  (void)lock.try_lock_for(std::chrono::seconds(1));
+  if (aborted_) return;
+  aborted_ = true;
+  ncclCommAbort(comm_);
+}
+
+template <typename Enqueue>
+void NcclComm::issue(const char* op, Enqueue&& enqueue) {
+  watchdog_->throw_if_fired();
+  auto done = std::make_shared<cuda::Event>();
+  {
+    std::lock_guard lock(calls_);
+    GPT_CHECK(!aborted_, op, ": the NCCL communicator was aborted by the collective watchdog");
+    std::forward<Enqueue>(enqueue)();
+    done->record(cuda::current_stream());
+  }
+  watchdog_->watch(std::string("NCCL ") + op + " (rank " + std::to_string(rank_) + " of " + std::to_string(world_) +
+                       ")",
+                   [done] { return done->done(); });
 }
 
 void NcclComm::check(ncclResult_t result, const char* call) {
@@ -127,39 +166,53 @@ void NcclComm::all_reduce(Tensor& t, ReduceOp op) {
   check_device("all_reduce");
   check_cuda_tensor(t, "all_reduce");
   const ncclDataType_t type = reduction_type(t.dtype(), "all_reduce");
-  check(
-      ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), type, nccl_op(op), comm_, cuda::current_stream()),
-      "ncclAllReduce");
+  issue("all_reduce", [&] {
+    check(ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), type, nccl_op(op), comm_,
+                        cuda::current_stream()),
+          "ncclAllReduce");
+  });
 }
 
 void NcclComm::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) {
   check_device("reduce_scatter");
   check_chunks(input, output, world_, "reduce_scatter");
   const ncclDataType_t type = reduction_type(input.dtype(), "reduce_scatter");
-  check(ncclReduceScatter(input.raw(), output.raw(), static_cast<size_t>(output.numel()), type, nccl_op(op), comm_,
-                          cuda::current_stream()),
-        "ncclReduceScatter");
+  issue("reduce_scatter", [&] {
+    check(ncclReduceScatter(input.raw(), output.raw(), static_cast<size_t>(output.numel()), type, nccl_op(op), comm_,
+                            cuda::current_stream()),
+          "ncclReduceScatter");
+  });
 }
 
 void NcclComm::all_gather(const Tensor& input, Tensor& output) {
   check_device("all_gather");
   check_chunks(output, input, world_, "all_gather");
-  check(ncclAllGather(input.raw(), output.raw(), input.nbytes(), ncclUint8, comm_, cuda::current_stream()),
-        "ncclAllGather");
+  issue("all_gather", [&] {
+    check(ncclAllGather(input.raw(), output.raw(), input.nbytes(), ncclUint8, comm_, cuda::current_stream()),
+          "ncclAllGather");
+  });
 }
 
 void NcclComm::broadcast(Tensor& t, int root) {
   GPT_CHECK(root >= 0 && root < world_, "broadcast: root ", root, " outside [0, ", world_, ")");
   check_device("broadcast");
   check_cuda_tensor(t, "broadcast");
-  check(ncclBroadcast(t.raw(), t.raw(), t.nbytes(), ncclUint8, root, comm_, cuda::current_stream()), "ncclBroadcast");
+  issue("broadcast", [&] {
+    check(ncclBroadcast(t.raw(), t.raw(), t.nbytes(), ncclUint8, root, comm_, cuda::current_stream()),
+          "ncclBroadcast");
+  });
 }
 
 void NcclComm::barrier() {
   check_device("barrier");
-  check(ncclAllReduce(barrier_token_.raw(), barrier_token_.raw(), 1, ncclInt32, ncclSum, comm_, cuda::current_stream()),
-        "ncclAllReduce (barrier)");
+  issue("barrier", [&] {
+    check(ncclAllReduce(barrier_token_.raw(), barrier_token_.raw(), 1, ncclInt32, ncclSum, comm_,
+                        cuda::current_stream()),
+          "ncclAllReduce (barrier)");
+  });
+  // An abort by the watchdog makes the stuck kernel return: the wait ends, and the verdict names the collective.
   GPT_CUDA_CHECK(cudaStreamSynchronize(cuda::current_stream()));
+  watchdog_->throw_if_fired();
 }
 
 }  // namespace gpt

@@ -20,7 +20,9 @@
 #include <nccl.h>
 
 #include <memory>
+#include <mutex>
 
+#include "trainer/comm/collective_watchdog.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/rendezvous.h"
 
@@ -46,7 +48,11 @@ class NcclComm final : public Comm {
   // Joins the group of `world_size` ranks named by `id` on the current CUDA
   // device; blocks until every rank has joined (ncclCommInitRank). Several
   // communicators in one process need one thread per rank and device.
-  NcclComm(int rank, int world_size, const ncclUniqueId& id);
+  // Every collective is watched (collective_watchdog.h): one that has not
+  // finished after `collective_timeout` aborts the communicator, and the next
+  // call on this rank throws the reason.
+  NcclComm(int rank, int world_size, const ncclUniqueId& id,
+           std::chrono::milliseconds collective_timeout = kDefaultCollectiveTimeout);
   ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
@@ -66,6 +72,12 @@ class NcclComm final : public Comm {
  private:
   void check_device(const char* op) const;
   void check(ncclResult_t result, const char* call);
+  // Runs `enqueue` (one NCCL call on the current stream) under the call lock,
+  // after the watchdog's verdict, then hands the watchdog an event recorded
+  // behind it.
+  template <typename Enqueue>
+  void issue(const char* op, Enqueue&& enqueue);
+  void abort_from_watchdog();
 
   ncclComm_t comm_ = nullptr;
   int rank_ = 0;
@@ -74,6 +86,12 @@ class NcclComm final : public Comm {
   bool failed_ = false;  // after a failed call the destructor aborts instead of
                          // waiting for peers
   Tensor barrier_token_;
+  // Held while a call enqueues and while the watchdog aborts, so that comm_ is
+  // never used after ncclCommAbort freed it (the watchdog waits at most a
+  // second for it: a call stuck inside NCCL is what the abort is for).
+  std::timed_mutex calls_;
+  bool aborted_ = false;  // guarded by calls_
+  std::unique_ptr<CollectiveWatchdog> watchdog_;  // last: its thread uses the members above
 };
 
 }  // namespace gpt
