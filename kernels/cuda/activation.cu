@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "kernels/activation.h"
-#include "kernels/cuda/ops_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 
 namespace gpt::cuda {
 
@@ -200,7 +200,7 @@ void bias_backward(const Tensor& dy, Tensor& dbias) {
   const int64_t chunks = std::max<int64_t>(1, (rows + kRowsPerChunk - 1) / kRowsPerChunk);
   GPT_CHECK(chunks < 65536, "bias_backward: ", rows, " rows exceed the CUDA column-sum grid");
   dispatch_floating_cuda(dy.dtype(), "bias_backward", [&]<typename T, typename A>() {
-    DeviceScratch partial(static_cast<size_t>(chunks * n) * sizeof(A));
+    DeviceScratch partial(static_cast<size_t>(chunks * n) * sizeof(A), kLegacyDefaultStream);
     const dim3 grid(static_cast<unsigned>((n + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
     column_sum_partial_kernel<T, A><<<grid, dim3(kColTile, kRowThreads)>>>(device_ptr<T>(dy), partial.as<A>(),
                                                                            rows, n);

@@ -2,7 +2,7 @@
 // when every pointer allows packed access. The element math repeats the CPU reference's rounding sequence
 // (no FMA contraction), so results match it bit for bit where the CPU build does not contract either.
 #include "kernels/adam.h"
-#include "kernels/cuda/launch_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 
 namespace gpt::cuda {
 
@@ -31,15 +31,15 @@ __global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, A* __res
                             int64_t packs, AdamScalars<A> c) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < packs; i += stride) {
-    Pack<T, N> pp = load_pack<N>(p, i);
-    const Pack<T, N> gp = load_pack<N>(g, i);
-    Pack<A, N> mp = load_pack<N>(m, i);
-    Pack<A, N> vp = load_pack<N>(v, i);
+    Pack<T, N> pp = load_pack<T, N>(p + i * N);
+    const Pack<T, N> gp = load_pack<T, N>(g + i * N);
+    Pack<A, N> mp = load_pack<A, N>(m + i * N);
+    Pack<A, N> vp = load_pack<A, N>(v + i * N);
 #pragma unroll
     for (int j = 0; j < N; ++j) adam_element(pp.v[j], gp.v[j], mp.v[j], vp.v[j], c);
-    store_pack<N>(p, i, pp);
-    store_pack<N>(m, i, mp);
-    store_pack<N>(v, i, vp);
+    store_pack<T, N>(p + i * N, pp);
+    store_pack<A, N>(m + i * N, mp);
+    store_pack<A, N>(v + i * N, vp);
   }
 }
 

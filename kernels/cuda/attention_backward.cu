@@ -16,6 +16,7 @@
 #include "kernels/cuda/attention_launch.h"
 #include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/runtime.h"
 
 namespace gpt::cuda {
@@ -42,7 +43,7 @@ __global__ void row_dot_kernel(const __nv_bfloat16* __restrict__ dy, const __nv_
     const float2 x = __bfloat1622float2(a[i]), z = __bfloat1622float2(b[i]);
     s += x.x * z.x + x.y * z.y;
   }
-  for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  s = warp_sum(s);
   if (lane == 0) {
     const int64_t t = row / heads, h = row % heads;
     d[h * tokens + t] = s;

@@ -15,6 +15,7 @@
 #include "kernels/cuda/attention_launch.h"
 #include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/runtime.h"
 
 namespace gpt::cuda {
@@ -89,8 +90,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(
     float rescale[2];
 #pragma unroll
     for (int row = 0; row < 2; ++row) {
-      tile_max[row] = fmaxf(tile_max[row], __shfl_xor_sync(0xffffffffu, tile_max[row], 1));
-      tile_max[row] = fmaxf(tile_max[row], __shfl_xor_sync(0xffffffffu, tile_max[row], 2));
+      tile_max[row] = quad_max(tile_max[row]);
       const float m_new = fmaxf(m[row], tile_max[row]);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing allowed yet stays at zero
       rescale[row] = exp2f(m[row] - m_use);
@@ -133,8 +133,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(
 
 #pragma unroll
   for (int row = 0; row < 2; ++row) {
-    l[row] += __shfl_xor_sync(0xffffffffu, l[row], 1);
-    l[row] += __shfl_xor_sync(0xffffffffu, l[row], 2);
+    l[row] = quad_sum(l[row]);
   }
 #pragma unroll
   for (int row = 0; row < 2; ++row) {

@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_wgmma_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/fast_math.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
@@ -115,8 +116,7 @@ __device__ __forceinline__ void raise_row_max(float (&tile_max)[2], RowState& ro
                                               float (&rescale)[2], float (&neg_m)[2]) {
 #pragma unroll
   for (int row = 0; row < 2; ++row) {
-    tile_max[row] = fmaxf(tile_max[row], __shfl_xor_sync(0xffffffffu, tile_max[row], 1));
-    tile_max[row] = fmaxf(tile_max[row], __shfl_xor_sync(0xffffffffu, tile_max[row], 2));
+    tile_max[row] = quad_max(tile_max[row]);
     const float m_new = fmaxf(rows.m[row], tile_max[row] * scale_log2);
     const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing allowed yet stays at zero
     rescale[row] = fast_exp2(rows.m[row] - m_use);
@@ -191,9 +191,7 @@ static_assert(kBlockK == kScoreTile, "P tiles are the wgmma score tiles");
 __device__ __forceinline__ void finish_rows(const RowState& rows, int tokens, int head, float* lse, float (&inv)[2]) {
 #pragma unroll
   for (int row = 0; row < 2; ++row) {
-    float total = rows.l[row];
-    total += __shfl_xor_sync(0xffffffffu, total, 1);
-    total += __shfl_xor_sync(0xffffffffu, total, 2);
+    const float total = quad_sum(rows.l[row]);
     inv[row] = total > 0.f ? 1.f / total : 0.f;
     const int t = rows.t_row[row];
     if ((threadIdx.x & 3) == 0 && t < tokens) {

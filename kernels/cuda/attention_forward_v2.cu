@@ -22,6 +22,7 @@
 #include "kernels/cuda/attention_launch.h"
 #include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/runtime.h"
 
 namespace gpt::cuda {
@@ -149,8 +150,7 @@ __global__ void __launch_bounds__(32 * (8 / kMT), 2) attention_forward_kernel(
         float neg_m[2], rescale[2];
 #pragma unroll
         for (int row = 0; row < 2; ++row) {
-          tile_max[row] = fmaxf(tile_max[row], __shfl_xor_sync(0xffffffffu, tile_max[row], 1));
-          tile_max[row] = fmaxf(tile_max[row], __shfl_xor_sync(0xffffffffu, tile_max[row], 2));
+          tile_max[row] = quad_max(tile_max[row]);
           const float m_new = fmaxf(m[mt][row], tile_max[row] * scale_log2);
           const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with nothing allowed yet stays at zero
           rescale[row] = fast_exp2(m[mt][row] - m_use);
@@ -208,9 +208,7 @@ __global__ void __launch_bounds__(32 * (8 / kMT), 2) attention_forward_kernel(
   for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
     for (int row = 0; row < 2; ++row) {
-      float sum = l[mt][row];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float sum = quad_sum(l[mt][row]);
       const float inv = sum > 0.f ? 1.f / sum : 0.f;
 #pragma unroll
       for (int nt = 0; nt < kHeadDim / 8; ++nt) {

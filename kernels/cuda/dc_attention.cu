@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/dc_attention_variants.h"
-#include "kernels/cuda/launch_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/dc_attention.h"
 
 namespace gpt::cuda {

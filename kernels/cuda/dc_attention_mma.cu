@@ -22,7 +22,7 @@
 
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/dc_attention_variants.h"
-#include "kernels/cuda/launch_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/dc_attention.h"
 
 namespace gpt::cuda {
@@ -127,11 +127,6 @@ __device__ __forceinline__ void add_rows(bf16* out, const bf16* base, const floa
   }
 }
 
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-
 // Per block row (threads 0..63): w1 = bf16(r·ρ) and w2 (raw lanes) of every head; ρ is returned in rho[row].
 __device__ void stage_mixing_weights(const DcParams& p, int t0, float* w1s, float* w2s, float* rho) {
   for (int i = threadIdx.x; i < kRows; i += kThreads) {
@@ -186,8 +181,7 @@ __device__ __forceinline__ void probabilities(float (&s)[16][4], const QueryRows
 #pragma unroll
   for (int row = 0; row < 2; ++row) {
     if (forward) {
-      m[row] = fmaxf(m[row], __shfl_xor_sync(0xffffffffu, m[row], 1));
-      m[row] = fmaxf(m[row], __shfl_xor_sync(0xffffffffu, m[row], 2));
+      m[row] = quad_max(m[row]);
       shift[row] = m[row] == -INFINITY ? 0.f : m[row];
     } else {
       shift[row] = rows.t[row] < p.tokens ? p.lse[static_cast<int64_t>(head) * p.tokens + rows.t[row]] * kLog2e : 0.f;

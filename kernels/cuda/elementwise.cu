@@ -2,9 +2,9 @@
 // warp per row, 16-byte packs when every row and coefficient block is 16-byte aligned. Coefficients are formed as
 // in the CPU reference: S = f(s) rounded for out's dtype, coef = (S · L) in double, then cast to the accumulation
 // type. Reductions run in a fixed order (lane layout, then rows in order) and are reproducible run to run.
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/kernel_version_env.h"
 #include "kernels/cuda/mix_variants.h"
-#include "kernels/cuda/ops_common.cuh"
 #include "kernels/elementwise.h"
 
 namespace gpt::cuda {
@@ -215,9 +215,7 @@ __global__ void mix_backward_v2_kernel(const __grid_constant__ MixArgs args, con
               sum = A(0);
             }
           } else {  // group_packs divides 32 (checked by the host)
-            for (int offset = static_cast<int>(group_packs) / 2; offset > 0; offset /= 2) {
-              dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-            }
+            dot = group_sum(dot, static_cast<int>(group_packs));
             group_dot[p] = dot;
             owner[p] = pack < packs && lane % group_packs == 0;
           }
@@ -394,7 +392,8 @@ void mix_backward_version(const Tensor& dout, std::span<const MixTerm> terms, st
     }
     a.want_coef_grad = (grads[k].dlanes.defined() || grads[k].dscalar.defined()) ? 1 : 0;
   }
-  DeviceScratch partial(any_scalar_grad ? static_cast<size_t>(rows) * args.n_terms * sizeof(double) : 0);
+  DeviceScratch partial(any_scalar_grad ? static_cast<size_t>(rows) * args.n_terms * sizeof(double) : 0,
+                        kLegacyDefaultStream);
   double* partial_ptr = partial.as<double>();
   dispatch_floating_cuda(dout.dtype(), "mix_backward", [&]<typename T, typename A>() {
     const bool packed = can_pack<T>(args, n, dout.raw());

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "kernels/bigram.h"
-#include "kernels/cuda/ops_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/embedding_variants.h"
 #include "kernels/cuda/row_sort.cuh"
 #include "kernels/embedding.h"

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "kernels/cuda/fp8_convert.cuh"
 #include "kernels/cuda/fp8_variants.h"
-#include "kernels/cuda/ops_common.cuh"
 #include "kernels/fp8.h"
 
 namespace gpt::cuda {
@@ -51,7 +51,7 @@ __device__ __forceinline__ unsigned abs_bits(float v) {
 // *out_bits = max(*out_bits, max over the block of m). Max is order-free, so the atomic keeps it deterministic.
 __device__ __forceinline__ void block_max_to(unsigned m, unsigned* out_bits) {
   __shared__ unsigned shared32[32];
-  for (int offset = 16; offset > 0; offset >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, offset));
+  m = warp_max(m);
   if (threadIdx.x % 32 == 0) shared32[threadIdx.x / 32] = m;
   __syncthreads();
   if (threadIdx.x == 0) {

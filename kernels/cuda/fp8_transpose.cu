@@ -9,7 +9,7 @@
 //       of 16 (every fp8_gemm operand: cuBLASLt's FP8 kernels need that too), else v1. ≈ 3.65 TB/s on G8
 //       (1,355 µs against v1's 2,067 in the same run, 2026-12-04).
 #include "kernels/cuda/fp8_variants.h"
-#include "kernels/cuda/ops_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/fp8.h"
 
 namespace gpt::cuda {

@@ -1,7 +1,7 @@
 // CUDA kernels of kernels/head_gate.h. Forward: one thread per element, the gate lane read in place.
 // Backward: one warp per (token, head) row: dy += gate·dy_out and the row's dot product into its gate lane
 // (a single writer per lane element, so no atomics).
-#include "kernels/cuda/launch_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/head_gate.h"
 
 namespace gpt::cuda {

@@ -1,6 +1,6 @@
 // CUDA kernels of kernels/key_offset.h: the upper half of each key comes from the previous token. One
 // thread per N consecutive elements; values are copied exactly, the backward adds in the CPU's order.
-#include "kernels/cuda/launch_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/key_offset.h"
 
 namespace gpt::cuda {
@@ -22,7 +22,7 @@ __global__ void key_offset_forward_kernel(const T* __restrict__ k, T* __restrict
       const bool upper = e % dim >= dim / 2;
       out.v[u] = k[upper && t > 0 ? e - row : e];
     }
-    store_pack<N>(y, i, out);
+    store_pack<T, N>(y + i * N, out);
   }
 }
 
@@ -33,7 +33,7 @@ __global__ void key_offset_backward_kernel(const T* __restrict__ dy, T* __restri
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < packs; i += stride) {
     const int64_t e0 = i * N, t = e0 / row;
     Pack<T, N> acc;
-    if (add) acc = load_pack<N>(dk, i);
+    if (add) acc = load_pack<T, N>(dk + i * N);
 #pragma unroll
     for (int u = 0; u < N; ++u) {
       const int64_t e = e0 + u;
@@ -46,7 +46,7 @@ __global__ void key_offset_backward_kernel(const T* __restrict__ dy, T* __restri
       }
       acc.v[u] = from_acc<T>((add ? to_acc<A>(acc.v[u]) : A(0)) + g);
     }
-    store_pack<N>(dk, i, acc);
+    store_pack<T, N>(dk + i * N, acc);
   }
 }
 

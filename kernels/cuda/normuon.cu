@@ -6,7 +6,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "kernels/cuda/launch_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/normuon.h"
 
 namespace gpt::cuda {
@@ -23,8 +23,8 @@ __global__ void momentum_kernel(const T* __restrict__ g, A* __restrict__ m, T* _
                                 A one_mu) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < packs; i += stride) {
-    const Pack<T, N> gp = load_pack<N>(g, i);
-    Pack<A, N> mp = load_pack<N>(m, i);
+    const Pack<T, N> gp = load_pack<T, N>(g + i * N);
+    Pack<A, N> mp = load_pack<A, N>(m + i * N);
     Pack<T, N> xp;
 #pragma unroll
     for (int j = 0; j < N; ++j) {
@@ -33,8 +33,8 @@ __global__ void momentum_kernel(const T* __restrict__ g, A* __restrict__ m, T* _
       mp.v[j] = mi;
       xp.v[j] = from_acc<T>(add_rn(mul_rn(one_mu, gi), mul_rn(mu, mi)));
     }
-    store_pack<N>(m, i, mp);
-    store_pack<N>(x, i, xp);
+    store_pack<A, N>(m + i * N, mp);
+    store_pack<T, N>(x + i * N, xp);
   }
 }
 
@@ -89,12 +89,7 @@ __global__ void row_mean_square_kernel(const T* __restrict__ x, A* __restrict__ 
   const int lane = threadIdx.x % 32;
   if (row >= total_rows) return;
   const T* xr = x + row * cols;
-  A ss = 0;
-  for (int64_t j = lane; j < cols; j += 32) {
-    const A v = to_acc<A>(xr[j]);
-    ss += v * v;
-  }
-  ss = warp_sum(ss);
+  const A ss = warp_row_sum_squares<A>(xr, cols, lane);
   if (lane == 0) r[row] = div_rn(ss, static_cast<A>(cols));
 }
 
@@ -161,10 +156,10 @@ __global__ void apply_kernel(const T* __restrict__ x, const A* __restrict__ g, T
     const int parity = static_cast<int>((c.first_matrix + k) % 2);
     const A lr_eff = c.lr_eff[parity], decay = c.decay[parity];
     const A* gk = g + k * stats;
-    const Pack<T, N> xp = load_pack<N>(x, i);
-    Pack<T, N> pp = load_pack<N>(p, i);
+    const Pack<T, N> xp = load_pack<T, N>(x + i * N);
+    Pack<T, N> pp = load_pack<T, N>(p + i * N);
     Pack<uint16_t, N> mp{};
-    if constexpr (kMaster) mp = load_pack<N>(mantissa, i);
+    if constexpr (kMaster) mp = load_pack<uint16_t, N>(mantissa + i * N);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
       const A u = round_to<T>(mul_rn(to_acc<A>(xp.v[j]), gk[per_row ? row : col + j]));
@@ -184,8 +179,8 @@ __global__ void apply_kernel(const T* __restrict__ x, const A* __restrict__ g, T
         pp.v[j] = updated;
       }
     }
-    store_pack<N>(p, i, pp);
-    if constexpr (kMaster) store_pack<N>(mantissa, i, mp);
+    store_pack<T, N>(p + i * N, pp);
+    if constexpr (kMaster) store_pack<uint16_t, N>(mantissa + i * N, mp);
   }
 }
 

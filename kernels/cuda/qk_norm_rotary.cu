@@ -3,7 +3,7 @@
 // (backward) with shuffles, then each lane normalises and rotates the pairs of its own packs. Head dim 128 in bf16
 // is G = 16 lanes with one pack each, two head vectors per warp. Shapes the packs do not tile (or unaligned
 // tensors) run the two unfused kernels through an intermediate, with the same rounding.
-#include "kernels/cuda/ops_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/qk_norm_rotary.h"
 
 namespace gpt::cuda {
@@ -11,13 +11,6 @@ namespace gpt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-// Sum over the aligned group of `group` lanes that holds this lane (every lane of the warp must call it).
-template <typename A>
-__device__ __forceinline__ A group_sum(A v, int group) {
-  for (int offset = group / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 struct RowGeometry {
   int64_t rows;

@@ -2,7 +2,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/type_traits.cuh"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/rmsnorm.h"
 
 namespace gpt::cuda {
@@ -16,12 +16,7 @@ __global__ void rmsnorm_forward_kernel(const T* __restrict__ x, T* __restrict__ 
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
   const T* xr = x + row * n;
-  A ss = 0;
-  for (int i = lane; i < n; i += 32) {
-    const A v = to_acc<A>(xr[i]);
-    ss += v * v;
-  }
-  ss = warp_sum(ss);
+  const A ss = warp_row_sum_squares<A>(xr, n, lane);
   const A inv = A(1) / sqrt(ss / A(n) + A(eps));
   if (lane == 0) rstd[row] = inv;
   for (int i = lane; i < n; i += 32) y[row * n + i] = from_acc<T>(to_acc<A>(xr[i]) * inv);

@@ -1,7 +1,7 @@
 // CUDA kernels of kernels/rotary.h: one thread per N consecutive dims of one head vector (N/2 pairs),
 // reading the [P, D/4] tables in place. Forward overwrites (y may alias x: each thread reads its dims before
 // writing them); backward rotates by −θ and adds.
-#include "kernels/cuda/launch_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/rotary.h"
 
 namespace gpt::cuda {
@@ -20,9 +20,9 @@ __global__ void rotary_kernel(const T* in, const T* __restrict__ cos, const T* _
     const int first_pair = static_cast<int>(i % packs_per_row) * (N / 2);
     const int64_t t = row / heads;
     const int64_t pos = paired ? 2 * t + (row % heads) % 2 : t;
-    const Pack<T, N> src = load_pack<N>(in, i);
+    const Pack<T, N> src = load_pack<T, N>(in + i * N);
     Pack<T, N> dst;
-    if constexpr (kBackward) dst = load_pack<N>(out, i);
+    if constexpr (kBackward) dst = load_pack<T, N>(out + i * N);
 #pragma unroll
     for (int u = 0; u < N / 2; ++u) {
       const int pair = first_pair + u;
@@ -47,7 +47,7 @@ __global__ void rotary_kernel(const T* in, const T* __restrict__ cos, const T* _
         dst.v[2 * u + 1] = src.v[2 * u + 1];
       }
     }
-    store_pack<N>(out, i, dst);
+    store_pack<T, N>(out + i * N, dst);
   }
 }
 

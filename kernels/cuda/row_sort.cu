@@ -28,7 +28,7 @@ TokensByRow sort_tokens_by_row(const int32_t* ids, int64_t n, int64_t rows) {
                                                  static_cast<const int32_t*>(nullptr),
                                                  static_cast<int32_t*>(nullptr), items, 0, end_bit));
   const size_t index_bytes = (static_cast<size_t>(n) * sizeof(int32_t) + 255) / 256 * 256;
-  TokensByRow out{DeviceScratch(3 * index_bytes + temp_bytes), nullptr, nullptr};
+  TokensByRow out{DeviceScratch(3 * index_bytes + temp_bytes, kLegacyDefaultStream), nullptr, nullptr};
   auto* base = out.storage.as<unsigned char>();
   auto* sorted = reinterpret_cast<int32_t*>(base);
   auto* order = reinterpret_cast<int32_t*>(base + index_bytes);

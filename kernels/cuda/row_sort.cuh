@@ -3,7 +3,7 @@
 // a stable radix sort of (row id, token index) pairs, so every row's tokens come out in increasing token order.
 #include <cstdint>
 
-#include "kernels/cuda/ops_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 
 namespace gpt::cuda {
 

@@ -1,7 +1,7 @@
 // CUDA kernels of kernels/smear.h. Forward and the per-token part of the backward run one warp per row; the
 // parameter gradients (dw, dλ) are a second, single-block pass over the saved per-token values in a fixed order
 // (deterministic, in the accumulation type; dλ in double as the CPU reference does).
-#include "kernels/cuda/ops_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/smear.h"
 
 namespace gpt::cuda {
@@ -122,7 +122,7 @@ void smear_backward(const Tensor& dout, const Tensor& e, const Tensor& w, const 
   const int d = static_cast<int>(e.size(1));
   if (rows == 0) return;
   dispatch_floating_cuda(e.dtype(), "smear_backward", [&]<typename T, typename A>() {
-    DeviceScratch per_token(2 * static_cast<size_t>(rows) * sizeof(A));
+    DeviceScratch per_token(2 * static_cast<size_t>(rows) * sizeof(A), kLegacyDefaultStream);
     A* dg = per_token.as<A>();
     A* dz = dg + rows;
     smear_backward_rows_kernel<T, A><<<row_blocks(rows), kWarps * 32>>>(

@@ -14,7 +14,7 @@
 #include <climits>
 
 #include "kernels/cuda/fast_math.cuh"
-#include "kernels/cuda/ops_common.cuh"
+#include "kernels/cuda/fp8_convert.cuh"
 #include "kernels/cuda/softcap_loss_variants.h"
 #include "kernels/softcap_loss.h"
 
@@ -465,7 +465,8 @@ void softcap_train_loss_v2(const Tensor& z_raw, const Tensor& targets, const Ten
   const LossArgs args = make_loss_args(config);
   const bool e5m2 = dz_raw.dtype() == DType::e5m2;
   const int64_t* prefix = prefix_table.defined() ? device_ptr<int64_t>(prefix_table) : nullptr;
-  DeviceScratch row_terms(static_cast<size_t>(std::max<int64_t>(rows, 1)) * kTermStride * sizeof(double));
+  DeviceScratch row_terms(static_cast<size_t>(std::max<int64_t>(rows, 1)) * kTermStride * sizeof(double),
+                          kLegacyDefaultStream);
   dispatch_floating_cuda(z_raw.dtype(), "softcap_train_loss_v2", [&]<typename T, typename A>() {
     if (rows > 0) {
       constexpr int kVec = kVec16<T>;
@@ -499,7 +500,7 @@ void softcap_train_loss_v1(const Tensor& z_raw, const Tensor& targets, const Ten
   const LossArgs args = make_loss_args(config);
   const bool e5m2 = dz_raw.dtype() == DType::e5m2;
   const int64_t* prefix = prefix_table.defined() ? device_ptr<int64_t>(prefix_table) : nullptr;
-  DeviceScratch row_loss(static_cast<size_t>(std::max<int64_t>(rows, 1)) * sizeof(double));
+  DeviceScratch row_loss(static_cast<size_t>(std::max<int64_t>(rows, 1)) * sizeof(double), kLegacyDefaultStream);
   dispatch_floating_cuda(z_raw.dtype(), "softcap_train_loss", [&]<typename T, typename A>() {
     if (rows > 0) {
       constexpr int kVec = kVec16<T>;
@@ -530,7 +531,7 @@ void softcap_train_loss(const Tensor& z_raw, const Tensor& targets, const Tensor
 void validation_loss_rows_add(const Tensor& z_raw, const Tensor& targets, Tensor& loss_sum) {
   const int64_t rows = z_raw.size(0), vocab = z_raw.size(1);
   if (rows == 0) return;
-  DeviceScratch row_loss(static_cast<size_t>(rows) * sizeof(double));
+  DeviceScratch row_loss(static_cast<size_t>(rows) * sizeof(double), kLegacyDefaultStream);
   dispatch_floating_cuda(z_raw.dtype(), "validation_loss_rows_add", [&]<typename T, typename A>() {
     constexpr int kVec = kVec16<T>;
     if (vocab % kVec == 0 && aligned16(z_raw.raw())) {

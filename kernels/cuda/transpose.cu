@@ -1,6 +1,6 @@
 // CUDA kernels of kernels/transpose.h: 32×32 shared-memory tiles (padded against bank conflicts), coalesced reads
 // of src rows and writes of dst rows.
-#include "kernels/cuda/ops_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/transpose.h"
 
 namespace gpt::cuda {

@@ -1,5 +1,6 @@
 #pragma once
-// Device-side counterparts of kernels/cpu/dispatch.h: storage types, accumulation types, warp reductions.
+// Device-side counterparts of kernels/cpu/dispatch.h: storage types and accumulation types (the warp reductions
+// are in device_utils.cuh).
 #include <cuda_bf16.h>
 
 #include "kernels/tensor.h"
@@ -22,18 +23,6 @@ __device__ __forceinline__ T from_acc(A v) {
   } else {
     return static_cast<T>(v);
   }
-}
-
-template <typename A>
-__device__ __forceinline__ A warp_sum(A v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-template <typename A>
-__device__ __forceinline__ A warp_max(A v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
 }
 
 // Device pointer of a tensor as the kernel's storage type (bf16 tensors as __nv_bfloat16).

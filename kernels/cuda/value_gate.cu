@@ -1,7 +1,7 @@
 // CUDA kernels of kernels/value_gate.h. Forward: one warp per (token, head) row. Backward: one block per
 // token (its heads share the 6 gate-input lanes of u and ve), writing dz[t, h] for a second kernel that
 // reduces dgate over all tokens in a fixed order (deterministic, no atomics).
-#include "kernels/cuda/launch_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/value_gate.h"
 
 namespace gpt::cuda {

@@ -1,6 +1,6 @@
 // CUDA kernels of kernels/xsa.h: one warp per (token, head) row; the row's dot products are warp sums, the
 // gate lane is read (and its gradient added) in place in the [T, G] lane tensor.
-#include "kernels/cuda/launch_common.cuh"
+#include "kernels/cuda/device_utils.cuh"
 #include "kernels/xsa.h"
 
 namespace gpt::cuda {

@@ -1,4 +1,4 @@
-// divide_by_scale (kernels/cuda/ops_common.cuh), the division every FP8 quantizer runs per element, against the
+// divide_by_scale (kernels/cuda/fp8_convert.cuh), the division every FP8 quantizer runs per element, against the
 // IEEE division on the host: the same fp32 bits for every quotient that is not subnormal, over scales and values
 // spread across the exponent range, the recipe's scales, and the special values. A quantizer built on it is
 // bit-exact only if this holds.
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/ops_common.cuh"
+#include "kernels/cuda/fp8_convert.cuh"
 #include "tests/gpu/ops_cuda_test_util.h"
 
 namespace gpt {

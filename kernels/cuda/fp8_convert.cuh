@@ -1,90 +1,13 @@
 #pragma once
-// Shared device helpers of the memory-bound op kernels: 16-byte packs, stream-ordered scratch, block reductions,
-// the bf16 rounding of fp32 scalars (RECIPE §0.4) and FP8 conversions that match kernels/fp8.h bit for bit.
-#include <cuda_bf16.h>
+// FP8 conversions of the CUDA ops that write or read e4m3 / e5m2 (fp8 quantizers, the softcapped loss): bit for
+// bit the conversions of kernels/fp8.h.
 #include <cuda_fp8.h>
 
 #include <cstdint>
-#include <type_traits>
-#include <utility>
 
-#include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/runtime.h"
-#include "kernels/cuda/type_traits.cuh"
+#include "kernels/cuda/device_utils.cuh"
 
 namespace gpt::cuda {
-
-// VEC consecutive elements moved as one access (16 bytes when VEC = 16 / sizeof(T)).
-template <typename T, int VEC>
-struct alignas(sizeof(T) * VEC) Pack {
-  T v[VEC];
-};
-
-template <typename T>
-inline constexpr int kVec16 = static_cast<int>(16 / sizeof(T));
-
-template <typename T, int VEC>
-__device__ __forceinline__ Pack<T, VEC> load_pack(const T* p) {
-  return *reinterpret_cast<const Pack<T, VEC>*>(p);
-}
-template <typename T, int VEC>
-__device__ __forceinline__ void store_pack(T* p, const Pack<T, VEC>& v) {
-  *reinterpret_cast<Pack<T, VEC>*>(p) = v;
-}
-
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-// Stream-ordered device scratch (default stream): cheap after the pool warms up, no device synchronisation.
-class DeviceScratch {
- public:
-  explicit DeviceScratch(size_t bytes) : bytes_(bytes) {
-    if (bytes_ > 0) ptr_ = stream_ordered_alloc(bytes_, cudaStream_t{});
-  }
-  ~DeviceScratch() {
-    if (ptr_ != nullptr) cudaFreeAsync(ptr_, 0);
-  }
-  DeviceScratch(DeviceScratch&& other) noexcept : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(other.bytes_) {}
-  DeviceScratch(const DeviceScratch&) = delete;
-  DeviceScratch& operator=(const DeviceScratch&) = delete;
-  DeviceScratch& operator=(DeviceScratch&&) = delete;
-  template <typename U>
-  U* as() const {
-    return static_cast<U*>(ptr_);
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-// Sum over the block (blockDim.x a multiple of 32, at most 1024); the result is valid in every thread. The
-// combination order is fixed by the thread layout, so repeated calls give identical results.
-template <typename A>
-__device__ __forceinline__ A block_sum(A v, A* shared32) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = warp_sum(v);
-  __syncthreads();  // shared32 may still be read by a previous call
-  if (lane == 0) shared32[warp] = v;
-  __syncthreads();
-  A total = 0;
-  for (int w = 0; w < warps; ++w) total += shared32[w];
-  return total;
-}
-
-// The scalar an fp32 parameter becomes when it multiplies a tensor of storage type T (kernels/cpu/scalars.h).
-template <typename T>
-__device__ __forceinline__ double scalar_for(double v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return static_cast<double>(__bfloat162float(__float2bfloat16_rn(static_cast<float>(v))));
-  } else if constexpr (std::is_same_v<T, float>) {
-    return static_cast<double>(static_cast<float>(v));
-  } else {
-    return v;
-  }
-}
-
-__device__ __forceinline__ double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 // float -> e4m3 / e5m2: round to nearest even, saturating (infinities too), NaN -> sign | 0x7F (kernels/fp8.h).
 template <bool kE5m2>
@@ -149,12 +72,6 @@ void launch_packed_fp8(bool packed, bool e5m2, Launch&& launch) {
   if (packed && !e5m2) launch.template operator()<kVec, false>();
   if (!packed && e5m2) launch.template operator()<1, true>();
   if (!packed && !e5m2) launch.template operator()<1, false>();
-}
-
-inline unsigned blocks_for(int64_t work, int per_block, int64_t cap = 65535LL * 64) {
-  int64_t b = (work + per_block - 1) / per_block;
-  if (b < 1) b = 1;
-  return static_cast<unsigned>(b < cap ? b : cap);
 }
 
 }  // namespace gpt::cuda
