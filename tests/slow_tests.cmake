@@ -19,6 +19,7 @@ set(SPEEDRUN_SLOW_TESTS
   TrainGptCli.FinishedRunFollowsTheContract                          # 10
   NgramModel.TableGradientMatchesFiniteDifferencesThroughTheModel    # 5 (86 on a loaded machine)
   NgramModel.GptTrainableOwnsTheTableAndTheOptimizerNeedsNoGroup     # 8 (130 on a loaded machine)
+  TinySeedResume.MidCycleCheckpointContinuesBitExactlyAcrossAnEvent  # 243 (loaded machine)
   CanonicalMask.RegressionCountsAndTierZeroColumns                   # 15
   CanonicalMaskCorpus.ScanFindsAPlantedPair                          # 10
   CanonicalMaskCorpus.DefaultCorpusHasNoMaskedPair                   # 17

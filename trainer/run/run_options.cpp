@@ -26,6 +26,14 @@ void take_debug_switches(RunOptions& options) {
       } catch (const std::exception&) {
         GPT_FAIL("--set ", item, ": debug.inject_nan_step expects a step number >= 0");
       }
+    } else if (key == "debug.stop_after_step") {
+      try {
+        size_t used = 0;
+        options.stop_after_step = std::stoll(value, &used);
+        GPT_CHECK(used == value.size() && options.stop_after_step >= 1, "");
+      } catch (const std::exception&) {
+        GPT_FAIL("--set ", item, ": debug.stop_after_step expects a step number >= 1");
+      }
     } else if (key == "debug.model") {
       GPT_CHECK(value == "gpt" || value == "standin", "--set ", item, ": debug.model expects gpt or standin");
       options.model = value;
@@ -49,7 +57,7 @@ void take_debug_switches(RunOptions& options) {
       }
     } else {
       GPT_FAIL("--set ", item, ": unknown debug switch '", key,
-               "' (known: debug.inject_nan_step, debug.model, debug.final_checkpoint, debug.fault)");
+               "' (known: debug.inject_nan_step, debug.stop_after_step, debug.model, debug.final_checkpoint, debug.fault)");
     }
   }
   options.overrides = std::move(rest);

@@ -122,6 +122,9 @@ struct TrainingRun::Impl {
     GPT_CHECK(options.threads >= 1, "--threads ", options.threads, ": expected >= 1");
     GPT_CHECK(options.inject_nan_step < schedule.total_steps(), "--set debug.inject_nan_step=",
               options.inject_nan_step, ": the recipe has only ", schedule.total_steps(), " steps");
+    GPT_CHECK(options.stop_after_step < schedule.total_steps(), "--set debug.stop_after_step=",
+              options.stop_after_step, ": expected a step before the last (the recipe has ", schedule.total_steps(),
+              " steps)");
     std::error_code ec;
     std::filesystem::create_directories(options.out_dir, ec);
     GPT_CHECK(!ec && std::filesystem::is_directory(options.out_dir), "--out '", options.out_dir.string(),
@@ -501,13 +504,20 @@ struct TrainingRun::Impl {
       r.steps = step + 1;
       r.tokens += s.batch_tokens;
       if (s.log_line) log.line(training_line(step + 1, total, clock.elapsed_ms()));  // §S.11 thins them
-      if (options.checkpoint_every > 0 && (step + 1) % options.checkpoint_every == 0 && step + 1 < total) {
+      const bool periodic = options.checkpoint_every > 0 && (step + 1) % options.checkpoint_every == 0;
+      const bool stop_here = step + 1 == options.stop_after_step;
+      if ((periodic || stop_here) && step + 1 < total) {
         clock.stop();
         r.train_time_ms = clock.elapsed_ms();
         char name[32];
         std::snprintf(name, sizeof(name), ".step%06lld.ckpt", static_cast<long long>(step + 1));
         save_checkpoint(options.out_dir / (options.run_id + name), step + 1, loader, r);
         clock.start();
+      }
+      if (stop_here) {
+        r.status = RunStatus::failed;
+        r.error = "stopped after step " + std::to_string(step + 1) + " (debug.stop_after_step)";
+        break;
       }
     }
     clock.stop();

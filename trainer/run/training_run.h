@@ -40,6 +40,10 @@ struct RunOptions {
   int64_t inject_nan_step = -1;  // debug.inject_nan_step: poison lm_head before training step K (divergence test)
   std::string model = "gpt";     // debug.model: gpt | standin (standin_model.h)
   bool final_checkpoint = false; // debug.final_checkpoint: also write OUT/ID.final.ckpt after the last validation
+  // debug.stop_after_step=K: end the run after step K with its checkpoint OUT/ID.stepK.ckpt and status `failed`
+  // ("stopped after step K"), before the later steps and the final validation (tests of a resume that compare the
+  // state at a step in the middle of a run without running the rest).
+  int64_t stop_after_step = -1;
   // debug.fault=KIND:RANK:STEP (fault tests of multi-rank runs): before training step STEP, rank RANK poisons its
   // parameters (nan), throws (error) or sends itself SIGKILL (kill).
   std::string fault_kind;
