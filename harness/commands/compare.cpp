@@ -316,6 +316,10 @@ void register_compare_command(CLI::App& app, GlobalOptions& global) {
       ->allow_extra_args(false);
   cmd->add_option("--cache", o->build.cache_dir, "worktree cache, relative to the repository (default .cache/compare)");
   cmd->add_option("--jobs", o->build.jobs, "build parallelism (default 2)")->check(CLI::PositiveNumber);
+  cmd->add_option("--build-timeout", o->build.timeout_s, "seconds for each step of an arm's build (worktree, "
+                                                         "configure, build) before its process group is killed "
+                                                         "(default 7200)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--baselines-dir", o->baselines_dir, "folder of named baselines (default baselines)");
   cmd->add_option("--name", o->name, "sweep name (default compare-RECIPE-TIMESTAMP)");
   cmd->add_option("--resume", o->resume, "continue this compare sweep: run only the missing or killed runs");

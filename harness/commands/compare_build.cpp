@@ -1,6 +1,6 @@
 #include "harness/commands/compare_build.h"
 
-#include "harness/commands/subprocess.h"
+#include "harness/launcher/command.h"
 #include "base/check.h"
 
 namespace gpt::harness::commands {
@@ -21,7 +21,7 @@ BuiltRevision build_revision(const std::string& revision, const BuildSettings& s
   GPT_CHECK(!s.preset.empty(), "--preset: the preset name is empty");
   std::string repo_text;
   try {
-    repo_text = capture_output({"git", "rev-parse", "--show-toplevel"});
+    repo_text = capture_stdout({"git", "rev-parse", "--show-toplevel"}, kQuickCommandTimeoutS);
   } catch (const gpt::Error& e) {
     GPT_FAIL("compare: building revision '", revision, "' needs a git checkout of the project here (", e.what(),
              "); or name an existing build with --build-dir baseline=DIR / candidate=DIR");
@@ -29,14 +29,15 @@ BuiltRevision build_revision(const std::string& revision, const BuildSettings& s
   const fs::path repo = repo_text;
   BuiltRevision b;
   try {
-    b.sha = capture_output({"git", "rev-parse", "--verify", "--quiet", revision + "^{commit}"}, repo);
+    b.sha = capture_stdout({"git", "rev-parse", "--verify", "--quiet", revision + "^{commit}"}, kQuickCommandTimeoutS,
+                           repo);
   } catch (const gpt::Error&) {
     GPT_FAIL("compare: '", revision, "' is neither a git revision of ", repo.string(), " nor a named baseline");
   }
   b.tree = fs::absolute(repo / s.cache_dir / b.sha);
   if (!fs::exists(b.tree / ".git")) {
     fs::create_directories(b.tree.parent_path());
-    capture_output({"git", "worktree", "add", "--detach", b.tree.string(), b.sha}, repo);
+    capture_stdout({"git", "worktree", "add", "--detach", b.tree.string(), b.sha}, s.timeout_s, repo);
   }
   // The trainer finds the tokenizer under its source tree's data/ (git-ignored): share the checkout's.
   std::error_code ec;
@@ -49,13 +50,14 @@ BuiltRevision build_revision(const std::string& revision, const BuildSettings& s
   progress << "building " << revision << " (" << b.sha.substr(0, 12) << ") with preset " << s.preset << " in "
            << b.build_dir.string() << " (log " << log.string() << ")\n";
   const std::vector<std::string> configure = configure_command(b.tree, b.build_dir, s);
-  int rc = run_process({configure, b.tree, configure_log, configure_log});
-  GPT_CHECK(rc == 0, "compare: configuring ", revision, " failed (status ", rc, ": ", join_command(configure),
-            "); see ", configure_log.string());
+  const CommandResult configured = run_command({configure, s.timeout_s, "--build-timeout", b.tree, configure_log, true});
+  GPT_CHECK(configured.succeeded(), "compare: configuring ", revision, " failed (", configured.exit.describe(), ": ",
+            join_command(configure), "); see ", configure_log.string());
   const std::vector<std::string> build = {"cmake", "--build", b.build_dir.string(), "-j", std::to_string(s.jobs),
                                           "--target", "train_gpt"};
-  rc = run_process({build, b.tree, log, log});
-  GPT_CHECK(rc == 0, "compare: building ", revision, " failed (status ", rc, "); see ", log.string());
+  const CommandResult built = run_command({build, s.timeout_s, "--build-timeout", b.tree, log, true});
+  GPT_CHECK(built.succeeded(), "compare: building ", revision, " failed (", built.exit.describe(), "); see ",
+            log.string());
   GPT_CHECK(fs::exists(b.binary), "compare: the build of ", revision, " has no ", b.binary.string());
   return b;
 }

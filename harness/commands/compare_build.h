@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/launcher/command.h"
+
 namespace gpt::harness::commands {
 
 struct BuildSettings {
@@ -15,6 +17,7 @@ struct BuildSettings {
   std::vector<std::string> cmake_args;   // appended to the configure command
   std::string cache_dir = ".cache/compare";
   int jobs = 2;
+  double timeout_s = kDefaultBuildTimeoutS;  // each step (worktree, configure, build); its process group is killed past it
 };
 
 struct BuiltRevision {
@@ -28,7 +31,8 @@ std::vector<std::string> configure_command(const std::filesystem::path& tree, co
                                            const BuildSettings& settings);
 
 // Resolves `revision` in the repository around the current directory, checks it out (once) and builds its
-// train_gpt; progress lines go to `progress`. Throws gpt::Error naming the step and its log on failure.
+// train_gpt; progress lines go to `progress`. Throws gpt::Error naming the step and its log on failure, and
+// CommandTimedOut naming the step and --build-timeout when one runs past settings.timeout_s.
 BuiltRevision build_revision(const std::string& revision, const BuildSettings& settings, std::ostream& progress);
 
 }  // namespace gpt::harness::commands

@@ -14,9 +14,8 @@
 #include <map>
 #include <set>
 #include <sstream>
-#include <thread>
 
-#include "harness/commands/subprocess.h"
+#include "harness/launcher/command.h"
 #include "harness/launcher/process.h"
 #include "harness/nightly/night.h"
 #include "harness/nightly/regression.h"
@@ -34,6 +33,7 @@ struct NightlyOptions {
   int build_jobs = 2;
   double bench_timeout_s = 900;
   double smoke_timeout_s = 1800;
+  double build_timeout_s = kDefaultBuildTimeoutS;
   bool skip_build = false;
   bool skip_smoke = false;
   bool include_gpu = false;
@@ -56,19 +56,6 @@ std::string read_text(const fs::path& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-// Runs argv with its output in `log`, killing its process group after `timeout_s`.
-ExitInfo run_isolated(const std::vector<std::string>& argv, const fs::path& log, double timeout_s, bool* timed_out) {
-  Process p = Process::start(LaunchSpec{argv, log, {}, {}, true});
-  while (!p.poll()) {
-    if (p.elapsed_s() > timeout_s) {
-      *timed_out = true;
-      return p.terminate();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return *p.poll();
 }
 
 // The night's history of one benchmark: its stored values grouped by night stamp, oldest first.
@@ -113,7 +100,8 @@ void run_benchmarks(Store& store, Night& night, const NightlyOptions& o, const f
   if (!o.manifest.empty()) {
     programs = nightly::bench_programs_from_manifest(o.manifest);
   } else {
-    const std::string listing = capture_output({"ctest", "--test-dir", build.string(), "-L", "bench", "--show-only=json-v1"});
+    const std::string listing = capture_stdout({"ctest", "--test-dir", build.string(), "-L", "bench", "--show-only=json-v1"},
+                                               kQuickCommandTimeoutS);
     programs = nightly::bench_programs_from_ctest_json(listing, o.include_gpu);
   }
   if (programs.empty()) night.notes.push_back("no benchmark programs found (CTest label `bench` in " + build.string() + ")");
@@ -126,10 +114,10 @@ void run_benchmarks(Store& store, Night& night, const NightlyOptions& o, const f
     std::error_code ec;
     fs::remove(json, ec);
     try {
-      bool timed_out = false;
-      const ExitInfo exit = run_isolated(argv, log, o.bench_timeout_s, &timed_out);
-      if (timed_out || !exit.exited || exit.exit_code != 0) {
-        night.failures.push_back({program.suite, (timed_out ? "timed out; " : "") + exit.describe() + "; see " + log.string()});
+      // A program past --bench-timeout throws CommandTimedOut (naming it and the limit), noted below.
+      const CommandResult ran = run_command({argv, o.bench_timeout_s, "--bench-timeout", {}, log, true});
+      if (!ran.succeeded()) {
+        night.failures.push_back({program.suite, ran.exit.describe() + "; see " + log.string()});
         continue;
       }
       if (!fs::exists(json)) {
@@ -160,10 +148,10 @@ void run_smoke(Store& store, Night& night, const NightlyOptions& o, const fs::pa
   const std::string data = o.data.empty() ? (o.smoke_recipe == "tiny" ? "data/default" : "data/fineweb10B") : o.data;
   plan.argv = {trainer.string(), "--recipe", o.smoke_recipe, "--data", fs::absolute(repo / data).string(), "--seed", "1",
                "--run-id", plan.run_id, "--out", plan.out_dir.string()};
-  bool timed_out = false;
   fs::create_directories(plan.out_dir);
-  const ExitInfo exit = run_isolated(plan.argv, plan.log_path, o.smoke_timeout_s, &timed_out);
-  RunRecord run = harvest_run(plan, exit, timed_out ? RunEnd::timed_out : RunEnd::exited, o.smoke_timeout_s);
+  Process process = Process::start(LaunchSpec{plan.argv, plan.log_path, {}, {}, true});
+  const WaitResult waited = wait_with_timeout(process, o.smoke_timeout_s);
+  RunRecord run = harvest_run(plan, waited.exit, waited.timed_out ? RunEnd::timed_out : RunEnd::exited, o.smoke_timeout_s);
   run.sweep_id = sweep_id;
   store.add_run(run, true);
   night.notes.push_back("smoke run (" + o.smoke_recipe + " on " + data + "): " + std::string(to_string(run.status)) +
@@ -330,20 +318,26 @@ int run_ingest(const NightlyOptions& o, GlobalOptions& global) {
 
 int run_nightly(const NightlyOptions& o, GlobalOptions& global) {
   if (!o.ingest.empty()) return run_ingest(o, global);
-  const fs::path repo = capture_output({"git", "rev-parse", "--show-toplevel"});
+  const fs::path repo = capture_stdout({"git", "rev-parse", "--show-toplevel"}, kQuickCommandTimeoutS);
   Night night;
-  night.revision = capture_output({"git", "rev-parse", "HEAD"}, repo);
+  night.revision = capture_stdout({"git", "rev-parse", "HEAD"}, kQuickCommandTimeoutS, repo);
   night.stamp = utc_now();
   const fs::path build = fs::absolute(repo / o.build_dir);
   const fs::path out = results_dir(global) / "runs" / "nightly" / night.stamp;
   fs::create_directories(out);
   if (!o.skip_build) {
+    // Configure (once) and build, both into one log; each step within --build-timeout.
     const fs::path log = out / "build.log";
-    int rc = fs::exists(build / "CMakeCache.txt")
-                 ? 0
-                 : run_process({{"cmake", "-S", repo.string(), "-B", build.string(), "-DCMAKE_BUILD_TYPE=Release"}, {}, log, log});
-    if (rc == 0) rc = run_process({{"cmake", "--build", build.string(), "-j", std::to_string(o.build_jobs)}, {}, log, log});
-    GPT_CHECK(rc == 0, "nightly: build failed (status ", rc, "); see ", log.string());
+    std::vector<std::vector<std::string>> steps;
+    if (!fs::exists(build / "CMakeCache.txt")) {
+      steps.push_back({"cmake", "-S", repo.string(), "-B", build.string(), "-DCMAKE_BUILD_TYPE=Release"});
+    }
+    steps.push_back({"cmake", "--build", build.string(), "-j", std::to_string(o.build_jobs)});
+    for (const auto& step : steps) {
+      const CommandResult built = run_command({step, o.build_timeout_s, "--build-timeout", {}, log, false});
+      GPT_CHECK(built.succeeded(), "nightly: build failed ('", join_command(step), "' ended with ",
+                built.exit.describe(), "); see ", log.string());
+    }
   }
   Store store = open_store(global);
   SweepInfo sweep;
@@ -368,11 +362,17 @@ void register_nightly_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_flag("--gpu", o->include_gpu, "also run the benchmarks labelled `gpu`");
   cmd->add_option("--repetitions", o->repetitions, "--benchmark_repetitions per program")->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--bench-timeout", o->bench_timeout_s, "seconds per benchmark program")->capture_default_str();
+  cmd->add_option("--bench-timeout", o->bench_timeout_s, "seconds per benchmark program before its process group is "
+                                                         "killed")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--smoke-recipe", o->smoke_recipe, "recipe of the training smoke run")->capture_default_str();
   cmd->add_option("--data", o->data, "data folder of the smoke run (default: the recipe's, data/default for tiny)");
-  cmd->add_option("--smoke-timeout", o->smoke_timeout_s, "seconds for the smoke run")->capture_default_str();
+  cmd->add_option("--smoke-timeout", o->smoke_timeout_s, "seconds for the smoke run")->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--jobs", o->build_jobs, "build parallelism")->capture_default_str();
+  cmd->add_option("--build-timeout", o->build_timeout_s, "seconds for each build step (configure, build) before "
+                                                         "its process group is killed")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_flag("--no-build", o->skip_build, "use the existing build");
   cmd->add_flag("--no-smoke", o->skip_smoke, "skip the training smoke run");
   cmd->add_option("--ingest", o->ingest, "store these Google Benchmark JSON files or folders of them (one night each, "

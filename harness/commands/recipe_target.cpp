@@ -1,14 +1,9 @@
 #include "harness/commands/recipe_target.h"
 
-#include <unistd.h>
-
 #include <cmath>
-#include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
-#include "harness/commands/subprocess.h"
+#include "harness/launcher/command.h"
 #include "base/check.h"
 
 namespace gpt::harness {
@@ -33,32 +28,20 @@ RecipeTarget parse_recipe_target(const std::string& json_text, const std::string
 }
 
 RecipeTarget read_recipe_target(const std::filesystem::path& trainer, const std::string& recipe,
-                                const std::vector<std::string>& sets) {
+                                const std::vector<std::string>& sets, double timeout_s) {
   GPT_CHECK(std::filesystem::exists(trainer), "no trainer at '", trainer.string(), "' to read the record target of "
             "recipe '", recipe, "' from");
   std::vector<std::string> argv = {trainer.string(), "--print-recipe", "--recipe", recipe};
   for (const auto& set : sets) argv.insert(argv.end(), {"--set", set});
   // The trainer's own complaint (an unknown recipe, a trainer without --print-recipe) goes into the error.
-  char name[] = "/tmp/harness-recipe-XXXXXX";
-  const int fd = ::mkstemp(name);
-  GPT_CHECK(fd >= 0, "cannot create a temporary file for the trainer's output");
-  ::close(fd);
-  const std::filesystem::path out_path(name), err_path = out_path.string() + ".err";
-  const int rc = commands::run_process({argv, {}, out_path, err_path});
-  const auto slurp = [](const std::filesystem::path& p) {
-    std::ifstream in(p);
-    std::stringstream text;
-    text << in.rdbuf();
-    std::error_code ec;
-    std::filesystem::remove(p, ec);
-    return text.str();
-  };
-  const std::string out = slurp(out_path);
-  std::string err = slurp(err_path);
-  err = err.substr(0, err.find('\n'));  // the first line names the problem
-  GPT_CHECK(rc == 0, "cannot read the record target of recipe '", recipe, "' from '", trainer.string(),
-            "': it exited with status ", rc, err.empty() ? "" : " (" + err + ")");
-  return parse_recipe_target(out, commands::join_command(argv));
+  CommandSpec spec;
+  spec.argv = argv;
+  spec.timeout_s = timeout_s;
+  const CommandResult r = run_command(spec);
+  const std::string err = r.err.substr(0, r.err.find('\n'));  // the first line names the problem
+  GPT_CHECK(r.succeeded(), "cannot read the record target of recipe '", recipe, "' from '", trainer.string(),
+            "': it exited with status ", r.status(), err.empty() ? "" : " (" + err + ")");
+  return parse_recipe_target(r.out, join_command(argv));
 }
 
 }  // namespace gpt::harness

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/launcher/command.h"
+
 namespace gpt::harness {
 
 struct RecipeTarget {
@@ -16,9 +18,11 @@ struct RecipeTarget {
 };
 
 // Asks `trainer` for the resolved recipe; throws gpt::Error naming the trainer and the recipe when it cannot
-// (no such program, an unknown recipe, a trainer without --print-recipe, output that is not the expected JSON).
+// (no such program, an unknown recipe, a trainer without --print-recipe, output that is not the expected JSON),
+// and CommandTimedOut naming the command when it has not answered within `timeout_s`.
 RecipeTarget read_recipe_target(const std::filesystem::path& trainer, const std::string& recipe,
-                                const std::vector<std::string>& sets = {});
+                                const std::vector<std::string>& sets = {},
+                                double timeout_s = kQuickCommandTimeoutS);
 
 // Parses the JSON that --print-recipe writes; `origin` names the command in errors.
 RecipeTarget parse_recipe_target(const std::string& json_text, const std::string& origin);

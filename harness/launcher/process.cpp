@@ -107,6 +107,14 @@ Process Process::start(const LaunchSpec& spec) {
   Fd log(::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (spec.truncate_log ? O_TRUNC : 0),
                 0644));
   GPT_CHECK(log.fd >= 0, "launcher: cannot open log file '", spec.log_path.string(), "': ", std::strerror(errno));
+  if (!spec.stderr_path.empty() && spec.stderr_path.has_parent_path()) {
+    std::filesystem::create_directories(spec.stderr_path.parent_path());
+  }
+  Fd err_log(spec.stderr_path.empty()
+                 ? -1
+                 : ::open(spec.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  GPT_CHECK(spec.stderr_path.empty() || err_log.fd >= 0, "launcher: cannot open '", spec.stderr_path.string(),
+            "' for the standard error of '", spec.argv[0], "': ", std::strerror(errno));
   int status_pipe[2];
   GPT_CHECK(::pipe2(status_pipe, O_CLOEXEC) == 0, "launcher: pipe: ", std::strerror(errno));
   Fd status_read(status_pipe[0]);
@@ -115,6 +123,7 @@ Process Process::start(const LaunchSpec& spec) {
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
   CStrings argv(spec.argv);
   CStrings envp(merged_environment(spec.environment));
+  const char* working_dir = spec.working_dir.empty() ? nullptr : spec.working_dir.c_str();
   const pid_t parent = ::getpid();
   const auto started = std::chrono::steady_clock::now();
   const pid_t pid = ::fork();
@@ -124,7 +133,7 @@ Process Process::start(const LaunchSpec& spec) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // the harness died before the line above
     ::dup2(log.fd, STDOUT_FILENO);
-    ::dup2(log.fd, STDERR_FILENO);
+    ::dup2(err_log.fd >= 0 ? err_log.fd : log.fd, STDERR_FILENO);
     const int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
     if (lock.fd >= 0) ::fcntl(lock.fd, F_SETFD, 0);  // inherited by the trainer and what it starts
@@ -133,6 +142,11 @@ Process Process::start(const LaunchSpec& spec) {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (working_dir != nullptr && ::chdir(working_dir) != 0) {
+      const int error = errno;
+      [[maybe_unused]] const ssize_t ignored = ::write(status_write.fd, &error, sizeof error);
+      ::_exit(127);
+    }
     ::execvpe(argv.pointers[0], argv.pointers.data(), envp.pointers.data());
     const int error = errno;
     [[maybe_unused]] const ssize_t ignored = ::write(status_write.fd, &error, sizeof error);
@@ -155,7 +169,8 @@ Process Process::start(const LaunchSpec& spec) {
   if (n == static_cast<ssize_t>(sizeof child_error)) {
     int status = 0;
     ::waitpid(pid, &status, 0);
-    GPT_FAIL("launcher: cannot start '", spec.argv[0], "': ", std::strerror(child_error));
+    GPT_FAIL("launcher: cannot start '", spec.argv[0], "'",
+             working_dir == nullptr ? "" : " in '" + spec.working_dir.string() + "'", ": ", std::strerror(child_error));
   }
   return Process(pid, started);
 }

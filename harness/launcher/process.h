@@ -32,6 +32,8 @@ struct LaunchSpec {
   std::vector<std::pair<std::string, std::string>> environment;  // added or overridden variables
   std::filesystem::path lock_path;  // empty: no lock
   bool truncate_log = false;        // start the log afresh (after the lock is taken: never under a live run)
+  std::filesystem::path working_dir;  // empty: ours
+  std::filesystem::path stderr_path;  // empty: stderr goes to the log with stdout; else its own file (truncated)
 };
 
 // Another process (a trainer of an earlier, killed harness, or a second harness) holds the run folder's lock.

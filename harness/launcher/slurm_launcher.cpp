@@ -11,7 +11,6 @@
 #include <sstream>
 #include <thread>
 
-#include "harness/commands/subprocess.h"
 #include "harness/launcher/slurm_util.h"
 #include "base/check.h"
 

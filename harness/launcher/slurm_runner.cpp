@@ -5,6 +5,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "harness/launcher/atomic_file.h"
@@ -83,7 +84,12 @@ class SlurmLauncher final : public RunLauncher {
         result.interrupted = true;
         break;
       }
-      auto states = poll(active);
+      auto polled = poll(active);
+      if (!polled) {  // Slurm did not answer in time: judge nothing this round
+        sleep_interruptibly();
+        continue;
+      }
+      auto& states = *polled;
       for (auto it = active.begin(); it != active.end();) {
         auto found = states.find(it->job.job_id);
         if (found == states.end()) {
@@ -159,8 +165,18 @@ class SlurmLauncher final : public RunLauncher {
     return job;
   }
 
-  // Every tracked job's state: scontrol for jobs the controller remembers, then sacct, then exit files.
-  std::map<std::string, JobState> poll(const std::vector<Tracked>& active) const {
+  // Every tracked job's state: scontrol for jobs the controller remembers, then sacct, then exit files. Nothing
+  // when a Slurm tool hung past its limit (a controller restarting): no job is called lost for that.
+  std::optional<std::map<std::string, JobState>> poll(const std::vector<Tracked>& active) const {
+    try {
+      return poll_once(active);
+    } catch (const CommandTimedOut& e) {
+      say(std::string(e.what()) + "; polling again");
+      return std::nullopt;
+    }
+  }
+
+  std::map<std::string, JobState> poll_once(const std::vector<Tracked>& active) const {
     std::map<std::string, JobState> states;
     const auto ctl = run_command({"scontrol", "show", "job", "-o"});
     if (ctl.status == 0) {

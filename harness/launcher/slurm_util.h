@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/launcher/command.h"
+
 namespace gpt::harness::slurm {
 
 // `word` quoted for bash when it has characters the shell would interpret.
@@ -12,8 +14,9 @@ struct CommandOutput {
   int status = 0;  // exit status, 128 + signal when killed
   std::string out, err;
 };
-// Runs argv (looked up on PATH) to completion with stdout and stderr captured; throws gpt::Error naming the
-// program when it cannot be started.
-CommandOutput run_command(const std::vector<std::string>& argv);
+// Runs argv (looked up on PATH) to completion through the launcher's run_command (own process group, stdout and
+// stderr captured); throws gpt::Error naming the program when it cannot be started, and CommandTimedOut when it
+// runs past `timeout_s` (its process group is killed).
+CommandOutput run_command(const std::vector<std::string>& argv, double timeout_s = kQuickCommandTimeoutS);
 
 }  // namespace gpt::harness::slurm

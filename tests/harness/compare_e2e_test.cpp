@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "tests/harness/child_probe.h"
 #include "tests/harness/e2e_fixture.h"
 
 namespace gpt::harness {
@@ -217,6 +218,61 @@ TEST_F(CompareE2E, RevisionsAreBuiltWithThePresetInCachedWorktrees) {
   std::filesystem::current_path(cwd);
   EXPECT_EQ(unknown.code, 2) << unknown.output;
   EXPECT_NE(unknown.output.find("'nosuchrev' is neither a git revision"), std::string::npos) << unknown.output;
+}
+
+// A configure step that hangs is killed at --build-timeout with everything it started, and the error names the
+// step, the limit and its log.
+TEST_F(CompareE2E, AHungBuildStepIsKilledAndNamed) {
+  const auto repo = dir / "repo", fake = dir / "fakebin";
+  std::filesystem::create_directories(repo);
+  script("fakebin/cmake", hang_body(dir / "cmake_child.pid", "configuring"));
+  ASSERT_EQ(std::system(("cd " + repo.string() + " && git init -q && echo '{}' > CMakePresets.json && git add . && "
+                         "git -c user.name=t -c user.email=t@t commit -qm one")
+                            .c_str()),
+            0);
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(repo);
+  const auto started = std::chrono::steady_clock::now();
+  const Result r = harness({"compare", "--baseline", "HEAD", "--candidate", "HEAD", "--runs", "2", "--target", "3.28",
+                            "--build-timeout", "1", "--quiet"},
+                           {path_with(fake)});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_LT(seconds, 30.0);
+  const auto cache = std::filesystem::canonical(repo) / ".cache" / "compare";
+  EXPECT_NE(r.output.find("harness: error: 'cmake --preset cpu -S " + cache.string()), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("/build-compare-cpu' did not finish within 1 s (--build-timeout): its process group was "
+                          "killed; its output is in " + cache.string()),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("/harness-configure.log"), std::string::npos) << r.output;
+  const pid_t child = testing::read_pid(dir / "cmake_child.pid");
+  ASSERT_GT(child, 0);
+  EXPECT_TRUE(testing::ends_within(child, std::chrono::seconds(5))) << "the hung build's child outlived the harness";
+}
+
+// Without --db, compare takes $SPEEDRUN_DB as record does; runs and reports go below that database's folder, and
+// the database options are accepted after the subcommand too.
+TEST_F(CompareE2E, RunsAndReportsGoBelowTheSpeedrunDbFolder) {
+  const std::string base = arm_build("base", 100000), cand = arm_build("cand", 90000);
+  auto args = compare_args(base, cand, 2);
+  args.insert(args.end(), {"--db-timeout", "2000", "--quiet"});
+  const auto store_dir = dir / "elsewhere";
+  const Result r = harness_without_db(args, {{"SPEEDRUN_DB", (store_dir / "cmp.db").string()}});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(db()));
+  Store store = Store::open(store_dir / "cmp.db");
+  const auto stored = store.runs(store.find_sweep("cmp")->id, true);
+  ASSERT_EQ(stored.size(), 4u);
+  for (const auto& run : stored) {
+    EXPECT_EQ(std::filesystem::path(run.log_path), store_dir / "runs" / "cmp" / run.run_id / "console.log");
+  }
+  EXPECT_TRUE(std::filesystem::exists(store_dir / "reports" / "cmp" / "report.md"));
+  EXPECT_TRUE(std::filesystem::exists(store_dir / "reports" / "cmp" / "report.html"));
+  const Result empty = harness_without_db({"compare", "--db", "", "--resume", "cmp"});
+  EXPECT_EQ(empty.code, 2) << empty.output;
+  EXPECT_NE(empty.output.find("--db: the path is empty"), std::string::npos) << empty.output;
 }
 
 TEST_F(CompareE2E, BadInputIsAUsageError) {

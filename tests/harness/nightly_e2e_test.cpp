@@ -3,9 +3,11 @@
 // file, dated from its context, units normalised, one decision and a report).
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "tests/harness/child_probe.h"
 #include "tests/harness/e2e_fixture.h"
 
 namespace gpt::harness {
@@ -66,11 +68,14 @@ TEST_F(RecordE2E, NightlyIngestDatesNightsFromTheContextAndNormalisesUnits) {
   EXPECT_TRUE(std::filesystem::exists(report / "gemm_bench_BM_Gemm_512.svg"));
 }
 
+// A Google Benchmark program in miniature: writes one night of BM_Gemm/BM_Norm to --benchmark_out.
+std::string good_bench_body() {
+  return "for a in \"$@\"; do case $a in --benchmark_out=*) out=${a#--benchmark_out=};; esac; done\n"
+         "printf '%s' '" + gbench_json(day(1), "us", 12.0, "") + "' > \"$out\"\n";
+}
+
 TEST_F(RecordE2E, NightlyRunsEachBenchmarkProgramInIsolation) {
-  const std::string good =
-      "#!/bin/sh\nfor a in \"$@\"; do case $a in --benchmark_out=*) out=${a#--benchmark_out=};; esac; done\n"
-      "printf '%s' '" + gbench_json(day(1), "us", 12.0, "") + "' > \"$out\"\n";
-  dir.write("bench/good_bench", good);
+  dir.write("bench/good_bench", "#!/bin/sh\n" + good_bench_body());
   dir.write("bench/foreign_bench", "#!/bin/sh\necho 'not a Google Benchmark program'\n");
   dir.write("bench/crashing_bench", "#!/bin/sh\nkill -SEGV $$\n");
   dir.write("bench/garbled_bench",
@@ -93,6 +98,97 @@ TEST_F(RecordE2E, NightlyRunsEachBenchmarkProgramInIsolation) {
   const auto sweeps = store.sweeps();
   ASSERT_EQ(sweeps.size(), 1u);
   EXPECT_EQ(store.params(OwnerKind::sweep, sweeps[0].id).count("failed:crashing_bench"), 1u);
+}
+
+// The one folder below `root` (a night's stamp), or an empty path.
+std::filesystem::path only_subfolder(const std::filesystem::path& root) {
+  std::vector<std::filesystem::path> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(root, ec)) found.push_back(entry.path());
+  return found.size() == 1 ? found.front() : std::filesystem::path();
+}
+
+TEST_F(RecordE2E, NightlyKillsAHungBenchmarkProgramWithItsGroupAndGoesOn) {
+  script("bench/good_bench", good_bench_body());
+  const auto hung = script("bench/hung_bench", hang_body(dir / "hung_child.pid"));
+  dir.write("bench/manifest.txt", "hung_bench\ngood_bench\n");
+  const auto started = std::chrono::steady_clock::now();
+  const Result r = harness({"nightly", "--no-build", "--no-smoke", "--manifest", (dir / "bench/manifest.txt").string(),
+                            "--bench-timeout", "1"});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_LT(seconds, 30.0);
+  const std::string failure = "failed or skipped: hung_bench: '" + hung.string() + " --benchmark_out=";
+  EXPECT_NE(r.output.find(failure), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("' did not finish within 1 s (--bench-timeout): its process group was killed; its output "
+                          "is in "),
+            std::string::npos)
+      << r.output;
+  const pid_t child = testing::read_pid(dir / "hung_child.pid");
+  ASSERT_GT(child, 0);
+  EXPECT_TRUE(testing::ends_within(child, std::chrono::seconds(5))) << "the hung program's child outlived the night";
+  Store store = Store::open(db());
+  EXPECT_EQ(store.benchmark_history("good_bench/BM_Gemm/512").size(), 5u);  // the night went on
+}
+
+TEST_F(RecordE2E, NightlyKillsAHungBuildStepAndNamesItsLimitAndLog) {
+  const auto fake = dir / "fakebin";
+  script("fakebin/cmake", hang_body(dir / "cmake_child.pid", "configuring"));
+  dir.write("bench/manifest.txt", "# nothing\n");
+  const Result r = harness({"nightly", "--build-dir", (dir / "build").string(), "--build-timeout", "1", "--no-smoke",
+                            "--manifest", (dir / "bench/manifest.txt").string()},
+                           {path_with(fake)});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("harness: error: 'cmake -S "), std::string::npos) << r.output;
+  const std::string limit = " -B " + (dir / "build").string() + " -DCMAKE_BUILD_TYPE=Release' did not finish within 1 s "
+                            "(--build-timeout): its process group was killed; its output is in ";
+  EXPECT_NE(r.output.find(limit), std::string::npos) << r.output;
+  const auto night = only_subfolder(dir / "runs" / "nightly");
+  ASSERT_FALSE(night.empty()) << "no night folder under the database's folder";
+  EXPECT_NE(r.output.find((night / "build.log").string()), std::string::npos) << r.output;
+  EXPECT_EQ(read_file(night / "build.log"), "configuring\n");
+  const pid_t child = testing::read_pid(dir / "cmake_child.pid");
+  ASSERT_GT(child, 0);
+  EXPECT_TRUE(testing::ends_within(child, std::chrono::seconds(5))) << "the hung build's child outlived the harness";
+}
+
+// Without --db, nightly takes $SPEEDRUN_DB as every command does, and everything of the night (benchmark JSON and
+// logs, the smoke run, the report) goes below that database's folder.
+TEST_F(RecordE2E, NightlyWritesEverythingUnderTheDatabaseFolder) {
+  script("bench/good_bench", good_bench_body());
+  dir.write("bench/manifest.txt", "good_bench\n");
+  script("fakebuild/bin/train_gpt", "exec " + kBin + "synthetic_trainer --mean 3.3 \"$@\"\n");
+  const auto store_dir = dir / "store";
+  const Result r = harness_without_db(
+      {"nightly", "--no-build", "--build-dir", (dir / "fakebuild").string(), "--data", dir.path().string(),
+       "--manifest", (dir / "bench/manifest.txt").string(), "--db-timeout", "2000"},
+      {{"SPEEDRUN_DB", (store_dir / "night.db").string()}});
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto night = only_subfolder(store_dir / "runs" / "nightly");
+  ASSERT_FALSE(night.empty()) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(night / "good_bench.json"));
+  EXPECT_TRUE(std::filesystem::exists(night / "good_bench.log"));
+  EXPECT_NE(read_file(night / "smoke" / "console.log").find("val_loss"), std::string::npos);
+  const auto report = store_dir / "reports" / "nightly" / night.filename() / "report.md";
+  EXPECT_TRUE(std::filesystem::exists(report)) << report;
+  EXPECT_NE(r.output.find("report: " + report.string()), std::string::npos) << r.output;
+  Store store = Store::open(store_dir / "night.db");
+  EXPECT_EQ(store.benchmark_history("good_bench/BM_Gemm/512").size(), 5u);
+  const auto sweeps = store.sweeps();
+  ASSERT_EQ(sweeps.size(), 1u);
+  const auto smoke = store.runs(sweeps[0].id);
+  ASSERT_EQ(smoke.size(), 1u);
+  EXPECT_EQ(smoke[0].status, RunStatus::ok) << smoke[0].reason;
+  EXPECT_EQ(std::filesystem::path(smoke[0].log_path), night / "smoke" / "console.log");
+}
+
+TEST_F(RecordE2E, NightlyRefusesAnEmptyDbAndANonPositiveLimit) {
+  Result r = harness_without_db({"nightly", "--db", "", "--ingest", (dir / "none.json").string()});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--db: the path is empty"), std::string::npos) << r.output;
+  r = harness({"nightly", "--no-build", "--bench-timeout", "0"});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--bench-timeout"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "tests/harness/child_probe.h"
 #include "tests/harness/e2e_fixture.h"
 
 namespace gpt::harness {
@@ -19,22 +20,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// True while `pid` names a live (not zombie) process.
-bool alive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return false;
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const auto paren = text.rfind(')');
-  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z';
-}
-
-pid_t read_pid(const std::filesystem::path& file) {
-  for (int i = 0; i < 500 && !std::filesystem::exists(file); ++i) std::this_thread::sleep_for(10ms);
-  std::ifstream in(file);
-  long pid = 0;
-  in >> pid;
-  return static_cast<pid_t>(pid);
-}
+using testing::alive;
+using testing::read_pid;
 
 class TrustE2E : public RecordE2E {
  protected:

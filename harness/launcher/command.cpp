@@ -1,0 +1,121 @@
+#include "harness/launcher/command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+namespace gpt::harness {
+namespace {
+
+// A temporary file for a child's captured output, removed when the object goes out of scope.
+class CaptureFile {
+ public:
+  CaptureFile() {
+    std::string name = (std::filesystem::temp_directory_path() / "harness-capture-XXXXXX").string();
+    const int fd = ::mkstemp(name.data());
+    GPT_CHECK(fd >= 0, "cannot create a temporary file in ", std::filesystem::temp_directory_path().string(),
+              " to capture a command's output: ", std::strerror(errno));
+    ::close(fd);
+    path_ = name;
+  }
+  ~CaptureFile() {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  CaptureFile(const CaptureFile&) = delete;
+  CaptureFile& operator=(const CaptureFile&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::string read() const {
+    std::ifstream in(path_, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::string without_trailing_newlines(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text;
+}
+
+}  // namespace
+
+std::string join_command(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) {
+    if (!out.empty()) out += ' ';
+    out += a.find(' ') == std::string::npos ? a : "'" + a + "'";
+  }
+  return out;
+}
+
+std::string format_seconds(double seconds) {
+  std::ostringstream text;
+  text << seconds << " s";
+  return text.str();
+}
+
+WaitResult wait_with_timeout(Process& process, double timeout_s, std::chrono::milliseconds grace) {
+  if (timeout_s <= 0) return {process.wait(), false};
+  // Short sleeps first: most helper commands end within milliseconds.
+  auto pause = std::chrono::milliseconds(1);
+  while (!process.poll()) {
+    if (process.elapsed_s() > timeout_s) return {process.terminate(grace), true};
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+  return {*process.poll(), false};
+}
+
+CommandResult run_command(const CommandSpec& spec) {
+  GPT_CHECK(!spec.argv.empty(), "run_command: empty command line");
+  GPT_CHECK(spec.timeout_s > 0, "run_command: '", join_command(spec.argv), "' has no time limit");
+  const bool capture = spec.log_path.empty();
+  std::optional<CaptureFile> out, err;
+  if (capture) {
+    out.emplace();
+    err.emplace();
+  }
+  LaunchSpec launch{spec.argv, capture ? out->path() : spec.log_path, {}, {}, spec.truncate_log || capture};
+  launch.working_dir = spec.working_dir;
+  if (capture) launch.stderr_path = err->path();
+  Process process = Process::start(launch);
+  const WaitResult waited = wait_with_timeout(process, spec.timeout_s);
+  if (waited.timed_out) {
+    throw CommandTimedOut(
+        "'" + join_command(spec.argv) + "' did not finish within " + format_seconds(spec.timeout_s) +
+        (spec.timeout_source.empty() ? "" : " (" + spec.timeout_source + ")") +
+        ": its process group was killed" + (capture ? "" : "; its output is in " + spec.log_path.string()));
+  }
+  CommandResult result;
+  result.exit = waited.exit;
+  if (capture) {
+    result.out = out->read();
+    result.err = err->read();
+  }
+  return result;
+}
+
+std::string capture_stdout(const std::vector<std::string>& argv, double timeout_s,
+                           const std::filesystem::path& working_dir) {
+  CommandSpec spec;
+  spec.argv = argv;
+  spec.timeout_s = timeout_s;
+  spec.working_dir = working_dir;
+  const CommandResult r = run_command(spec);
+  const std::string first_error_line = r.err.substr(0, r.err.find('\n'));
+  GPT_CHECK(r.succeeded(), "'", join_command(argv), "' ended with ", r.exit.describe(),
+            first_error_line.empty() ? "" : ": " + first_error_line);
+  return without_trailing_newlines(r.out);
+}
+
+}  // namespace gpt::harness
