@@ -1,6 +1,5 @@
 #include "trainer/comm/mpi_comm.h"
 
-#include <charconv>
 #include <cstdlib>
 #include <string>
 
