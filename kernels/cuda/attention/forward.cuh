@@ -1,6 +1,6 @@
 #pragma once
-// The warp-specialised CUDA forward of kernels/attention.h (bf16, head dim 128): v4's tiles and per-tile steps
-// (kernels/cuda/attention_forward_tiles.cuh) in a block with no block-wide barrier per tile, configured by
+// The warp-specialised CUDA forward of kernels/attention.h (bf16, head dim 128): the fallback's tiles and per-tile
+// steps (kernels/cuda/attention_forward_tiles.cuh) in a block with no block-wide barrier per tile, configured by
 // ForwardOptions. attention/forward.cu instantiates the promoted configuration and the candidate; the kernel ladder
 // (kernels/cuda/ladder/forward_tma.cu) instantiates the superseded ones. Everything here has internal linkage: each
 // including file gets its own kernels.

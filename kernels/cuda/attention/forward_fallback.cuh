@@ -1,6 +1,6 @@
 #pragma once
-// The forward for tensors the copy engine cannot address (attention/fallback.h): v2's tiling and masks with the
-// products on Hopper's warpgroup MMA (kernels/cuda/wgmma.cuh). bf16, head dim 128, varlen causal sliding window,
+// The forward for tensors the copy engine cannot address (attention/fallback.h): the ladder's v2 tiling and masks with
+// the products on Hopper's warpgroup MMA (kernels/cuda/wgmma.cuh). bf16, head dim 128, varlen causal sliding window,
 // fp32 online softmax. attention/forward_fallback.cu instantiates it for production; the kernel ladder
 // (kernels/cuda/ladder/forward_wgmma.cu) adds the variants that were not promoted. Internal linkage: each including
 // file gets its own kernels.
@@ -11,7 +11,7 @@
 //     with cp.async;
 //   - S = Q·Kᵀ is eight m64n64k16 products with both operands in shared memory; P stays in registers and is the A
 //     operand of O += P·V (four m64n128k16, V transposed on the fly from its row-major tile);
-//   - each warpgroup classifies every tile against its 64 rows (skip / full / masked) as v2 does per warp;
+//   - each warpgroup classifies every tile against its 64 rows (skip / full / masked), as v2 does per warp;
 //   - the output is staged through the Q tile's shared memory for 16-byte, row-contiguous stores.
 // Each tile's products and softmax run in sequence (3 stages); kQInRegisters holds Q as register A fragments.
 #include <cuda_bf16.h>
