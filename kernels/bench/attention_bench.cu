@@ -196,11 +196,15 @@ BENCHMARK(BM_DcForward)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Un
 BENCHMARK(BM_DcBackward)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_AttentionForward)
-    ->Apply([](benchmark::internal::Benchmark* b) { versions_and_windows(b, cuda::ladder::kAttentionForwardVersions); })
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      versions_and_windows(b, cuda::ladder::kAttentionForwardVersions);
+    })
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AttentionBackward)
-    ->Apply([](benchmark::internal::Benchmark* b) { versions_and_windows(b, cuda::ladder::kAttentionBackwardVersions); })
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      versions_and_windows(b, cuda::ladder::kAttentionBackwardVersions);
+    })
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -200,7 +200,8 @@ inline void expect_logit_gradients_vanish(const Case& c, const GpuForward& f, cu
 
 // Two forward kernels that must give the same bits (a persistent block and its one-block-per-item twin compute each
 // (query block, head) item alike), on every run however the blocks pick up the items.
-inline void expect_forward_bits_equal(const Case& c, cuda::AttentionForwardFn got_fn, cuda::AttentionForwardFn want_fn) {
+inline void expect_forward_bits_equal(const Case& c, cuda::AttentionForwardFn got_fn,
+                                      cuda::AttentionForwardFn want_fn) {
   const GpuForward want = run_forward(c, want_fn);
   for (int run = 0; run < 3; ++run) {
     const GpuForward f = run_forward(c, got_fn);
@@ -222,7 +223,8 @@ inline void expect_backward_repeats_and_agrees(const Case& c, const GpuForward& 
   for (const auto& [name, got, want, start] :
        {std::tuple{"dq", &first.dq, &baseline.dq, &c.dq0}, std::tuple{"dk", &first.dk, &baseline.dk, &c.dk0},
         std::tuple{"dv", &first.dv, &baseline.dv, &c.dv0}}) {
-    EXPECT_LT(relative_frobenius(increment(*got, *start), increment(*want, *start)), kTolGrad) << name << " vs baseline";
+    EXPECT_LT(relative_frobenius(increment(*got, *start), increment(*want, *start)), kTolGrad)
+        << name << " vs baseline";
   }
 }
 

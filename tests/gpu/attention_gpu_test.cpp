@@ -43,7 +43,7 @@ std::vector<NamedBackward> production_backwards() {
   return all;
 }
 
-TEST(AttentionGpuKernels, PromotedComeFirstAndTheEntryPointsRunThem) {
+TEST(AttentionGpuKernels, PromotedComeFirstUnderTheirNames) {
   EXPECT_STREQ(cuda::kAttentionForwardKernels[0].name, cuda::kPromotedForward.name);
   EXPECT_STREQ(cuda::kAttentionBackwardKernels[0].name, cuda::kPromotedBackward.name);
   EXPECT_STREQ(cuda::kPromotedForward.name, "warp_specialized");
