@@ -5,23 +5,25 @@
 // FLOPs count allowed (query, key) pairs only: 4·D per pair forward (Q·Kᵀ and P·V), 10·D per pair backward (the
 // standard five products; the kernel itself recomputes two more for its atomic-free dQ pass).
 // "vs_dense_gemm" divides by the dense bf16 GEMM rate measured once in this process (8192³ through gpt::gemm).
-// Every kernel version of kernels/cuda/attention_variants.h is timed (label v1, v2, ...; "(promoted)" marks the one
-// the model calls), so one run shows before and after; targets: forward ≥ 0.40, backward ≥ 0.30 of the dense rate.
+// Every version of the attention kernel ladder (kernels/cuda/ladder/attention_versions.h) is timed, argument
+// `version` N = version vN (label vN; "(promoted NAME)" / "(candidate NAME)" mark the production kernels of
+// kernels/cuda/attention/kernels.h), so one run shows before and after; targets: forward ≥ 0.40, backward ≥ 0.30 of
+// the dense rate.
 // BM_DcForward / BM_DcBackward time the layer-10 DC correction (kernels/dc_attention.h, 112 keys) per version of
 // kernels/cuda/dc_attention_variants.h, FLOPs counted as 4·D (forward) and 10·D (backward) per allowed pair and head.
 //   ./attention_bench --benchmark_format=json
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/attention.h"
 #include "kernels/bench/bench_util.cuh"
-#include "kernels/cuda/attention_variants.h"
+#include "kernels/cuda/attention/kernels.h"
 #include "kernels/cuda/dc_attention_variants.h"
+#include "kernels/cuda/ladder/attention_versions.h"
 #include "kernels/dc_attention.h"
 #include "kernels/gemm.h"
 
@@ -105,24 +107,34 @@ int64_t count_documents(const std::vector<int32_t>& cu) {
   return n;
 }
 
-// Benchmark argument 0 = kernel version index into kAttentionForwardVariants / kAttentionBackwardVariants (the
-// label names it and marks the promoted one), argument 1 = window.
+// "vN (promoted NAME)" / "vN (candidate NAME)" for the production kernels (NAME: what SPEEDRUN_ATTENTION_FORWARD /
+// _BACKWARD take, scripts/gpu-session reads it), "vN" for the others.
+template <typename Kernel, typename Fn>
+std::string version_label(const char* name, Fn fn, const Kernel& promoted, const Kernel& candidate) {
+  if (fn == promoted.fn) return std::string(name) + " (promoted " + promoted.name + ")";
+  if (fn == candidate.fn) return std::string(name) + " (candidate " + candidate.name + ")";
+  return name;
+}
+
+std::string version_name(const benchmark::State& state) { return "v" + std::to_string(state.range(0)); }
+
+// Benchmark argument 0 = version number N of the ladder's version vN, argument 1 = window.
 void BM_AttentionForward(benchmark::State& state) {
-  const auto& variant = cuda::kAttentionForwardVariants[state.range(0)];
+  const auto& version = cuda::ladder::forward_version(version_name(state).c_str());
   const int64_t window = state.range(1);
   Inputs in;
   const float scale = 0.12f;
   const double flops = 4.0 * kDim * kHeads * allowed_pairs(in.cu_host, window);
   const double elems = static_cast<double>(kTokens * kHeads * kDim);
-  bench::time_with_events(state, [&] { variant.fn(in.q, in.k, in.v, in.cu, in.y, in.lse, window, scale); }, flops);
-  state.SetLabel(std::string(variant.name) + (state.range(0) == cuda::kPromotedForward ? " (promoted)" : ""));
+  bench::time_with_events(state, [&] { version.fn(in.q, in.k, in.v, in.cu, in.y, in.lse, window, scale); }, flops);
+  state.SetLabel(version_label(version.name, version.fn, cuda::kPromotedForward, cuda::kCandidateForward));
   state.counters["vs_dense_gemm"] = state.counters["TFLOP/s"] / dense_gemm_tflops();
   set_floor(state, flops, 4 * 2 * elems + 4.0 * kTokens * kHeads);  // q, k, v, y bf16 + lse f32
   state.counters["documents"] = static_cast<double>(count_documents(in.cu_host));
 }
 
 void BM_AttentionBackward(benchmark::State& state) {
-  const auto& variant = cuda::kAttentionBackwardVariants[state.range(0)];
+  const auto& version = cuda::ladder::backward_version(version_name(state).c_str());
   const int64_t window = state.range(1);
   Inputs in;
   const float scale = 0.12f;
@@ -131,17 +143,19 @@ void BM_AttentionBackward(benchmark::State& state) {
   const double elems = static_cast<double>(kTokens * kHeads * kDim);
   bench::time_with_events(
       state,
-      [&] { variant.fn(in.dy, in.q, in.k, in.v, in.cu, in.y, in.lse, in.dq, in.dk, in.dv, window, scale, {}); }, flops);
-  state.SetLabel(std::string(variant.name) + (state.range(0) == cuda::kPromotedBackward ? " (promoted)" : ""));
+      [&] { version.fn(in.dy, in.q, in.k, in.v, in.cu, in.y, in.lse, in.dq, in.dk, in.dv, window, scale, {}); }, flops);
+  state.SetLabel(version_label(version.name, version.fn, cuda::kPromotedBackward, cuda::kCandidateBackward));
   state.counters["vs_dense_gemm"] = state.counters["TFLOP/s"] / dense_gemm_tflops();
   // dy, q, k, v, y read + dq, dk, dv read and written (they accumulate), bf16; lse read, f32.
   set_floor(state, flops, (5 + 2 * 3) * 2 * elems + 4.0 * kTokens * kHeads);
 }
 
-void variants_and_windows(benchmark::internal::Benchmark* b, int64_t variants) {
-  b->ArgNames({"variant", "window"});
+// Every version of `versions` (named v1 … vN) at both windows.
+template <typename Version, size_t N>
+void versions_and_windows(benchmark::internal::Benchmark* b, const Version (&versions)[N]) {
+  b->ArgNames({"version", "window"});
   for (int64_t window : {640, 1408}) {
-    for (int64_t v = 0; v < variants; ++v) b->Args({v, window});
+    for (const Version& v : versions) b->Args({std::stoll(std::string(v.name).substr(1)), window});
   }
 }
 
@@ -182,11 +196,15 @@ BENCHMARK(BM_DcForward)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Un
 BENCHMARK(BM_DcBackward)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_AttentionForward)
-    ->Apply([](benchmark::internal::Benchmark* b) { variants_and_windows(b, std::size(cuda::kAttentionForwardVariants)); })
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      versions_and_windows(b, cuda::ladder::kAttentionForwardVersions);
+    })
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AttentionBackward)
-    ->Apply([](benchmark::internal::Benchmark* b) { variants_and_windows(b, std::size(cuda::kAttentionBackwardVariants)); })
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      versions_and_windows(b, cuda::ladder::kAttentionBackwardVersions);
+    })
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 

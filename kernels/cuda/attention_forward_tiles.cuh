@@ -1,8 +1,8 @@
 #pragma once
-// Tiles, row state and per-tile steps of the wgmma attention forward kernels (kernels/cuda/attention_forward_v4.cu:
-// v4/v5/v6, attention_forward_tma.cu: v7–v13): warpgroups of 64 query rows (kBlockQ = 128 rows per block except
-// v8–v13's 192), 64-key K/V tiles in the 128-byte swizzle of kernels/cuda/wgmma.cuh, S = Q·Kᵀ from shared memory, P in
-// registers as the A operand of P·V.
+// Tiles, row state and per-tile steps of the wgmma attention forward kernels (kernels/cuda/attention/forward.cuh and
+// forward_fallback.cuh, and their ladder versions): warpgroups of 64 query rows (kBlockQ = 128 rows per block except
+// the three-consumer blocks' 192), 64-key K/V tiles in the 128-byte swizzle of kernels/cuda/wgmma.cuh, S = Q·Kᵀ
+// from shared memory, P in registers as the A operand of P·V.
 #include <cuda_bf16.h>
 
 #include <cmath>

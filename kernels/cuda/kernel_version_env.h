@@ -1,9 +1,13 @@
 #pragma once
-// Which numbered version of a CUDA kernel runs: the promoted one unless an environment variable names another
-// ("v2"), so that a whole training step can be timed with a candidate before it is promoted (attention_variants.cpp,
-// the mix in elementwise.cu). Host code only (the CPU tests check it: tests/kernels/kernel_version_env_test.cpp).
+// Which version of a CUDA kernel runs: the promoted one unless an environment variable names another (a number "v2" for
+// the mix in elementwise.cu, a name "persistent" for attention/kernels.cpp), so that a whole training step can be timed
+// with a candidate before it is promoted. Host code only (the CPU tests check it:
+// tests/kernels/kernel_version_env_test.cpp).
 #include <charconv>
+#include <cstddef>
 #include <cstdlib>
+#include <span>
+#include <string>
 #include <string_view>
 
 #include "base/check.h"
@@ -27,6 +31,18 @@ inline int kernel_version_named(const char* env, const char* value, int promoted
   const int v = kernel_version_number(value);
   if (v >= 1 && v <= versions) return v;
   GPT_FAIL(env, "='", value, "' names no kernel version; known: v1 to v", versions);
+}
+
+// The index into `names` of the kernel that `value` of the variable `env` names; 0 (the promoted one, listed first)
+// when value is null or empty. Anything else is an error naming the variable, the value and the known names.
+inline size_t kernel_index_named(const char* env, const char* value, std::span<const char* const> names) {
+  if (value == nullptr || *value == '\0') return 0;
+  std::string known;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (std::string_view(value) == names[i]) return i;
+    known += (i == 0 ? "" : ", ") + std::string(names[i]);
+  }
+  GPT_FAIL(env, "='", value, "' names no kernel; known: ", known);
 }
 
 inline int kernel_version_from_env(const char* env, int promoted, int versions) {

@@ -39,6 +39,24 @@ TEST(KernelVersionEnv, VersionNumbersOfNames) {
   }
 }
 
+TEST(KernelVersionEnv, KernelsAreChosenByName) {
+  const char* const names[] = {"warp_specialized", "persistent"};
+  EXPECT_EQ(kernel_index_named("SPEEDRUN_X", nullptr, names), 0u);
+  EXPECT_EQ(kernel_index_named("SPEEDRUN_X", "", names), 0u);
+  EXPECT_EQ(kernel_index_named("SPEEDRUN_X", "warp_specialized", names), 0u);
+  EXPECT_EQ(kernel_index_named("SPEEDRUN_X", "persistent", names), 1u);
+  for (const char* bad : {"v13", "Persistent", "persistent ", "1", "promoted"}) {
+    try {
+      kernel_index_named("SPEEDRUN_X", bad, names);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("SPEEDRUN_X='" + std::string(bad) + "'"), std::string::npos) << what;
+      EXPECT_NE(what.find("known: warp_specialized, persistent"), std::string::npos) << what;
+    }
+  }
+}
+
 TEST(KernelVersionEnv, ReadsTheEnvironment) {
   ::setenv("SPEEDRUN_KERNEL_VERSION_TEST", "v2", 1);
   EXPECT_EQ(kernel_version_from_env("SPEEDRUN_KERNEL_VERSION_TEST", 1, 2), 2);

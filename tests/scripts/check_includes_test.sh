@@ -34,12 +34,17 @@ plant trainer/model/model.h '#include "trainer/optim/optimizer.h"' "trainer/mode
 plant trainer/model/x.cu '#include <cuda_runtime.h>' "trainer/model/ reaches CUDA only through kernels/*.h"
 plant trainer/model/x.cpp '#include "kernels/cuda/runtime.h"' "trainer/model/ reaches CUDA only through kernels/*.h"
 plant trainer/optim/optimizer.cpp '#include "trainer/run/training_run.h"' "trainer/optim/ sits below the run loop"
+plant kernels/cuda/attention/forward.cu '#include "kernels/cuda/ladder/attention_versions.h"' "include the kernel ladder"
+plant tests/gpu/attention_gpu_test.cpp '#include "kernels/cuda/ladder/attention_versions.h"' "include the kernel ladder"
 
 # Allowed arrows in the same places pass.
 rm -rf "$work/ok" && mkdir -p "$work/ok/harness" "$work/ok/trainer/model" "$work/ok/kernels"
 printf '#include "base/check.h"\n#include <vector>\n' > "$work/ok/harness/a.cpp"
 printf '#include "kernels/tensor.h"\n#include "trainer/comm/comm.h"\n' > "$work/ok/trainer/model/m.cpp"
 printf '#include "base/check.h"\n#include "kernels/cuda/runtime.h"\n' > "$work/ok/kernels/k.cpp"
+mkdir -p "$work/ok/kernels/bench" "$work/ok/tests/ladder"
+printf '#include "kernels/cuda/ladder/attention_versions.h"\n' > "$work/ok/kernels/bench/attention_bench.cu"
+printf '#include "kernels/cuda/ladder/attention_versions.h"\n' > "$work/ok/tests/ladder/t.cpp"
 "$check" "$work/ok" >/dev/null 2>&1 || fail "allowed includes were refused"
 
 if [[ $failures -gt 0 ]]; then

@@ -1,6 +1,6 @@
-// CUDA backward of kernels/attention.h, version 2 (kernels/cuda/attention_variants.h; v1 is in
-// attention_backward.cu). Same three steps and the same atomic-free, deterministic split as v1:
-//   1. D[h, t] = ⟨dy_th, y_th⟩ (v1's row-dot kernel);
+// Kernel ladder, backward v2 (kernels/cuda/ladder/attention_versions.h; v1 is in
+// backward_v1.cu). Same three steps and the same atomic-free, deterministic split as v1:
+//   1. D[h, t] = ⟨dy_th, y_th⟩ (attention_row_dot);
 //   2. per block of 64 keys (4 warps × 16 keys): dK, dV over the queries that can see them, query tiles of 32;
 //   3. per block of 64 queries (4 warps × 16 queries): dQ over the keys they see, key tiles of 64.
 // What changes against v1 (which loaded every tile synchronously, one global latency per 16 bytes per thread):
@@ -18,11 +18,11 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_launch.h"
-#include "kernels/cuda/attention_variants.h"
+#include "kernels/cuda/ladder/attention_versions.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/runtime.h"
 
-namespace gpt::cuda {
+namespace gpt::cuda::ladder {
 
 namespace {
 
@@ -337,4 +337,4 @@ void attention_backward_v2(const Tensor& dy, const Tensor& q, const Tensor& k, c
   GPT_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace gpt::cuda
+}  // namespace gpt::cuda::ladder

@@ -1,7 +1,7 @@
-// CUDA backward of kernels/attention.h, version 3 (kernels/cuda/attention_variants.h): v2's two atomic-free passes
-// (deterministic: every output element has one writer) with the products on Hopper's warpgroup MMA
+// The production backward's fallback for tensors the copy engine cannot address (attention/fallback.h): two
+// atomic-free passes (deterministic: every output element has one writer) with the products on Hopper's warpgroup MMA
 // (kernels/cuda/wgmma.cuh). One warpgroup per block, two blocks per SM, tiles of 64 in the 128-byte swizzle:
-//   1. D[h, t] = ⟨dy_th, y_th⟩ (v1's row-dot kernel);
+//   1. D[h, t] = ⟨dy_th, y_th⟩ (attention_row_dot, attention/backward.cu);
 //   2. per block of 64 keys: over the query tiles that can see them, Sᵀ = K·Qᵀ and dPᵀ = V·dYᵀ (both operands in
 //      shared memory, K-major), Pᵀ and dSᵀ = Pᵀ ⊙ (dPᵀ − D) in registers, then dV += Pᵀ·dY and dK += dSᵀ·Q with the
 //      register operands as A and the query tiles read MN-major;
@@ -16,7 +16,7 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_launch.h"
-#include "kernels/cuda/attention_variants.h"
+#include "kernels/cuda/attention/fallback.h"
 #include "kernels/cuda/attention_wgmma_common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/runtime.h"
@@ -249,10 +249,10 @@ __global__ void __launch_bounds__(kThreads, 2) attention_dq_wgmma_kernel(const _
 
 }  // namespace
 
-void attention_backward_v3(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
-                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
-  zero_overwritten(writes, dq, dk, dv);  // this version only adds
+void attention_backward_without_tma(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq,
+                                    Tensor& dk, Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
+  zero_overwritten(writes, dq, dk, dv);  // this kernel only adds
   const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_backward");
   if (p.tokens == 0) return;
   const cudaStream_t stream = current_stream();

@@ -1,6 +1,9 @@
-// CUDA forward of kernels/attention.h, versions 4 and 5 (kernels/cuda/attention_variants.h): v2's tiling and masks
-// with the products on Hopper's warpgroup MMA (kernels/cuda/wgmma.cuh). bf16, head dim 128, varlen causal sliding
-// window, fp32 online softmax.
+#pragma once
+// The forward for tensors the copy engine cannot address (attention/fallback.h): the ladder's v2 tiling and masks with
+// the products on Hopper's warpgroup MMA (kernels/cuda/wgmma.cuh). bf16, head dim 128, varlen causal sliding window,
+// fp32 online softmax. attention/forward_fallback.cu instantiates it for production; the kernel ladder
+// (kernels/cuda/ladder/forward_wgmma.cu) adds the variants that were not promoted. Internal linkage: each including
+// file gets its own kernels.
 //
 // One block = 128 consecutive tokens × one head = two warpgroups of 64 query rows (one block per SM). The block
 // walks the keys [first_key(q0), q_last] in tiles of 64:
@@ -8,12 +11,9 @@
 //     with cp.async;
 //   - S = Q·Kᵀ is eight m64n64k16 products with both operands in shared memory; P stays in registers and is the A
 //     operand of O += P·V (four m64n128k16, V transposed on the fly from its row-major tile);
-//   - each warpgroup classifies every tile against its 64 rows (skip / full / masked) as v2 does per warp;
+//   - each warpgroup classifies every tile against its 64 rows (skip / full / masked), as v2 does per warp;
 //   - the output is staged through the Q tile's shared memory for 16-byte, row-contiguous stores.
-// v4 runs each tile's products and softmax in sequence (3 stages); v6 is v4 with Q as register A fragments. v5 overlaps them inside the warpgroup: S of
-// tile n + 1 is issued before the softmax of tile n, so the tensor cores work while the softmax runs (4 stages: tile
-// n + 1 must have landed one iteration early). v7 (attention_forward_tma.cu) adds TMA loads, a producer warp and
-// turn-taking warpgroups on the same tiles.
+// Each tile's products and softmax run in sequence (3 stages); kQInRegisters holds Q as register A fragments.
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -22,7 +22,7 @@
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_forward_tiles.cuh"
 #include "kernels/cuda/attention_launch.h"
-#include "kernels/cuda/attention_variants.h"
+#include "kernels/cuda/attention/fallback.h"
 #include "kernels/cuda/attention_wgmma_common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/runtime.h"
@@ -56,7 +56,8 @@ __device__ __forceinline__ void load_q_fragments(const uint8_t* q_wg, uint32_t (
   }
 }
 
-// v4's per-tile softmax: scores, rescale and P in one step (v7 splits them around the wait for P·V).
+// The per-tile softmax: scores, rescale and P in one step (attention/forward.cuh splits them around the wait for
+// P·V).
 __device__ __forceinline__ void softmax_tile(float (&s)[kBlockK / 2], TileKind kind, int k0, RowState& rows,
                                              float (&o)[kHeadDim / 2], float scale_log2,
                                              uint32_t (&pa)[kBlockK / 16][4]) {
@@ -143,8 +144,8 @@ struct BlockTiles {
   }
 };
 
-// v4 (Q read from shared memory by every S product) and v6 (Q in registers): per tile, S then softmax then P·V,
-// each waited before the next.
+// Q read from shared memory by every S product, or held in registers (kQInRegisters): per tile, S then softmax then
+// P·V, each waited before the next.
 template <bool kQInRegisters>
 __global__ void __launch_bounds__(kThreads, 1) attention_forward_wgmma_kernel(const __grid_constant__ ForwardArgs a) {
   constexpr int kStages = 3;
@@ -155,7 +156,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_forward_wgmma_kernel(co
   RowState rows(tiles_smem.cu, a.r, q0, a.tokens, a.window);
   const uint32_t q_addr = wgmma::smem_addr(tiles_smem.qs) + (threadIdx.x / 128) * kWarpgroupRows * kRowBytes;
   float o[kHeadDim / 2] = {};  // m64n128 accumulators
-  uint32_t qa[kHeadDim / 16][4];   // v6 only
+  uint32_t qa[kHeadDim / 16][4];   // kQInRegisters only
 
   for (int n = 0; n < tiles; ++n) {
     const int k0 = key_begin + n * kBlockK, stage = n % kStages;
@@ -191,64 +192,11 @@ __global__ void __launch_bounds__(kThreads, 1) attention_forward_wgmma_kernel(co
   store_output(o, rows, tiles_smem.qs, q0, a.tokens, a.heads, head, a.y, a.lse);
 }
 
-// v5: S of tile n + 1 runs on the tensor cores while the softmax of tile n runs; P·V of tile n follows.
-__global__ void __launch_bounds__(kThreads, 1)
-    attention_forward_wgmma_overlap_kernel(const __grid_constant__ ForwardArgs a) {
-  constexpr int kStages = 4;
-  extern __shared__ unsigned char smem_raw[];
-  const BlockTiles<kStages> tiles_smem(smem_raw);
-  const int head = blockIdx.y, q0 = blockIdx.x * kBlockQ;
-  const auto [key_begin, kv_end, tiles] = tiles_smem.start(a, head, q0);
-  RowState rows(tiles_smem.cu, a.r, q0, a.tokens, a.window);
-  const uint32_t q_addr = wgmma::smem_addr(tiles_smem.qs) + (threadIdx.x / 128) * kWarpgroupRows * kRowBytes;
-  float o[kHeadDim / 2] = {};
-  float s_cur[kBlockK / 2] = {}, s_next[kBlockK / 2] = {};
-
-  // Tile 0's scores before the loop.
-  cp_async_wait<kStages - 2>();  // Q and tile 0 have landed
-  fence_async_proxy();
-  __syncthreads();
-  TileKind kind = rows.classify_tile(key_begin);
-  if (kind != TileKind::skip) {
-    issue_scores(s_cur, q_addr, tiles_smem.k_addr(0));
-    wgmma::wait<0>();
-    wgmma::fence_operands(s_cur);
-  }
-
-  for (int n = 0; n < tiles; ++n) {
-    const int k0 = key_begin + n * kBlockK, stage = n % kStages;
-    // Refill the stage of tile n − 1 (its K and V reads completed before the barrier that ended iteration n − 1),
-    // then wait until tile n + 1 has landed: its K feeds the scores issued below.
-    const int ahead = n + kStages - 1;
-    if (ahead < tiles) tiles_smem.load_kv(ahead % kStages, a, key_begin + ahead * kBlockK, kv_end, head);
-    cp_async_commit();
-    cp_async_wait<kStages - 2>();
-    fence_async_proxy();
-    __syncthreads();
-
-    const TileKind kind_next = n + 1 < tiles ? rows.classify_tile(k0 + kBlockK) : TileKind::skip;
-    if (kind_next != TileKind::skip) issue_scores(s_next, q_addr, tiles_smem.k_addr((n + 1) % kStages));
-    if (kind != TileKind::skip) {
-      uint32_t pa[kBlockK / 16][4];
-      softmax_tile(s_cur, kind, k0, rows, o, a.scale_log2, pa);
-      issue_pv(o, pa, tiles_smem.v_addr(stage));
-    }
-    wgmma::wait<0>();  // S of tile n + 1 and P·V of tile n
-    wgmma::fence_operands(o);
-    wgmma::fence_operands(s_next);
-#pragma unroll
-    for (int i = 0; i < kBlockK / 2; ++i) s_cur[i] = s_next[i];
-    kind = kind_next;
-    __syncthreads();  // every warpgroup is done with this stage's V before it is refilled
-  }
-  store_output(o, rows, tiles_smem.qs, q0, a.tokens, a.heads, head, a.y, a.lse);
-}
-
 template <typename Kernel>
 void launch_wgmma_forward(Kernel kernel, int stages, const Tensor& q, const Tensor& k, const Tensor& v,
                           const Tensor& cu_seqlens, Tensor& y, Tensor& lse, int64_t window, float scale) {
   if (!(scale > 0.f)) {  // the kernels take row maxima on raw scores, which needs a positive scale
-    attention_forward_v1(q, k, v, cu_seqlens, y, lse, window, scale);
+    attention_forward_any_scale(q, k, v, cu_seqlens, y, lse, window, scale);
     return;
   }
   const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
@@ -266,20 +214,4 @@ void launch_wgmma_forward(Kernel kernel, int stages, const Tensor& q, const Tens
 }
 
 }  // namespace
-
-void attention_forward_v4(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
-                          Tensor& lse, int64_t window, float scale) {
-  launch_wgmma_forward(attention_forward_wgmma_kernel<false>, 3, q, k, v, cu_seqlens, y, lse, window, scale);
-}
-
-void attention_forward_v6(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
-                          Tensor& lse, int64_t window, float scale) {
-  launch_wgmma_forward(attention_forward_wgmma_kernel<true>, 3, q, k, v, cu_seqlens, y, lse, window, scale);
-}
-
-void attention_forward_v5(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
-                          Tensor& lse, int64_t window, float scale) {
-  launch_wgmma_forward(attention_forward_wgmma_overlap_kernel, 4, q, k, v, cu_seqlens, y, lse, window, scale);
-}
-
 }  // namespace gpt::cuda

@@ -1,6 +1,6 @@
-// CUDA backward of kernels/attention.h, version 1 (kept for comparison: attention_variants.h; the promoted version
-// is in attention_backward_v2.cu) (bf16, head dim 128), the recomputation form with the saved lse:
-//   1. D[h, t] = ⟨dy_th, y_th⟩ (fp32);
+// Kernel ladder, backward v1 (kernels/cuda/ladder/attention_versions.h; bf16, head dim 128), the recomputation
+// form with the saved lse:
+//   1. D[h, t] = ⟨dy_th, y_th⟩ (fp32; attention_row_dot);
 //   2. per block of 64 keys: dK, dV over the queries that can see them (P and dS recomputed from q, k, lse);
 //   3. per block of 64 queries: dQ over the keys they see (P and dS recomputed once more).
 // Splitting dQ from dK/dV costs two extra products per tile but needs no atomics: every gradient element has one
@@ -14,12 +14,12 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_launch.h"
-#include "kernels/cuda/attention_variants.h"
+#include "kernels/cuda/ladder/attention_versions.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/runtime.h"
 
-namespace gpt::cuda {
+namespace gpt::cuda::ladder {
 
 namespace {
 
@@ -28,27 +28,6 @@ using namespace attn;
 constexpr int kWarps = 4, kThreads = kWarps * 32;
 
 constexpr int kTileElems = 64 * kRowStride;
-
-// D[h, t] = Σ_d dy·y, one warp per (token, head).
-__global__ void row_dot_kernel(const __nv_bfloat16* __restrict__ dy, const __nv_bfloat16* __restrict__ y,
-                               float* __restrict__ d, int64_t tokens, int heads) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= tokens * heads) return;
-  const __nv_bfloat162* a = reinterpret_cast<const __nv_bfloat162*>(dy + row * kHeadDim) + lane * 2;
-  const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(y + row * kHeadDim) + lane * 2;
-  float s = 0.f;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const float2 x = __bfloat1622float2(a[i]), z = __bfloat1622float2(b[i]);
-    s += x.x * z.x + x.y * z.y;
-  }
-  s = warp_sum(s);
-  if (lane == 0) {
-    const int64_t t = row / heads, h = row % heads;
-    d[h * tokens + t] = s;
-  }
-}
 
 // dst[t, h, :] += scale · acc for this thread's two rows (fragment layout of 16 n-tiles), rounded once.
 __device__ __forceinline__ void add_rows(__nv_bfloat16* dst, const float (&acc)[kHeadDim / 8][4], const int64_t (&t)[2],
@@ -251,25 +230,6 @@ __global__ void __launch_bounds__(kThreads) attention_dq_kernel(
 
 }  // namespace
 
-AttentionScratch attention_row_dot(const Tensor& dy, const Tensor& y, const AttentionProblem& p) {
-  const cudaStream_t stream = current_stream();
-  // Stream-ordered scratch for D: no device-wide synchronization on allocation or release.
-  AttentionScratch dsum(
-      static_cast<float*>(stream_ordered_alloc(static_cast<size_t>(p.heads * p.tokens) * sizeof(float), stream)),
-      StreamFree{stream});
-  const int64_t rows = p.tokens * p.heads;
-  row_dot_kernel<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(device_bf16(dy), device_bf16(y),
-                                                                            dsum.get(), p.tokens, p.heads);
-  GPT_CUDA_CHECK_LAUNCH();
-  return dsum;
-}
-
-void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                        Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
-  attention_backward_in_use().fn(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale, writes);
-}
-
 void attention_backward_v1(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
@@ -300,4 +260,4 @@ void attention_backward_v1(const Tensor& dy, const Tensor& q, const Tensor& k, c
   GPT_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace gpt::cuda
+}  // namespace gpt::cuda::ladder

@@ -1,5 +1,5 @@
-// CUDA forward of kernels/attention.h, versions 2 and 3 (kernels/cuda/attention_variants.h; v1 is in
-// attention_forward.cu). bf16, head dim 128, varlen causal sliding window, fp32 online softmax.
+// Kernel ladder, forward v2 and v3 (kernels/cuda/ladder/attention_versions.h; v1 is the production fallback
+// attention_forward_any_scale). bf16, head dim 128, varlen causal sliding window, fp32 online softmax.
 //
 // One block = 128 consecutive tokens × one head; v2: 8 warps owning 16 query rows each (≤128 registers), v3: 4 warps
 // owning 32 rows each (≤255 registers); two blocks per SM (≈102 KB of shared memory each). The block walks the keys
@@ -10,7 +10,7 @@
 //   - each warp classifies every tile against its own 16 rows: skipped when no row can see any of its keys,
 //     computed without masks when every row sees every key, masked per element only on the boundary tiles;
 //   - p = 2^(s·scale·log2e − m) is one FFMA and one ex2.approx (the row maximum is taken on raw scores, which is
-//     why the host falls back to v1 for scale ≤ 0);
+//     why the host falls back to v1 = attention_forward_any_scale for scale ≤ 0);
 //   - the output is staged through the warp's own Q rows in shared memory so that y is written in 16-byte,
 //     row-contiguous stores.
 #include <cuda_bf16.h>
@@ -20,12 +20,13 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_launch.h"
-#include "kernels/cuda/attention_variants.h"
+#include "kernels/cuda/attention/fallback.h"
+#include "kernels/cuda/ladder/attention_versions.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/runtime.h"
 
-namespace gpt::cuda {
+namespace gpt::cuda::ladder {
 
 namespace {
 
@@ -236,7 +237,7 @@ template <int kMT>
 void launch_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                     Tensor& lse, int64_t window, float scale) {
   if (!(scale > 0.f)) {  // the kernel takes row maxima on raw scores, which needs a positive scale
-    attention_forward_v1(q, k, v, cu_seqlens, y, lse, window, scale);
+    attention_forward_any_scale(q, k, v, cu_seqlens, y, lse, window, scale);
     return;
   }
   const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
@@ -264,4 +265,4 @@ void attention_forward_v3(const Tensor& q, const Tensor& k, const Tensor& v, con
   launch_forward<2>(q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
-}  // namespace gpt::cuda
+}  // namespace gpt::cuda::ladder

@@ -1,7 +1,10 @@
-// CUDA backward of kernels/attention.h, versions 4 to 7 (kernels/cuda/attention_variants.h): one pass over key
-// blocks with five products per tile pair instead of v3's seven, warp-specialised like forward v7/v8, and deterministic.
-// The block's layout, arguments and producer warps are in attention_backward_fused.cuh; the consumers, the kernel
-// and its launch here.
+#pragma once
+// The fused CUDA backward of kernels/attention.h, configured by BackwardFeatures (attention/backward_block.cuh): one
+// pass over key blocks with five products per tile pair instead of the two-pass fallback's seven, warp-specialised
+// like the forward (attention/forward.cuh), and deterministic. The block's layout, arguments and producer warps are
+// in attention/backward_block.cuh; the consumers, the kernel and its launch here. attention/backward.cu instantiates
+// the promoted features and the candidate; the kernel ladder (kernels/cuda/ladder/backward_fused.cu) the superseded
+// ones. Internal linkage: each including file gets its own kernels.
 //
 // One block = 128 consecutive keys × one head: two consumer warpgroups of 64 keys and a producer warpgroup.
 //   - The producer's first warp streams the query tiles that can see the block (64 queries: Q, dY by TMA, plus each
@@ -16,10 +19,11 @@
 //     diagonal block) stores instead of adding, so the accumulator needs no clearing. The sum is thus the same on
 //     every run: f32 additions in one order.
 //   - A last kernel adds scale · dQ (rounded once) into dq.
-//   - dK and dV: v4 adds them into dk and dv with a read-modify-write by the consumer threads (rounded once); v5 stages
-//     them as bf16 in shared memory and has the copy engine add them (add_gradients_async).
-//   - v6 is v5 with the dQ product issued before dK's (dq_tile<true>): its staging overlaps dK's product.
-//   - v7 is v5 with two dSᵀ tiles on mbarriers and each tile's dQ product issued one tile late (consume_deferred),
+//   - dK and dV: without async_epilogue the consumer threads add them into dk and dv with a read-modify-write
+//     (rounded once); with it they are staged as bf16 in shared memory and the copy engine adds them
+//     (add_gradients_async).
+//   - dq_before_dk: the dQ product is issued before dK's (dq_tile<true>), so that its staging overlaps dK's product.
+//   - deferred_dq: two dSᵀ tiles on mbarriers and each tile's dQ product issued one tile late (consume_deferred),
 //     so that the two consumer warpgroups need not meet at every tile.
 // Progress does not rely on the order in which the hardware starts blocks: each block takes its (head, key block)
 // from a ticket counter when it starts, tickets run the key blocks of a head from the last to the first, and a
@@ -31,10 +35,10 @@
 #include <cmath>
 
 #include "kernels/attention.h"
-#include "kernels/cuda/attention_backward_fused.cuh"
+#include "kernels/cuda/attention/backward_block.cuh"
+#include "kernels/cuda/attention/fallback.h"
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_launch.h"
-#include "kernels/cuda/attention_variants.h"
 #include "kernels/cuda/attention_wgmma_common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/runtime.h"
@@ -140,12 +144,12 @@ __device__ __forceinline__ void tile_fragments(const BackwardArgs& a, const Tile
   tile_gradients(a, *q.st, q.kind, q.q0, keys.key_row, keys.k_addr, keys.v_addr, q_addr, dy_addr, pa, da);
 }
 
-// ---- v4–v6: the two warpgroups meet at every tile's dSᵀ ---------------------------------------------------------
+// ---- one dSᵀ tile: the two warpgroups meet at every tile's dSᵀ -------------------------------------------------
 
-// The tile's dQ once both dSᵀ halves are in shared memory: product, staging, hand-over to the producer; returns
-// with every wgmma group of this warpgroup completed (also the dK/dV products issued before). kThenDk (v6): dK +=
-// dSᵀ·Q is issued after the dQ product here (dV went out before the dSᵀ barriers), so that the dQ staging runs
-// while the tensor cores still work on dK instead of after every product has completed.
+// The tile's dQ once both dSᵀ halves are in shared memory: product, staging, hand-over to the producer; returns with
+// every wgmma group of this warpgroup completed (also the dK/dV products issued before). kThenDk (dq_before_dk): dK +=
+// dSᵀ·Q is issued after the dQ product here (dV went out before the dSᵀ barriers), so that the dQ staging runs while
+// the tensor cores still work on dK instead of after every product has completed.
 template <bool kThenDk>
 __device__ __forceinline__ void dq_tile(const BlockTiles<false>& t, int contribution, int w, float (&dk)[kRowAcc],
                                         const uint32_t (&da)[kScoreTile / 16][4], uint32_t q_addr) {
@@ -216,11 +220,11 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles<false>& t, const
   add_gradients<kAsyncEpilogue>(a, t, b, head, dk, dv, keys.k0);
 }
 
-// ---- v7: each tile's dQ product one tile late --------------------------------------------------------------------
+// ---- deferred_dq: each tile's dQ product one tile late ----------------------------------------------------------
 // A warpgroup publishes its half of dSᵀ(c) and goes on to the next tile's products, then issues dQ(c − 1), whose
 // halves are both there unless the other warpgroup is more than a tile behind. The two therefore drift up to a tile
-// apart, so that one's exponentials overlap the other's products; with one dSᵀ tile (v4–v6) they meet twice per
-// tile. The sums are v5's, in the same order: v7 gives v5's bits.
+// apart, so that one's exponentials overlap the other's products; with one dSᵀ tile they meet twice per tile.
+// The sums and their order are those of one dSᵀ tile: deferred_dq gives the same bits.
 
 // Contribution c's dSᵀ tile (attention_schedule.h).
 using DsRing = BarrierRing<BlockTiles<true>::kDsTiles>;
@@ -371,20 +375,20 @@ __global__ void add_scaled_dq_kernel(__nv_bfloat16* dq, const float* accum, int6
   cell[1] = __floats2bfloat162_rn(hi.x + scale * g.z, hi.y + scale * g.w);
 }
 
-// v7's block does not depend on cu_seqlens' length; it must leave room for the kernel's static `ticket` within
-// Hopper's 227 KB per block (set_smem_limit checks the device's figure at run time).
-static_assert(smem_bytes<true>(0) + 64 <= 227 * 1024, "backward v7's shared memory");
+// The deferred_dq block does not depend on cu_seqlens' length; it must leave room for the kernel's static `ticket`
+// within Hopper's 227 KB per block (set_smem_limit checks the device's figure at run time).
+static_assert(smem_bytes<true>(0) + 64 <= 227 * 1024, "the deferred_dq block's shared memory");
 
-// `writes`: v4 overwrites dq natively and dk / dv by a zero fill first (its epilogue is a read-modify-write); v5+
-// overwrite all three natively.
+// `writes`: without async_epilogue dq is overwritten natively and dk / dv by a zero fill first (the epilogue is a
+// read-modify-write); with it all three natively.
 template <BackwardFeatures F>
 void launch_fused_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                            const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
                            Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
   if (!tma_aligned(q.raw()) || !tma_aligned(k.raw()) || !tma_aligned(v.raw()) || !tma_aligned(dy.raw()) ||
       !tma_aligned(dq.raw()) || !tma_aligned(dk.raw()) || !tma_aligned(dv.raw())) {
-    zero_overwritten(writes, dq, dk, dv);  // the copy engine's limit: v3 (added into the zeros)
-    attention_backward_v3(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale, {});
+    zero_overwritten(writes, dq, dk, dv);  // the copy engine's limit: the fallback (added into the zeros)
+    attention_backward_without_tma(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale, {});
     return;
   }
   if constexpr (!F.async_epilogue) {
@@ -446,33 +450,5 @@ void launch_fused_backward(const Tensor& dy, const Tensor& q, const Tensor& k, c
   GPT_CUDA_CHECK_LAUNCH();
 }
 
-constexpr BackwardFeatures kV4{}, kV5{.async_epilogue = true}, kV6{.async_epilogue = true, .dq_before_dk = true},
-    kV7{.async_epilogue = true, .deferred_dq = true};
-
 }  // namespace
-
-void attention_backward_v4(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
-                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
-  launch_fused_backward<kV4>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale, writes);
-}
-
-void attention_backward_v5(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
-                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
-  launch_fused_backward<kV5>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale, writes);
-}
-
-void attention_backward_v6(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
-                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
-  launch_fused_backward<kV6>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale, writes);
-}
-
-void attention_backward_v7(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
-                           const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                           Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
-  launch_fused_backward<kV7>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale, writes);
-}
-
 }  // namespace gpt::cuda

@@ -1,25 +1,27 @@
-// CUDA forward of kernels/attention.h, versions 7–13 (kernels/cuda/attention_variants.h): v4's tiles and
-// per-tile steps (kernels/cuda/attention_forward_tiles.cuh) in a warp-specialised block with no block-wide barrier
-// per tile.
+#pragma once
+// The warp-specialised CUDA forward of kernels/attention.h (bf16, head dim 128): the fallback's tiles and per-tile
+// steps (kernels/cuda/attention_forward_tiles.cuh) in a block with no block-wide barrier per tile, configured by
+// ForwardOptions. attention/forward.cu instantiates the promoted configuration and the candidate; the kernel ladder
+// (kernels/cuda/ladder/forward_tma.cu) instantiates the superseded ones. Everything here has internal linkage: each
+// including file gets its own kernels.
 //
-// One block = 64 · kConsumers consecutive tokens × one head = kConsumers consumer warpgroups of 64 query rows + a
-// producer (v7: 2 consumers + one producer warp; v8: 3 consumers + a producer warpgroup, registers moved to the
-// consumers with setmaxnreg).
+// One block = 64 · consumers consecutive tokens × one head = `consumers` consumer warpgroups of 64 query rows + a
+// producer (2 consumers: one producer warp; 3: a producer warpgroup whose registers move to the consumers with
+// setmaxnreg).
 //   - The producer's first thread loads Q and then every K/V tile with the tensor copy engine (TMA, 128-byte
 //     swizzle = the wgmma layout) into a ring of kStages stages; each load completes on the stage's `full`
 //     mbarrier, and a stage is refilled once every consumer warp has arrived on its `empty` mbarrier.
 //   - Each consumer warpgroup walks the block's tiles on its own: per tile one burst of tensor-core work — S of
 //     tile n and P·V of tile n − 1 — then the softmax of tile n while P·V of tile n − 1 still runs; O is rescaled
-//     once that product has completed. The warpgroups take turns issuing bursts (round robin on named barriers
-//     1 … kConsumers), so one's softmax runs while the others' products keep the tensor cores busy.
+//     once that product has completed. With take_turns the warpgroups issue their bursts round robin (named
+//     barriers 1 … consumers), otherwise whenever each is ready.
 //   - Each warpgroup stages its output in its own rows of the Q tile (same swizzled layout) and stores 16-byte
 //     chunks after a warpgroup barrier (one named barrier per warpgroup).
-// v9 keeps v8's block and makes it persistent: one block per SM takes (query block, head) items from a ticket
-// counter, heaviest first (forward_schedule_kernel sorts the query blocks by the key tiles they walk), with two Q
-// tiles so that the producer loads the next item's Q and first K/V tiles while the consumers finish the current
-// one; the K/V ring and the warpgroups' turns run on across items. v10 / v11 are v8 / v9 with a lazily raised
-// softmax max (softmax_scores_lazy: most tiles skip the cross-thread max reduction and the O rescale); v12 / v13
-// are v10 / v11 whose warpgroups issue whenever ready (no turns).
+// persistent: one block per SM takes (query block, head) items from a ticket counter, heaviest first
+// (forward_schedule_kernel sorts the query blocks by the key tiles they walk), with two Q tiles so that the producer
+// loads the next item's Q and first K/V tiles while the consumers finish the current one; the K/V ring and the
+// warpgroups' turns run on across items. lazy_rescale: the softmax raises its running max only when a score exceeds
+// it by more than 2^8 (softmax_scores_lazy: most tiles skip the cross-thread max reduction and the O rescale).
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -31,7 +33,7 @@
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_forward_tiles.cuh"
 #include "kernels/cuda/attention_launch.h"
-#include "kernels/cuda/attention_variants.h"
+#include "kernels/cuda/attention/fallback.h"
 #include "kernels/cuda/attention_wgmma_common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/runtime.h"
@@ -50,16 +52,17 @@ constexpr int kStages = 4;
 constexpr int kTurnBarrier0 = 1;  // named barriers: turns 1 … kConsumers, then one per warpgroup for the store
 constexpr uint32_t kKvTransferBytes = 2 * kKvBytes;  // a K tile and a V tile
 
-// What distinguishes the versions beyond their block shape and grid.
+// The features of one configuration of the kernel.
 struct ForwardOptions {
-  bool lazy_max;    // softmax_scores_lazy (v10–v12) instead of softmax_scores
-  bool take_turns;  // warpgroups issue their bursts round robin (Turns); v12: whenever each is ready
+  int consumers = 3;          // consumer warpgroups of 64 query rows per block (Shape)
+  bool persistent = false;    // one block per SM taking items from a ticket counter, heaviest first
+  bool lazy_rescale = false;  // softmax_scores_lazy instead of softmax_scores
+  bool take_turns = false;    // warpgroups issue their bursts round robin (Turns), not whenever each is ready
 };
-constexpr ForwardOptions kExactMax{false, true}, kLazyMax{true, true}, kLazyMaxNoTurns{true, false};
 
-// The block's shape for kConsumers warpgroups of 64 query rows. v7: 2 consumers + one producer warp (288 × 224
-// registers fit as they are); v8/v9: 3 consumers + a producer warpgroup that hands its registers to them
-// (setmaxnreg: 3 × 128 × kConsumerRegisters + 128 × kProducerRegisters ≤ 65,536).
+// The block's shape for kConsumers warpgroups of 64 query rows. 2 consumers + one producer warp (288 × 224
+// registers fit as they are); 3 consumers + a producer warpgroup that hands its registers to them (setmaxnreg:
+// 3 × 128 × kConsumerRegisters + 128 × kProducerRegisters ≤ 65,536).
 template <int kConsumers>
 struct Shape {
   static constexpr int kRows = kConsumers * kWarpgroupRows;
@@ -82,13 +85,12 @@ struct TmaForwardArgs {
   float* lse;
   int tokens, heads, window;
   float scale_log2;
-  int* schedule;  // persistent versions: [0] the ticket counter (zero at launch), [1 + i] the i-th heaviest
-                  // query block
-  int items;      // persistent versions: query blocks × heads
+  int* schedule;  // persistent: [0] the ticket counter (zero at launch), [1 + i] the i-th heaviest query block
+  int items;      // persistent: query blocks × heads
 };
 
-// Shared memory of v7/v8: Q, kStages K tiles, kStages V tiles (1024-byte aligned for the swizzle), the barriers,
-// cu_seqlens.
+// Shared memory of one block per item: Q, kStages K tiles, kStages V tiles (1024-byte aligned for the swizzle), the
+// barriers, cu_seqlens.
 template <int kConsumers>
 struct TmaBlockTiles {
   uint8_t *qs, *ks, *vs;
@@ -112,8 +114,8 @@ constexpr size_t smem_bytes(int r) {
          r * sizeof(int);
 }
 
-// Shared memory of the persistent versions: two Q tiles (item i uses tile i % 2) with their full/empty barriers and the item each holds
-// (first query, head; first query −1: no more items), then v8's K/V ring and cu_seqlens.
+// Shared memory of the persistent block: two Q tiles (item i uses tile i % 2) with their full/empty barriers and the
+// item each holds (first query, head; first query −1: no more items), then the K/V ring and cu_seqlens.
 struct ItemSlot {
   int q0, head;
 };
@@ -168,8 +170,8 @@ __device__ void produce(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>
   produce_tiles(a, t, head, key_begin, tiles, 0);
 }
 
-// The producer of the persistent versions: per item a ticket (the next one fetched while this one loads), its Q into tile i % 2 once the
-// consumers have released that tile's item i − 2, then its K/V tiles.
+// The persistent producer: per item a ticket (the next one fetched while this one loads), its Q into tile i % 2 once
+// the consumers have released that tile's item i − 2, then its K/V tiles.
 template <int kConsumers>
 __device__ void produce_items(const TmaForwardArgs& a, const PersistentTiles<kConsumers>& t) {
   using S = Shape<kConsumers>;
@@ -196,8 +198,8 @@ __device__ void produce_items(const TmaForwardArgs& a, const PersistentTiles<kCo
 // Round-robin bursts: warpgroup w issues its n-th burst after warpgroup w − 1 issued its n-th (w = 0: after the last
 // warpgroup issued its (n − 1)-th). Every warpgroup issues the same number of bursts; the last warpgroup starts the
 // round. With a known total (one block per item: tiles + 1) it leaves out its final arrival, so that every arrival
-// meets a sync; the persistent versions (total INT_MAX) instead have warpgroup 0 meet that arrival at the end
-// (finish). kEnabled = false (v12, v13): no order at all, every call a no-op.
+// meets a sync; the persistent block (total INT_MAX) instead has warpgroup 0 meet that arrival at the end
+// (finish). kEnabled = false (no take_turns): no order at all, every call a no-op.
 template <int kConsumers, bool kEnabled = true>
 struct Turns {
   int wg, bursts, issued = 0;
@@ -275,10 +277,10 @@ __device__ void store_output(const float (&o)[kHeadDim / 2], const RowState& row
 }
 
 // One tile's softmax (kernels/cuda/attention_forward_tiles.cuh); returns whether O must be rescaled.
-template <bool kLazyMax>
+template <bool kLazyRescale>
 __device__ __forceinline__ bool softmax_tile(float (&s)[kBlockK / 2], TileKind kind, int k0, RowState& rows,
                                              float scale_log2, float (&rescale)[2]) {
-  if constexpr (kLazyMax) {
+  if constexpr (kLazyRescale) {
     return softmax_scores_lazy(s, kind, k0, rows, scale_log2, rescale);
   } else {
     softmax_scores(s, kind, k0, rows, scale_log2, rescale);
@@ -307,7 +309,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
     turns.end();
     wgmma::wait<0>();
     wgmma::fence_operands(s);
-    softmax_tile<kOptions.lazy_max>(s, prev, key_begin, rows, a.scale_log2, rescale);
+    softmax_tile<kOptions.lazy_rescale>(s, prev, key_begin, rows, a.scale_log2, rescale);
     pack_fragments(s, pa);  // O is still zero: nothing to rescale
   } else {
     turns.end();
@@ -330,7 +332,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
       wgmma::wait<1>();  // S (committed first) has completed; P·V may still run
       wgmma::fence_operands(s);
       for (int i = 0; i < kBlockK / 2; ++i) p[i] = s[i];  // the softmax works on its own registers, not S's
-      rescale_o = softmax_tile<kOptions.lazy_max>(p, kind, k0, rows, a.scale_log2, rescale);
+      rescale_o = softmax_tile<kOptions.lazy_rescale>(p, kind, k0, rows, a.scale_log2, rescale);
       wgmma::wait<0>();
       wgmma::fence_operands(o);
     } else if (scores) {
@@ -339,7 +341,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
       wgmma::wait<0>();
       wgmma::fence_operands(s);
       for (int i = 0; i < kBlockK / 2; ++i) p[i] = s[i];
-      rescale_o = softmax_tile<kOptions.lazy_max>(p, kind, k0, rows, a.scale_log2, rescale);
+      rescale_o = softmax_tile<kOptions.lazy_rescale>(p, kind, k0, rows, a.scale_log2, rescale);
     } else if (values) {
       issue_pv(o, pa, t.v_addr(prev_stage));
       turns.end();
@@ -370,7 +372,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
   if constexpr (kReleaseLast) release(t.empty + last_stage);
 }
 
-// One block per item (v7, v8, v10, v12): a consumer warpgroup's walk over the block's tiles, then its output.
+// One block per item: a consumer warpgroup's walk over the block's tiles, then its output.
 template <int kConsumers, ForwardOptions kOptions>
 __device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>& t, int q0, int key_begin,
                         int tiles) {
@@ -384,8 +386,8 @@ __device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>
   store_output<kConsumers>(o, rows, t.qs, q0, blockIdx.y, a);
 }
 
-// v9/v11/v13: the items the producer hands out, until it publishes the end; Q tile i % 2 is released per warp once the
-// warp's output has been read back out of it.
+// Persistent: the items the producer hands out, until it publishes the end; Q tile i % 2 is released per warp once
+// the warp's output has been read back out of it.
 template <int kConsumers, ForwardOptions kOptions>
 __device__ void consume_items(const TmaForwardArgs& a, const PersistentTiles<kConsumers>& t) {
   using S = Shape<kConsumers>;
@@ -410,54 +412,51 @@ __device__ void consume_items(const TmaForwardArgs& a, const PersistentTiles<kCo
   turns.finish();
 }
 
-// Kernel templates take the options as bools: nvcc's launch stubs cannot spell a class-type template argument.
-template <int kConsumers, bool kLazyMax, bool kTakeTurns>
+// One kernel for every configuration; the options come as separate template arguments because nvcc's launch stubs
+// cannot spell a class-type template argument.
+template <int kConsumers, bool kPersistent, bool kLazyRescale, bool kTakeTurns>
 __global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
-    attention_forward_tma_kernel(const __grid_constant__ TmaForwardArgs a) {
-  constexpr ForwardOptions kOptions{kLazyMax, kTakeTurns};
+    attention_forward_kernel(const __grid_constant__ TmaForwardArgs a) {
+  constexpr ForwardOptions kOptions{kConsumers, kPersistent, kLazyRescale, kTakeTurns};
   using S = Shape<kConsumers>;
   extern __shared__ unsigned char smem_raw[];
-  const TmaBlockTiles<kConsumers> t(smem_raw);
-  const int q0 = blockIdx.x * S::kRows;
-  init_block<kConsumers>(a, t, [&] { tma::init(t.q_full, 1); });
-  __syncthreads();  // the last block-wide barrier: the roles part here
-  const BlockKeys keys = block_keys<kBlockK>(t.cu, a.r, q0, S::kRows, a.tokens, a.window);
-  if (threadIdx.x >= S::kConsumerThreadCount) {
-    if constexpr (S::kRebalance) lower_registers<S::kProducerRegisters>();
-    if (threadIdx.x == S::kConsumerThreadCount) produce(a, t, q0, keys.key_begin, keys.tiles);
-    return;
-  }
-  if constexpr (S::kRebalance) raise_registers<S::kConsumerRegisters>();
-  consume<kConsumers, kOptions>(a, t, q0, keys.key_begin, keys.tiles);
-}
-
-template <int kConsumers, bool kLazyMax, bool kTakeTurns>
-__global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
-    attention_forward_persistent_kernel(const __grid_constant__ TmaForwardArgs a) {
-  constexpr ForwardOptions kOptions{kLazyMax, kTakeTurns};
-  using S = Shape<kConsumers>;
-  static_assert(S::kRebalance, "the persistent block has a producer warpgroup");
-  extern __shared__ unsigned char smem_raw[];
-  const PersistentTiles<kConsumers> t(smem_raw);
-  init_block<kConsumers>(a, t, [&] {
-    for (int b = 0; b < 2; ++b) {
-      tma::init(t.q_full + b, 1);
-      tma::init(t.q_empty + b, S::kConsumerWarps);
+  if constexpr (kPersistent) {
+    static_assert(S::kRebalance, "the persistent block has a producer warpgroup");
+    const PersistentTiles<kConsumers> t(smem_raw);
+    init_block<kConsumers>(a, t, [&] {
+      for (int b = 0; b < 2; ++b) {
+        tma::init(t.q_full + b, 1);
+        tma::init(t.q_empty + b, S::kConsumerWarps);
+      }
+    });
+    __syncthreads();  // the last block-wide barrier: the roles part here
+    if (threadIdx.x >= S::kConsumerThreadCount) {
+      lower_registers<S::kProducerRegisters>();
+      if (threadIdx.x == S::kConsumerThreadCount) produce_items(a, t);
+      return;
     }
-  });
-  __syncthreads();  // the last block-wide barrier: the roles part here
-  if (threadIdx.x >= S::kConsumerThreadCount) {
-    lower_registers<S::kProducerRegisters>();
-    if (threadIdx.x == S::kConsumerThreadCount) produce_items(a, t);
-    return;
+    raise_registers<S::kConsumerRegisters>();
+    consume_items<kConsumers, kOptions>(a, t);
+  } else {
+    const TmaBlockTiles<kConsumers> t(smem_raw);
+    const int q0 = blockIdx.x * S::kRows;
+    init_block<kConsumers>(a, t, [&] { tma::init(t.q_full, 1); });
+    __syncthreads();  // the last block-wide barrier: the roles part here
+    const BlockKeys keys = block_keys<kBlockK>(t.cu, a.r, q0, S::kRows, a.tokens, a.window);
+    if (threadIdx.x >= S::kConsumerThreadCount) {
+      if constexpr (S::kRebalance) lower_registers<S::kProducerRegisters>();
+      if (threadIdx.x == S::kConsumerThreadCount) produce(a, t, q0, keys.key_begin, keys.tiles);
+      return;
+    }
+    if constexpr (S::kRebalance) raise_registers<S::kConsumerRegisters>();
+    consume<kConsumers, kOptions>(a, t, q0, keys.key_begin, keys.tiles);
   }
-  raise_registers<S::kConsumerRegisters>();
-  consume_items<kConsumers, kOptions>(a, t);
 }
 
-// Heaviest-first order of the query blocks of `rows` queries: schedule[0] = 0 (the persistent versions' ticket
+// Heaviest-first order of the query blocks of `rows` queries: schedule[0] = 0 (the persistent block's ticket
 // counter), schedule[1 + i] = the query block with the i-th most key tiles to walk (block_keys; ties in any order,
-// counts of kScheduleBins − 1 or more share the top bin). One block; the order only spreads the work, every item's result is the same.
+// counts of kScheduleBins − 1 or more share the top bin). One block; the order only spreads the work, every item's
+// result is the same.
 constexpr int kScheduleThreads = 1024, kScheduleBins = 1024;
 __global__ void __launch_bounds__(kScheduleThreads)
     forward_schedule_kernel(const int* cu_seqlens, int r, int tokens, int window, int rows, int q_blocks,
@@ -505,23 +504,26 @@ TmaForwardArgs forward_args(const Tensor& q, const Tensor& k, const Tensor& v, c
           0};
 }
 
-// What the copy engine cannot take (misaligned bases) and non-positive scales go to v4 (and from there to v1).
+// What the copy engine cannot take (misaligned bases) and non-positive scales go to the fallback
+// (attention/fallback.h).
 bool tma_forward_applies(const Tensor& q, const Tensor& k, const Tensor& v, float scale) {
   return scale > 0.f && tma_aligned(q.raw()) && tma_aligned(k.raw()) && tma_aligned(v.raw());
 }
 
-template <int kConsumers, ForwardOptions kOptions>
+template <ForwardOptions kOptions>
 void launch_tma_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                         Tensor& lse, int64_t window, float scale) {
+  constexpr int kConsumers = kOptions.consumers;
   using S = Shape<kConsumers>;
   if (!tma_forward_applies(q, k, v, scale)) {
-    attention_forward_v4(q, k, v, cu_seqlens, y, lse, window, scale);
+    attention_forward_without_tma(q, k, v, cu_seqlens, y, lse, window, scale);
     return;
   }
   const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
   if (p.tokens == 0) return;
   const size_t smem = smem_bytes<kConsumers>(p.r);
-  const auto kernel = attention_forward_tma_kernel<kConsumers, kOptions.lazy_max, kOptions.take_turns>;
+  const auto kernel =
+      attention_forward_kernel<kConsumers, kOptions.persistent, kOptions.lazy_rescale, kOptions.take_turns>;
   set_smem_limit(kernel, smem, "attention_forward");
   const TmaForwardArgs args = forward_args<kConsumers>(q, k, v, cu_seqlens, y, lse, p, window, scale);
   const dim3 grid(static_cast<unsigned>((p.tokens + S::kRows - 1) / S::kRows), static_cast<unsigned>(p.heads));
@@ -532,13 +534,14 @@ void launch_tma_forward(const Tensor& q, const Tensor& k, const Tensor& v, const
 template <ForwardOptions kOptions>
 void launch_persistent_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
                                Tensor& y, Tensor& lse, int64_t window, float scale) {
-  constexpr int kConsumers = 3;
+  constexpr int kConsumers = kOptions.consumers;
   using S = Shape<kConsumers>;
   const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
   const size_t smem = persistent_smem_bytes<kConsumers>(p.r);
-  // Two Q tiles leave room for fewer cu_seqlens entries than v8 takes: more go to v8.
+  // Two Q tiles leave room for fewer cu_seqlens entries than one block per item takes: more go to that block.
   if (!tma_forward_applies(q, k, v, scale) || smem > device_properties().sharedMemPerBlockOptin) {
-    launch_tma_forward<kConsumers, kOptions>(q, k, v, cu_seqlens, y, lse, window, scale);
+    constexpr ForwardOptions kOnePerItem{kOptions.consumers, false, kOptions.lazy_rescale, kOptions.take_turns};
+    launch_tma_forward<kOnePerItem>(q, k, v, cu_seqlens, y, lse, window, scale);
     return;
   }
   if (p.tokens == 0) return;
@@ -553,48 +556,24 @@ void launch_persistent_forward(const Tensor& q, const Tensor& k, const Tensor& v
                                                                               args.window, S::kRows, q_blocks,
                                                                               args.schedule);
   GPT_CUDA_CHECK_LAUNCH();
-  const auto kernel = attention_forward_persistent_kernel<kConsumers, kOptions.lazy_max, kOptions.take_turns>;
+  const auto kernel =
+      attention_forward_kernel<kConsumers, kOptions.persistent, kOptions.lazy_rescale, kOptions.take_turns>;
   set_smem_limit(kernel, smem, "attention_forward");
   const auto blocks = static_cast<unsigned>(std::min(multiprocessor_count(), args.items));
   kernel<<<blocks, S::kThreads, smem, stream>>>(args);
   GPT_CUDA_CHECK_LAUNCH();
 }
 
+// The forward of one configuration: the persistent block or one block per item.
+template <ForwardOptions kOptions>
+void launch_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                    Tensor& lse, int64_t window, float scale) {
+  if constexpr (kOptions.persistent) {
+    launch_persistent_forward<kOptions>(q, k, v, cu_seqlens, y, lse, window, scale);
+  } else {
+    launch_tma_forward<kOptions>(q, k, v, cu_seqlens, y, lse, window, scale);
+  }
+}
+
 }  // namespace
-
-void attention_forward_v7(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
-                          Tensor& lse, int64_t window, float scale) {
-  launch_tma_forward<2, kExactMax>(q, k, v, cu_seqlens, y, lse, window, scale);
-}
-
-void attention_forward_v8(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
-                          Tensor& lse, int64_t window, float scale) {
-  launch_tma_forward<3, kExactMax>(q, k, v, cu_seqlens, y, lse, window, scale);
-}
-
-void attention_forward_v9(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
-                          Tensor& lse, int64_t window, float scale) {
-  launch_persistent_forward<kExactMax>(q, k, v, cu_seqlens, y, lse, window, scale);
-}
-
-void attention_forward_v10(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
-                           Tensor& lse, int64_t window, float scale) {
-  launch_tma_forward<3, kLazyMax>(q, k, v, cu_seqlens, y, lse, window, scale);
-}
-
-void attention_forward_v11(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
-                           Tensor& lse, int64_t window, float scale) {
-  launch_persistent_forward<kLazyMax>(q, k, v, cu_seqlens, y, lse, window, scale);
-}
-
-void attention_forward_v12(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
-                           Tensor& lse, int64_t window, float scale) {
-  launch_tma_forward<3, kLazyMaxNoTurns>(q, k, v, cu_seqlens, y, lse, window, scale);
-}
-
-void attention_forward_v13(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
-                           Tensor& lse, int64_t window, float scale) {
-  launch_persistent_forward<kLazyMaxNoTurns>(q, k, v, cu_seqlens, y, lse, window, scale);
-}
-
 }  // namespace gpt::cuda

@@ -1,10 +1,10 @@
-// CUDA forward of kernels/attention.h, version 1 (kept for comparison: attention_variants.h; the promoted version
-// is in attention_forward_v2.cu): a flash-attention kernel for bf16, head dim 128, varlen causal sliding
-// window, fp32 online softmax.
+// The production forward's fallbacks (attention/fallback.h): attention_forward_without_tma instantiates
+// attention/forward_fallback.cuh; attention_forward_any_scale is a flash-attention kernel for bf16, head dim 128,
+// varlen causal sliding window, fp32 online softmax that takes any scale.
 //
-// One block = 64 consecutive tokens of the packed sequence × one head; 4 warps own 16 query rows each. The
-// queries of a block may only see keys in [first_key(q0), q_last] (first_key is non-decreasing in t), so the key
-// loop walks exactly that range in tiles of 64: tiles fully masked by the window or by segment starts are never
+// any_scale: one block = 64 consecutive tokens of the packed sequence × one head; 4 warps own 16 query rows each.
+// The queries of a block may only see keys in [first_key(q0), q_last] (first_key is non-decreasing in t), so the
+// key loop walks exactly that range in tiles of 64: tiles fully masked by the window or by segment starts are never
 // visited. Elements inside a visited tile are masked per (query, key).
 #include <cuda_bf16.h>
 
@@ -13,7 +13,8 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/attention_launch.h"
-#include "kernels/cuda/attention_variants.h"
+#include "kernels/cuda/attention/fallback.h"
+#include "kernels/cuda/attention/forward_fallback.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/runtime.h"
@@ -21,6 +22,7 @@
 namespace gpt::cuda {
 
 namespace {
+namespace any_scale {  // apart from forward_fallback.cuh's names
 
 using namespace attn;
 
@@ -150,34 +152,24 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(
   }
 }
 
-__global__ void double_cu_seqlens_kernel(const int* __restrict__ in, int* __restrict__ out, int n) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = 2 * in[i];
-}
-
+}  // namespace any_scale
 }  // namespace
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
-                       Tensor& lse, int64_t window, float scale) {
-  attention_forward_in_use().fn(q, k, v, cu_seqlens, y, lse, window, scale);
+void attention_forward_without_tma(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
+                                   Tensor& y, Tensor& lse, int64_t window, float scale) {
+  launch_wgmma_forward(attention_forward_wgmma_kernel<false>, 3, q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
-void attention_forward_v1(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
-                          Tensor& lse, int64_t window, float scale) {
+void attention_forward_any_scale(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
+                                 Tensor& y, Tensor& lse, int64_t window, float scale) {
   const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
-  const size_t smem = 3 * kTileElems * sizeof(__nv_bfloat16) + static_cast<size_t>(p.r) * sizeof(int);
-  set_smem_limit(attention_forward_kernel, smem, "attention_forward");
-  const dim3 grid(static_cast<unsigned>((p.tokens + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(p.heads));
-  attention_forward_kernel<<<grid, kThreads, smem, current_stream()>>>(
+  const size_t smem = 3 * any_scale::kTileElems * sizeof(__nv_bfloat16) + static_cast<size_t>(p.r) * sizeof(int);
+  set_smem_limit(any_scale::attention_forward_kernel, smem, "attention_forward");
+  const dim3 grid(static_cast<unsigned>((p.tokens + any_scale::kBlockQ - 1) / any_scale::kBlockQ),
+                  static_cast<unsigned>(p.heads));
+  any_scale::attention_forward_kernel<<<grid, any_scale::kThreads, smem, current_stream()>>>(
       device_bf16(q), device_bf16(k), device_bf16(v), device_i32(cu_seqlens), p.r, device_bf16(y),
       static_cast<float*>(lse.raw()), p.tokens, p.heads, window, scale * kLog2e);
-  GPT_CUDA_CHECK_LAUNCH();
-}
-
-void double_cu_seqlens(const Tensor& cu_seqlens, Tensor& doubled) {
-  const int n = static_cast<int>(cu_seqlens.size(0));
-  double_cu_seqlens_kernel<<<(n + 255) / 256, 256, 0, current_stream()>>>(device_i32(cu_seqlens),
-                                                                          device_i32(doubled), n);
   GPT_CUDA_CHECK_LAUNCH();
 }
 

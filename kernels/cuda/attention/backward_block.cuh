@@ -1,7 +1,7 @@
 #pragma once
-// The block of CUDA attention backward versions 4–7 (kernels/cuda/attention_backward_v4.cu, which has the consumers,
-// the kernel and its launch): constants, shared-memory layout, arguments, the producer warps (query-tile loads,
-// ordered dQ adds) and the consumers' dQ and epilogue pieces. Included by that one translation unit only.
+// The block of the fused CUDA attention backward (attention/backward.cuh, which has the consumers, the kernel and its
+// launch): constants, shared-memory layout, arguments, the producer warps (query-tile loads, ordered dQ adds) and
+// the consumers' dQ and epilogue pieces.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -25,9 +25,9 @@ constexpr int kDqBoxCols = 32, kDqBoxes = kHeadDim / kDqBoxCols;  // f32 staging
 constexpr int kDqBox = kQueries * 128, kDqTile = kDqBoxes * kDqBox;  // 8 / 32 KB
 constexpr int kDqStages = 2;  // staging tiles, each with its own adder warp: contribution k uses tile k % 2
 constexpr uint32_t kStageTransferBytes = 2 * kQueryTile;  // a Q tile and a dY tile
-// Named barriers of the two consumer warpgroups (v4–v6): dSᵀ may be overwritten (both finished the last dQ
-// product) / dSᵀ holds both halves; and (v5+) both finished their last tile (the epilogue reuses the Q and dY
-// stages). v7 replaces the first two by the mbarriers ds_free / ds_ready, one per dSᵀ tile.
+// Named barriers of the two consumer warpgroups (one dSᵀ tile): dSᵀ may be overwritten (both finished the last dQ
+// product) / dSᵀ holds both halves; and (async_epilogue) both finished their last tile (the epilogue reuses the Q and
+// dY stages). deferred_dq replaces the first two by the mbarriers ds_free / ds_ready, one per dSᵀ tile.
 constexpr int kDsFreeBarrier = 1, kDsReadyBarrier = 2, kEpilogueBarrier = 3;
 
 struct QueryStats {       // one query tile's row statistics
@@ -38,7 +38,7 @@ struct QueryStats {       // one query tile's row statistics
 
 struct BackwardArgs {
   CUtensorMap q_map, k_map, v_map, dy_map, dq_map;  // bf16 boxes of 64 / 128 / 128 / 64 rows; f32 dQ of 64
-  CUtensorMap dk_map, dv_map;                       // bf16 boxes of 128 rows (v5's epilogue adds through them)
+  CUtensorMap dk_map, dv_map;                       // bf16 boxes of 128 rows (the async epilogue adds through them)
   const float *lse, *dsum;
   const int* cu_seqlens;
   int* dq_turns;  // [heads, query tiles]: how many key blocks have added to the tile so far (zero at launch)
@@ -47,21 +47,21 @@ struct BackwardArgs {
   __nv_bfloat16 *dk, *dv;
   int tokens, heads, window, query_tiles, key_blocks;
   float scale, scale_log2;
-  bool overwrite_dk, overwrite_dv;  // v5+: the epilogue stores dK / dV instead of adding them (GradWrite)
+  bool overwrite_dk, overwrite_dv;  // async_epilogue: it stores dK / dV instead of adding them (GradWrite)
 };
 
-// What distinguishes the versions that share this block (kernels/cuda/attention_variants.h); a template argument of
-// the kernel.
+// The features of one configuration of the fused backward (attention/kernels.h names the production ones, the
+// kernel ladder the rest); template arguments of the kernel.
 struct BackwardFeatures {
-  bool async_epilogue = false;  // v5+: dK/dV staged as bf16 and added by the copy engine (add_gradients_async)
-  bool dq_before_dk = false;    // v6: the dQ product issued before dK's
-  bool deferred_dq = false;     // v7: two dSᵀ tiles, each tile's dQ product issued after the next tile's products
+  bool async_epilogue = false;  // dK/dV staged as bf16 and added by the copy engine (add_gradients_async)
+  bool dq_before_dk = false;    // the dQ product issued before dK's
+  bool deferred_dq = false;     // two dSᵀ tiles, each tile's dQ product issued after the next tile's products
 };
 
-// Shared memory (1024-byte aligned tiles for the swizzle), then the statistics, barriers and, but for v7, a copy of
-// cu_seqlens. v7's second dSᵀ tile takes the room of that copy (the block would be 16 KB + 4·r bytes over the
-// limit otherwise): v7 reads cu_seqlens from global memory (cached), which only the producer's statistics and the
-// block's set-up do.
+// Shared memory (1024-byte aligned tiles for the swizzle), then the statistics, barriers and, but for deferred_dq, a
+// copy of cu_seqlens. deferred_dq's second dSᵀ tile takes the room of that copy (the block would be 16 KB + 4·r bytes
+// over the limit otherwise): deferred_dq reads cu_seqlens from global memory (cached), which only the producer's
+// statistics and the block's set-up do.
 template <bool kDeferredDq>
 struct BlockTiles {
   static constexpr int kDsTiles = kDeferredDq ? 2 : 1;
@@ -69,8 +69,8 @@ struct BlockTiles {
   uint8_t *ks, *vs, *qs, *dys, *ds, *dq;
   QueryStats* stats;
   uint64_t *full, *empty, *kv_full, *dq_full, *dq_empty;  // dq_*: one per staging tile
-  uint64_t *ds_ready, *ds_free;                           // v7: one per dSᵀ tile
-  int* cu_copy;                                           // the shared copy of cu_seqlens (nullptr for v7)
+  uint64_t *ds_ready, *ds_free;                           // deferred_dq: one per dSᵀ tile
+  int* cu_copy;                                           // the shared copy of cu_seqlens (nullptr for deferred_dq)
   const int* cu;                                          // where this block reads cu_seqlens
   __device__ BlockTiles(unsigned char* raw, const int* cu_seqlens) {
     ks = align_1024(raw);
@@ -249,9 +249,9 @@ __device__ __forceinline__ void stage_dq(uint8_t* dq_tile, const float (&dq)[kSc
   }
 }
 
-// v5's epilogue: scale·dK and dV rounded to bf16 into the (now idle) Q and dY stages, laid out as the K tile, then
-// added into dk and dv by the copy engine (bf16 adds at L2, rows past the end skipped), or stored there when the
-// call overwrites them, so the block's end waits for no global load. Costs one more rounding than v4's
+// The async epilogue: scale·dK and dV rounded to bf16 into the (now idle) Q and dY stages, laid out as the K tile,
+// then added into dk and dv by the copy engine (bf16 adds at L2, rows past the end skipped), or stored there when
+// the call overwrites them, so the block's end waits for no global load. Costs one more rounding than the
 // read-modify-write (of the increment, before the add).
 template <typename Tiles>
 __device__ void add_gradients_async(const BackwardArgs& a, const Tiles& t, const KeyBlock& b, int head,
