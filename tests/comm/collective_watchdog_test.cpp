@@ -102,6 +102,21 @@ TEST(CollectiveWatchdog, AnAsynchronousErrorAbortsWithoutWaitingForTheTimeout) {
   EXPECT_EQ(counters.aborts.load(), 1);
 }
 
+// The owner throws as soon as it sees the reason, so the reason must not be visible before the communicator is
+// aborted: with a slow abort the old order (reason first, abort after) fails here every time.
+TEST(CollectiveWatchdog, TheReasonIsVisibleOnlyAfterTheAbortReturned) {
+  std::atomic<int> aborts{0};
+  CollectiveWatchdogHooks hooks;
+  hooks.abort = [&] {
+    std::this_thread::sleep_for(100ms);
+    ++aborts;
+  };
+  CollectiveWatchdog watchdog(10ms, std::move(hooks), 1ms);
+  watchdog.watch("slow abort", [] { return false; });
+  ASSERT_TRUE(eventually([&] { return watchdog.fired().has_value(); }, 10s));
+  EXPECT_EQ(aborts.load(), 1);
+}
+
 TEST(CollectiveWatchdog, ThreadStartRunsOnTheWatchdogThreadFirst) {
   std::atomic<bool> started{false};
   std::thread::id started_on;

@@ -64,11 +64,13 @@ size_t CollectiveWatchdog::pending() const {
 void CollectiveWatchdog::fire(const std::string& reason) {
   {
     std::lock_guard lock(mutex_);
-    if (fired_) return;
-    fired_ = reason;
+    if (firing_) return;
+    firing_ = true;
     pending_.clear();
   }
   if (hooks_.abort) hooks_.abort();
+  std::lock_guard lock(mutex_);
+  fired_ = reason;
 }
 
 // Collectives complete in issue order on one stream, so only the oldest pending one is timed; the probes run
@@ -77,8 +79,8 @@ void CollectiveWatchdog::loop() {
   if (hooks_.thread_start) hooks_.thread_start();
   std::unique_lock lock(mutex_);
   while (!stopping_) {
-    if (fired_ || pending_.empty()) {
-      wake_.wait(lock, [this] { return stopping_ || (!fired_ && !pending_.empty()); });
+    if (firing_ || pending_.empty()) {
+      wake_.wait(lock, [this] { return stopping_ || (!firing_ && !pending_.empty()); });
       continue;
     }
     Pending oldest = pending_.front();
@@ -96,7 +98,7 @@ void CollectiveWatchdog::loop() {
       fire(reason.str());
     }
     lock.lock();
-    if (done && !fired_ && !pending_.empty() && pending_.front().issued == oldest.issued &&
+    if (done && !firing_ && !pending_.empty() && pending_.front().issued == oldest.issued &&
         pending_.front().op == oldest.op) {
       pending_.pop_front();
       continue;  // the next one may be done as well

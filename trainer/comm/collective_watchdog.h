@@ -44,7 +44,8 @@ class CollectiveWatchdog {
   // Registers collective `op`, issued now; `completed` is polled on the watchdog thread until it returns true.
   void watch(std::string op, std::function<bool()> completed);
 
-  // Why the watchdog aborted, once it has; throw_if_fired throws gpt::Error with that reason.
+  // Why the watchdog aborted, once the abort hook has returned (a caller that sees the reason may rely on the
+  // abort having happened); throw_if_fired throws gpt::Error with that reason.
   std::optional<std::string> fired() const;
   void throw_if_fired() const;
   size_t pending() const;
@@ -64,7 +65,8 @@ class CollectiveWatchdog {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Pending> pending_;
-  std::optional<std::string> fired_;
+  bool firing_ = false;                // set before the abort hook runs: no second abort, no more polling
+  std::optional<std::string> fired_;  // published after it returns
   bool stopping_ = false;
   std::thread thread_;  // last: started after every other member exists
 };
