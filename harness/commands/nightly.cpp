@@ -58,11 +58,18 @@ std::string read_text(const fs::path& path) {
   return text.str();
 }
 
-// The night's history of one benchmark: its stored values grouped by night stamp, oldest first.
-nightly::BenchmarkHistory history_of(Store& store, const std::string& suite, const std::string& name) {
-  nightly::BenchmarkHistory h{suite + "/" + name, {}};
+// What one night measured: a benchmark of a suite on one GPU model ("" where none is named). Histories are kept
+// per GPU model: a night on another kind of GPU is not a change of the code, so it never meets the other's history.
+struct Measured {
+  std::string suite, name, gpu;
+  auto operator<=>(const Measured&) const = default;
+};
+
+// The night's history of one benchmark on one GPU model: its stored values grouped by night stamp, oldest first.
+nightly::BenchmarkHistory history_of(Store& store, const Measured& m) {
+  nightly::BenchmarkHistory h{m.suite + "/" + m.name + (m.gpu.empty() ? "" : " on " + m.gpu), {}};
   std::string current;
-  for (const BenchmarkResult& r : store.benchmark_history(std::string_view(suite), name)) {
+  for (const BenchmarkResult& r : store.benchmark_history(std::string_view(m.suite), m.name, std::string_view(m.gpu))) {
     if (h.nights.empty() || r.recorded_at != current) {
       h.nights.emplace_back();
       current = r.recorded_at;
@@ -74,13 +81,25 @@ nightly::BenchmarkHistory history_of(Store& store, const std::string& suite, con
 
 struct Night {
   std::string stamp, revision;
-  std::set<std::pair<std::string, std::string>> measured;  // (suite, name)
+  std::set<Measured> measured;
   std::vector<nightly::NightFailure> failures;
   std::vector<std::string> notes;
 };
 
+// The environment row of a Google Benchmark file's context (host, commit, GPU, driver), if it names any.
+std::optional<std::int64_t> environment_of(Store& store, const nightly::BenchmarkContext& context) {
+  if (context.host_name.empty() && context.git_commit.empty() && context.gpu.empty()) return std::nullopt;
+  Environment e;
+  e.hostname = context.host_name;
+  e.git_commit = context.git_commit;
+  e.gpu = context.gpu;
+  e.driver = context.driver;
+  return store.upsert_environment(e);
+}
+
 void store_samples(Store& store, Night& night, const std::string& suite, const nightly::BenchmarkRun& run,
-                   const std::string& stamp, const std::string& revision, std::optional<std::int64_t> env) {
+                   const std::string& stamp, const std::string& revision) {
+  const std::optional<std::int64_t> env = environment_of(store, run.context);
   for (const auto& s : run.samples) {
     BenchmarkResult r;
     r.suite = suite;
@@ -91,7 +110,7 @@ void store_samples(Store& store, Night& night, const std::string& suite, const n
     r.recorded_at = stamp;  // one stamp per night groups the repetitions
     r.environment_id = env;
     store.add_benchmark_result(r);
-    night.measured.emplace(suite, s.name);
+    night.measured.insert({suite, s.name, run.context.gpu});
   }
 }
 
@@ -125,7 +144,7 @@ void run_benchmarks(Store& store, Night& night, const NightlyOptions& o, const f
         continue;
       }
       const auto run = nightly::parse_google_benchmark_run(read_text(json), json.string());
-      store_samples(store, night, program.suite, run, night.stamp, night.revision, std::nullopt);
+      store_samples(store, night, program.suite, run, night.stamp, night.revision);
       std::cerr << "nightly: " << program.suite << ": " << run.samples.size() << " measurement(s)\n";
     } catch (const gpt::Error& e) {
       night.failures.push_back({program.suite, e.what()});
@@ -170,7 +189,7 @@ void run_smoke(Store& store, Night& night, const NightlyOptions& o, const fs::pa
     r.unit = unit;
     r.recorded_at = night.stamp;
     store.add_benchmark_result(r);
-    night.measured.emplace(r.suite, r.name);
+    night.measured.insert({r.suite, r.name, ""});
   };
   keep("final_val_loss", *run.final_val_loss, "loss");
   if (run.train_time_ms) keep("train_time", nightly::to_nanoseconds(*run.train_time_ms, "ms"), "ns");
@@ -182,7 +201,7 @@ int decide_and_report(Store& store, const Night& night, const NightlyOptions& o,
   report.revision = night.revision;
   report.failures = night.failures;
   report.notes = night.notes;
-  for (const auto& [suite, name] : night.measured) report.histories.push_back(history_of(store, suite, name));
+  for (const Measured& m : night.measured) report.histories.push_back(history_of(store, m));
   report.findings = nightly::detect_regressions(report.histories, o.regression);
   const auto md = nightly::write_night_report(report, report_dir);
   std::cout << "nightly " << night.stamp << (night.revision.empty() ? "" : " at " + night.revision.substr(0, 12)) << "\n"
@@ -242,15 +261,7 @@ size_t store_night(Store& store, Night& all, const IngestNight& night) {
     (store.has_benchmark_night(key.first, key.second, night.stamp) ? stored_before : fresh).insert(std::move(key));
   }
   if (fresh.empty()) return stored_before.size();
-  std::optional<std::int64_t> env;
-  if (!context.host_name.empty() || !context.git_commit.empty() || !context.gpu.empty()) {
-    Environment e;
-    e.hostname = context.host_name;
-    e.git_commit = context.git_commit;
-    e.gpu = context.gpu;
-    e.driver = context.driver;
-    env = store.upsert_environment(e);
-  }
+  const std::optional<std::int64_t> env = environment_of(store, context);
   sql::Transaction tx(store.db());
   for (const auto& sample : night.run.samples) {
     const std::string suite = suite_of(sample, night);
@@ -264,7 +275,7 @@ size_t store_night(Store& store, Night& all, const IngestNight& night) {
     r.recorded_at = night.stamp;
     r.environment_id = env;
     store.add_benchmark_result(r);
-    all.measured.emplace(suite, sample.name);
+    all.measured.insert({suite, sample.name, context.gpu});
   }
   tx.commit();
   return stored_before.size();

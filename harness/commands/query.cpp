@@ -1,5 +1,8 @@
 // `harness query`: sweeps, runs, benchmark history, environments, or any read-only SQL.
 #include <iostream>
+#include <map>
+#include <optional>
+#include <string>
 
 #include "harness/commands/common.h"
 #include "harness/report/table_format.h"
@@ -15,6 +18,7 @@ struct QueryOptions {
   std::string bench;
   std::string bench_name;   // --name: exact benchmark name (may contain '/')
   std::string bench_suite;  // --suite: limits --name to one suite
+  std::optional<std::string> bench_gpu;  // --gpu: only results measured on this GPU model ("" = none named)
   std::int64_t env_id = 0;
   std::string sql;
 };
@@ -50,11 +54,23 @@ sql::Table history_table(Store& store, const QueryOptions& o) {
                            : store.benchmark_history(o.bench_suite.empty() ? std::nullopt
                                                                             : std::optional<std::string_view>(o.bench_suite),
                                                      o.bench_name);
+  // The GPU model of each row: figures of different GPUs are different series (nightly keeps them apart too).
+  std::map<std::int64_t, std::string> gpu_of_environment;
+  auto gpu_of = [&](const BenchmarkResult& b) -> std::string {
+    if (!b.environment_id) return "";
+    auto [it, fresh] = gpu_of_environment.try_emplace(*b.environment_id);
+    if (fresh) {
+      if (auto env = store.environment(*b.environment_id)) it->second = env->gpu;
+    }
+    return it->second;
+  };
   sql::Table table;
-  table.columns = {"id", "suite", "name", "revision", "value", "unit", "repetitions", "recorded_at", "run"};
+  table.columns = {"id", "suite", "name", "revision", "value", "unit", "repetitions", "recorded_at", "run", "gpu"};
   for (const auto& b : history) {
+    const std::string gpu = gpu_of(b);
+    if (o.bench_gpu && gpu != *o.bench_gpu) continue;
     table.rows.push_back({b.id, b.suite, b.name, b.revision, b.value, b.unit, static_cast<std::int64_t>(b.repetitions),
-                          b.recorded_at, b.run ? sql::Value(*b.run) : sql::Value(std::monostate{})});
+                          b.recorded_at, b.run ? sql::Value(*b.run) : sql::Value(std::monostate{}), gpu});
   }
   return table;
 }
@@ -100,6 +116,8 @@ void add_query_command(CLI::App& app, GlobalOptions& global) {
   history->add_option("bench", o->bench, "benchmark as SUITE/NAME (split at the first '/') or NAME");
   history->add_option("--name", o->bench_name, "exact benchmark name, which may contain '/' (e.g. BM_Matmul/1024)");
   history->add_option("--suite", o->bench_suite, "with --name: only this suite");
+  history->add_option("--gpu", o->bench_gpu, "only results measured on this GPU model, as stored (e.g. \"NVIDIA H200\"; "
+                                             "\"\" for results that name none)");
   history->callback([o, &global] {
     Store store = open_store(global, /*read_only=*/true);
     global.exit_code = print(history_table(store, *o), *o);

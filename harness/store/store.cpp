@@ -298,18 +298,19 @@ std::vector<BenchmarkResult> Store::benchmark_history(std::string_view name) {
   return benchmark_history(std::nullopt, name);
 }
 
-std::vector<BenchmarkResult> Store::benchmark_history(std::optional<std::string_view> suite, std::string_view name) {
+std::vector<BenchmarkResult> Store::benchmark_history(std::optional<std::string_view> suite, std::string_view name,
+                                                     std::optional<std::string_view> gpu) {
   std::string sql =
       "SELECT id, suite, name, run, revision, value, unit, repetitions, recorded_at, environment_id "
       "FROM benchmark_results WHERE ";
   sql += suite ? "suite = ? AND name = ?" : "name = ?";
+  if (gpu) sql += " AND COALESCE((SELECT gpu FROM environments WHERE environments.id = environment_id), '') = ?";
   sql += " ORDER BY recorded_at, id";
   auto s = db_.prepare(sql);
-  if (suite) {
-    s.bind(1, *suite).bind(2, name);
-  } else {
-    s.bind(1, name);
-  }
+  int next = 1;
+  if (suite) s.bind(next++, *suite);
+  s.bind(next++, name);
+  if (gpu) s.bind(next++, *gpu);
   std::vector<BenchmarkResult> out;
   while (s.step()) {
     BenchmarkResult r;

@@ -120,8 +120,10 @@ class Store {
   // Oldest first. `name` may be "suite/name" (split at the first '/'; benchmark names may hold more) or a
   // bare benchmark name (all suites); when the split finds nothing, the whole text is tried as a name.
   std::vector<BenchmarkResult> benchmark_history(std::string_view name);
-  // Exact benchmark name, in one suite or (no suite) in all of them.
-  std::vector<BenchmarkResult> benchmark_history(std::optional<std::string_view> suite, std::string_view name);
+  // Exact benchmark name, in one suite or (no suite) in all of them; with `gpu`, only the results measured on that
+  // GPU model (its environment's gpu; "" = no GPU named, e.g. CPU benchmarks or results stored without one).
+  std::vector<BenchmarkResult> benchmark_history(std::optional<std::string_view> suite, std::string_view name,
+                                                 std::optional<std::string_view> gpu = std::nullopt);
   // Whether results of this benchmark are stored for this night stamp (the key of a night: a re-ingested file).
   bool has_benchmark_night(std::string_view suite, std::string_view name, std::string_view recorded_at);
 

@@ -79,6 +79,52 @@ TEST_F(RecordE2E, NightlyIngestSkipsANightAlreadyStored) {
   EXPECT_EQ(store.benchmark_history("train_step_bench", "BM_TrainStep/stage2/fp8:on/data:synthetic").size(), 6u);
 }
 
+// One night of one training-step row on a named GPU, five repetitions with a small spread.
+std::string step_night_json(const std::string& date, const std::string& gpu, double step_ms) {
+  nlohmann::json benchmarks = nlohmann::json::array();
+  for (int rep = 0; rep < 5; ++rep) {
+    benchmarks.push_back({{"name", "BM_TrainStep/stage2/fp8:on/data:synthetic"}, {"run_type", "iteration"},
+                          {"real_time", step_ms * (1.0 + 0.002 * (rep - 2))}, {"time_unit", "ms"},
+                          {"executable", "train_step_bench"}});
+  }
+  nlohmann::json context = {{"date", date}, {"host_name", "vm"}, {"executable", "device-call"},
+                            {"git_commit", "c0ffee"}, {"gpu", gpu}};
+  return nlohmann::json{{"context", context}, {"benchmarks", benchmarks}}.dump();
+}
+
+// A device call on another kind of GPU is not a change of the code: a slower H100 night after H200 nights is no
+// regression, while the same slowdown on the H200 is one. Each GPU model is its own history.
+TEST_F(RecordE2E, NightlyKeepsEachGpuModelsHistoryApart) {
+  for (int d = 1; d <= 6; ++d) {
+    const std::string date = "2026-12-0" + std::to_string(d) + "T12:00:00+00:00";
+    dir.write("h200/night" + std::to_string(d) + ".json", step_night_json(date, "NVIDIA H200", 656.0 + 0.5 * (d % 2)));
+  }
+  const Result base = harness({"nightly", "--ingest", (dir / "h200").string()});
+  ASSERT_EQ(base.code, 0) << base.output;
+
+  dir.write("h100.json", step_night_json("2026-12-07T12:00:00+00:00", "NVIDIA H100 80GB HBM3", 760.0));
+  const Result other_gpu = harness({"nightly", "--ingest", (dir / "h100.json").string()});
+  EXPECT_EQ(other_gpu.code, 0) << other_gpu.output;
+  EXPECT_NE(other_gpu.output.find("0 confirmed regression(s)"), std::string::npos) << other_gpu.output;
+  EXPECT_NE(other_gpu.output.find("on NVIDIA H100 80GB HBM3"), std::string::npos) << other_gpu.output;
+
+  dir.write("h200-slow.json", step_night_json("2026-12-08T12:00:00+00:00", "NVIDIA H200", 760.0));
+  const Result slower = harness({"nightly", "--ingest", (dir / "h200-slow.json").string()});
+  EXPECT_EQ(slower.code, 1) << slower.output;
+  EXPECT_NE(slower.output.find("REGRESSION train_step_bench/BM_TrainStep/stage2/fp8:on/data:synthetic on NVIDIA H200"),
+            std::string::npos) << slower.output;
+
+  // `query history` names each row's GPU and can keep one.
+  const Result h100_rows = harness({"query", "history", "--format", "csv", "--suite", "train_step_bench", "--name",
+                                    "BM_TrainStep/stage2/fp8:on/data:synthetic", "--gpu", "NVIDIA H100 80GB HBM3"});
+  ASSERT_EQ(h100_rows.code, 0) << h100_rows.output;
+  EXPECT_NE(h100_rows.output.find(",NVIDIA H100 80GB HBM3"), std::string::npos) << h100_rows.output;
+  EXPECT_EQ(h100_rows.output.find(",NVIDIA H200\n"), std::string::npos) << h100_rows.output;
+  size_t rows = 0;
+  for (char c : h100_rows.output) rows += c == '\n';
+  EXPECT_EQ(rows, 1u + 5u) << h100_rows.output;  // header + the H100 night's five repetitions
+}
+
 // The device history kept in the tree: every call of results/benchmarks stored, and a figure of the record
 // (the eighth session's final call: stage 2, FP8 on, 684.5 ms/step) listed by `harness query history`.
 TEST_F(RecordE2E, CommittedDeviceHistoryIsListedByQuery) {
