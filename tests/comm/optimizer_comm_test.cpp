@@ -2,11 +2,15 @@
 // only to the Comm interface. Shown twice: (1) through a third Comm type the optimizer has never heard of, which
 // forwards to thread ranks and records every call, the parameters come out bitwise the same and every rank issues
 // the same collectives in the same order with the same counts (what NCCL requires); (2) no source file of
-// trainer/optim names a communicator implementation or inspects the dynamic type.
+// trainer/optim names a communicator implementation or inspects the dynamic type. The asynchronous schedule:
+// (3) a communicator that runs each collective only when it is waited for gives bitwise the same parameters (the
+// optimizer waits before it reads), every reduction of a step is issued before its first gather, and reductions
+// the backward reports final are issued at the report, in the same order on every rank.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -55,6 +59,19 @@ class RecordingComm final : public Comm {
     calls.push_back({"barrier", 0, DType::f32});
     inner_.barrier();
   }
+  PendingCollective all_reduce_async(Tensor& t, ReduceOp op) override {
+    log("all_reduce_async", t);
+    return inner_.all_reduce_async(t, op);
+  }
+  PendingCollective reduce_scatter_async(const Tensor& input, Tensor& output, ReduceOp op) override {
+    log("reduce_scatter_async", input);
+    return inner_.reduce_scatter_async(input, output, op);
+  }
+  PendingCollective all_gather_async(const Tensor& input, Tensor& output) override {
+    log("all_gather_async", output);
+    return inner_.all_gather_async(input, output);
+  }
+  void mark(const std::string& what) { calls.push_back({what, 0, DType::f32}); }
   std::vector<CallRecord> calls;
 
  private:
@@ -144,11 +161,168 @@ TEST(OptimizerComm, AnyCommImplementationGivesTheSameParameters) {
     }
     // Chunked collectives only on counts divisible by W (NCCL's reduce-scatter/all-gather contract).
     for (const CallRecord& c : calls0) {
-      if (c.op == "reduce_scatter" || c.op == "all_gather") {
+      if (c.op.starts_with("reduce_scatter") || c.op.starts_with("all_gather")) {
         EXPECT_EQ(c.numel % world, 0) << c.op;
       }
     }
   }
+}
+
+// Runs a collective only when its handle is waited for (or destroyed): an optimizer that read a reduction's output
+// before waiting, or returned before waiting for a gather, would see stale data. Every rank waits in the same
+// order, so the thread ranks still pair up.
+class DeferredComm final : public Comm {
+ public:
+  explicit DeferredComm(Comm& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int world_size() const override { return inner_.world_size(); }
+  void all_reduce(Tensor& t, ReduceOp op) override { inner_.all_reduce(t, op); }
+  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override { inner_.reduce_scatter(in, out, op); }
+  void all_gather(const Tensor& in, Tensor& out) override { inner_.all_gather(in, out); }
+  void broadcast(Tensor& t, int root) override { inner_.broadcast(t, root); }
+  void barrier() override { inner_.barrier(); }
+  PendingCollective all_reduce_async(Tensor& t, ReduceOp op) override {
+    return later([this, t, op]() mutable { inner_.all_reduce(t, op); });
+  }
+  PendingCollective reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) override {
+    return later([this, in, out, op]() mutable { inner_.reduce_scatter(in, out, op); });
+  }
+  PendingCollective all_gather_async(const Tensor& in, Tensor& out) override {
+    return later([this, in, out]() mutable { inner_.all_gather(in, out); });
+  }
+
+ private:
+  class Later final : public PendingCollective::Completion {
+   public:
+    explicit Later(std::function<void()> run) : run_(std::move(run)) {}
+    void wait() override { run_(); }
+
+   private:
+    std::function<void()> run_;
+  };
+  static PendingCollective later(std::function<void()> run) {
+    return PendingCollective(std::make_unique<Later>(std::move(run)));
+  }
+  Comm& inner_;
+};
+
+// Like run(), through DeferredComm; `report` (if set) is called between begin_step and step with the step index.
+std::vector<RankResult> run_with(int world, int64_t steps, bool deferred,
+                                 const std::function<void(Optimizer&, int64_t)>& report) {
+  std::vector<RankResult> results(static_cast<size_t>(world));
+  test::run_thread_ranks(world, [&](int r, Comm& thread_comm) {
+    DeferredComm deferring(thread_comm);
+    RecordingComm recorder(deferred ? static_cast<Comm&>(deferring) : thread_comm);
+    ParameterSet ps;
+    for (size_t i = 0; i < kSpecs.size(); ++i) {
+      ps.add(kSpecs[i].name, random_values(kSpecs[i].shape, kSpecs[i].dtype, 100 + i), kSpecs[i].kind);
+    }
+    transpose(ps.get("lm_head").value, ps.get("embed").value);
+    Optimizer opt(ps, tiny(), recorder);
+    const Schedule sched(tiny());
+    for (int64_t s = 0; s < steps; ++s) {
+      for (size_t i = 0; i < kSpecs.size(); ++i) {
+        Parameter& p = ps.get(kSpecs[i].name);
+        p.grad.copy_from(random_values(p.grad.shape(), p.grad.dtype(),
+                                       1000 * static_cast<uint64_t>(s) + 10 * i + static_cast<uint64_t>(r)));
+      }
+      recorder.mark("begin " + std::to_string(s));
+      opt.begin_step(sched.at(s));
+      if (report) report(opt, s);
+      recorder.mark("step " + std::to_string(s));
+      opt.step(sched.at(s));
+    }
+    for (const Parameter& p : ps.all()) results[static_cast<size_t>(r)].values.push_back(p.value.clone());
+    results[static_cast<size_t>(r)].calls = recorder.calls;
+  });
+  return results;
+}
+
+void expect_same_values(const std::vector<RankResult>& got, const std::vector<RankResult>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t r = 0; r < got.size(); ++r) {
+    ASSERT_EQ(got[r].values.size(), want[r].values.size());
+    for (size_t i = 0; i < got[r].values.size(); ++i) {
+      EXPECT_TRUE(bitwise_equal(got[r].values[i], want[r].values[i]))
+          << what << ": W=" << got.size() << " rank " << r << " parameter " << kSpecs[i].name;
+    }
+  }
+}
+
+TEST(OptimizerComm, CollectivesThatLandOnlyAtTheWaitGiveTheSameParameters) {
+  for (int world : {1, 2, 4}) {
+    const auto direct = run(world, false, 4);
+    expect_same_values(run_with(world, 4, /*deferred=*/true, {}), direct, "deferred");
+  }
+}
+
+TEST(OptimizerComm, EveryReductionOfAStepIsIssuedBeforeItsFirstGather) {
+  const auto results = run_with(2, 4, false, {});
+  bool gathered = false;
+  int reductions = 0;
+  for (const CallRecord& c : results[0].calls) {
+    if (c.op.starts_with("step")) gathered = false;
+    if (c.op == "all_gather_async") gathered = true;
+    if (c.op == "reduce_scatter_async" || c.op == "all_reduce_async") {
+      EXPECT_FALSE(gathered) << "a reduction issued after a gather of the same step";
+      ++reductions;
+    }
+    EXPECT_NE(c.op, "reduce_scatter") << "a blocking reduction in the step";
+    EXPECT_NE(c.op, "all_reduce") << "a blocking reduction in the step";
+  }
+  EXPECT_EQ(reductions, 4 + 3 * 2);  // qk_bank every step; lm_head (embed folded), value_embeds, scalars at 1, 3
+}
+
+TEST(OptimizerComm, ReductionsReportedFinalAreIssuedAtTheReportInOneOrder) {
+  // Reports as a backward would make them: lm_head first (it waits for embed while tied), then the bank, then embed
+  // with the input stage; on bank-only steps the Adam names are noted and nothing more.
+  auto report = [](Optimizer& opt, int64_t) {
+    opt.gradients_final({"lm_head"});
+    opt.gradients_final({"qk_bank", "scalars"});
+    opt.gradients_final({"embed"});
+  };
+  for (int world : {1, 2, 4}) {
+    const auto direct = run(world, false, 4);
+    const auto reported = run_with(world, 4, false, report);
+    expect_same_values(reported, direct, "reported");
+    expect_same_values(run_with(world, 4, true, report), direct, "reported, deferred");
+    for (int r = 1; r < world; ++r) {
+      EXPECT_EQ(reported[static_cast<size_t>(r)].calls, reported[0].calls) << "W=" << world << " rank " << r;
+    }
+    // What each step issued between begin_step and step: the reported reductions, in report order.
+    std::vector<std::vector<CallRecord>> early;
+    bool open = false;
+    for (const CallRecord& c : reported[0].calls) {
+      if (c.op.starts_with("begin")) {
+        early.emplace_back();
+        open = true;
+      } else if (c.op.starts_with("step")) {
+        open = false;
+      } else if (open) {
+        early.back().push_back(c);
+      }
+    }
+    const CallRecord bank{"reduce_scatter_async", 8 * 4 * 12, DType::bf16};
+    const CallRecord scalars{"all_reduce_async", 8, DType::f32};
+    const CallRecord lm_head{"reduce_scatter_async", 8 * 32, DType::bf16};
+    const std::vector<std::vector<CallRecord>> want = {{bank}, {bank, scalars, lm_head}, {bank}, {bank, scalars, lm_head}};
+    EXPECT_EQ(early, want) << "W=" << world;
+  }
+}
+
+TEST(OptimizerComm, StepProtocolErrorsAreNamed) {
+  ParameterSet ps;
+  ps.add("scalars", random_values({8}, DType::f32, 1), ParamKind::adam);
+  auto comm = make_single_rank_comm();
+  Optimizer opt(ps, tiny(), *comm);
+  const Schedule sched(tiny());
+  EXPECT_THROW(opt.gradients_final({"scalars"}), Error);  // no open step
+  opt.begin_step(sched.at(1));
+  EXPECT_THROW(opt.gradients_final({"nonesuch"}), Error);
+  EXPECT_THROW(opt.begin_step(sched.at(2)), Error);
+  EXPECT_THROW(opt.step(sched.at(2)), Error);
+  opt.abandon_step();
+  EXPECT_NO_THROW(opt.step(sched.at(1)));
 }
 
 std::string read_file(const fs::path& path) {

@@ -191,6 +191,60 @@ TEST(NcclComm, RunsOnTheCurrentStream) {
   }
 }
 
+// The async path at W = 1 on a stream that does not synchronize with the default one: each collective is issued
+// after a producer on the compute stream and waited (in reverse order, or by destroying the handle) before a
+// consumer there; the results equal the blocking calls' bitwise.
+TEST(NcclComm, AsyncCollectivesAtWorldOneEqualTheBlockingOnes) {
+  GPT_REQUIRE_CUDA();
+  NcclComm comm(0, 1, new_nccl_id());
+  cuda::Stream stream(/*non_blocking=*/true);
+  const cuda::StreamGuard guard(stream.get());
+  const int64_t n = 1 << 20;
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const Tensor src = rank_data({n}, dtype, 0, 9).to(Device::cuda);
+    auto produce = [&](Tensor& t) {
+      GPT_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0xFF, t.nbytes(), stream.get()));
+      GPT_CUDA_CHECK(cudaMemcpyAsync(t.raw(), src.raw(), t.nbytes(), cudaMemcpyDeviceToDevice, stream.get()));
+    };
+    Tensor want_reduced = Tensor::empty({n}, dtype, Device::cuda), want_scattered = Tensor::empty({n}, dtype, Device::cuda),
+           want_gathered = Tensor::empty({n}, dtype, Device::cuda);
+    produce(want_reduced);
+    comm.all_reduce(want_reduced, ReduceOp::avg);
+    comm.reduce_scatter(src, want_scattered, ReduceOp::avg);
+    comm.all_gather(src, want_gathered);
+    for (bool destroy_unwaited : {false, true}) {
+      Tensor reduced = Tensor::empty({n}, dtype, Device::cuda), scattered = Tensor::empty({n}, dtype, Device::cuda),
+             gathered = Tensor::empty({n}, dtype, Device::cuda);
+      produce(reduced);
+      Tensor scatter_in = Tensor::empty({n}, dtype, Device::cuda), gather_in = Tensor::empty({n}, dtype, Device::cuda);
+      produce(scatter_in);
+      produce(gather_in);
+      {
+        PendingCollective r = comm.all_reduce_async(reduced, ReduceOp::avg);
+        PendingCollective s = comm.reduce_scatter_async(scatter_in, scattered, ReduceOp::avg);
+        PendingCollective g = comm.all_gather_async(gather_in, gathered);
+        if (!destroy_unwaited) {
+          g.wait();
+          s.wait();
+          r.wait();
+        }
+      }
+      // Consumers on the compute stream: copies that must see the collectives' results.
+      Tensor seen_reduced = Tensor::empty({n}, dtype, Device::cuda), seen_gathered = Tensor::empty({n}, dtype, Device::cuda);
+      GPT_CUDA_CHECK(cudaMemcpyAsync(seen_reduced.raw(), reduced.raw(), reduced.nbytes(), cudaMemcpyDeviceToDevice,
+                                     stream.get()));
+      GPT_CUDA_CHECK(cudaMemcpyAsync(seen_gathered.raw(), gathered.raw(), gathered.nbytes(), cudaMemcpyDeviceToDevice,
+                                     stream.get()));
+      stream.synchronize();
+      const std::string what = std::string(dtype_name(dtype)) + (destroy_unwaited ? " (destroyed unwaited)" : "");
+      EXPECT_TRUE(bitwise_equal(seen_reduced, want_reduced)) << "all_reduce " << what;
+      EXPECT_TRUE(bitwise_equal(scattered, want_scattered)) << "reduce_scatter " << what;
+      EXPECT_TRUE(bitwise_equal(seen_gathered, want_gathered)) << "all_gather " << what;
+    }
+  }
+  comm.barrier();
+}
+
 TEST(NcclComm, ErrorsNameTheProblem) {
   GPT_REQUIRE_CUDA();
   NcclComm comm(0, 1, new_nccl_id());

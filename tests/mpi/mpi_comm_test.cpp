@@ -91,6 +91,36 @@ TEST(MpiCommChild, CollectivesEqualThreadRanksBitwise) {
       return bytes_of(t);
     };
     EXPECT_EQ(broadcast(*comm), thread_rank_result(world, rank, broadcast));
+    // The asynchronous collectives, waited in reverse order, against the thread ranks' blocking ones.
+    Tensor reduced = rank_input(rank, n, dtype);
+    const Tensor scatter_in = rank_input(rank, n, dtype);
+    Tensor scattered = Tensor::zeros({n / world}, dtype);
+    const Tensor gather_in = rank_input(rank, 5, dtype);
+    Tensor gathered = Tensor::zeros({5 * world}, dtype);
+    {
+      PendingCollective r = comm->all_reduce_async(reduced, ReduceOp::avg);
+      PendingCollective s = comm->reduce_scatter_async(scatter_in, scattered, ReduceOp::avg);
+      PendingCollective g = comm->all_gather_async(gather_in, gathered);
+      g.wait();
+      s.wait();
+      r.wait();
+    }
+    auto blocking = [&](ReduceOp op) {
+      return [&, op](Comm& c) {
+        Tensor t = rank_input(c.rank(), n, dtype);
+        c.all_reduce(t, op);
+        return bytes_of(t);
+      };
+    };
+    EXPECT_EQ(bytes_of(reduced), thread_rank_result(world, rank, blocking(ReduceOp::avg))) << dtype_name(dtype);
+    auto blocking_scatter = [&](Comm& c) {
+      Tensor in = rank_input(c.rank(), n, dtype);
+      Tensor out = Tensor::zeros({n / c.world_size()}, dtype);
+      c.reduce_scatter(in, out, ReduceOp::avg);
+      return bytes_of(out);
+    };
+    EXPECT_EQ(bytes_of(scattered), thread_rank_result(world, rank, blocking_scatter)) << dtype_name(dtype);
+    EXPECT_EQ(bytes_of(gathered), thread_rank_result(world, rank, all_gather)) << dtype_name(dtype);
   }
   // Ranks that disagree on the count throw together instead of corrupting memory.
   Tensor t = Tensor::zeros({rank == 0 ? 3 : 4}, DType::f32);

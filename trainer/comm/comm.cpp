@@ -8,6 +8,28 @@
 
 namespace gpt {
 
+PendingCollective& PendingCollective::operator=(PendingCollective&& other) noexcept {
+  if (this != &other) {
+    finish_quietly();
+    completion_ = std::move(other.completion_);
+  }
+  return *this;
+}
+
+PendingCollective::~PendingCollective() { finish_quietly(); }
+
+void PendingCollective::wait() {
+  // Taken out first: a wait that throws is not retried by the destructor.
+  if (std::unique_ptr<Completion> completion = std::move(completion_)) completion->wait();
+}
+
+void PendingCollective::finish_quietly() noexcept {
+  try {
+    wait();
+  } catch (...) {  // the communicator reports the failure at its next call
+  }
+}
+
 namespace {
 
 void check_chunk_shapes(const Tensor& whole, const Tensor& chunk, int world, const char* op) {

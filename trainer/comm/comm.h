@@ -7,6 +7,11 @@
 //
 // Reductions run in rank order 0, 1, …, W−1 in fp32 (double for f64) and are rounded once to the tensor's dtype,
 // so every rank gets bitwise the same result.
+//
+// Asynchronous collectives (*_async) return a PendingCollective: the CPU communicators complete them at issue (so
+// their ordered, bitwise-reproducible reductions stay as they are); NCCL runs them on its own stream, overlapped
+// with the caller's compute stream until wait(). Issue order is the collective order every rank must share, waits
+// may come in any order.
 #include <memory>
 #include <string>
 
@@ -31,6 +36,37 @@ class PeerFailure : public Error {
   int exit_code_;
 };
 
+// An issued collective whose results may not have landed yet. wait() returns once work the caller issues next may
+// read the outputs and reuse the inputs: at once for communicators that complete at issue; for NCCL the caller's
+// current CUDA stream waits for the collective (the host does not). wait() is idempotent and handles may be waited
+// in any order. A handle destroyed unwaited waits then (errors there are dropped: a failed collective is reported
+// by the communicator's next call), so no collective is left running behind its caller's back. A handle must not
+// outlive its communicator; the communicator keeps the tensors' storage alive until the wait.
+class PendingCollective {
+ public:
+  // What an unfinished collective does when waited for (called at most once).
+  class Completion {
+   public:
+    virtual ~Completion() = default;
+    virtual void wait() = 0;
+  };
+
+  PendingCollective() = default;  // completed at issue
+  explicit PendingCollective(std::unique_ptr<Completion> completion) : completion_(std::move(completion)) {}
+  PendingCollective(PendingCollective&&) noexcept = default;
+  PendingCollective& operator=(PendingCollective&& other) noexcept;  // finishes the collective it held first
+  PendingCollective(const PendingCollective&) = delete;
+  PendingCollective& operator=(const PendingCollective&) = delete;
+  ~PendingCollective();
+
+  void wait();
+  bool pending() const { return completion_ != nullptr; }
+
+ private:
+  void finish_quietly() noexcept;
+  std::unique_ptr<Completion> completion_;
+};
+
 class Comm {
  public:
   virtual ~Comm() = default;
@@ -47,6 +83,21 @@ class Comm {
   // t ← root's t.
   virtual void broadcast(Tensor& t, int root) = 0;
   virtual void barrier() = 0;
+
+  // The same collectives, issued now and finished by the handle (argument rules as above; the tensors must stay
+  // untouched by the caller until the wait). The default completes them at issue through the blocking calls.
+  virtual PendingCollective all_reduce_async(Tensor& t, ReduceOp op) {
+    all_reduce(t, op);
+    return {};
+  }
+  virtual PendingCollective reduce_scatter_async(const Tensor& input, Tensor& output, ReduceOp op) {
+    reduce_scatter(input, output, op);
+    return {};
+  }
+  virtual PendingCollective all_gather_async(const Tensor& input, Tensor& output) {
+    all_gather(input, output);
+    return {};
+  }
 
   // Multi-process transports: tells the other ranks that this one failed, so that their next (or current)
   // collective throws PeerFailure instead of waiting for it. Nothing to do where the ranks share a process.

@@ -61,6 +61,25 @@ void check_cuda_tensor(const Tensor& t, const char* op) {
   GPT_CHECK(t.device() == Device::cuda, op, ": the NCCL communicator takes CUDA tensors, got ", t.describe());
 }
 
+// A collective on the comm stream: the waiting stream waits for its completion event (no host wait), then the
+// watchdog's verdict is read. The tensors stay alive until then: the device memory pool hands freed blocks to the
+// compute stream's next kernels, which must come after the collective.
+class NcclCompletion final : public PendingCollective::Completion {
+ public:
+  NcclCompletion(std::shared_ptr<cuda::Event> done, std::vector<Tensor> tensors, const CollectiveWatchdog& watchdog)
+      : done_(std::move(done)), tensors_(std::move(tensors)), watchdog_(watchdog) {}
+  void wait() override {
+    cuda::stream_wait(cuda::current_stream(), *done_);
+    tensors_.clear();
+    watchdog_.throw_if_fired();
+  }
+
+ private:
+  std::shared_ptr<cuda::Event> done_;
+  std::vector<Tensor> tensors_;
+  const CollectiveWatchdog& watchdog_;
+};
+
 }  // namespace
 
 void check_nccl(ncclResult_t result, const char* call, ncclComm_t comm) {
@@ -94,6 +113,11 @@ NcclComm::NcclComm(int rank, int world_size, const ncclUniqueId& id, std::chrono
   GPT_CHECK(world_size >= 1, "NcclComm: world size must be >= 1, got ", world_size);
   GPT_CHECK(rank >= 0 && rank < world_size, "NcclComm: rank ", rank, " outside [0, ", world_size, ")");
   GPT_CUDA_CHECK(cudaGetDevice(&device_));
+  // Non-blocking: a blocking stream would serialise with the legacy default stream the kernels run on, and no
+  // collective could overlap them. High priority: its kernels get SMs ahead of the compute kernels they overlap.
+  int least_priority = 0, greatest_priority = 0;
+  GPT_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+  comm_stream_ = std::make_unique<cuda::Stream>(/*non_blocking=*/true, greatest_priority);
   check_nccl(ncclCommInitRank(&comm_, world_size, id, rank), "ncclCommInitRank");
   barrier_token_ = Tensor::zeros({1}, DType::i32, Device::cuda);
   CollectiveWatchdogHooks hooks;
@@ -120,7 +144,7 @@ NcclComm::~NcclComm() {
     ncclCommAbort(comm_);
     return;
   }
-  if (ncclCommFinalize(comm_) != ncclSuccess) {
+  if (cudaStreamSynchronize(comm_stream_->get()) != cudaSuccess || ncclCommFinalize(comm_) != ncclSuccess) {
     ncclCommAbort(comm_);
     return;
   }
@@ -136,18 +160,28 @@ void NcclComm::abort_from_watchdog() {
 }
 
 template <typename Enqueue>
-void NcclComm::issue(const char* op, Enqueue&& enqueue) {
+PendingCollective NcclComm::issue(const char* op, std::vector<Tensor> tensors, Enqueue&& enqueue) {
   watchdog_->throw_if_fired();
+  const cudaStream_t stream = comm_stream_->get();
+  {
+    // The inputs are written by kernels already issued on the compute stream. (Destroying the event at once is
+    // fine: the wait has captured it.)
+    cuda::Event inputs_ready;
+    inputs_ready.record(cuda::current_stream());
+    cuda::stream_wait(stream, inputs_ready);
+  }
   auto done = std::make_shared<cuda::Event>();
   {
     std::lock_guard lock(calls_);
     GPT_CHECK(!aborted_, op, ": the NCCL communicator was aborted by the collective watchdog");
-    std::forward<Enqueue>(enqueue)();
-    done->record(cuda::current_stream());
+    std::forward<Enqueue>(enqueue)(stream);
+    done->record(stream);
   }
+  // Every collective is on the one comm stream, so they finish in issue order: the watchdog's premise.
   watchdog_->watch(std::string("NCCL ") + op + " (rank " + std::to_string(rank_) + " of " + std::to_string(world_) +
                        ")",
                    [done] { return done->done(); });
+  return PendingCollective(std::make_unique<NcclCompletion>(std::move(done), std::move(tensors), *watchdog_));
 }
 
 void NcclComm::check(ncclResult_t result, const char* call) {
@@ -162,54 +196,58 @@ void NcclComm::check_device(const char* op) const {
             current, " is current");
 }
 
-void NcclComm::all_reduce(Tensor& t, ReduceOp op) {
+PendingCollective NcclComm::all_reduce_async(Tensor& t, ReduceOp op) {
   check_device("all_reduce");
   check_cuda_tensor(t, "all_reduce");
   const ncclDataType_t type = reduction_type(t.dtype(), "all_reduce");
-  issue("all_reduce", [&] {
-    check(ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), type, nccl_op(op), comm_,
-                        cuda::current_stream()),
+  return issue("all_reduce", {t}, [&](cudaStream_t stream) {
+    check(ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), type, nccl_op(op), comm_, stream),
           "ncclAllReduce");
   });
 }
 
-void NcclComm::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) {
+PendingCollective NcclComm::reduce_scatter_async(const Tensor& input, Tensor& output, ReduceOp op) {
   check_device("reduce_scatter");
   check_chunks(input, output, world_, "reduce_scatter");
   const ncclDataType_t type = reduction_type(input.dtype(), "reduce_scatter");
-  issue("reduce_scatter", [&] {
+  return issue("reduce_scatter", {input, output}, [&](cudaStream_t stream) {
     check(ncclReduceScatter(input.raw(), output.raw(), static_cast<size_t>(output.numel()), type, nccl_op(op), comm_,
-                            cuda::current_stream()),
+                            stream),
           "ncclReduceScatter");
   });
 }
 
-void NcclComm::all_gather(const Tensor& input, Tensor& output) {
+PendingCollective NcclComm::all_gather_async(const Tensor& input, Tensor& output) {
   check_device("all_gather");
   check_chunks(output, input, world_, "all_gather");
-  issue("all_gather", [&] {
-    check(ncclAllGather(input.raw(), output.raw(), input.nbytes(), ncclUint8, comm_, cuda::current_stream()),
-          "ncclAllGather");
+  return issue("all_gather", {input, output}, [&](cudaStream_t stream) {
+    check(ncclAllGather(input.raw(), output.raw(), input.nbytes(), ncclUint8, comm_, stream), "ncclAllGather");
   });
 }
+
+void NcclComm::all_reduce(Tensor& t, ReduceOp op) { all_reduce_async(t, op).wait(); }
+
+void NcclComm::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) {
+  reduce_scatter_async(input, output, op).wait();
+}
+
+void NcclComm::all_gather(const Tensor& input, Tensor& output) { all_gather_async(input, output).wait(); }
 
 void NcclComm::broadcast(Tensor& t, int root) {
   GPT_CHECK(root >= 0 && root < world_, "broadcast: root ", root, " outside [0, ", world_, ")");
   check_device("broadcast");
   check_cuda_tensor(t, "broadcast");
-  issue("broadcast", [&] {
-    check(ncclBroadcast(t.raw(), t.raw(), t.nbytes(), ncclUint8, root, comm_, cuda::current_stream()),
-          "ncclBroadcast");
-  });
+  issue("broadcast", {t}, [&](cudaStream_t stream) {
+    check(ncclBroadcast(t.raw(), t.raw(), t.nbytes(), ncclUint8, root, comm_, stream), "ncclBroadcast");
+  }).wait();
 }
 
 void NcclComm::barrier() {
   check_device("barrier");
-  issue("barrier", [&] {
-    check(ncclAllReduce(barrier_token_.raw(), barrier_token_.raw(), 1, ncclInt32, ncclSum, comm_,
-                        cuda::current_stream()),
+  issue("barrier", {}, [&](cudaStream_t stream) {
+    check(ncclAllReduce(barrier_token_.raw(), barrier_token_.raw(), 1, ncclInt32, ncclSum, comm_, stream),
           "ncclAllReduce (barrier)");
-  });
+  }).wait();
   // An abort by the watchdog makes the stuck kernel return: the wait ends, and the verdict names the collective.
   GPT_CUDA_CHECK(cudaStreamSynchronize(cuda::current_stream()));
   watchdog_->throw_if_fired();

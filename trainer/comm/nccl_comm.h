@@ -1,9 +1,15 @@
 #pragma once
-// The NCCL communicator of the CUDA backend (RECIPE §8): one process per GPU,
-// every collective enqueued on the calling thread's
-// gpt::cuda::current_stream(), so it is ordered with the kernels before and
-// after it exactly as they are ordered with each other (no host synchronization
-// except in barrier()).
+// The NCCL communicator of the CUDA backend (RECIPE §8): one process per GPU.
+// Every collective runs on the communicator's own stream (non-blocking, high
+// priority), after an event recorded on the calling thread's
+// gpt::cuda::current_stream() (the compute stream): the collective sees every
+// kernel issued before it. The blocking calls then make the compute stream
+// wait for the collective's completion event, so kernels after them see its
+// results (no host synchronization except in barrier()); the *_async calls
+// return a handle whose wait() does that later, so the compute stream runs on
+// meanwhile (the backward overlaps the gradient reductions). One stream for
+// every collective keeps them in issue order on the device, the order every
+// rank shares.
 //
 // Semantics are those of comm.h with two differences NCCL imposes: tensors must
 // be CUDA tensors on the device that was current when the communicator was
@@ -21,12 +27,17 @@
 
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "trainer/comm/collective_watchdog.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/rendezvous.h"
 
 namespace gpt {
+
+namespace cuda {
+class Stream;
+}
 
 // Throws gpt::Error naming the NCCL call, the result's name and
 // ncclGetErrorString (plus ncclGetLastError of `comm` when given) unless result
@@ -65,6 +76,11 @@ class NcclComm final : public Comm {
   void reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) override;
   void all_gather(const Tensor& input, Tensor& output) override;
   void broadcast(Tensor& t, int root) override;
+  // wait(): the current stream waits for the collective's completion event,
+  // then the watchdog's verdict is checked (it throws when the watchdog fired).
+  PendingCollective all_reduce_async(Tensor& t, ReduceOp op) override;
+  PendingCollective reduce_scatter_async(const Tensor& input, Tensor& output, ReduceOp op) override;
+  PendingCollective all_gather_async(const Tensor& input, Tensor& output) override;
   // A one-element all-reduce, then the host waits for the current stream: every
   // rank has passed the same point.
   void barrier() override;
@@ -72,11 +88,12 @@ class NcclComm final : public Comm {
  private:
   void check_device(const char* op) const;
   void check(ncclResult_t result, const char* call);
-  // Runs `enqueue` (one NCCL call on the current stream) under the call lock,
-  // after the watchdog's verdict, then hands the watchdog an event recorded
-  // behind it.
+  // After the watchdog's verdict, makes the comm stream wait for the current
+  // stream, runs `enqueue(comm stream)` (one NCCL call) under the call lock,
+  // hands the watchdog an event recorded behind it and returns the handle that
+  // waits for that event (keeping `tensors` alive until then).
   template <typename Enqueue>
-  void issue(const char* op, Enqueue&& enqueue);
+  PendingCollective issue(const char* op, std::vector<Tensor> tensors, Enqueue&& enqueue);
   void abort_from_watchdog();
 
   ncclComm_t comm_ = nullptr;
@@ -86,6 +103,7 @@ class NcclComm final : public Comm {
   bool failed_ = false;  // after a failed call the destructor aborts instead of
                          // waiting for peers
   Tensor barrier_token_;
+  std::unique_ptr<cuda::Stream> comm_stream_;
   // Held while a call enqueues and while the watchdog aborts, so that comm_ is
   // never used after ncclCommAbort freed it (the watchdog waits at most a
   // second for it: a call stuck inside NCCL is what the abort is for).

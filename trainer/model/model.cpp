@@ -158,6 +158,20 @@ void check_step_config(const StepConfig& c, const ModelDims& dims, const BatchTe
   }
 }
 
+// The parameters first read by a part of the forward (and only by later parts): the backward runs the parts in
+// reverse, so their gradients are final once that part's backward has run. Keep in step with the parts' code
+// (tests/model/gradients_final_test.cpp checks that no later backward op changes them).
+const std::vector<std::string> kFinalAfterLoss = {"lm_head"};
+const std::vector<std::string> kFinalAfterLastLayer = {"mudd_w1", "mudd_w2", "mudd_b2"};
+const std::vector<std::string> kFinalAfterLayerLoop = {"qk_bank",      "vo_bank",       "mlp_bank",
+                                                       "ve_gate_bank", "resid_lambdas", "post_lambdas"};
+
+// Records a tape step that reports `names` final when the backward reaches it (after every op recorded later).
+void mark_gradients_final(Tape& tape, const StepConfig& config, const std::vector<std::string>& names) {
+  if (!config.gradients_final) return;
+  tape.push([report = config.gradients_final, &names] { report(names); }, "gradients_final");
+}
+
 }  // namespace
 
 double GptModel::train_forward(const Microbatch& batch, const StepConfig& config, Tape& tape) {
@@ -171,8 +185,11 @@ double GptModel::train_forward(const Microbatch& batch, const StepConfig& config
   f.microbatch = &batch;
   try {
     model_detail::input_stage(f);
+    mark_gradients_final(tape, config, kFinalAfterLayerLoop);
     model_detail::layer_loop(f);
+    mark_gradients_final(tape, config, kFinalAfterLastLayer);
     const Var h = model_detail::last_layer_and_head(f);
+    mark_gradients_final(tape, config, kFinalAfterLoss);
     return model_detail::training_loss(f, h);
   } catch (...) {
     tape.clear();

@@ -7,6 +7,7 @@
 // gradients every step and Adam gradients after odd steps, §4.1). validation_loss evaluates one window.
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "kernels/fp8_linear.h"
@@ -42,6 +43,12 @@ struct StepConfig {
   // Read only by validation_loss (the final validation); training ignores it.
   Tensor canonical_mask;
   std::function<void()> after_forward;   // profiling hook: runs between a training forward and its backward
+  // Overlap of the gradient reductions with the backward (trainer/optim/optimizer.h): when set, the training
+  // backward calls it each time a group of parameters has its final gradient for this microbatch (names in a fixed
+  // order, the same on every rank): no later op of that backward writes them. Groups, in backward order: the
+  // parameters first read by the loss, by layer 10 and the post-loop mix, by layers 0-9 (see
+  // kFinalAfter* in model.cpp); the rest are final when the backward returns.
+  std::function<void(const std::vector<std::string>&)> gradients_final;
 };
 
 // A microbatch's host products (§1.5) placed on the model's device.

@@ -1,6 +1,8 @@
 #include "trainer/optim/optimizer.h"
 
-#include "kernels/adam.h"
+#include <algorithm>
+#include <functional>
+
 #include "kernels/transpose.h"
 
 namespace gpt {
@@ -125,10 +127,153 @@ bool Optimizer::on_table_cadence(const AdamSlot& slot) const {
   return recipe_.seed.value_embeds_on_cadence && slot.param->name == "value_embeds";
 }
 
+void Optimizer::begin_step(const StepSchedule& s) {
+  GPT_CHECK(!step_open_, "optimizer: begin_step(", s.step, ") while step ", open_step_,
+            " is still open (step or abandon_step closes it)");
+  plan_step(s);
+  step_open_ = true;
+  open_step_ = s.step;
+}
+
+// The plan of step s, in the fixed order every rank issues the reductions when no gradient is reported early.
+void Optimizer::plan_step(const StepSchedule& s) {
+  work_.clear();
+  final_gradients_.clear();
+  auto add = [this](BankSlot* bank, AdamSlot* adam, const AdamGroupConfig& group) {
+    Work& w = work_.emplace_back();
+    w.bank = bank;
+    w.adam = adam;
+    w.group = group;
+    w.needs = {w.param().name};
+    return std::ref(w);
+  };
+  for (BankSlot& slot : banks_) add(&slot, nullptr, {});
+  if (s.adam_step) {
+    for (AdamSlot& slot : adam_) {
+      if (tied_ && slot.param->name == "embed") continue;  // folded into lm_head (§4.6)
+      if (on_table_cadence(slot)) continue;                 // §S.3: updated at the n-gram events instead
+      Work& w = add(nullptr, &slot, slot.group);
+      if (tied_ && slot.param->name == "lm_head") {
+        w.needs.push_back("embed");
+        w.fold_embed = true;
+      }
+    }
+  }
+  if (s.ngram_event) {
+    for (AdamSlot& slot : adam_) {
+      if (on_table_cadence(slot)) add(nullptr, &slot, table_cadence_group(slot, s));
+    }
+  }
+}
+
+void Optimizer::gradients_final(const std::vector<std::string>& names) {
+  GPT_CHECK(step_open_, "optimizer: gradients_final outside an open step (begin_step first)");
+  for (const std::string& name : names) {
+    GPT_CHECK(params_.contains(name), "optimizer: gradients_final names '", name, "', which is no parameter");
+    final_gradients_.insert(name);
+  }
+  for (Work& w : work_) {
+    if (w.issued) continue;
+    const bool ready = std::all_of(w.needs.begin(), w.needs.end(),
+                                   [&](const std::string& n) { return final_gradients_.contains(n); });
+    if (ready) issue_reduction(w);
+  }
+}
+
+void Optimizer::abandon_step() {
+  if (!step_open_) return;
+  step_open_ = false;
+  std::vector<Work> work = std::move(work_);
+  work_.clear();
+  final_gradients_.clear();
+  for (Work& w : work) w.reduction.wait();
+}
+
+void Optimizer::issue_reduction(Work& w) {
+  const int rank = comm_.rank();
+  Parameter& p = w.param();
+  if (w.fold_embed) {
+    Parameter& embed = params_.get("embed");
+    add_transposed(embed.grad, p.grad);  // both accumulated over the two steps
+    embed.grad.zero_();
+  }
+  if (w.bank != nullptr) {
+    Tensor grad = as_stack(p.grad);
+    Tensor grad_chunk = chunk(grad, rank, w.bank->per_rank);
+    w.reduction = comm_.reduce_scatter_async(grad, grad_chunk, ReduceOp::avg);
+  } else if (w.adam->group.sharded) {
+    Tensor grad_rows = chunk(p.grad, rank, w.adam->rows_per_rank);
+    w.reduction = comm_.reduce_scatter_async(p.grad, grad_rows, ReduceOp::avg);
+  } else {
+    w.reduction = comm_.all_reduce_async(p.grad, ReduceOp::avg);
+  }
+  w.issued = true;
+}
+
+PendingCollective Optimizer::update(Work& w, const StepSchedule& s) {
+  const int rank = comm_.rank();
+  Parameter& p = w.param();
+  w.reduction.wait();
+  PendingCollective gather;
+  if (w.bank != nullptr) {
+    BankSlot& slot = *w.bank;
+    Tensor value = as_stack(p.value);
+    Tensor value_chunk = chunk(value, rank, slot.per_rank);
+    Tensor grad_chunk = chunk(as_stack(p.grad), rank, slot.per_rank);
+    if (bank_optimizer_ == BankOptimizer::anvil) {
+      anvil_update(value_chunk, grad_chunk, slot.anvil, anvil_args(slot, s));
+    } else {
+      normuon_update(value_chunk, grad_chunk, slot.state, normuon_args(slot, s));
+    }
+    gather = comm_.all_gather_async(value_chunk, value);
+  } else {
+    AdamSlot& slot = *w.adam;
+    const AdamArgs args = adam_args(slot, w.group, s.lr_mult);
+    if (slot.group.sharded) {
+      Tensor grad_rows = chunk(p.grad, rank, slot.rows_per_rank);
+      Tensor value_rows = chunk(p.value, rank, slot.rows_per_rank);
+      adam_update(value_rows, grad_rows, slot.state.m, slot.state.v, args);
+      gather = comm_.all_gather_async(value_rows, p.value);
+    } else {
+      adam_update(p.value, p.grad, slot.state.m, slot.state.v, args);
+    }
+  }
+  p.grad.zero_();
+  return gather;
+}
+
 void Optimizer::step(const StepSchedule& s) {
-  step_banks(s);
-  if (s.adam_step) step_adam(s);
-  if (s.ngram_event) step_table_cadence(s);
+  if (!step_open_) begin_step(s);
+  GPT_CHECK(open_step_ == s.step, "optimizer: step(", s.step, ") while step ", open_step_, " is open");
+  // Closes the step however this ends; unwaited handles wait in their destructors.
+  struct Close {
+    Optimizer& o;
+    ~Close() {
+      o.step_open_ = false;
+      o.work_.clear();
+      o.final_gradients_.clear();
+    }
+  } close{*this};
+  for (Work& w : work_) {
+    if (!w.issued) issue_reduction(w);
+  }
+  std::vector<PendingCollective> gathers;
+  PendingCollective lm_head_gather;
+  bool folded = false;
+  for (Work& w : work_) {
+    PendingCollective gather = update(w, s);
+    if (w.fold_embed) {
+      lm_head_gather = std::move(gather);
+      folded = true;
+    } else {
+      gathers.push_back(std::move(gather));
+    }
+  }
+  if (folded) {  // embed ← lm_headᵀ once lm_head has landed, while the other gathers run
+    lm_head_gather.wait();
+    transpose(params_.get("lm_head").value, params_.get("embed").value);
+  }
+  for (PendingCollective& g : gathers) g.wait();
   if (s.split_step && tied_) untie();
 }
 
@@ -165,39 +310,17 @@ AnvilArgs Optimizer::anvil_args(const BankSlot& slot, const StepSchedule& s) con
 // From the Adam group optimizer.adam.value_embeds: beta1, beta2, lr_mul and wd_mul (the seed recipes set
 // (0.75, 0.95), 70, 5). From the seed table: from step seed.ngram_late_step on, one event stands for two steps, so
 // both betas are squared and wd_mul becomes seed.ngram_wd_mul_late.
-void Optimizer::step_table_cadence(const StepSchedule& s) {
-  for (AdamSlot& slot : adam_) {
-    if (!on_table_cadence(slot)) continue;
-    AdamGroupConfig group = slot.group;
-    if (s.step >= recipe_.seed.ngram_late_step) {
-      group.beta1 *= group.beta1;
-      group.beta2 *= group.beta2;
-      group.wd_mul = recipe_.seed.ngram_wd_mul_late;
-    }
-    update_adam(slot, group, s.lr_mult);
+AdamGroupConfig Optimizer::table_cadence_group(const AdamSlot& slot, const StepSchedule& s) const {
+  AdamGroupConfig group = slot.group;
+  if (s.step >= recipe_.seed.ngram_late_step) {
+    group.beta1 *= group.beta1;
+    group.beta2 *= group.beta2;
+    group.wd_mul = recipe_.seed.ngram_wd_mul_late;
   }
+  return group;
 }
 
-void Optimizer::step_banks(const StepSchedule& s) {
-  const int rank = comm_.rank();
-  for (BankSlot& slot : banks_) {
-    Tensor value = as_stack(slot.param->value);
-    Tensor grad = as_stack(slot.param->grad);
-    Tensor value_chunk = chunk(value, rank, slot.per_rank);
-    Tensor grad_chunk = chunk(grad, rank, slot.per_rank);
-    comm_.reduce_scatter(grad, grad_chunk, ReduceOp::avg);
-    if (bank_optimizer_ == BankOptimizer::anvil) {
-      anvil_update(value_chunk, grad_chunk, slot.anvil, anvil_args(slot, s));
-    } else {
-      normuon_update(value_chunk, grad_chunk, slot.state, normuon_args(slot, s));
-    }
-    comm_.all_gather(value_chunk, value);
-    slot.param->grad.zero_();
-  }
-}
-
-void Optimizer::update_adam(AdamSlot& slot, const AdamGroupConfig& group, double lr_mult) {
-  Parameter& p = *slot.param;
+AdamArgs Optimizer::adam_args(AdamSlot& slot, const AdamGroupConfig& group, double lr_mult) {
   AdamArgs args;
   args.lr = recipe_.optimizer.adam_lr * lr_mult * group.lr_mul;
   args.beta1 = group.beta1;
@@ -205,33 +328,7 @@ void Optimizer::update_adam(AdamSlot& slot, const AdamGroupConfig& group, double
   args.eps = recipe_.optimizer.adam_eps;
   args.weight_decay = recipe_.optimizer.adam_wd * group.wd_mul;
   args.step = ++slot.state.steps;
-  if (slot.group.sharded) {
-    const int rank = comm_.rank();
-    Tensor grad_rows = chunk(p.grad, rank, slot.rows_per_rank);
-    Tensor value_rows = chunk(p.value, rank, slot.rows_per_rank);
-    comm_.reduce_scatter(p.grad, grad_rows, ReduceOp::avg);
-    adam_update(value_rows, grad_rows, slot.state.m, slot.state.v, args);
-    comm_.all_gather(value_rows, p.value);
-  } else {
-    comm_.all_reduce(p.grad, ReduceOp::avg);
-    adam_update(p.value, p.grad, slot.state.m, slot.state.v, args);
-  }
-  p.grad.zero_();
-}
-
-void Optimizer::step_adam(const StepSchedule& s) {
-  if (tied_) {
-    Parameter& embed = params_.get("embed");
-    Parameter& lm_head = params_.get("lm_head");
-    add_transposed(embed.grad, lm_head.grad);  // both accumulated over the two steps
-    embed.grad.zero_();
-  }
-  for (AdamSlot& slot : adam_) {
-    if (tied_ && slot.param->name == "embed") continue;
-    if (on_table_cadence(slot)) continue;  // §S.3: updated at the n-gram events instead
-    update_adam(slot, slot.group, s.lr_mult);
-  }
-  if (tied_) transpose(params_.get("lm_head").value, params_.get("embed").value);
+  return args;
 }
 
 void Optimizer::untie() {
@@ -256,6 +353,7 @@ void Optimizer::untie() {
 }
 
 void Optimizer::reset() {
+  abandon_step();
   for (AdamSlot& s : adam_) {
     s.state.m.zero_();
     s.state.v.zero_();

@@ -11,11 +11,22 @@
 //    (same step counter) and the two are untied;
 //  - §S.3 (recipe.seed.value_embeds_on_cadence): value_embeds leaves the odd-step Adam and is updated at the
 //    n-gram event steps (StepSchedule::ngram_event) on its gradient summed over the cycle (see step_table_cadence).
+//
+// Communication schedule (as the record runs it): a step's gradient reductions (reduce-scatter or all-reduce) are
+// issued asynchronously, all of them before the first update; then, parameter by parameter, wait for its reduction,
+// update, issue its all-gather; every gather is waited for before step() returns. The reductions are issued in one
+// fixed order on every rank: first those the backward of the step's last microbatch reports final
+// (gradients_final: report order, then the plan order below within a report), so that they overlap the rest of
+// the backward, then the others in plan order (banks, Adam parameters, the §S.3 cadence group; each in
+// registration order). The math is that of blocking collectives: results are bitwise those of one
+// reduce → update → gather after another.
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "kernels/adam.h"
 #include "kernels/anvil.h"
 #include "kernels/normuon.h"
 #include "trainer/comm/comm.h"
@@ -31,7 +42,18 @@ class Optimizer {
   // has no group in the recipe or its bank count / row count is not divisible by the world size.
   Optimizer(ParameterSet& params, const Recipe& recipe, Comm& comm);
 
-  // One optimizer step for schedule entry `s` (reads step, lr_mult, momentum, adam_step, split_step).
+  // Opens step `s` before the backward of its last microbatch, so that gradients_final can issue reductions.
+  void begin_step(const StepSchedule& s);
+  // The backward reports parameters (by name) whose gradients for the open step no later backward op changes:
+  // every reduction of the step whose gradients are now all final is issued. Names the step does not reduce (an
+  // Adam parameter on a bank-only step) are noted and otherwise ignored; unknown names throw. Every rank must
+  // report the same names in the same order.
+  void gradients_final(const std::vector<std::string>& names);
+  // Closes an open step without updating (the run skips the step, e.g. for a non-finite loss): waits for the
+  // reductions already issued. The gradients of those parameters are then rank averages, not local sums.
+  void abandon_step();
+  // One optimizer step for schedule entry `s` (reads step, lr_mult, momentum, adam_step, split_step); opens it
+  // first when begin_step was not called.
   void step(const StepSchedule& s);
 
   // §9.1 reset: zero every state and step counter and re-tie embed to lm_head.
@@ -71,13 +93,27 @@ class Optimizer {
     AnvilState anvil;    // bank_opt = anvil
   };
 
-  void step_banks(const StepSchedule& s);
+  // One parameter's share of the open step: its reduction, then its update (and all-gather).
+  struct Work {
+    BankSlot* bank = nullptr;  // exactly one of bank / adam
+    AdamSlot* adam = nullptr;
+    AdamGroupConfig group;                  // Adam: the group this step updates with (§S.3 changes it late)
+    std::vector<std::string> needs;         // parameters whose gradients the reduction reads
+    bool fold_embed = false;                // tied Adam step: grad(lm_head) += grad(embed)ᵀ before the reduction
+    bool issued = false;
+    PendingCollective reduction;
+    Parameter& param() const { return bank != nullptr ? *bank->param : *adam->param; }
+  };
+
+  void plan_step(const StepSchedule& s);
+  void issue_reduction(Work& work);
+  // Waits for the reduction, updates the rank's share, zeroes the gradient; returns the all-gather (if any).
+  PendingCollective update(Work& work, const StepSchedule& s);
   NorMuonArgs normuon_args(const BankSlot& slot, const StepSchedule& s) const;
   AnvilArgs anvil_args(const BankSlot& slot, const StepSchedule& s) const;
-  void step_adam(const StepSchedule& s);
-  void step_table_cadence(const StepSchedule& s);
+  AdamGroupConfig table_cadence_group(const AdamSlot& slot, const StepSchedule& s) const;
   bool on_table_cadence(const AdamSlot& slot) const;
-  void update_adam(AdamSlot& slot, const AdamGroupConfig& group, double lr_mult);
+  AdamArgs adam_args(AdamSlot& slot, const AdamGroupConfig& group, double lr_mult);
   void untie();
   AdamSlot* find_adam(const std::string& name);
 
@@ -90,6 +126,11 @@ class Optimizer {
   int64_t total_steps_ = 0;  // N, for ANVIL's rail schedule
   bool has_tied_pair_ = false;
   bool tied_ = false;
+  // The open step (begin_step … step / abandon_step): its work in plan order and the gradients reported final.
+  bool step_open_ = false;
+  int64_t open_step_ = -1;
+  std::vector<Work> work_;
+  std::set<std::string> final_gradients_;
 };
 
 }  // namespace gpt

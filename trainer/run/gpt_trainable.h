@@ -45,6 +45,8 @@ class GptTrainable final : public TrainableModel {
   std::vector<NamedTensor> buffers() override;
   void set_schedule(const StepSchedule& s) override;
   double train_microbatch(const Microbatch& batch, double loss_scale) override;
+  // Reported by the model's backward (StepConfig::gradients_final, model.h).
+  void set_gradients_final(GradientsFinal report) override { config_.gradients_final = std::move(report); }
   void after_optimizer_step(const StepSchedule& s) override;
   void after_state_restore() override;
   double validation_loss(const Microbatch& window) override;

@@ -3,6 +3,7 @@
 // schedule update per step, a training forward/backward per microbatch and a validation loss per window.
 // The run loop owns ordering, timing, data and the optimizer; the model owns the math.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -41,6 +42,13 @@ class TrainableModel {
   // share of the step gradient into the gradient buffers (the model's own reduction; the GPT's is §3.3) and
   // returns the microbatch's mean training loss per position.
   virtual double train_microbatch(const Microbatch& batch, double loss_scale) = 0;
+
+  // Overlap of the gradient reductions (trainer/optim/optimizer.h): while set, train_microbatch's backward reports
+  // each group of parameters whose gradients the rest of that backward no longer changes (names, in the same order
+  // on every rank). The run sets it for the last microbatch of a step only. A model that never reports leaves every
+  // reduction to the optimizer step.
+  using GradientsFinal = std::function<void(const std::vector<std::string>&)>;
+  virtual void set_gradients_final(GradientsFinal report) { (void)report; }
 
   // Called after each optimizer step (FP8 weight refresh, §7.2).
   virtual void after_optimizer_step(const StepSchedule& s) { (void)s; }

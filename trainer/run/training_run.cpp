@@ -284,11 +284,30 @@ struct TrainingRun::Impl {
     const std::vector<Microbatch> batches = loader.next(call_shape(s));
     double loss = 0;
     const double scale = 1.0 / static_cast<double>(batches.size());  // A = slices per call / W
-    for (const Microbatch& mb : batches) loss += model->train_microbatch(mb, scale) * scale;
+    // The last microbatch's backward issues the reductions of the gradients it finishes early (optimizer.h).
+    optimizer->begin_step(s);
+    try {
+      for (size_t i = 0; i < batches.size(); ++i) {
+        if (i + 1 == batches.size()) {
+          model->set_gradients_final(
+              [this](const std::vector<std::string>& names) { optimizer->gradients_final(names); });
+        }
+        loss += model->train_microbatch(batches[i], scale) * scale;
+      }
+    } catch (...) {
+      model->set_gradients_final({});
+      try {
+        optimizer->abandon_step();
+      } catch (...) {  // the first error is the one to report
+      }
+      throw;
+    }
+    model->set_gradients_final({});
     const std::vector<double> losses = all_ranks_values(loss);
     loss = mean_in_rank_order(losses);
     if (!std::isfinite(loss)) {
       nonfinite_where = nonfinite_ranks(losses);
+      optimizer->abandon_step();  // every rank sees the same losses, so every rank abandons
       return loss;
     }
     optimizer->step(s);
