@@ -154,8 +154,7 @@ NcclComm::~NcclComm() {
 void NcclComm::abort_from_watchdog() {
   std::unique_lock lock(calls_, std::defer_lock);
   (void)lock.try_lock_for(std::chrono::seconds(1));
-  if (aborted_) return;
-  aborted_ = true;
+  if (aborted_.exchange(true)) return;
   ncclCommAbort(comm_);
 }
 

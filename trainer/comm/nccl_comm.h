@@ -23,6 +23,7 @@
 // Compiled only when the build found NCCL (SPEEDRUN_HAVE_NCCL).
 #ifdef SPEEDRUN_HAVE_NCCL
 
+#include <atomic>
 #include <nccl.h>
 
 #include <memory>
@@ -108,7 +109,9 @@ class NcclComm final : public Comm {
   // never used after ncclCommAbort freed it (the watchdog waits at most a
   // second for it: a call stuck inside NCCL is what the abort is for).
   std::timed_mutex calls_;
-  bool aborted_ = false;  // guarded by calls_
+  // Written by the watchdog, which aborts even when it could not take calls_ within its second (a call stuck
+  // inside NCCL holds it), so it is atomic rather than guarded by the lock.
+  std::atomic<bool> aborted_{false};
   std::unique_ptr<CollectiveWatchdog> watchdog_;  // last: its thread uses the members above
 };
 
