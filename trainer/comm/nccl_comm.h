@@ -23,9 +23,9 @@
 // Compiled only when the build found NCCL (SPEEDRUN_HAVE_NCCL).
 #ifdef SPEEDRUN_HAVE_NCCL
 
-#include <atomic>
 #include <nccl.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
