@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/run/training_state.h"
+#include "tests/common/exact_gradients.h"
 #include "tests/common/thread_ranks.h"
 
 namespace gpt {
@@ -161,19 +162,7 @@ const std::vector<Spec> kBanks = {
     {"mlp_bank", {3, 2, 12, 6}}  // tall, W2 at odd indices; 3 per rank at W = 2, so rank 1 starts at an odd one
 };
 
-// Gradient of slice k at step s: integers in [−4, 4] times 2^−10, so every sum over slices and ranks is exact.
-std::vector<double> slice_grad(int64_t s, int k, size_t pi, int64_t n) {
-  std::vector<double> g(static_cast<size_t>(n));
-  uint64_t x = 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(s) * 1315423911u) ^ (static_cast<uint64_t>(k) << 40) ^
-               (static_cast<uint64_t>(pi) << 52);
-  for (auto& v : g) {
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    v = std::ldexp(static_cast<double>(static_cast<int>((x * 2685821657736338717ull) >> 61) - 4), -10);
-  }
-  return g;
-}
+using test::slice_grad;  // exact sums over slices and ranks
 
 std::vector<Tensor> run_world(int world, int64_t steps) {
   const Recipe recipe = tiny_anvil();

@@ -10,27 +10,15 @@
 
 #include "kernels/anvil.h"
 #include "base/check.h"
+#include "tests/common/dense_reference.h"
 
 namespace gpt {
 namespace {
 
-using Mat = std::vector<double>;  // row-major
+using test::Mat;
 
 constexpr int64_t kN = 1194;  // the seed schedule's total steps
 
-Mat matmul(const Mat& a, const Mat& b, int64_t m, int64_t k, int64_t n) {
-  Mat c(static_cast<size_t>(m * n), 0.0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t p = 0; p < k; ++p)
-      for (int64_t j = 0; j < n; ++j) c[i * n + j] += a[i * k + p] * b[p * n + j];
-  return c;
-}
-Mat transpose(const Mat& a, int64_t m, int64_t n) {
-  Mat t(a.size());
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) t[j * m + i] = a[i * n + j];
-  return t;
-}
 
 // §S.8 step 1 with the seed's numbers written out: {β_r, β_f, w}.
 struct RefRails {
@@ -112,16 +100,13 @@ struct RefAnvil {
   double F(double x) const { return bf ? static_cast<double>(static_cast<float>(x)) : x; }
 
   Mat gram(const Mat& x) const {
-    const Mat xt = transpose(x, rows, cols);
-    Mat a = rows > cols ? matmul(xt, x, cols, rows, cols) : matmul(x, xt, rows, cols, rows);
-    for (double& v : a) v = R(v);
-    return a;
+    return test::short_side_gram(x, rows, cols, [this](double v) { return R(v); });
   }
 
   void step(const std::vector<Mat>& grads, const AnvilArgs& a) {
     const RefRails rr = ref_rails(a.step, a.total_steps);
-    const bool tall = rows > cols, per_row = rows >= cols;
-    const int64_t k = tall ? cols : rows, stats = per_row ? rows : cols, q = per_row ? cols : rows;
+    const bool per_row = rows >= cols;
+    const int64_t k = rows > cols ? cols : rows, stats = per_row ? rows : cols, q = per_row ? cols : rows;
     const double shape_mult = std::sqrt(std::max(1.0, static_cast<double>(rows) / cols));
     const size_t n = static_cast<size_t>(rows * cols);
     for (int64_t mi = 0; mi < count; ++mi) {
@@ -144,14 +129,8 @@ struct RefAnvil {
       for (double& v : A) v = R(v / delta_sq);
       // The six maps; A is recomputed from X after the first.
       for (int map = 0; map < 6; ++map) {
-        const double* c3 = kAnvilMaps[map];
-        const double ca = static_cast<float>(c3[0]), cb = static_cast<float>(c3[1]), cc = static_cast<float>(c3[2]);
         if (map > 0) A = gram(x);
-        const Mat AA = matmul(A, A, k, k, k);
-        Mat B(A.size());
-        for (size_t e = 0; e < B.size(); ++e) B[e] = R(cc * AA[e] + cb * A[e]);
-        const Mat BX = tall ? matmul(x, B, rows, cols, cols) : matmul(B, x, rows, rows, cols);
-        for (size_t e = 0; e < n; ++e) x[e] = R(ca * x[e] + BX[e]);
+        test::apply_polynomial_map(x, A, rows, cols, kAnvilMaps[map], [this](double v) { return R(v); });
       }
       // Equalizer (§4.3 step 4).
       Mat r(static_cast<size_t>(stats), 0.0);

@@ -7,25 +7,14 @@
 
 #include "base/check.h"
 #include "kernels/normuon.h"
+#include "tests/common/dense_reference.h"
 
 namespace gpt {
 namespace {
 
-using Mat = std::vector<double>;  // row-major
-
-Mat matmul(const Mat& a, const Mat& b, int64_t m, int64_t k, int64_t n) {
-  Mat c(static_cast<size_t>(m * n), 0.0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t p = 0; p < k; ++p)
-      for (int64_t j = 0; j < n; ++j) c[i * n + j] += a[i * k + p] * b[p * n + j];
-  return c;
-}
-Mat transpose(const Mat& a, int64_t m, int64_t n) {
-  Mat t(a.size());
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) t[j * m + i] = a[i * n + j];
-  return t;
-}
+using test::Mat;
+using test::matmul;
+using test::transpose;
 
 // Reference state and step for one stack. `bf` emulates the bf16 rounding points (values computed in double,
 // rounded where the spec rounds); otherwise exact double math. GEMM scalars are fp32 in the op (as in cuBLAS),
@@ -38,8 +27,8 @@ struct RefNorMuon {
   double R(double x) const { return bf ? static_cast<double>(round_bf16(static_cast<float>(x))) : x; }
 
   void step(const std::vector<Mat>& grads, const NorMuonArgs& a) {
-    const bool tall = rows > cols, per_row = rows >= cols;
-    const int64_t k = tall ? cols : rows, stats = per_row ? rows : cols, q = per_row ? cols : rows;
+    const bool per_row = rows >= cols;
+    const int64_t stats = per_row ? rows : cols, q = per_row ? cols : rows;
     const double shape_mult = std::sqrt(std::max(1.0, static_cast<double>(rows) / cols));
     for (int64_t mi = 0; mi < count; ++mi) {
       const size_t n = static_cast<size_t>(rows * cols);
@@ -52,16 +41,9 @@ struct RefNorMuon {
       for (double v : x) ss += v * v;
       const double denom = R(R(R(std::sqrt(ss)) * 1.02) + 1e-6);
       for (double& v : x) v = R(v / denom);
+      const auto round = [this](double v) { return R(v); };
       for (const auto& c3 : kPolarExpress) {
-        const double ca = static_cast<float>(c3[0]), cb = static_cast<float>(c3[1]), cc = static_cast<float>(c3[2]);
-        const Mat xt = transpose(x, rows, cols);
-        Mat A = tall ? matmul(xt, x, cols, rows, cols) : matmul(x, xt, rows, cols, rows);
-        for (double& v : A) v = R(v);
-        const Mat AA = matmul(A, A, k, k, k);
-        Mat B(A.size());
-        for (size_t e = 0; e < B.size(); ++e) B[e] = R(cc * AA[e] + cb * A[e]);
-        const Mat BX = tall ? matmul(x, B, rows, cols, cols) : matmul(B, x, rows, rows, cols);
-        for (size_t e = 0; e < n; ++e) x[e] = R(ca * x[e] + BX[e]);
+        test::apply_polynomial_map(x, test::short_side_gram(x, rows, cols, round), rows, cols, c3, round);
       }
       Mat r(static_cast<size_t>(stats), 0.0);
       for (int64_t i = 0; i < rows; ++i)

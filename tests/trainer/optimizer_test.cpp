@@ -12,6 +12,7 @@
 #include "kernels/normuon.h"
 #include "kernels/transpose.h"
 #include "trainer/optim/optimizer.h"
+#include "tests/common/exact_gradients.h"
 #include "tests/common/thread_ranks.h"
 
 namespace gpt {
@@ -221,21 +222,7 @@ const std::vector<Spec> kSpecs = {
     {"resid_lambdas", {11, 2}, DType::f32, ParamKind::adam},     // replicated
 };
 
-// Gradient of slice k at step s for parameter index pi: integers in [−4, 4] times 2^−10. Every partial sum the
-// run forms (over slices, ranks, the Adam pair and the tied transpose) stays an integer below 2^8 times a power
-// of two, so it is exact in bf16 and fp32 whatever the summation order.
-std::vector<double> slice_grad(int64_t s, int k, size_t pi, int64_t n) {
-  std::vector<double> g(static_cast<size_t>(n));
-  uint64_t x = 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(s) * 1315423911u) ^ (static_cast<uint64_t>(k) << 40) ^
-               (static_cast<uint64_t>(pi) << 52);
-  for (auto& v : g) {
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    v = std::ldexp(static_cast<double>(static_cast<int>((x * 2685821657736338717ull) >> 61) - 4) , -10);
-  }
-  return g;
-}
+using test::slice_grad;  // exact sums over slices, ranks and the tied transpose
 
 std::vector<Tensor> run_world(int world, int64_t steps) {
   std::vector<std::vector<Tensor>> results(static_cast<size_t>(world));
