@@ -47,6 +47,13 @@ class RunScratch {
   std::filesystem::path root_;
 };
 
+// The validation losses of a run, in step order (what two runs that must agree are compared by).
+inline std::vector<double> val_losses(const RunResult& r) {
+  std::vector<double> out;
+  for (const ValPoint& p : r.val_history) out.push_back(p.val_loss);
+  return out;
+}
+
 // A 10-step `tiny` schedule (stages 2/2/2 + 2 extension steps... validation every 4 steps) on the stand-in
 // model: warmup (on, unlike `tiny`'s default), reset, split at step 5, Adam and bank steps, validations at 0, 4 and 8.
 inline std::vector<std::string> short_schedule() {

@@ -16,17 +16,12 @@ namespace gpt {
 namespace {
 
 using test::RunScratch;
+using test::val_losses;
 using test::short_run;
 
 nlohmann::json read_json(const std::filesystem::path& p) {
   std::ifstream in(p);
   return nlohmann::json::parse(in);
-}
-
-std::vector<double> val_losses(const RunResult& r) {
-  std::vector<double> out;
-  for (const ValPoint& p : r.val_history) out.push_back(p.val_loss);
-  return out;
 }
 
 TEST(TrainingRun, WarmupChangesStateAndResetRestoresItBitwise) {

@@ -17,6 +17,7 @@ namespace gpt {
 namespace {
 
 using test::RunScratch;
+using test::val_losses;
 
 RunOptions narrow_tiny_seed(const RunScratch& scratch, const std::string& run_id) {
   RunOptions o;
@@ -30,12 +31,6 @@ RunOptions narrow_tiny_seed(const RunScratch& scratch, const std::string& run_id
   o.echo = false;
   o.stop_after_step = 15;  // writes OUT/ID.step000015.ckpt and ends
   return o;
-}
-
-std::vector<double> val_losses(const RunResult& r) {
-  std::vector<double> out;
-  for (const ValPoint& p : r.val_history) out.push_back(p.val_loss);
-  return out;
 }
 
 TEST(TinySeedResume, MidCycleCheckpointContinuesBitExactlyAcrossAnEvent) {

@@ -18,6 +18,7 @@ namespace gpt {
 namespace {
 
 using test::RunScratch;
+using test::val_losses;
 
 RunOptions tiny_seed_run(const RunScratch& scratch, const std::string& run_id) {
   RunOptions o;
@@ -29,12 +30,6 @@ RunOptions tiny_seed_run(const RunScratch& scratch, const std::string& run_id) {
   o.out_dir = scratch.out();
   o.echo = false;
   return o;
-}
-
-std::vector<double> val_losses(const RunResult& r) {
-  std::vector<double> out;
-  for (const ValPoint& p : r.val_history) out.push_back(p.val_loss);
-  return out;
 }
 
 std::string read_text(const std::filesystem::path& path) {
