@@ -283,6 +283,21 @@ __device__ __forceinline__ bool softmax_tile(float (&s)[kBlockK / 2], TileKind k
   }
 }
 
+// The rest of a burst without scores: P·V of the previous tile when it had values, issued inside the warpgroup's
+// turn and waited for.
+template <typename WarpgroupTurns>
+__device__ __forceinline__ void values_burst(float (&o)[kHeadDim / 2], const uint32_t (&pa)[kBlockK / 16][4],
+                                             uint32_t v_addr, bool values, WarpgroupTurns& turns) {
+  if (values) {
+    issue_pv(o, pa, v_addr);
+    turns.end();
+    wgmma::wait<0>();
+    wgmma::fence_operands(o);
+  } else {
+    turns.end();
+  }
+}
+
 // One consumer warpgroup's walk over one item's tiles, the block's g0-th tile overall first; O accumulates
 // unnormalised. kReleaseLast: the last tile's stage is released too (persistent: the ring runs on into the next
 // item).
@@ -337,13 +352,8 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
       wgmma::fence_operands(s);
       for (int i = 0; i < kBlockK / 2; ++i) p[i] = s[i];
       rescale_o = softmax_tile<kOptions.lazy_rescale>(p, kind, k0, rows, a.problem.scale_log2, rescale);
-    } else if (values) {
-      issue_pv(o, pa, t.v_addr(prev_stage));
-      turns.end();
-      wgmma::wait<0>();
-      wgmma::fence_operands(o);
     } else {
-      turns.end();
+      values_burst(o, pa, t.v_addr(prev_stage), values, turns);
     }
     release(t.empty + prev_stage);  // K of tile n − 1 was read in burst n − 1, V in this one
     if (scores) {
@@ -356,14 +366,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
   // Last burst: P·V of the last tile.
   const int last_stage = (g0 + tiles - 1) % kStages;
   turns.begin();
-  if (prev != TileKind::skip) {
-    issue_pv(o, pa, t.v_addr(last_stage));
-    turns.end();
-    wgmma::wait<0>();
-    wgmma::fence_operands(o);
-  } else {
-    turns.end();
-  }
+  values_burst(o, pa, t.v_addr(last_stage), prev != TileKind::skip, turns);
   if constexpr (kReleaseLast) release(t.empty + last_stage);
 }
 
