@@ -100,11 +100,13 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
-// Starts copying `rows` rows of one head ([T, H, 128] bf16) from token `first` into a padded shared tile; rows at
-// or past `end` are zero-filled. Completion: cp_async_commit + cp_async_wait + a barrier.
-template <int kThreads, int kRows>
-__device__ __forceinline__ void load_tile_async(__nv_bfloat16* tile, const __nv_bfloat16* base, int first, int end,
-                                                int heads, int head) {
+// Starts copying rows [first, first + kRows) of one head ([T, H, 128] bf16) into shared memory, 16 bytes at a time;
+// `destination(r, chunk)` is where chunk `chunk` (of 16) of row r lands, so each tile layout supplies only its
+// addressing. Rows at or past `end` are zero-filled (nothing is read for them). Completion: cp_async_commit +
+// cp_async_wait + a barrier.
+template <int kThreads, int kRows, class Destination>
+__device__ __forceinline__ void load_rows_async(Destination destination, const __nv_bfloat16* base, int first,
+                                                int end, int heads, int head) {
   constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   static_assert(kRows * kChunks % kThreads == 0, "whole chunks per thread");
 #pragma unroll
@@ -114,8 +116,16 @@ __device__ __forceinline__ void load_tile_async(__nv_bfloat16* tile, const __nv_
     const int token = first + r;
     const bool valid = token < end;
     const __nv_bfloat16* src = base + ((static_cast<int64_t>(valid ? token : 0) * heads + head) * kHeadDim + chunk * 8);
-    cp_async_16(tile + r * kRowStride + chunk * 8, src, valid);
+    cp_async_16(destination(r, chunk), src, valid);
   }
+}
+
+// load_rows_async into a padded row-major tile (kRowStride elements a row).
+template <int kThreads, int kRows>
+__device__ __forceinline__ void load_tile_async(__nv_bfloat16* tile, const __nv_bfloat16* base, int first, int end,
+                                                int heads, int head) {
+  load_rows_async<kThreads, kRows>([tile](int r, int chunk) { return tile + r * kRowStride + chunk * 8; }, base,
+                                   first, end, heads, head);
 }
 
 // Four 8×8 b16 matrices, not transposed.

@@ -2,13 +2,14 @@
 // Tiles, row state and per-tile steps of the wgmma attention forward kernels (kernels/cuda/attention/forward.cuh and
 // forward_fallback.cuh, and their ladder versions): warpgroups of 64 query rows (kBlockQ = 128 rows per block except
 // the three-consumer blocks' 192), 64-key K/V tiles in the 128-byte swizzle of kernels/cuda/wgmma.cuh, S = Q·Kᵀ
-// from shared memory, P in registers as the A operand of P·V.
+// from shared memory, P in registers as the A operand of P·V; and the arguments all of them take besides Q, K, V.
 #include <cuda_bf16.h>
 
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_launch.h"
 #include "kernels/cuda/attention_wgmma_common.cuh"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/fast_math.cuh"
@@ -22,6 +23,25 @@ constexpr int kRowBytes = wgmma::kSlabRowBytes;
 constexpr int kQSlabBytes = kBlockQ * kRowBytes, kKvSlabBytes = kBlockK * kRowBytes;  // one 64-column slab
 constexpr int kQBytes = 2 * kQSlabBytes, kKvBytes = 2 * kKvSlabBytes;               // head dim 128 = two slabs
 static_assert(kBlockQ * kHeadDim * sizeof(__nv_bfloat16) <= kQBytes, "the output is staged in the Q tile");
+
+// What every forward kernel takes besides its Q, K and V: the segments, the outputs, the shape, the window and the
+// scale in log2 units.
+struct ForwardProblem {
+  const int* cu_seqlens;
+  int r;
+  __nv_bfloat16* y;
+  float* lse;
+  int tokens, heads, window;
+  float scale_log2;
+};
+
+// Windows past the sequence length behave as the sequence length (and fit the kernels' int arithmetic).
+inline ForwardProblem forward_problem(const Tensor& cu_seqlens, Tensor& y, Tensor& lse, const AttentionProblem& p,
+                                      int64_t window, float scale) {
+  const int win = static_cast<int>(window < p.tokens ? window : p.tokens);
+  return {device_i32(cu_seqlens), p.r, device_bf16(y), static_cast<float*>(lse.raw()), static_cast<int>(p.tokens),
+          p.heads, win, scale * kLog2e};
+}
 
 __device__ __forceinline__ TileKind classify(int k0, int t_first, int t_last, int lo_first, int lo_last) {
   return classify_keys<kBlockK>(k0, t_first, t_last, lo_first, lo_last);

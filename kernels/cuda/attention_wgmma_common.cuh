@@ -15,23 +15,16 @@ namespace gpt::cuda::attn {
 // Bytes of one swizzled [rows × 128] bf16 tile: two slabs of rows · 128 bytes (head dim 128 = two 64-column slabs).
 constexpr int swizzled_tile_bytes(int rows) { return 2 * rows * wgmma::kSlabRowBytes; }
 
-// Starts copying rows [first, first + kRows) of one head ([T, H, 128] bf16) into a swizzled tile; rows at or past
-// `end` are zero-filled (nothing is read for them).
+// load_rows_async (attention_common.cuh) into a swizzled tile: chunks 0–7 of a row in the first 64-column slab,
+// 8–15 in the second.
 template <int kThreads, int kRows>
 __device__ __forceinline__ void load_swizzled_async(uint8_t* tile, const __nv_bfloat16* base, int first, int end,
                                                     int heads, int head) {
-  constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
-  static_assert(kRows * kChunks % kThreads == 0, "whole chunks per thread");
-#pragma unroll
-  for (int j = 0; j < kRows * kChunks / kThreads; ++j) {
-    const int i = threadIdx.x + j * kThreads;
-    const int r = i / kChunks, chunk = i % kChunks;
-    const int token = first + r;
-    const bool valid = token < end;
-    const __nv_bfloat16* src = base + ((static_cast<int64_t>(valid ? token : 0) * heads + head) * kHeadDim + chunk * 8);
-    cp_async_16(tile + (chunk / 8) * (kRows * wgmma::kSlabRowBytes) + wgmma::swizzled_offset(r, chunk % 8), src,
-                valid);
-  }
+  load_rows_async<kThreads, kRows>(
+      [tile](int r, int chunk) {
+        return tile + (chunk / 8) * (kRows * wgmma::kSlabRowBytes) + wgmma::swizzled_offset(r, chunk % 8);
+      },
+      base, first, end, heads, head);
 }
 
 // cp.async and st.shared write through the generic proxy; wgmma reads shared memory through the async proxy.

@@ -40,6 +40,33 @@ __device__ __forceinline__ void find_segment(const int* cu, int entries, int64_t
   end = lo < entries ? cu[lo] : t + 1;
 }
 
+// First key of query t's window: t's segment start, at most keys - 1 tokens back.
+__device__ __forceinline__ int64_t window_first_key(const int* cu, const DcShape& s, int64_t t) {
+  int64_t begin, end;
+  find_segment(cu, s.segments, t, begin, end);
+  return max(begin, t - s.keys + 1);
+}
+
+// Query t's first window key, found by thread 0 (which also runs `also`) and handed to the block through
+// `lo_shared` after a barrier.
+template <typename ThreadZeroWork>
+__device__ __forceinline__ int64_t block_window_first_key(const int* cu, const DcShape& s, int64_t t,
+                                                          int64_t& lo_shared, ThreadZeroWork also) {
+  if (threadIdx.x == 0) {
+    lo_shared = window_first_key(cu, s, t);
+    also();
+  }
+  __syncthreads();
+  return lo_shared;
+}
+
+// Last query whose window holds `key`: the key's segment end - 1, at most keys - 1 tokens on.
+__device__ __forceinline__ int64_t window_last_query(const int* cu, const DcShape& s, int64_t key) {
+  int64_t begin, end;
+  find_segment(cu, s.segments, key, begin, end);
+  return min(end - 1, key + s.keys - 1);
+}
+
 template <typename T, typename A>
 __device__ __forceinline__ A warp_dot(const T* a, const T* b, int dim, int lane) {
   A s = 0;
@@ -72,14 +99,7 @@ __global__ void dc_forward_kernel(const T* __restrict__ q, const T* __restrict__
   __shared__ int64_t lo_shared;
   const int64_t t = blockIdx.x;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (threadIdx.x == 0) {
-    int64_t begin, end;
-    find_segment(cu, s.segments, t, begin, end);
-    lo_shared = max(begin, t - s.keys + 1);
-    mixing_weights<T, A>(gates, s, t, w1);
-  }
-  __syncthreads();
-  const int64_t lo = lo_shared;
+  const int64_t lo = block_window_first_key(cu, s, t, lo_shared, [&] { mixing_weights<T, A>(gates, s, t, w1); });
   const int n = static_cast<int>(t - lo + 1);
   const int64_t row = static_cast<int64_t>(H) * D;
   for (int p = warp; p < H * n; p += kWarps) {
@@ -137,14 +157,8 @@ __global__ void dc_backward_query_kernel(const T* __restrict__ dy_out, const T* 
   __shared__ A rho_shared;
   const int64_t t = blockIdx.x;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (threadIdx.x == 0) {
-    int64_t begin, end;
-    find_segment(cu, s.segments, t, begin, end);
-    lo_shared = max(begin, t - s.keys + 1);
-    rho_shared = mixing_weights<T, A>(gates, s, t, w1);
-  }
-  __syncthreads();
-  const int64_t lo = lo_shared;
+  const int64_t lo =
+      block_window_first_key(cu, s, t, lo_shared, [&] { rho_shared = mixing_weights<T, A>(gates, s, t, w1); });
   const int n = static_cast<int>(t - lo + 1);
   const int64_t row = static_cast<int64_t>(H) * D;
   for (int p = warp; p < H * n; p += kWarps) {
@@ -222,11 +236,7 @@ __global__ void dc_backward_key_kernel(const T* __restrict__ dy_out, const T* __
   __shared__ int64_t hi_shared;
   const int64_t key = blockIdx.x;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (threadIdx.x == 0) {
-    int64_t begin, end;
-    find_segment(cu, s.segments, key, begin, end);
-    hi_shared = min(end - 1, key + s.keys - 1);
-  }
+  if (threadIdx.x == 0) hi_shared = window_last_query(cu, s, key);
   __syncthreads();
   const int m = static_cast<int>(hi_shared - key + 1);
   const int64_t row = static_cast<int64_t>(H) * D;

@@ -253,25 +253,40 @@ struct Weights {
   float *w1s, *w2s;
 };
 
+// Opening of the forward and of the backward's pass 1: stages cu_seqlens and the mixing weights of the block's
+// queries (ρ too where `rho` is given), then finds this thread's query rows.
+__device__ __forceinline__ QueryRows stage_query_block(const DcParams& p, const SharedLayout& sh, const Weights& w,
+                                                       int q0, int warp, int g, float* rho) {
+  stage_cu(p, sh.cu);
+  stage_mixing_weights(p, q0, w.w1s, w.w2s, rho);
+  __syncthreads();
+  return query_rows(p, sh.cu, q0, warp, g);
+}
+
+// s = this warp's 16 rows of `narrow_src` rows [narrow_first, + kRows) · (`wide_src` rows [wide_first, + kWide))ᵀ,
+// one head; the tiles stay in use until the caller's next barrier.
+__device__ __forceinline__ void head_scores(float (&s)[16][4], const SharedLayout& sh, const DcParams& p, int h,
+                                            const bf16* narrow_src, int narrow_first, const bf16* wide_src,
+                                            int wide_first, int warp, int lane) {
+  load_rows<kRows>(sh.narrow, narrow_src, narrow_first, p.tokens, p.heads, h);
+  load_rows<kWide>(sh.wide, wide_src, wide_first, p.tokens, p.heads, h);
+  finish_loads();
+  scores(s, sh.narrow, sh.wide, warp * 16, lane);
+}
+
 __global__ void __launch_bounds__(kThreads, 2) dc_forward_v2_kernel(DcParams p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const SharedLayout sh = shared_layout(smem_raw);
   const Weights w{sh.f, sh.f + kRows * kMaxHeads};
   const int q0 = blockIdx.x * kRows, span_first = q0 - (kSpan - 16);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, c = lane & 3;
-  stage_cu(p, sh.cu);
-  stage_mixing_weights(p, q0, w.w1s, w.w2s, nullptr);
-  __syncthreads();
-  const QueryRows rows = query_rows(p, sh.cu, q0, warp, g);
+  const QueryRows rows = stage_query_block(p, sh, w, q0, warp, g, nullptr);
   const int span0 = span_first + warp * 16;
 
   float a[16][4] = {};
   for (int h = 0; h < p.heads; ++h) {
-    load_rows<kRows>(sh.narrow, p.q, q0, p.tokens, p.heads, h);
-    load_rows<kWide>(sh.wide, p.k, span_first, p.tokens, p.heads, h);
-    finish_loads();
     float s[16][4];
-    scores(s, sh.narrow, sh.wide, warp * 16, lane);
+    head_scores(s, sh, p, h, p.q, q0, p.k, span_first, warp, lane);
     __syncthreads();  // tiles free for the next head
     probabilities(s, rows, span0, c, p, h, true);
     const float w1[2] = {w.w1s[rows.local[0] * kMaxHeads + h], w.w1s[rows.local[1] * kMaxHeads + h]};
@@ -306,10 +321,7 @@ __global__ void __launch_bounds__(kThreads, 2) dc_backward_query_v2_kernel(DcPar
   float* rho = sh.f + 4 * kRows * kMaxHeads;   // [kRows]
   const int q0 = blockIdx.x * kRows, span_first = q0 - (kSpan - 16);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, c = lane & 3;
-  stage_cu(p, sh.cu);
-  stage_mixing_weights(p, q0, w.w1s, w.w2s, rho);
-  __syncthreads();
-  const QueryRows rows = query_rows(p, sh.cu, q0, warp, g);
+  const QueryRows rows = stage_query_block(p, sh, w, q0, warp, g, rho);
   const int span0 = span_first + warp * 16;
 
   // Phase A: a = Σ_h w1_h·π_h and da = Σ_g w2_g·dc_g over the warp's span.
@@ -318,10 +330,7 @@ __global__ void __launch_bounds__(kThreads, 2) dc_backward_query_v2_kernel(DcPar
     const float w1[2] = {w.w1s[rows.local[0] * kMaxHeads + h], w.w1s[rows.local[1] * kMaxHeads + h]};
     const float w2[2] = {w.w2s[rows.local[0] * kMaxHeads + h], w.w2s[rows.local[1] * kMaxHeads + h]};
     float s[16][4];
-    load_rows<kRows>(sh.narrow, p.q, q0, p.tokens, p.heads, h);
-    load_rows<kWide>(sh.wide, p.k, span_first, p.tokens, p.heads, h);
-    finish_loads();
-    scores(s, sh.narrow, sh.wide, warp * 16, lane);
+    head_scores(s, sh, p, h, p.q, q0, p.k, span_first, warp, lane);
     __syncthreads();
     probabilities(s, rows, span0, c, p, h, false);
 #pragma unroll
@@ -329,10 +338,7 @@ __global__ void __launch_bounds__(kThreads, 2) dc_backward_query_v2_kernel(DcPar
 #pragma unroll
       for (int j = 0; j < 4; ++j) a[nt][j] += w1[j >> 1] * s[nt][j];
     }
-    load_rows<kRows>(sh.narrow, p.dy, q0, p.tokens, p.heads, h);
-    load_rows<kWide>(sh.wide, p.v, span_first, p.tokens, p.heads, h);
-    finish_loads();
-    scores(s, sh.narrow, sh.wide, warp * 16, lane);
+    head_scores(s, sh, p, h, p.dy, q0, p.v, span_first, warp, lane);
     __syncthreads();
 #pragma unroll
     for (int nt = 0; nt < 16; ++nt) {
@@ -358,10 +364,7 @@ __global__ void __launch_bounds__(kThreads, 2) dc_backward_query_v2_kernel(DcPar
   for (int h = 0; h < p.heads; ++h) {
     const float w1[2] = {w.w1s[rows.local[0] * kMaxHeads + h], w.w1s[rows.local[1] * kMaxHeads + h]};
     float s[16][4];
-    load_rows<kRows>(sh.narrow, p.dy, q0, p.tokens, p.heads, h);
-    load_rows<kWide>(sh.wide, p.v, span_first, p.tokens, p.heads, h);
-    finish_loads();
-    scores(s, sh.narrow, sh.wide, warp * 16, lane);
+    head_scores(s, sh, p, h, p.dy, q0, p.v, span_first, warp, lane);
     __syncthreads();
     float dw2[2] = {0.f, 0.f};
 #pragma unroll
@@ -369,10 +372,7 @@ __global__ void __launch_bounds__(kThreads, 2) dc_backward_query_v2_kernel(DcPar
 #pragma unroll
       for (int j = 0; j < 4; ++j) dw2[j >> 1] += a[nt][j] * s[nt][j];
     }
-    load_rows<kRows>(sh.narrow, p.q, q0, p.tokens, p.heads, h);
-    load_rows<kWide>(sh.wide, p.k, span_first, p.tokens, p.heads, h);
-    finish_loads();
-    scores(s, sh.narrow, sh.wide, warp * 16, lane);
+    head_scores(s, sh, p, h, p.q, q0, p.k, span_first, warp, lane);
     probabilities(s, rows, span0, c, p, h, false);
     float dw1[2] = {0.f, 0.f};
 #pragma unroll
@@ -501,8 +501,10 @@ __global__ void __launch_bounds__(kThreads, 2) dc_backward_key_v2_kernel(DcParam
   }
 }
 
-DcParams make_params(const Tensor& q, const Tensor& cu_seqlens, const Tensor& gates, DcLanes lanes, int64_t keys,
-                     float scale, const char* op) {
+// The parameters both passes share: shape, segments, gates, scale, and the tensors both read (q, k, v) or carry from
+// the forward to the backward (lse).
+DcParams make_params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, const Tensor& gates,
+                     DcLanes lanes, const Tensor& lse, int64_t keys, float scale, const char* op) {
   GPT_CHECK(dc_attention_v2_supports(q, gates, keys), op,
             " v2: needs bf16 q and gates, head dim 128, at most ", kMaxHeads, " heads and at most ", kDcMaxKeysV2,
             " keys; got ", q.describe(), ", keys ", keys);
@@ -518,6 +520,10 @@ DcParams make_params(const Tensor& q, const Tensor& cu_seqlens, const Tensor& ga
   p.w2_lane = static_cast<int>(lanes.w2);
   p.scale = scale;
   p.scale_log2 = scale * kLog2e;
+  p.q = device_ptr<bf16>(q);
+  p.k = device_ptr<bf16>(k);
+  p.v = device_ptr<bf16>(v);
+  p.lse = device_ptr<float>(lse);
   return p;
 }
 
@@ -545,14 +551,10 @@ void dc_attention_forward_v2(const Tensor& q, const Tensor& k, const Tensor& v, 
                              const Tensor& gates, DcLanes lanes, const Tensor& y_core, Tensor& y_out, Tensor& lse,
                              float scale, int64_t keys) {
   const char* op = "dc_attention_forward";
-  DcParams p = make_params(q, cu_seqlens, gates, lanes, keys, scale, op);
+  DcParams p = make_params(q, k, v, cu_seqlens, gates, lanes, lse, keys, scale, op);
   if (p.tokens == 0) return;
-  p.q = device_ptr<bf16>(q);
-  p.k = device_ptr<bf16>(k);
-  p.v = device_ptr<bf16>(v);
   p.y_core = device_ptr<bf16>(y_core);
   p.y_out = device_ptr<bf16>(y_out);
-  p.lse = device_ptr<float>(lse);
   launch(dc_forward_v2_kernel, p, op);
 }
 
@@ -560,13 +562,9 @@ void dc_attention_backward_v2(const Tensor& dy_out, const Tensor& q, const Tenso
                               const Tensor& cu_seqlens, const Tensor& gates, DcLanes lanes, const Tensor& lse,
                               Tensor& dq, Tensor& dk, Tensor& dv, Tensor& dgates, float scale, int64_t keys) {
   const char* op = "dc_attention_backward";
-  DcParams p = make_params(q, cu_seqlens, gates, lanes, keys, scale, op);
+  DcParams p = make_params(q, k, v, cu_seqlens, gates, lanes, lse, keys, scale, op);
   if (p.tokens == 0) return;
-  p.q = device_ptr<bf16>(q);
-  p.k = device_ptr<bf16>(k);
-  p.v = device_ptr<bf16>(v);
   p.dy = device_ptr<bf16>(dy_out);
-  p.lse = device_ptr<float>(lse);
   p.dq = device_ptr<bf16>(dq);
   p.dk = device_ptr<bf16>(dk);
   p.dv = device_ptr<bf16>(dv);

@@ -10,52 +10,28 @@ namespace gpt::cuda {
 // ---- Stream -----------------------------------------------------------------------------------------
 
 Stream::Stream(bool non_blocking, int priority) {
-  GPT_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, non_blocking ? cudaStreamNonBlocking : cudaStreamDefault,
+  cudaStream_t stream = nullptr;
+  GPT_CUDA_CHECK(cudaStreamCreateWithPriority(&stream, non_blocking ? cudaStreamNonBlocking : cudaStreamDefault,
                                               priority));
+  stream_.reset(stream);
 }
 
-Stream::~Stream() {
-  if (stream_ != nullptr) cudaStreamDestroy(stream_);
-}
-
-Stream::Stream(Stream&& other) noexcept : stream_(std::exchange(other.stream_, nullptr)) {}
-
-Stream& Stream::operator=(Stream&& other) noexcept {
-  if (this != &other) {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-    stream_ = std::exchange(other.stream_, nullptr);
-  }
-  return *this;
-}
-
-void Stream::synchronize() const { GPT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void Stream::synchronize() const { GPT_CUDA_CHECK(cudaStreamSynchronize(get())); }
 
 // ---- Event ------------------------------------------------------------------------------------------
 
 Event::Event(bool timing) {
-  GPT_CUDA_CHECK(cudaEventCreateWithFlags(&event_, timing ? cudaEventDefault : cudaEventDisableTiming));
+  cudaEvent_t event = nullptr;
+  GPT_CUDA_CHECK(cudaEventCreateWithFlags(&event, timing ? cudaEventDefault : cudaEventDisableTiming));
+  event_.reset(event);
 }
 
-Event::~Event() {
-  if (event_ != nullptr) cudaEventDestroy(event_);
-}
+void Event::record(cudaStream_t stream) { GPT_CUDA_CHECK(cudaEventRecord(get(), stream)); }
 
-Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
-
-Event& Event::operator=(Event&& other) noexcept {
-  if (this != &other) {
-    if (event_ != nullptr) cudaEventDestroy(event_);
-    event_ = std::exchange(other.event_, nullptr);
-  }
-  return *this;
-}
-
-void Event::record(cudaStream_t stream) { GPT_CUDA_CHECK(cudaEventRecord(event_, stream)); }
-
-void Event::synchronize() const { GPT_CUDA_CHECK(cudaEventSynchronize(event_)); }
+void Event::synchronize() const { GPT_CUDA_CHECK(cudaEventSynchronize(get())); }
 
 bool Event::done() const {
-  const cudaError_t err = cudaEventQuery(event_);
+  const cudaError_t err = cudaEventQuery(get());
   if (err == cudaErrorNotReady) return false;
   GPT_CUDA_CHECK(err);
   return true;
@@ -63,7 +39,7 @@ bool Event::done() const {
 
 float Event::elapsed_ms(const Event& start, const Event& end) {
   float ms = 0;
-  GPT_CUDA_CHECK(cudaEventElapsedTime(&ms, start.event_, end.event_));
+  GPT_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), end.get()));
   return ms;
 }
 

@@ -8,42 +8,44 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <memory>
 #include <span>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/tensor.h"
 
 namespace gpt::cuda {
 
+// Deleters of the owning handles below: a moved-from Stream or Event holds none and destroys nothing.
+struct DestroyStream {
+  void operator()(cudaStream_t stream) const noexcept { cudaStreamDestroy(stream); }
+};
+struct DestroyEvent {
+  void operator()(cudaEvent_t event) const noexcept { cudaEventDestroy(event); }
+};
+
+// Move-only.
 class Stream {
  public:
   // non_blocking: does not synchronize with the legacy default stream (use only when every copy is explicit).
   // priority: lower numbers are higher priority (cudaDeviceGetStreamPriorityRange); 0 is the default.
   explicit Stream(bool non_blocking = false, int priority = 0);
-  ~Stream();
-  Stream(Stream&& other) noexcept;
-  Stream& operator=(Stream&& other) noexcept;
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
 
-  cudaStream_t get() const { return stream_; }
+  cudaStream_t get() const { return stream_.get(); }
   void synchronize() const;
 
  private:
-  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<std::remove_pointer_t<cudaStream_t>, DestroyStream> stream_;
 };
 
+// Move-only.
 class Event {
  public:
   // timing = false makes record/wait cheaper (cudaEventDisableTiming); elapsed_ms needs timing = true.
   explicit Event(bool timing = false);
-  ~Event();
-  Event(Event&& other) noexcept;
-  Event& operator=(Event&& other) noexcept;
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
 
-  cudaEvent_t get() const { return event_; }
+  cudaEvent_t get() const { return event_.get(); }
   void record(cudaStream_t stream);
   void synchronize() const;
   bool done() const;  // cudaEventQuery: true when all work before the record has finished
@@ -51,7 +53,7 @@ class Event {
   static float elapsed_ms(const Event& start, const Event& end);
 
  private:
-  cudaEvent_t event_ = nullptr;
+  std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, DestroyEvent> event_;
 };
 
 // Makes `stream` wait (on the device) for everything recorded in `event`.

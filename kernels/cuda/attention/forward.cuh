@@ -79,12 +79,7 @@ struct Shape {
 
 struct TmaForwardArgs {
   CUtensorMap q_map, k_map, v_map;  // kernels/cuda/tensor_map.h: Q boxes of the block's rows, K/V of 64
-  const int* cu_seqlens;
-  int r;
-  __nv_bfloat16* y;
-  float* lse;
-  int tokens, heads, window;
-  float scale_log2;
+  ForwardProblem problem;
   int* schedule;  // persistent: [0] the ticket counter (zero at launch), [1 + i] the i-th heaviest query block
   int items;      // persistent: query blocks × heads
 };
@@ -184,12 +179,12 @@ __device__ void produce_items(const TmaForwardArgs& a, const PersistentTiles<kCo
       tma::arrive(t.q_full + b);
       return;
     }
-    const int q0 = a.schedule[1 + ticket / a.heads] * S::kRows, head = ticket % a.heads;
+    const int q0 = a.schedule[1 + ticket / a.problem.heads] * S::kRows, head = ticket % a.problem.heads;
     ticket = atomicAdd(a.schedule, 1);
     t.slot[b] = {q0, head};  // published by the arrival below (release), read after the consumers' wait (acquire)
     tma::arrive_expect_tx(t.q_full + b, S::kQTile);
     tma::load_head_rows(t.qs(b), S::kQSlab, &a.q_map, head, q0, t.q_full + b);
-    const BlockKeys keys = block_keys<kBlockK>(t.cu, a.r, q0, S::kRows, a.tokens, a.window);
+    const BlockKeys keys = block_keys<kBlockK>(t.cu, a.problem.r, q0, S::kRows, a.problem.tokens, a.problem.window);
     produce_tiles(a, t, head, keys.key_begin, keys.tiles, g);
     g += keys.tiles;
   }
@@ -226,7 +221,7 @@ struct Turns {
 template <int kConsumers, typename Tiles, typename InitQ>
 __device__ __forceinline__ void init_block(const TmaForwardArgs& a, const Tiles& t, InitQ init_q) {
   using S = Shape<kConsumers>;
-  for (int i = threadIdx.x; i < a.r; i += S::kThreads) t.cu[i] = a.cu_seqlens[i];
+  for (int i = threadIdx.x; i < a.problem.r; i += S::kThreads) t.cu[i] = a.problem.cu_seqlens[i];
   if (threadIdx.x == 0) {
     init_q();
     for (int s = 0; s < kStages; ++s) {
@@ -251,7 +246,7 @@ __device__ void store_output(const float (&o)[kHeadDim / 2], const RowState& row
   const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, c = lane & 3;
   float inv[2];
-  finish_rows(rows, a.tokens, head, a.lse, inv);
+  finish_rows(rows, a.problem.tokens, head, a.problem.lse, inv);
 #pragma unroll
   for (int row = 0; row < 2; ++row) {
     const int local = wg * kWarpgroupRows + warp * 16 + g + 8 * row;  // row of the block's Q tile
@@ -268,10 +263,10 @@ __device__ void store_output(const float (&o)[kHeadDim / 2], const RowState& row
   for (int j = 0; j < kWarpgroupRows * kChunks / 128; ++j) {
     const int i = threadIdx.x % 128 + j * 128, rr = wg * kWarpgroupRows + i / kChunks, chunk = i % kChunks;
     const int t = q0 + rr;
-    if (t < a.tokens) {
+    if (t < a.problem.tokens) {
       const uint8_t* src = qs + (chunk / 8) * S::kQSlab + wgmma::swizzled_offset(rr, chunk % 8);
-      *reinterpret_cast<uint4*>(a.y + (static_cast<int64_t>(t) * a.heads + head) * kHeadDim + chunk * 8) =
-          *reinterpret_cast<const uint4*>(src);
+      *reinterpret_cast<uint4*>(a.problem.y + (static_cast<int64_t>(t) * a.problem.heads + head) * kHeadDim +
+                                chunk * 8) = *reinterpret_cast<const uint4*>(src);
     }
   }
 }
@@ -285,6 +280,21 @@ __device__ __forceinline__ bool softmax_tile(float (&s)[kBlockK / 2], TileKind k
   } else {
     softmax_scores(s, kind, k0, rows, scale_log2, rescale);
     return true;
+  }
+}
+
+// The rest of a burst without scores: P·V of the previous tile when it had values, issued inside the warpgroup's
+// turn and waited for.
+template <typename WarpgroupTurns>
+__device__ __forceinline__ void values_burst(float (&o)[kHeadDim / 2], const uint32_t (&pa)[kBlockK / 16][4],
+                                             uint32_t v_addr, bool values, WarpgroupTurns& turns) {
+  if (values) {
+    issue_pv(o, pa, v_addr);
+    turns.end();
+    wgmma::wait<0>();
+    wgmma::fence_operands(o);
+  } else {
+    turns.end();
   }
 }
 
@@ -309,7 +319,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
     turns.end();
     wgmma::wait<0>();
     wgmma::fence_operands(s);
-    softmax_tile<kOptions.lazy_rescale>(s, prev, key_begin, rows, a.scale_log2, rescale);
+    softmax_tile<kOptions.lazy_rescale>(s, prev, key_begin, rows, a.problem.scale_log2, rescale);
     pack_fragments(s, pa);  // O is still zero: nothing to rescale
   } else {
     turns.end();
@@ -332,7 +342,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
       wgmma::wait<1>();  // S (committed first) has completed; P·V may still run
       wgmma::fence_operands(s);
       for (int i = 0; i < kBlockK / 2; ++i) p[i] = s[i];  // the softmax works on its own registers, not S's
-      rescale_o = softmax_tile<kOptions.lazy_rescale>(p, kind, k0, rows, a.scale_log2, rescale);
+      rescale_o = softmax_tile<kOptions.lazy_rescale>(p, kind, k0, rows, a.problem.scale_log2, rescale);
       wgmma::wait<0>();
       wgmma::fence_operands(o);
     } else if (scores) {
@@ -341,14 +351,9 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
       wgmma::wait<0>();
       wgmma::fence_operands(s);
       for (int i = 0; i < kBlockK / 2; ++i) p[i] = s[i];
-      rescale_o = softmax_tile<kOptions.lazy_rescale>(p, kind, k0, rows, a.scale_log2, rescale);
-    } else if (values) {
-      issue_pv(o, pa, t.v_addr(prev_stage));
-      turns.end();
-      wgmma::wait<0>();
-      wgmma::fence_operands(o);
+      rescale_o = softmax_tile<kOptions.lazy_rescale>(p, kind, k0, rows, a.problem.scale_log2, rescale);
     } else {
-      turns.end();
+      values_burst(o, pa, t.v_addr(prev_stage), values, turns);
     }
     release(t.empty + prev_stage);  // K of tile n − 1 was read in burst n − 1, V in this one
     if (scores) {
@@ -361,14 +366,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
   // Last burst: P·V of the last tile.
   const int last_stage = (g0 + tiles - 1) % kStages;
   turns.begin();
-  if (prev != TileKind::skip) {
-    issue_pv(o, pa, t.v_addr(last_stage));
-    turns.end();
-    wgmma::wait<0>();
-    wgmma::fence_operands(o);
-  } else {
-    turns.end();
-  }
+  values_burst(o, pa, t.v_addr(last_stage), prev != TileKind::skip, turns);
   if constexpr (kReleaseLast) release(t.empty + last_stage);
 }
 
@@ -377,7 +375,7 @@ template <int kConsumers, ForwardOptions kOptions>
 __device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>& t, int q0, int key_begin,
                         int tiles) {
   const int wg = threadIdx.x / 128;
-  RowState rows(t.cu, a.r, q0, a.tokens, a.window);
+  RowState rows(t.cu, a.problem.r, q0, a.problem.tokens, a.problem.window);
   const uint32_t q_addr = wgmma::smem_addr(t.qs) + wg * kWarpgroupRows * kRowBytes;
   Turns<kConsumers, kOptions.take_turns> turns(wg, tiles + 1);
   float o[kHeadDim / 2] = {};
@@ -399,8 +397,9 @@ __device__ void consume_items(const TmaForwardArgs& a, const PersistentTiles<kCo
     tma::wait(t.q_full + b, (i >> 1) & 1);
     const ItemSlot item = t.slot[b];
     if (item.q0 < 0) break;
-    const BlockKeys keys = block_keys<kBlockK>(t.cu, a.r, item.q0, S::kRows, a.tokens, a.window);
-    RowState rows(t.cu, a.r, item.q0, a.tokens, a.window);
+    const BlockKeys keys =
+        block_keys<kBlockK>(t.cu, a.problem.r, item.q0, S::kRows, a.problem.tokens, a.problem.window);
+    RowState rows(t.cu, a.problem.r, item.q0, a.problem.tokens, a.problem.window);
     const uint32_t q_addr = wgmma::smem_addr(t.qs(b)) + wg * kWarpgroupRows * kRowBytes;
     float o[kHeadDim / 2] = {};
     consume_tiles<kConsumers, true, kOptions>(a, t, q_addr, rows, keys.key_begin, keys.tiles, g, turns, o);
@@ -442,7 +441,7 @@ __global__ void __launch_bounds__(Shape<kConsumers>::kThreads, 1)
     const int q0 = blockIdx.x * S::kRows;
     init_block<kConsumers>(a, t, [&] { tma::init(t.q_full, 1); });
     __syncthreads();  // the last block-wide barrier: the roles part here
-    const BlockKeys keys = block_keys<kBlockK>(t.cu, a.r, q0, S::kRows, a.tokens, a.window);
+    const BlockKeys keys = block_keys<kBlockK>(t.cu, a.problem.r, q0, S::kRows, a.problem.tokens, a.problem.window);
     if (threadIdx.x >= S::kConsumerThreadCount) {
       if constexpr (S::kRebalance) lower_registers<S::kProducerRegisters>();
       if (threadIdx.x == S::kConsumerThreadCount) produce(a, t, q0, keys.key_begin, keys.tiles);
@@ -488,18 +487,10 @@ template <int kConsumers>
 TmaForwardArgs forward_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                             Tensor& lse, const AttentionProblem& p, int64_t window, float scale) {
   using S = Shape<kConsumers>;
-  const int win = static_cast<int>(window < p.tokens ? window : p.tokens);
   return {head_rows_tensor_map(device_bf16(q), p.tokens, p.heads, S::kRows, "attention_forward q"),
           head_rows_tensor_map(device_bf16(k), p.tokens, p.heads, kBlockK, "attention_forward k"),
           head_rows_tensor_map(device_bf16(v), p.tokens, p.heads, kBlockK, "attention_forward v"),
-          device_i32(cu_seqlens),
-          p.r,
-          device_bf16(y),
-          static_cast<float*>(lse.raw()),
-          static_cast<int>(p.tokens),
-          p.heads,
-          win,
-          scale * kLog2e,
+          forward_problem(cu_seqlens, y, lse, p, window, scale),
           nullptr,
           0};
 }
@@ -552,9 +543,8 @@ void launch_persistent_forward(const Tensor& q, const Tensor& k, const Tensor& v
   TmaForwardArgs args = forward_args<kConsumers>(q, k, v, cu_seqlens, y, lse, p, window, scale);
   args.schedule = reinterpret_cast<int*>(raw);
   args.items = q_blocks * p.heads;
-  forward_schedule_kernel<<<1, kScheduleThreads, p.r * sizeof(int), stream>>>(args.cu_seqlens, p.r, args.tokens,
-                                                                              args.window, S::kRows, q_blocks,
-                                                                              args.schedule);
+  forward_schedule_kernel<<<1, kScheduleThreads, p.r * sizeof(int), stream>>>(
+      args.problem.cu_seqlens, p.r, args.problem.tokens, args.problem.window, S::kRows, q_blocks, args.schedule);
   GPT_CUDA_CHECK_LAUNCH();
   const auto kernel =
       attention_forward_kernel<kConsumers, kOptions.persistent, kOptions.lazy_rescale, kOptions.take_turns>;

@@ -102,12 +102,7 @@ struct ForwardArgs {
   const __nv_bfloat16* q;
   const __nv_bfloat16* k;
   const __nv_bfloat16* v;
-  const int* cu_seqlens;
-  int r;
-  __nv_bfloat16* y;
-  float* lse;
-  int tokens, heads, window;
-  float scale_log2;
+  ForwardProblem problem;
 };
 
 // The block's shared memory: Q, kStages K tiles, kStages V tiles, cu_seqlens; wgmma's swizzle is anchored at
@@ -123,18 +118,18 @@ struct BlockTiles {
     cu = reinterpret_cast<int*>(vs + kStages * kKvBytes);
   }
   __device__ void load_kv(int stage, const ForwardArgs& a, int first, int end, int head) const {
-    load_swizzled_async<kThreads, kBlockK>(ks + stage * kKvBytes, a.k, first, end, a.heads, head);
-    load_swizzled_async<kThreads, kBlockK>(vs + stage * kKvBytes, a.v, first, end, a.heads, head);
+    load_swizzled_async<kThreads, kBlockK>(ks + stage * kKvBytes, a.k, first, end, a.problem.heads, head);
+    load_swizzled_async<kThreads, kBlockK>(vs + stage * kKvBytes, a.v, first, end, a.problem.heads, head);
   }
   __device__ uint32_t k_addr(int stage) const { return wgmma::smem_addr(ks + stage * kKvBytes); }
   __device__ uint32_t v_addr(int stage) const { return wgmma::smem_addr(vs + stage * kKvBytes); }
   // Copies cu_seqlens in, finds the block's keys and starts the prologue loads: Q with tile 0 in the first cp.async
   // group, then tiles 1 … kStages − 2, one group each (empty past the end).
   __device__ BlockKeys start(const ForwardArgs& a, int head, int q0) const {
-    for (int i = threadIdx.x; i < a.r; i += kThreads) cu[i] = a.cu_seqlens[i];
+    for (int i = threadIdx.x; i < a.problem.r; i += kThreads) cu[i] = a.problem.cu_seqlens[i];
     __syncthreads();
-    const BlockKeys keys = block_keys<kBlockK>(cu, a.r, q0, kBlockQ, a.tokens, a.window);
-    load_swizzled_async<kThreads, kBlockQ>(qs, a.q, q0, a.tokens, a.heads, head);
+    const BlockKeys keys = block_keys<kBlockK>(cu, a.problem.r, q0, kBlockQ, a.problem.tokens, a.problem.window);
+    load_swizzled_async<kThreads, kBlockQ>(qs, a.q, q0, a.problem.tokens, a.problem.heads, head);
 #pragma unroll
     for (int n = 0; n < kStages - 1; ++n) {
       if (n < keys.tiles) load_kv(n, a, keys.key_begin + n * kBlockK, keys.kv_end, head);
@@ -153,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_forward_wgmma_kernel(co
   const BlockTiles<kStages> tiles_smem(smem_raw);
   const int head = blockIdx.y, q0 = blockIdx.x * kBlockQ;
   const auto [key_begin, kv_end, tiles] = tiles_smem.start(a, head, q0);
-  RowState rows(tiles_smem.cu, a.r, q0, a.tokens, a.window);
+  RowState rows(tiles_smem.cu, a.problem.r, q0, a.problem.tokens, a.problem.window);
   const uint32_t q_addr = wgmma::smem_addr(tiles_smem.qs) + (threadIdx.x / 128) * kWarpgroupRows * kRowBytes;
   float o[kHeadDim / 2] = {};  // m64n128 accumulators
   uint32_t qa[kHeadDim / 16][4];   // kQInRegisters only
@@ -182,14 +177,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_forward_wgmma_kernel(co
       wgmma::wait<0>();
       wgmma::fence_operands(s);
       uint32_t pa[kBlockK / 16][4];
-      softmax_tile(s, kind, k0, rows, o, a.scale_log2, pa);
+      softmax_tile(s, kind, k0, rows, o, a.problem.scale_log2, pa);
       issue_pv(o, pa, tiles_smem.v_addr(stage));
       wgmma::wait<0>();
       wgmma::fence_operands(o);
     }
     __syncthreads();  // every warpgroup is done with this stage before it is refilled
   }
-  store_output(o, rows, tiles_smem.qs, q0, a.tokens, a.heads, head, a.y, a.lse);
+  store_output(o, rows, tiles_smem.qs, q0, a.problem.tokens, a.problem.heads, head, a.problem.y, a.problem.lse);
 }
 
 template <typename Kernel>
@@ -203,11 +198,8 @@ void launch_wgmma_forward(Kernel kernel, int stages, const Tensor& q, const Tens
   if (p.tokens == 0) return;
   const size_t smem = smem_bytes(stages) + static_cast<size_t>(p.r) * sizeof(int);
   set_smem_limit(kernel, smem, "attention_forward");
-  // Windows past the sequence length behave as the sequence length (and fit the kernel's int arithmetic).
-  const int win = static_cast<int>(window < p.tokens ? window : p.tokens);
-  const ForwardArgs args{device_bf16(q),  device_bf16(k),     device_bf16(v),
-                         device_i32(cu_seqlens), p.r, device_bf16(y), static_cast<float*>(lse.raw()),
-                         static_cast<int>(p.tokens), p.heads, win, scale * kLog2e};
+  const ForwardArgs args{device_bf16(q), device_bf16(k), device_bf16(v),
+                         forward_problem(cu_seqlens, y, lse, p, window, scale)};
   const dim3 grid(static_cast<unsigned>((p.tokens + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(p.heads));
   kernel<<<grid, kThreads, smem, current_stream()>>>(args);
   GPT_CUDA_CHECK_LAUNCH();

@@ -18,7 +18,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const BlockTiles<kStages> tiles_smem(smem_raw);
   const int head = blockIdx.y, q0 = blockIdx.x * kBlockQ;
   const auto [key_begin, kv_end, tiles] = tiles_smem.start(a, head, q0);
-  RowState rows(tiles_smem.cu, a.r, q0, a.tokens, a.window);
+  RowState rows(tiles_smem.cu, a.problem.r, q0, a.problem.tokens, a.problem.window);
   const uint32_t q_addr = wgmma::smem_addr(tiles_smem.qs) + (threadIdx.x / 128) * kWarpgroupRows * kRowBytes;
   float o[kHeadDim / 2] = {};
   float s_cur[kBlockK / 2] = {}, s_next[kBlockK / 2] = {};
@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (kind_next != TileKind::skip) issue_scores(s_next, q_addr, tiles_smem.k_addr((n + 1) % kStages));
     if (kind != TileKind::skip) {
       uint32_t pa[kBlockK / 16][4];
-      softmax_tile(s_cur, kind, k0, rows, o, a.scale_log2, pa);
+      softmax_tile(s_cur, kind, k0, rows, o, a.problem.scale_log2, pa);
       issue_pv(o, pa, tiles_smem.v_addr(stage));
     }
     wgmma::wait<0>();  // S of tile n + 1 and P·V of tile n
@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     kind = kind_next;
     __syncthreads();  // every warpgroup is done with this stage's V before it is refilled
   }
-  store_output(o, rows, tiles_smem.qs, q0, a.tokens, a.heads, head, a.y, a.lse);
+  store_output(o, rows, tiles_smem.qs, q0, a.problem.tokens, a.problem.heads, head, a.problem.y, a.problem.lse);
 }
 
 }  // namespace
