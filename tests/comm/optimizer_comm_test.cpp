@@ -109,6 +109,23 @@ struct RankResult {
   std::vector<CallRecord> calls;
 };
 
+// Every parameter of kSpecs with seeded values; embed starts as lm_headᵀ (tied).
+void add_initial_parameters(ParameterSet& ps) {
+  for (size_t i = 0; i < kSpecs.size(); ++i) {
+    ps.add(kSpecs[i].name, random_values(kSpecs[i].shape, kSpecs[i].dtype, 100 + i), kSpecs[i].kind);
+  }
+  transpose(ps.get("lm_head").value, ps.get("embed").value);
+}
+
+// Step s's gradients on rank r: seeded by step, parameter and rank, so ranks differ and reductions matter.
+void set_rank_gradients(ParameterSet& ps, int64_t s, int r) {
+  for (size_t i = 0; i < kSpecs.size(); ++i) {
+    Parameter& p = ps.get(kSpecs[i].name);
+    p.grad.copy_from(random_values(p.grad.shape(), p.grad.dtype(),
+                                   1000 * static_cast<uint64_t>(s) + 10 * i + static_cast<uint64_t>(r)));
+  }
+}
+
 // Runs `steps` optimizer steps on W thread ranks (rank-dependent gradients), optionally through RecordingComm.
 std::vector<RankResult> run(int world, bool recorded, int64_t steps) {
   std::vector<RankResult> results(static_cast<size_t>(world));
@@ -116,18 +133,11 @@ std::vector<RankResult> run(int world, bool recorded, int64_t steps) {
     RecordingComm recorder(thread_comm);
     Comm& comm = recorded ? static_cast<Comm&>(recorder) : thread_comm;
     ParameterSet ps;
-    for (size_t i = 0; i < kSpecs.size(); ++i) {
-      ps.add(kSpecs[i].name, random_values(kSpecs[i].shape, kSpecs[i].dtype, 100 + i), kSpecs[i].kind);
-    }
-    transpose(ps.get("lm_head").value, ps.get("embed").value);
+    add_initial_parameters(ps);
     Optimizer opt(ps, tiny(), comm);
     const Schedule sched(tiny());
     for (int64_t s = 0; s < steps; ++s) {
-      for (size_t i = 0; i < kSpecs.size(); ++i) {
-        Parameter& p = ps.get(kSpecs[i].name);
-        p.grad.copy_from(random_values(p.grad.shape(), p.grad.dtype(),
-                                       1000 * static_cast<uint64_t>(s) + 10 * i + static_cast<uint64_t>(r)));
-      }
+      set_rank_gradients(ps, s, r);
       opt.step(sched.at(s));
     }
     for (const Parameter& p : ps.all()) results[static_cast<size_t>(r)].values.push_back(p.value.clone());
@@ -214,18 +224,11 @@ std::vector<RankResult> run_with(int world, int64_t steps, bool deferred,
     DeferredComm deferring(thread_comm);
     RecordingComm recorder(deferred ? static_cast<Comm&>(deferring) : thread_comm);
     ParameterSet ps;
-    for (size_t i = 0; i < kSpecs.size(); ++i) {
-      ps.add(kSpecs[i].name, random_values(kSpecs[i].shape, kSpecs[i].dtype, 100 + i), kSpecs[i].kind);
-    }
-    transpose(ps.get("lm_head").value, ps.get("embed").value);
+    add_initial_parameters(ps);
     Optimizer opt(ps, tiny(), recorder);
     const Schedule sched(tiny());
     for (int64_t s = 0; s < steps; ++s) {
-      for (size_t i = 0; i < kSpecs.size(); ++i) {
-        Parameter& p = ps.get(kSpecs[i].name);
-        p.grad.copy_from(random_values(p.grad.shape(), p.grad.dtype(),
-                                       1000 * static_cast<uint64_t>(s) + 10 * i + static_cast<uint64_t>(r)));
-      }
+      set_rank_gradients(ps, s, r);
       recorder.mark("begin " + std::to_string(s));
       opt.begin_step(sched.at(s));
       if (report) report(opt, s);
