@@ -1,8 +1,9 @@
 // The reference-check export (trainer/run/reference_export.h) on `tiny`: every file the manifest names has the
 // size its shape says and finite values, the initial weights are the seeded ones, the exported gradients and
-// loss agree with an independent f64 forward/backward of the model on the exported microbatch, the optimizer
-// steps have the even/odd semantics, and `scripts/reference-check --parse-only` accepts it. Bad flags name
-// themselves.
+// loss of every microbatch agree with an independent f64 forward/backward of the model, the optimizer steps have
+// the even/odd semantics, a checkpoint's pair starts from its trained weights, the mutation switch changes the
+// results, and `scripts/reference-check --parse-only` accepts the export. Bad flags name themselves.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -13,6 +14,7 @@
 
 #include "run_test_util.h"
 #include "trainer/model/weights.h"
+#include "trainer/run/checkpoint.h"
 #include "trainer/run/gpt_trainable.h"
 #include "trainer/run/reference_export.h"
 
@@ -98,7 +100,19 @@ ReferenceExportOptions tiny_export(const test::RunScratch& scratch) {
   o.run.out_dir = scratch.out();
   o.validation_tokens = 64;
   o.steps = {8};  // one pair keeps the test short; the default pair list is checked on its own below
+  o.microbatches = 2;
   return o;
+}
+
+Microbatch read_microbatch(const fs::path& dir, const json& b) {
+  Microbatch mb;
+  mb.inputs = read_ints<int32_t>(dir, b.at("inputs"));
+  mb.targets = read_ints<int64_t>(dir, b.at("targets"));
+  mb.cu_seqlens = read_ints<int32_t>(dir, b.at("cu_seqlens"));
+  mb.bigram_ids = read_ints<int32_t>(dir, b.at("bigram_ids"));
+  mb.sign_rows = read_ints<int32_t>(dir, b.at("sign_rows"));
+  mb.max_seqlen = b.at("max_seqlen");
+  return mb;
 }
 
 TEST(ReferenceExport, TinyExportIsCompleteAndMatchesAnIndependentBackward) {
@@ -115,14 +129,23 @@ TEST(ReferenceExport, TinyExportIsCompleteAndMatchesAnIndependentBackward) {
   EXPECT_EQ(pair["schedule"]["ws_long_tokens"], 112);
   EXPECT_EQ(pair["schedule"]["yarn_events"].size(), 1u);
   EXPECT_EQ(pair["schedule_next"]["step"], 9);
-  EXPECT_EQ(pair["after_odd"]["step"], 9);
+  EXPECT_EQ(pair["weights"]["source"], "initial");
+  ASSERT_EQ(pair["microbatches"].size(), 2u);
+  EXPECT_EQ(pair["microbatches"][1]["after_odd"]["step"], 9);
   EXPECT_EQ(manifest["fp8"], false);
+  EXPECT_FALSE(manifest.contains("mutation"));
+  // Two different slices of the loader's call: two draws of every comparison.
+  EXPECT_NE(read_ints<int32_t>(dir, pair["microbatches"][0]["batch"]["inputs"]),
+            read_ints<int32_t>(dir, pair["microbatches"][1]["batch"]["inputs"]));
 
   // Every file has the size its shape and dtype say, and float files hold finite values (checked for the
   // results; the weights files are compared value by value below).
   std::vector<json> entries;
   collect_entries(manifest, entries);
-  EXPECT_EQ(entries.size(), 4u * 19 + 2 + 11);  // 4 sets of 19 parameters, 2 buffers, batch + validation window
+  // Initial weights, per microbatch its batch (5 files), gradients, the 3 banks after the even step and every
+  // parameter after the odd step, 2 buffers, validation (6).
+  EXPECT_EQ(entries.size(), 19u + 2 * (5 + 19 + 3 + 19) + 2 + 6);
+  EXPECT_EQ(pair["microbatches"][0]["after_even"]["unchanged"].size(), 16u);
   for (const json& e : entries) {
     int64_t numel = 1;
     for (int64_t n : e.at("shape")) numel *= n;
@@ -152,28 +175,40 @@ TEST(ReferenceExport, TinyExportIsCompleteAndMatchesAnIndependentBackward) {
   const std::vector<int64_t> prefix = read_ints<int64_t>(dir, by_name(manifest.at("buffers"), "prefix_table"));
   for (const json& step : manifest.at("steps")) {
     const int64_t s = step.at("step");
-    GptTrainable f64_model(recipe, options.run.seed, 1, DType::f64, Device::cpu);
-    f64_model.set_prefix_table(prefix);
-    f64_model.set_schedule(schedule.at(s));
-    const json& b = step.at("batch");
-    Microbatch mb;
-    mb.inputs = read_ints<int32_t>(dir, b.at("inputs"));
-    mb.targets = read_ints<int64_t>(dir, b.at("targets"));
-    mb.cu_seqlens = read_ints<int32_t>(dir, b.at("cu_seqlens"));
-    mb.bigram_ids = read_ints<int32_t>(dir, b.at("bigram_ids"));
-    mb.sign_rows = read_ints<int32_t>(dir, b.at("sign_rows"));
-    mb.max_seqlen = b.at("max_seqlen");
-    const double loss = f64_model.train_microbatch(mb, 1.0);
-    EXPECT_NEAR(loss, step["train"]["loss_mean"].get<double>(), 1e-4 * loss) << "step " << s;
-    for (Parameter& p : f64_model.parameters().all()) {
-      const std::vector<double> ours = read_floats(dir, by_name(step.at("gradients"), p.name));
-      const std::vector<double> exact = p.grad.to_doubles();
-      ASSERT_EQ(ours.size(), exact.size()) << p.name;
-      const double scale = max_abs(exact);
-      double worst = 0;
-      for (size_t i = 0; i < ours.size(); ++i) worst = std::max(worst, std::abs(ours[i] - exact[i]));
-      EXPECT_LE(worst, 2e-3 * scale + 1e-7) << "step " << s << " gradient of " << p.name << " (largest " << scale
-                                            << ")";
+    for (const json& draw : step.at("microbatches")) {
+      GptTrainable f64_model(recipe, options.run.seed, 1, DType::f64, Device::cpu);
+      f64_model.set_prefix_table(prefix);
+      f64_model.set_schedule(schedule.at(s));
+      const double loss = f64_model.train_microbatch(read_microbatch(dir, draw.at("batch")), 1.0);
+      EXPECT_NEAR(loss, draw["train"]["loss_mean"].get<double>(), 1e-4 * loss) << "step " << s;
+      // The FP8 lm_head objective is the same loss through e4m3/e5m2 operands: close, not equal.
+      const double fp8 = draw["train"]["objective_fp8_lm_head"].get<double>();
+      const double objective = draw["train"]["objective"].get<double>();
+      EXPECT_NE(fp8, objective);
+      EXPECT_NEAR(fp8, objective, 0.05 * objective);
+      for (Parameter& p : f64_model.parameters().all()) {
+        const std::vector<double> ours = read_floats(dir, by_name(draw.at("gradients"), p.name));
+        const std::vector<double> exact = p.grad.to_doubles();
+        ASSERT_EQ(ours.size(), exact.size()) << p.name;
+        const double scale = max_abs(exact);
+        double worst = 0;
+        for (size_t i = 0; i < ours.size(); ++i) worst = std::max(worst, std::abs(ours[i] - exact[i]));
+        EXPECT_LE(worst, 2e-3 * scale + 1e-7) << "step " << s << " gradient of " << p.name << " (largest " << scale
+                                              << ")";
+      }
+
+      // Even step: only the banks move (Adam waits for the odd step); odd step: Adam parameters move too.
+      for (const char* name : {"qk_bank", "mlp_bank"}) {
+        EXPECT_NE(read_floats(dir, by_name(draw["after_even"]["tensors"], name)),
+                  read_floats(dir, by_name(manifest["initial"], name)))
+            << name;
+      }
+      for (const char* name : {"lm_head", "scalars", "post_lambdas"}) {
+        const auto initial = read_floats(dir, by_name(manifest["initial"], name));
+        const json& unchanged = draw["after_even"]["unchanged"];
+        EXPECT_NE(std::find(unchanged.begin(), unchanged.end(), reference_state_name(name)), unchanged.end()) << name;
+        EXPECT_NE(read_floats(dir, by_name(draw["after_odd"]["tensors"], name)), initial) << name;
+      }
     }
 
     // The per-position validation losses average to the model's own validation loss.
@@ -182,29 +217,60 @@ TEST(ReferenceExport, TinyExportIsCompleteAndMatchesAnIndependentBackward) {
     double sum = 0;
     for (double l : val) sum += l;
     EXPECT_NEAR(sum / 64.0, step["validation"]["model_mean_loss"].get<double>(), 1e-4);
-
-    // Even step: only the banks move (Adam waits for the odd step); odd step: Adam parameters move too.
-    for (const char* name : {"qk_bank", "mlp_bank"}) {
-      EXPECT_NE(read_floats(dir, by_name(step["after_even"]["tensors"], name)),
-                read_floats(dir, by_name(manifest["initial"], name)))
-          << name;
-    }
-    for (const char* name : {"lm_head", "scalars", "post_lambdas"}) {
-      const auto initial = read_floats(dir, by_name(manifest["initial"], name));
-      EXPECT_EQ(read_floats(dir, by_name(step["after_even"]["tensors"], name)), initial) << name;
-      EXPECT_NE(read_floats(dir, by_name(step["after_odd"]["tensors"], name)), initial) << name;
-    }
   }
 
   // The check script's stdlib-only parsing accepts the export, and names a file cut short.
   const std::string script = std::string(SPEEDRUN_FIXTURES_DIR) + "/../../scripts/reference-check";
   const std::string quiet = " > " + (scratch.root() / "parse.txt").string() + " 2>&1";
   EXPECT_EQ(std::system(("python3 " + script + " --parse-only " + dir.string() + quiet).c_str()), 0);
-  fs::resize_file(dir / manifest["steps"][0]["gradients"][0]["file"].get<std::string>(), 3);
+  const std::string cut = manifest["steps"][0]["microbatches"][1]["gradients"][0]["file"];
+  fs::resize_file(dir / cut, 3);
   EXPECT_NE(std::system(("python3 " + script + " --parse-only " + dir.string() + quiet).c_str()), 0);
   std::ifstream report(scratch.root() / "parse.txt");
   const std::string text{std::istreambuf_iterator<char>(report), {}};
-  EXPECT_NE(text.find(manifest["steps"][0]["gradients"][0]["file"].get<std::string>()), std::string::npos) << text;
+  EXPECT_NE(text.find(cut), std::string::npos) << text;
+}
+
+// A checkpoint written after K steps adds the pair (K, K + 1) on its weights, read from the loader where the run
+// stopped; its starting weights are written beside the pair and differ from the initial ones.
+TEST(ReferenceExport, CheckpointPairStartsFromTheTrainedWeights) {
+  test::RunScratch scratch;
+  RunOptions trained;
+  trained.recipe = "tiny";
+  trained.overrides = {"model.bigram_rows=4096", "debug.stop_after_step=4"};
+  trained.data_dir = scratch.data();
+  trained.seed = 5;
+  trained.run_id = "trained";
+  trained.out_dir = scratch.root() / "trained";
+  trained.echo = false;
+  take_debug_switches(trained);
+  TrainingRun(trained).run();
+  const fs::path checkpoint = trained.out_dir / "trained.step000004.ckpt";
+  ASSERT_TRUE(fs::exists(checkpoint));
+
+  ReferenceExportOptions o = tiny_export(scratch);
+  o.steps = {0};
+  o.microbatches = 1;
+  o.checkpoint = checkpoint;
+  const fs::path dir = write_reference_export(o).parent_path();
+  const json manifest = json::parse(std::ifstream(dir / "manifest.json"));
+  ASSERT_EQ(manifest["steps"].size(), 2u);
+  const json& pair = manifest["steps"][1];
+  EXPECT_EQ(pair["step"], 4);
+  EXPECT_EQ(pair["weights"]["source"], "checkpoint");
+  EXPECT_EQ(pair["weights"]["trained_steps"], 4);
+  ASSERT_TRUE(pair.contains("initial"));
+  const CheckpointData data = read_checkpoint(checkpoint);
+  for (const NamedTensor& t : data.tensors) {
+    if (!t.name.starts_with("param/")) continue;
+    const std::string name = t.name.substr(6);
+    EXPECT_EQ(read_floats(dir, by_name(pair["initial"], name)), t.tensor.to_doubles()) << name;
+  }
+  EXPECT_NE(read_floats(dir, by_name(pair["initial"], "qk_bank")),
+            read_floats(dir, by_name(manifest["initial"], "qk_bank")));
+  // Read where the run stopped, not from the start of the train shards.
+  EXPECT_NE(read_ints<int32_t>(dir, pair["microbatches"][0]["batch"]["inputs"]),
+            read_ints<int32_t>(dir, manifest["steps"][0]["microbatches"][0]["batch"]["inputs"]));
 }
 
 TEST(ReferenceExport, DefaultStepsAreStepZeroAndTheFirstEvenStepOfStageOne) {
@@ -238,6 +304,17 @@ TEST(ReferenceExport, BadStepsAndWindowsAreRejectedNamingTheFlag) {
   o.validation_tokens = 40;
   expect_rejected(o, "--val-tokens 40: expected a positive multiple of 16");
   o = tiny_export(scratch);
+  o.microbatches = 0;
+  expect_rejected(o, "--microbatches 0: expected 1 to 16");
+  o.microbatches = 17;
+  expect_rejected(o, "--microbatches 17: expected 1 to 16");
+  o = tiny_export(scratch);
+  o.perturbed_attention_layer = 11;  // tiny keeps head's 11 layers
+  expect_rejected(o, "--perturb-attention-layer 11: expected a layer in [0, 10]");
+  o = tiny_export(scratch);
+  o.checkpoint = scratch.root() / "missing.ckpt";
+  expect_rejected(o, "missing.ckpt");
+  o = tiny_export(scratch);
   o.run.data_dir = scratch.root() / "missing";
   expect_rejected(o, "--data");
   EXPECT_FALSE(fs::exists(scratch.out() / "manifest.json"));
@@ -250,6 +327,69 @@ TEST(ReferenceExport, CommandLineReportsBadStepsWithExitTwo) {
       "--recipe tiny --data " + scratch.data().string() + " --seed 1 --out " + scratch.out().string() + " --steps 3");
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.stderr_text.find("--steps 3: expected an even step"), std::string::npos) << o.stderr_text;
+}
+
+// The mutation proof's switch: a 1% larger attention scale in one layer changes the loss, the gradients and the
+// validation losses of the export, and the manifest says so (the check run on it must fail).
+TEST(ReferenceExport, PerturbedAttentionScaleChangesTheResultsAndIsRecorded) {
+  test::RunScratch scratch;
+  ReferenceExportOptions o = tiny_export(scratch);
+  o.microbatches = 1;
+  const fs::path plain_dir = scratch.root() / "plain";
+  o.run.out_dir = plain_dir;
+  const json plain = json::parse(std::ifstream(write_reference_export(o)));
+  o.perturbed_attention_layer = 0;
+  o.run.out_dir = scratch.root() / "perturbed";
+  const json perturbed = json::parse(std::ifstream(write_reference_export(o)));
+  EXPECT_EQ(perturbed["mutation"]["kind"], "attention_scale");
+  EXPECT_EQ(perturbed["mutation"]["layer"], 0);
+  const json& a = plain["steps"][0];
+  const json& b = perturbed["steps"][0];
+  // At initialisation the attention output projections are zero (§2.2), so the loss and the q/k gradients do not
+  // see layer 0's attention yet; the output projection's gradient does, and after the even step everything does.
+  EXPECT_EQ(a["microbatches"][0]["train"]["loss_mean"], b["microbatches"][0]["train"]["loss_mean"]);
+  EXPECT_NE(read_floats(plain_dir, by_name(a["microbatches"][0]["gradients"], "vo_bank")),
+            read_floats(o.run.out_dir, by_name(b["microbatches"][0]["gradients"], "vo_bank")));
+  EXPECT_NE(a["microbatches"][0]["after_odd"]["train"]["loss_mean"],
+            b["microbatches"][0]["after_odd"]["train"]["loss_mean"]);
+  // The initial weights do not depend on the switch.
+  EXPECT_EQ(read_floats(plain_dir, by_name(plain["initial"], "qk_bank")),
+            read_floats(o.run.out_dir, by_name(perturbed["initial"], "qk_bank")));
+}
+
+// The second mutation switch: one Adam group's learning rate × 1.01 scales that group's odd-step update by 1.01
+// and leaves the others as they were (lm_head: its gradient is never zero at initialisation, unlike the MUDD
+// weights behind zero-initialised output rows).
+TEST(ReferenceExport, PerturbedAdamLearningRateScalesOneGroupsUpdate) {
+  test::RunScratch scratch;
+  ReferenceExportOptions o = tiny_export(scratch);
+  o.microbatches = 1;
+  const fs::path plain_dir = scratch.root() / "plain";
+  o.run.out_dir = plain_dir;
+  const json plain = json::parse(std::ifstream(write_reference_export(o)));
+  o.perturbed_adam_group = "lm_head";
+  o.run.out_dir = scratch.root() / "perturbed";
+  const json perturbed = json::parse(std::ifstream(write_reference_export(o)));
+  EXPECT_EQ(perturbed["mutation"]["kind"], "adam_lr");
+  EXPECT_EQ(perturbed["mutation"]["group"], "lm_head");
+  auto update = [&](const fs::path& dir, const json& m, const std::string& name) {
+    std::vector<double> after = read_floats(dir, by_name(m["steps"][0]["microbatches"][0]["after_odd"]["tensors"], name));
+    const std::vector<double> before = read_floats(dir, by_name(m["initial"], name));
+    for (size_t i = 0; i < after.size(); ++i) after[i] -= before[i];
+    return after;
+  };
+  const std::vector<double> a = update(plain_dir, plain, "lm_head"), b = update(o.run.out_dir, perturbed, "lm_head");
+  double dot = 0, aa = 0;
+  for (size_t i = 0; i < a.size(); ++i) dot += a[i] * b[i], aa += a[i] * a[i];
+  ASSERT_GT(aa, 0);
+  EXPECT_NEAR(dot / aa, 1.01, 2e-3);  // the least-squares ratio of the two updates
+  EXPECT_EQ(update(plain_dir, plain, "scalars"), update(o.run.out_dir, perturbed, "scalars"));
+
+  o.perturbed_adam_group = "no_such_group";
+  expect_rejected(o, "--perturb-adam-lr no_such_group: not an Adam group of recipe 'tiny'");
+  o.perturbed_adam_group = "lm_head";
+  o.perturbed_attention_layer = 0;
+  expect_rejected(o, "one mutation at a time");
 }
 
 }  // namespace

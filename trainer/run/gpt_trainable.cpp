@@ -124,6 +124,22 @@ double GptTrainable::train_microbatch(const Microbatch& batch, double loss_scale
   return scaled_sum * static_cast<double>(accumulation) / static_cast<double>(batch.inputs.size());
 }
 
+double GptTrainable::fp8_lm_head_objective(const Microbatch& batch) {
+  GPT_CHECK(dtype_ != DType::f64, "fp8_lm_head_objective: FP8 needs bf16/f32 activations");
+  StepConfig fp8 = config_;
+  fp8.fp8_lm_head = true;
+  fp8.gradients_final = nullptr;  // no backward follows: nothing to report
+  double objective = 0;
+  try {
+    objective = model_->train_forward(batch, fp8, tape_);
+  } catch (...) {
+    tape_.clear();
+    throw;
+  }
+  tape_.clear();
+  return objective;
+}
+
 void GptTrainable::after_optimizer_step(const StepSchedule& s) {
   if (recipe_.fp8) model_->refresh_fp8(s.step < 16);
 }

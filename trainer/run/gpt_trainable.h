@@ -65,6 +65,11 @@ class GptTrainable final : public TrainableModel {
   // Copies the mask to the model's device; validation_loss is masked from then on (undefined: unmasked again).
   // validation_losses (the per-position reference check) stays unmasked.
   void set_canonical_mask(const Tensor& mask) override;
+  // The objective (1/A)·Σ_t ℓ_t of `batch` with the lm_head loss in FP8 (§7.1) and the MLP as configured, forward
+  // only (no gradient changes): the reference check compares it with the reference's own FP8 loss kernel.
+  double fp8_lm_head_objective(const Microbatch& batch);
+  // The reference check's mutation proof (StepConfig::perturbed_attention_layer): −1 turns it off.
+  void perturb_attention_scale(int layer) { config_.perturbed_attention_layer = layer; }
 
  private:
   void rebuild_rotary(int64_t events);

@@ -2,6 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <iterator>
+#include <utility>
 #include <fstream>
 #include <map>
 #include <set>
@@ -13,7 +18,10 @@
 #include "trainer/data/host_products.h"
 #include "trainer/data/val_loader.h"
 #include "trainer/optim/optimizer.h"
+#include "trainer/run/checkpoint.h"
 #include "trainer/run/gpt_trainable.h"
+#include "trainer/run/run_summary.h"
+#include "trainer/run/tensor_files.h"
 #include "trainer/run/training_state.h"
 #include "trainer/tokenizer/gpt2_tokenizer.h"
 
@@ -24,47 +32,12 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-// Writes raw little-endian tensor files under one folder and describes each one for the manifest.
-class TensorFiles {
- public:
-  explicit TensorFiles(fs::path dir) : dir_(std::move(dir)) {}
-
-  // A tensor in its own dtype (f64 is written as f32: the reference runs in bf16/f32).
-  json write(const std::string& stem, const Tensor& tensor) {
-    Tensor host = tensor.to(Device::cpu);
-    if (host.dtype() == DType::f64) host = host.to(DType::f32);
-    const DType dtype = host.dtype();
-    GPT_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::i32 || dtype == DType::i64,
-              "reference export: ", stem, " has dtype ", dtype_name(dtype), ", expected f32, bf16, i32 or i64");
-    const std::string file = stem + "." + dtype_name(dtype);
-    write_bytes(file, host.raw(), host.nbytes());
-    return {{"file", file}, {"dtype", dtype_name(dtype)}, {"shape", host.shape()}, {"bytes", host.nbytes()}};
-  }
-
-  template <typename T>
-  json write(const std::string& stem, const std::vector<T>& values) {
-    Tensor t = Tensor::empty({static_cast<int64_t>(values.size())}, dtype_of<T>());
-    std::copy(values.begin(), values.end(), t.data<T>());
-    return write(stem, t);
-  }
-
- private:
-  void write_bytes(const std::string& file, const void* data, size_t bytes) {
-    const fs::path path = dir_ / file;
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    GPT_CHECK(out.good(), "reference export: cannot create '", path.string(), "'");
-    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
-    out.close();
-    GPT_CHECK(out.good(), "reference export: writing '", path.string(), "' failed");
-  }
-
-  fs::path dir_;
-};
-
-// Every parameter's value (or gradient) with both names.
-json write_parameters(TensorFiles& files, ParameterSet& params, const std::string& prefix, bool gradients) {
+// Every parameter's value (or gradient) with both names; `only` (if given) selects parameters.
+json write_parameters(const TensorFiles& files, ParameterSet& params, const std::string& prefix, bool gradients,
+                      const std::function<bool(const Parameter&)>& only = nullptr) {
   json list = json::array();
   for (Parameter& p : params.all()) {
+    if (only && !only(p)) continue;
     json entry = files.write(prefix + "." + p.name, gradients ? p.grad : p.value);
     entry["name"] = p.name;
     entry["reference_name"] = reference_state_name(p.name);
@@ -86,16 +59,6 @@ Microbatch leading_positions(const Microbatch& window, int64_t tokens) {
   for (int32_t& c : mb.cu_seqlens) c = std::min<int32_t>(c, static_cast<int32_t>(tokens));
   mb.max_seqlen = longest_segment(mb.cu_seqlens);
   return mb;
-}
-
-json write_batch(TensorFiles& files, const std::string& prefix, const Microbatch& mb) {
-  return {{"tokens", mb.inputs.size()},
-          {"max_seqlen", mb.max_seqlen},
-          {"inputs", files.write(prefix + ".inputs", mb.inputs)},
-          {"targets", files.write(prefix + ".targets", mb.targets)},
-          {"cu_seqlens", files.write(prefix + ".cu_seqlens", mb.cu_seqlens)},
-          {"bigram_ids", files.write(prefix + ".bigram_ids", mb.bigram_ids)},
-          {"sign_rows", files.write(prefix + ".sign_rows", mb.sign_rows)}};
 }
 
 // What GPT.forward's schedule argument and the optimizer need at step s (RECIPE §5), in the reference's units.
@@ -158,17 +121,78 @@ std::vector<int64_t> default_reference_steps(const Schedule& schedule) {
   return steps;
 }
 
+namespace {
+
+// The state a step pair starts from, and where it came from.
+struct PairStart {
+  std::vector<NamedTensor> state;  // collect_state's names: parameters, buffers, optimizer state, gradients
+  LoaderPosition loader;           // where the pair's microbatches are read
+  json source;                     // for the manifest
+
+  // Parameter `name`'s starting value on the host.
+  Tensor value(const std::string& name) const {
+    for (const NamedTensor& t : state)
+      if (t.name == "param/" + name) return t.tensor.to(Device::cpu);
+    GPT_FAIL("reference export: no starting value of parameter '", name, "'");
+  }
+};
+
+// The parameters and buffers of `checkpoint` over the live state (optimizer state and gradients stay as they are:
+// the pair starts from a fresh optimizer, as the reference's does).
+PairStart checkpoint_start(const fs::path& path, const std::vector<NamedTensor>& live, const Recipe& recipe,
+                           int64_t& step) {
+  CheckpointData data = read_checkpoint(path);
+  const CheckpointMeta meta = CheckpointMeta::from_json(data.meta, path.string());
+  GPT_CHECK(meta.recipe_name == recipe.name, "--checkpoint ", path.string(), ": written by a run of recipe '",
+            meta.recipe_name, "', the export runs '", recipe.name, "'");
+  GPT_CHECK(meta.world_size == 1, "--checkpoint ", path.string(), ": written by a run of ", meta.world_size,
+            " ranks; the export needs a one-rank run's checkpoint (the whole optimizer state in one file)");
+  step = meta.next_step;
+  std::vector<NamedTensor> model_part;
+  for (NamedTensor& t : data.tensors)
+    if (t.name.starts_with("param/") || t.name.starts_with("buffer/")) model_part.push_back(std::move(t));
+  std::vector<NamedTensor> state = clone_state(live);
+  std::vector<NamedTensor> targets;
+  for (const NamedTensor& t : state)
+    if (t.name.starts_with("param/") || t.name.starts_with("buffer/")) targets.push_back(t);
+  restore_state(targets, model_part, "--checkpoint " + path.string());
+  return {std::move(state), meta.loader,
+          {{"source", "checkpoint"}, {"file", path.filename().string()}, {"trained_steps", meta.next_step},
+           {"run_id", meta.run_id}, {"seed", meta.seed}, {"recipe_hash", meta.recipe_hash}}};
+}
+
+}  // namespace
+
+// Draws per pair: each writes a full set of gradients and weights (gigabytes at `head`'s sizes).
+constexpr int64_t kMaxMicrobatches = 16;
+// The mutation proofs perturb one op of ours by 1%.
+constexpr double kMutationFactor = 1.01;
+
 fs::path write_reference_export(ReferenceExportOptions options) {
   // FP8 off on our side (the check compares against the reference with DISABLE_FP8 and an exact loss GEMM).
   options.run.overrides.push_back("fp8=false");
   if (options.run.run_id.empty()) options.run.run_id = "reference-export";
+  GPT_CHECK(options.perturbed_adam_group.empty() || options.perturbed_attention_layer < 0,
+            "--perturb-adam-lr and --perturb-attention-layer: one mutation at a time");
+  json mutation;
+  if (!options.perturbed_adam_group.empty()) {
+    const std::string& group = options.perturbed_adam_group;
+    const Recipe plain = load_recipe(options.run.recipe, options.run.overrides, options.run.recipe_dir);
+    const auto it = plain.optimizer.adam.find(group);
+    GPT_CHECK(it != plain.optimizer.adam.end(), "--perturb-adam-lr ", group, ": not an Adam group of recipe '",
+              plain.name, "'");
+    char value[64];
+    std::snprintf(value, sizeof(value), "%.17g", it->second.lr_mul * kMutationFactor);
+    options.run.overrides.push_back("optimizer.adam." + group + ".lr_mul=" + value);
+    mutation = {{"kind", "adam_lr"}, {"group", group}, {"factor", kMutationFactor}};
+  }
   options.run.echo = false;
   GPT_CHECK(!options.run.out_dir.empty(), "--out: expected the export folder");
   TrainingRun run(options.run);
   const Recipe& recipe = run.recipe();
   const Schedule& schedule = run.schedule();
-  if (options.steps.empty()) options.steps = default_reference_steps(schedule);
-  check_steps(options.steps, schedule);
+  if (options.steps.empty() && options.checkpoint.empty()) options.steps = default_reference_steps(schedule);
+  if (!options.steps.empty()) check_steps(options.steps, schedule);
   auto* model = dynamic_cast<GptTrainable*>(&run.model());
   GPT_CHECK(model != nullptr, "reference export: needs the GPT model (debug.model=gpt)");
   Optimizer& optimizer = run.optimizer();
@@ -179,11 +203,21 @@ fs::path write_reference_export(ReferenceExportOptions options) {
             "attention needs T % 16 == 0)");
   const int64_t val_tokens = std::min(options.validation_tokens, window_tokens);
   const int64_t accumulation = recipe.slices_per_call;  // world size 1
+  GPT_CHECK(options.microbatches >= 1 && options.microbatches <= kMaxMicrobatches, "--microbatches ",
+            options.microbatches, ": expected 1 to ", kMaxMicrobatches);
+  GPT_CHECK(options.perturbed_attention_layer >= -1 && options.perturbed_attention_layer < recipe.model.num_layers,
+            "--perturb-attention-layer ", options.perturbed_attention_layer, ": expected a layer in [0, ",
+            recipe.model.num_layers - 1, "] (or -1: none)");
+  model->perturb_attention_scale(options.perturbed_attention_layer);
+  if (options.perturbed_attention_layer >= 0) {
+    mutation = {{"kind", "attention_scale"}, {"layer", options.perturbed_attention_layer},
+                {"factor", kMutationFactor}};
+  }
 
   TensorFiles files(options.run.out_dir);
   json manifest;
   manifest["format"] = "train_gpt reference export";
-  manifest["version"] = 1;
+  manifest["version"] = 2;
   manifest["recipe"] = recipe.name;
   manifest["recipe_hash"] = recipe.hash();
   manifest["seed"] = options.run.seed;
@@ -192,17 +226,21 @@ fs::path write_reference_export(ReferenceExportOptions options) {
   manifest["accumulation"] = accumulation;
   manifest["fp8"] = recipe.fp8;
   manifest["git_commit"] = build_info().git_commit;
+  if (!mutation.is_null()) manifest["mutation"] = mutation;
   manifest["model"] = {{"model_dim", recipe.model.model_dim},   {"num_heads", recipe.model.num_heads},
                        {"head_dim", recipe.model.head_dim},     {"num_layers", recipe.model.num_layers},
                        {"vocab_size", recipe.model.vocab_size}, {"mlp_hidden", recipe.model.mlp_hidden},
                        {"bigram_rows", recipe.model.bigram_rows}, {"mudd_hidden", recipe.model.mudd_hidden},
                        {"description", model->description()}};
   manifest["total_steps"] = schedule.total_steps();
+  // A shortened schedule (--set schedule.num_scheduled=…): the check rebuilds the reference's schedule to match.
+  manifest["num_scheduled"] = recipe.schedule.num_scheduled;
+  manifest["num_extension"] = recipe.schedule.num_extension;
   manifest["loss_convention"] =
       "objective = (1/A)·Σ_t ℓ_t over the microbatch (the reference: forward(...).sum() * grad_scale); "
       "loss_mean = Σ_t ℓ_t / T; gradients are those of the objective";
 
-  // Initial state and buffers, shared by every step pair (each pair starts from it).
+  // Initial state and buffers, shared by every step pair that starts from initialisation.
   manifest["initial"] = write_parameters(files, params, "initial", false);
   json buffers = json::array();
   for (const NamedTensor& b : model->buffers()) {
@@ -226,60 +264,106 @@ fs::path write_reference_export(ReferenceExportOptions options) {
   manifest["buffers"] = buffers;
 
   const std::vector<NamedTensor> live = collect_state(*model, optimizer);
-  const std::vector<NamedTensor> initial = clone_state(live);
+  std::vector<std::pair<int64_t, PairStart>> pairs;
+  for (int64_t s : options.steps) pairs.push_back({s, PairStart{clone_state(live), {}, {{"source", "initial"}}}});
+  if (!options.checkpoint.empty()) {
+    int64_t s = 0;
+    PairStart start = checkpoint_start(options.checkpoint, live, recipe, s);
+    GPT_CHECK(std::ranges::none_of(options.steps, [&](int64_t t) { return t == s; }), "--checkpoint ",
+              options.checkpoint.string(), ": its step ", s, " is also in --steps; a pair is exported once");
+    check_steps({s}, schedule);
+    pairs.push_back({s, std::move(start)});
+  }
   const Microbatch val_window = leading_positions(run.val_loader().window(0), val_tokens);
 
   json steps = json::array();
-  for (int64_t s : options.steps) {
-    restore_state(live, initial, "reference export");
-    optimizer.reset();
-    params.zero_grads();
-    model->after_state_restore();
+  for (const auto& [s, start] : pairs) {
     const std::string prefix_s = "step" + std::to_string(s);
+    const bool from_checkpoint = start.source.at("source") == "checkpoint";
     json entry;
     entry["step"] = s;
+    entry["weights"] = start.source;
     entry["schedule"] = schedule_arguments(schedule, recipe, s);
     entry["schedule_next"] = schedule_arguments(schedule, recipe, s + 1);
+    const StepSchedule at_s = schedule.at(s), next = schedule.at(s + 1);
 
-    // The first slice of the loader's first call shaped for step s's stage: a real microbatch.
-    const StepSchedule at_s = schedule.at(s);
-    TrainLoader loader = run.make_train_loader({});
-    const std::vector<Microbatch> call = loader.next(
-        CallShape{.slice_tokens = at_s.slice_tokens, .max_doc_tokens = at_s.lmax,
-                  .cu_seqlens_rows = static_cast<int32_t>(at_s.cu_rows)});
-    const Microbatch& mb = call.front();
-    const auto tokens = static_cast<double>(mb.inputs.size());
-    entry["batch"] = write_batch(files, prefix_s + ".batch", mb);
+    // Restores the pair's start with a fresh optimizer state and no gradients (the reference's fresh manager).
+    auto restore_start = [&] {
+      restore_state(live, start.state, "reference export");
+      optimizer.reset();
+      params.zero_grads();
+      model->after_state_restore();
+    };
+    restore_start();
+    if (from_checkpoint) entry["initial"] = write_parameters(files, params, prefix_s + ".initial", false);
 
     model->set_schedule(at_s);
     const std::vector<double> val_losses = model->validation_losses(val_window);
     double val_sum = 0;
     for (double l : val_losses) val_sum += l;
-    entry["validation"] = write_batch(files, prefix_s + ".val", val_window);
+    entry["validation"] = files.write_batch(prefix_s + ".val", val_window);
     entry["validation"]["losses"] = files.write(prefix_s + ".val.losses",
                                                 std::vector<float>(val_losses.begin(), val_losses.end()));
     entry["validation"]["mean_loss"] = val_sum / static_cast<double>(val_losses.size());
     entry["validation"]["model_mean_loss"] = model->validation_loss(val_window);  // the run's own code path
 
+    // The first M slices of the loader's calls shaped for step s's stage (one call holds A of them): real
+    // microbatches.
+    TrainLoader loader = run.make_train_loader(start.loader);
+    std::vector<Microbatch> call;
+    while (std::cmp_less(call.size(), options.microbatches)) {
+      std::vector<Microbatch> more = loader.next(
+          CallShape{.slice_tokens = at_s.slice_tokens, .max_doc_tokens = at_s.lmax,
+                    .cu_seqlens_rows = static_cast<int32_t>(at_s.cu_rows)});
+      std::move(more.begin(), more.end(), std::back_inserter(call));
+    }
     const double loss_scale = 1.0 / static_cast<double>(accumulation);
-    const double loss = model->train_microbatch(mb, loss_scale);
-    GPT_CHECK(std::isfinite(loss), "reference export: non-finite training loss at step ", s);
-    entry["train"] = {{"loss_mean", loss}, {"objective", loss * tokens * loss_scale}};
-    entry["gradients"] = write_parameters(files, params, prefix_s + ".grad", true);
+    json microbatches = json::array();
+    for (int64_t m = 0; m < options.microbatches; ++m) {
+      const Microbatch& mb = call.at(static_cast<size_t>(m));
+      const std::string prefix_m = prefix_s + ".mb" + std::to_string(m);
+      const auto tokens = static_cast<double>(mb.inputs.size());
+      restore_start();
+      model->set_schedule(at_s);
+      json draw;
+      draw["index"] = m;
+      draw["batch"] = files.write_batch(prefix_m + ".batch", mb);
+      const double fp8_objective = model->fp8_lm_head_objective(mb);
+      const double loss = model->train_microbatch(mb, loss_scale);
+      GPT_CHECK(std::isfinite(loss), "reference export: non-finite training loss at step ", s, ", microbatch ", m);
+      draw["train"] = {{"loss_mean", loss},
+                       {"objective", loss * tokens * loss_scale},
+                       {"objective_fp8_lm_head", fp8_objective}};
+      draw["gradients"] = write_parameters(files, params, prefix_m + ".grad", true);
 
-    optimizer.step(at_s);
-    model->after_optimizer_step(at_s);
-    entry["after_even"] = {{"step", s}, {"tensors", write_parameters(files, params, prefix_s + ".after_even", false)}};
+      optimizer.step(at_s);
+      model->after_optimizer_step(at_s);
+      // §4.1: an even step moves only the banks. The other parameters are checked unchanged here and listed by
+      // name (the check asserts the same of the reference), which keeps a draw's files a third smaller.
+      json unchanged = json::array();
+      for (const Parameter& p : params.all()) {
+        if (p.kind == ParamKind::bank) continue;
+        const Tensor before = start.value(p.name), after = p.value.to(Device::cpu);
+        GPT_CHECK(std::memcmp(before.raw(), after.raw(), after.nbytes()) == 0, "reference export: the even step ",
+                  s, " changed Adam parameter ", p.name, " (§4.1: Adam steps are odd)");
+        unchanged.push_back(reference_state_name(p.name));
+      }
+      draw["after_even"] = {{"step", s},
+                            {"unchanged", unchanged},
+                            {"tensors", write_parameters(files, params, prefix_m + ".after_even", false,
+                                                         [](const Parameter& p) { return p.kind == ParamKind::bank; })}};
 
-    const StepSchedule next = schedule.at(s + 1);
-    model->set_schedule(next);
-    const double loss_next = model->train_microbatch(mb, loss_scale);
-    GPT_CHECK(std::isfinite(loss_next), "reference export: non-finite training loss at step ", s + 1);
-    optimizer.step(next);
-    model->after_optimizer_step(next);
-    entry["after_odd"] = {{"step", s + 1},
-                          {"train", {{"loss_mean", loss_next}, {"objective", loss_next * tokens * loss_scale}}},
-                          {"tensors", write_parameters(files, params, prefix_s + ".after_odd", false)}};
+      model->set_schedule(next);
+      const double loss_next = model->train_microbatch(mb, loss_scale);
+      GPT_CHECK(std::isfinite(loss_next), "reference export: non-finite training loss at step ", s + 1);
+      optimizer.step(next);
+      model->after_optimizer_step(next);
+      draw["after_odd"] = {{"step", s + 1},
+                           {"train", {{"loss_mean", loss_next}, {"objective", loss_next * tokens * loss_scale}}},
+                           {"tensors", write_parameters(files, params, prefix_m + ".after_odd", false)}};
+      microbatches.push_back(std::move(draw));
+    }
+    entry["microbatches"] = std::move(microbatches);
     steps.push_back(std::move(entry));
   }
   manifest["steps"] = steps;

@@ -1,8 +1,11 @@
 #pragma once
 // The export behind `scripts/reference-check`: for a recipe, data folder and seed, writes into a folder what an
-// independent implementation needs to recompute our numbers (our seeded initial weights, one real training
-// microbatch and one validation window with the schedule arguments of a step) and our results for them (training
-// loss, every gradient, the per-position validation loss, the weights after one even and one odd optimizer step).
+// independent implementation needs to recompute our numbers and our results for them. Per step pair (s even, s + 1):
+// the starting weights (our seeded initial weights, or a run's checkpoint: trained weights on which every §2
+// feature is live), one validation window, and M real training microbatches (the first M slices of the loader's calls
+// for s's stage); per microbatch our training loss (FP8 off, and with the §7.1 FP8 lm_head loss), every gradient,
+// and the weights after one even and one odd optimizer step from a fresh optimizer state. M ≥ 3 lets the check
+// set each tolerance from the spread of several draws.
 //
 // Layout of OUT: manifest.json plus one raw little-endian file per tensor (f32, bf16 as its 16 bits, i32, i64),
 // each named in the manifest with its shape, dtype, byte count and the reference state-dict name it maps to.
@@ -17,8 +20,18 @@ namespace gpt {
 
 struct ReferenceExportOptions {
   RunOptions run;                     // recipe, overrides, data, seed, backend; out_dir = the export folder
-  std::vector<int64_t> steps;         // even steps s: the pair (s, s + 1) runs with s's microbatch; empty: default
+  std::vector<int64_t> steps;         // even steps s of pairs from the initial weights; empty: the default
+                                      // pairs, or none when a checkpoint gives the pair
   int64_t validation_tokens = 8192;   // leading positions of validation window 0 (causal: losses are unchanged)
+  int64_t microbatches = 3;           // training microbatches per pair (each its own draw of every comparison)
+  // A checkpoint of a run of the same recipe (train_gpt --set debug.stop_after_step=K writes one): adds the pair
+  // (K, K + 1) started from its parameters and buffers, with a fresh optimizer state, on the loader's data at K.
+  std::filesystem::path checkpoint;
+  // Mutation proof: layer L's attention scale × 1.01 in every forward of the export (GptTrainable::
+  // perturb_attention_scale); the check must then fail. −1: none.
+  int perturbed_attention_layer = -1;
+  // Mutation proof: this Adam group's lr_mul × 1.01 (a recipe override of ours; the reference keeps its own).
+  std::string perturbed_adam_group;
 };
 
 // Two even steps in different stages: 0 and the first even step of stage 1 (the first window change).
