@@ -111,6 +111,20 @@ TEST(TrainingRun, WritesLogAndSummary) {
   EXPECT_EQ(j.at("val_history").size(), 3u);
   EXPECT_EQ(j.at("val_history")[2].at("step"), 8);
   EXPECT_GT(j.at("peak_memory").at("allocated_mib").get<int64_t>(), 0);
+  EXPECT_GT(j.at("peak_memory").at("reserved_mib").get<int64_t>(), 0);
+  // Stages of the 8-step schedule: 0-1, 2-3, 4-5, extension 6-7; their times add up to the steps' time.
+  const nlohmann::json& stages = j.at("stage_times");
+  ASSERT_EQ(stages.size(), 4u);
+  double stage_sum = 0;
+  for (size_t k = 0; k < stages.size(); ++k) {
+    EXPECT_EQ(stages[k].at("stage"), static_cast<int>(k));
+    EXPECT_EQ(stages[k].at("first_step"), static_cast<int>(2 * k));
+    EXPECT_EQ(stages[k].at("steps"), 2);
+    EXPECT_DOUBLE_EQ(stages[k].at("ms_per_step").get<double>(), stages[k].at("train_time_ms").get<double>() / 2);
+    stage_sum += stages[k].at("train_time_ms").get<double>();
+  }
+  EXPECT_GT(stage_sum, 0);
+  EXPECT_LE(stage_sum, r.train_time_ms);
   EXPECT_EQ(j.at("world_size"), 1);
   EXPECT_EQ(j.at("backend"), "cpu");
   EXPECT_TRUE(j.contains("git_commit"));

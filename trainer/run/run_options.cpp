@@ -55,9 +55,13 @@ void take_debug_switches(RunOptions& options) {
       } catch (const std::exception&) {
         GPT_FAIL("--set ", item, ": debug.fault expects KIND:RANK:STEP with KIND nan, error or kill");
       }
+    } else if (key == "debug.dump_batches") {
+      GPT_CHECK(!value.empty(), "--set ", item, ": debug.dump_batches expects a folder");
+      options.dump_batches = value;
     } else {
       GPT_FAIL("--set ", item, ": unknown debug switch '", key,
-               "' (known: debug.inject_nan_step, debug.stop_after_step, debug.model, debug.final_checkpoint, debug.fault)");
+               "' (known: debug.inject_nan_step, debug.stop_after_step, debug.model, debug.final_checkpoint, "
+               "debug.fault, debug.dump_batches)");
     }
   }
   options.overrides = std::move(rest);

@@ -18,6 +18,18 @@ nlohmann::json history_json(const std::vector<ValPoint>& history) {
   return out;
 }
 
+nlohmann::json stage_times_json(const std::vector<StageTime>& stages) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const StageTime& t : stages) {
+    out.push_back({{"stage", t.stage},
+                   {"first_step", t.first_step},
+                   {"steps", t.steps},
+                   {"train_time_ms", t.train_time_ms},
+                   {"ms_per_step", t.steps > 0 ? t.train_time_ms / static_cast<double>(t.steps) : 0.0}});
+  }
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json RunSummary::to_json() const {
@@ -35,7 +47,8 @@ nlohmann::json RunSummary::to_json() const {
       {"tokens", r.tokens},
       {"train_data", {{"cycled", r.train_data_cycled}, {"passes", r.train_data_passes}}},
       {"val_history", history_json(r.val_history)},
-      {"peak_memory", {{"allocated_mib", peak_memory_mib}, {"reserved_mib", peak_memory_mib}}},
+      {"stage_times", stage_times_json(r.stage_times)},
+      {"peak_memory", {{"allocated_mib", peak_memory.allocated}, {"reserved_mib", peak_memory.reserved}}},
       {"world_size", world_size},
       {"backend", backend},
       {"git_commit", environment.git_commit},

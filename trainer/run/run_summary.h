@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainer/data/train_loader.h"
+#include "trainer/run/backend.h"
 #include "trainer/run/run_log.h"
 #include "trainer/run/training_run.h"
 #include "trainer/run/training_state.h"
@@ -22,15 +23,16 @@ struct RunSummary {
   uint64_t seed = 0;
   std::string recipe_name, recipe_hash;
   RunResult result;
-  int64_t peak_memory_mib = 0;  // CPU: peak resident set size
+  PeakMemoryMib peak_memory;  // CPU: peak resident set size in both fields
   int world_size = 1;
   std::string backend;
   RunEnvironment environment;
 
   // Fields: schema_version, run_id, seed, recipe {name, hash}, status, error (when not finished),
   // final_val_loss (null when none), train_time_ms, steps, total_steps, tokens, train_data {cycled, passes},
-  // val_history [{step, val_loss, train_time_ms}] (non-finite losses as null), peak_memory {allocated_mib,
-  // reserved_mib}, world_size, backend, git_commit, git_dirty, environment {...}.
+  // val_history [{step, val_loss, train_time_ms}] (non-finite losses as null), stage_times [{stage, first_step,
+  // steps, train_time_ms, ms_per_step}], peak_memory {allocated_mib, reserved_mib}, world_size, backend,
+  // git_commit, git_dirty, environment {...}.
   nlohmann::json to_json() const;
 };
 

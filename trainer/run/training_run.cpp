@@ -17,6 +17,7 @@
 #include "trainer/comm/comm_factory.h"
 #include "trainer/data/train_loader.h"
 #include "trainer/data/val_loader.h"
+#include "trainer/run/batch_dump.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/run/backend.h"
 #include "trainer/model/ngram_table.h"
@@ -82,6 +83,8 @@ struct TrainingRun::Impl {
   std::optional<CanonicalMaskBuild> mask_build;      // §S.6, rank 0, from clock start to the final validation
   std::vector<std::filesystem::path> train_shards;
   std::unique_ptr<ValLoader> val_loader;
+  std::unique_ptr<BatchDump> batch_dump;  // debug.dump_batches: written by the timed loop only
+  bool timed_loop = false;
   std::optional<CheckpointData> checkpoint;
   std::optional<CheckpointMeta> resume_meta;
   RunEnvironment environment;
@@ -194,6 +197,12 @@ struct TrainingRun::Impl {
     vo.bigram_rows = static_cast<int32_t>(recipe.model.bigram_rows);
     vo.ngram_rows = recipe.seed.ngram_rows;
     val_loader = std::make_unique<ValLoader>(vo);
+    if (!options.dump_batches.empty()) {
+      GPT_CHECK(comm->world_size() == 1, "--set debug.dump_batches: a run of one rank only (this one has ",
+                comm->world_size(), ")");
+      batch_dump = std::make_unique<BatchDump>(options.dump_batches);
+      batch_dump->write_validation(*val_loader);
+    }
   }
 
   // Each rank reads and checks its own part of the checkpoint; then every rank learns every rank's verdict and
@@ -305,6 +314,7 @@ struct TrainingRun::Impl {
     model->set_gradients_final({});
     const std::vector<double> losses = all_ranks_values(loss);
     loss = mean_in_rank_order(losses);
+    if (batch_dump && timed_loop) batch_dump->write_step(s.step, batches, loss);
     if (!std::isfinite(loss)) {
       nonfinite_where = nonfinite_ranks(losses);
       optimizer->abandon_step();  // every rank sees the same losses, so every rank abandons
@@ -353,7 +363,7 @@ struct TrainingRun::Impl {
     s.recipe_name = recipe.name;
     s.recipe_hash = recipe.hash();
     s.result = r;
-    s.peak_memory_mib = device_peak_memory_mib(backend_device(options.backend)).allocated;
+    s.peak_memory = device_peak_memory_mib(backend_device(options.backend));
     s.world_size = comm->world_size();
     s.backend = options.backend;
     s.environment = environment;
@@ -490,6 +500,7 @@ struct TrainingRun::Impl {
       model->set_prefix_table(table);
     }
     r.status = RunStatus::finished;
+    timed_loop = true;
     for (int64_t step = start_step; step <= total; ++step) {
       const StepSchedule s = schedule.at(step);
       model->set_schedule(s);
@@ -509,6 +520,8 @@ struct TrainingRun::Impl {
         clock.start();
       }
       if (step == total) break;
+      if (r.stage_times.empty() || r.stage_times.back().stage != s.stage) r.stage_times.push_back({s.stage, step});
+      const double before_step_ms = clock.elapsed_ms();
       if (step == options.inject_nan_step) poison_parameters(*model);
       if (step == options.fault_step && comm->rank() == options.fault_rank) inject_fault();
       const double loss = train_step(s, loader);
@@ -522,6 +535,8 @@ struct TrainingRun::Impl {
       }
       r.steps = step + 1;
       r.tokens += s.batch_tokens;
+      r.stage_times.back().steps += 1;
+      r.stage_times.back().train_time_ms += clock.elapsed_ms() - before_step_ms;
       if (s.log_line) log.line(training_line(step + 1, total, clock.elapsed_ms()));  // §S.11 thins them
       const bool periodic = options.checkpoint_every > 0 && (step + 1) % options.checkpoint_every == 0;
       const bool stop_here = step + 1 == options.stop_after_step;

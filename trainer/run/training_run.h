@@ -49,6 +49,9 @@ struct RunOptions {
   std::string fault_kind;
   int fault_rank = -1;
   int64_t fault_step = -1;
+  // debug.dump_batches=DIR (one rank only): the timed loop's microbatches and the validation windows, written for
+  // a side-by-side run of another implementation (trainer/run/batch_dump.h).
+  std::filesystem::path dump_batches;
 };
 
 // A checkpoint of a W-rank run is one file per rank (each rank holds its own optimizer shard): rank 0's is the
@@ -69,6 +72,14 @@ struct ValPoint {
   double train_time_ms = 0;
 };
 
+// Train time spent in one stage's steps (§5.1; validations excluded: the clock stops for them).
+struct StageTime {
+  int stage = 0;
+  int64_t first_step = 0;
+  int64_t steps = 0;        // steps of the stage this process ran
+  double train_time_ms = 0;
+};
+
 struct RunResult {
   RunStatus status = RunStatus::failed;
   std::optional<double> final_val_loss;
@@ -79,6 +90,7 @@ struct RunResult {
   int64_t train_data_passes = 1;  // passes begun over the train shards (> 1 only with data.cycle_train_shards)
   bool train_data_cycled = false; // the recipe let the loader restart the train shards
   std::vector<ValPoint> val_history;
+  std::vector<StageTime> stage_times;  // per stage run by this process, in order
   std::vector<double> train_losses;  // mean training loss of each step run by this process, in order
   std::string error;                 // failure or divergence reason
 };
