@@ -1,0 +1,179 @@
+"""Comparison rows of the reference check: errors, tolerances from several draws, rows that carry no evidence.
+
+For each tensor, the max relative error err = max|ours − ref| / max|ref| (normalised by the largest entry;
+elementwise relative error is meaningless where values cross zero). Optimizer steps are judged by the L2 relative
+error ‖ours − ref‖₂ / ‖ref‖₂ instead: Adam's first update is ±lr wherever the gradient is nonzero, so a sign flip of
+one tiny gradient entry makes the max error 2 in any two implementations (the metric column says which one a row
+uses). Every row is measured on several draws (microbatches); the reference's own bf16-vs-f32 difference of each
+draw is its self-difference, and the row's tolerance is max(K · the largest self-difference of its draws, FLOOR).
+A row whose two sides are exactly zero in every draw (a feature that is off at initialisation, say) is listed
+apart as no evidence: it neither passes nor fails.
+"""
+import math
+
+WORST_ENTRIES = 5
+
+
+def rel_err(ours, ref, metric="max"):
+    """max: max|ours − ref| / max|ref|; l2: ‖ours − ref‖₂ / ‖ref‖₂; in f64 (0 when both are all zeros, inf when
+    only ref is)."""
+    import torch
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    a = torch.as_tensor(ours).to(device=device, dtype=torch.float64)
+    b = torch.as_tensor(ref).to(device=device, dtype=torch.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"shapes differ: ours {list(a.shape)} reference {list(b.shape)}")
+    if metric == "l2":
+        diff = (a - b).norm().item() if a.numel() else 0.0
+        scale = b.norm().item() if b.numel() else 0.0
+    else:
+        diff = (a - b).abs().max().item() if a.numel() else 0.0
+        scale = b.abs().max().item() if b.numel() else 0.0
+    if not math.isfinite(diff):
+        return math.inf
+    if scale == 0.0:
+        return 0.0 if diff == 0.0 else math.inf
+    return diff / scale
+
+
+def all_zero(t):
+    import torch
+    t = torch.as_tensor(t)
+    return t.numel() == 0 or not bool(t.ne(0).any())
+
+
+def worst_entries(ours, ref, ref_f32=None, n=WORST_ENTRIES):
+    """The n entries where ours and ref differ most: index, ours, reference (bf16), reference (f32)."""
+    import torch
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    a = torch.as_tensor(ours).to(device=device, dtype=torch.float64).flatten()
+    b = torch.as_tensor(ref).to(device=device, dtype=torch.float64).flatten()
+    c = None if ref_f32 is None else torch.as_tensor(ref_f32).to(device=device, dtype=torch.float64).flatten()
+    diff = (a - b).abs()
+    k = min(n, diff.numel())
+    if k == 0:
+        return []
+    shape = list(torch.as_tensor(ours).shape)
+    out = []
+    for flat in torch.topk(diff, k).indices.tolist():
+        index, rest = [], flat
+        for size in reversed(shape):
+            index.append(rest % size)
+            rest //= size
+        entry = {"index": list(reversed(index)), "ours": a[flat].item(), "ref": b[flat].item()}
+        if c is not None:
+            entry["ref_f32"] = c[flat].item()
+        out.append(entry)
+    return out
+
+
+class Table:
+    """The printed table and the JSON rows."""
+
+    def __init__(self, k, floor, fallback):
+        self.k, self.floor, self.fallback = k, floor, fallback
+        self.rows = []
+        self.pending = {}  # name -> {"metric", "draws": [...]}, emitted by flush()
+
+    def add(self, name, err, tol, ok, note="", metric="max", **extra):
+        """ok: True pass, False fail, None no evidence (both sides zero)."""
+        row = {"tensor": name, "metric": metric, "rel_err": err, "tolerance": tol,
+               "pass": None if ok is None else bool(ok), "note": note}
+        row.update(extra)
+        self.rows.append(row)
+        status = "zero" if ok is None else ("pass" if ok else "FAIL")
+        err_s = "-" if err is None else f"{err:.3e}"
+        tol_s = "-" if tol is None else f"{tol:.3e}"
+        print(f"{name:<48} {metric:>3} {err_s:>11} {tol_s:>11}  {status:<4}  {note}", flush=True)
+
+    def info(self, name, note, **extra):
+        self.rows.append({"tensor": name, "metric": None, "rel_err": None, "tolerance": None, "pass": None,
+                          "info": True, "note": note, **extra})
+        print(f"{name:<48} {'':>3} {'':>11} {'':>11}  info  {note}", flush=True)
+
+    def exact(self, name, ours, ref, note=""):
+        ok = ours == ref
+        self.add(name, 0.0 if ok else None, 0.0, ok, note if ok else f"ours {short(ours)} reference {short(ref)}")
+
+    def fixed(self, name, ours, ref, tol):
+        """A comparison with a fixed tolerance (schedule values)."""
+        try:
+            err = rel_err(ours, ref)
+        except Exception as e:
+            self.add(name, None, None, False, f"cannot compare: {e}")
+            return
+        self.add(name, err, tol, err <= tol, "fixed tolerance")
+
+    def draw(self, name, ours, ref, ref_f32=None, metric="max", self_diff=None):
+        """One draw of row `name`: ours and the reference's bf16 result, and its f32 result (or a self-difference
+        given directly). Rows are emitted by flush() once every draw is in."""
+        row = self.pending.setdefault(name, {"metric": metric, "draws": []})
+        d = {}
+        try:
+            d["err"] = rel_err(ours, ref, metric)
+        except Exception as e:
+            d["error"] = str(e)
+            row["draws"].append(d)
+            return
+        if self_diff is None and ref_f32 is not None:
+            try:
+                self_diff = rel_err(ref, ref_f32, metric)
+            except Exception:
+                self_diff = None
+        d["self"] = self_diff
+        d["zero"] = all_zero(ours) and all_zero(ref)
+        # Only a draw beyond its own tolerance can be the worst draw of a failing row (the row's tolerance is at
+        # least the draw's): the costly search for its worst entries is skipped for the others.
+        draw_tol = self.fallback if self_diff is None else max(self.k * self_diff, self.floor)
+        d["worst"] = worst_entries(ours, ref, ref_f32) if d["err"] > draw_tol else None
+        row["draws"].append(d)
+
+    def flush(self):
+        for name, row in self.pending.items():
+            self.emit(name, row["metric"], row["draws"])
+        self.pending = {}
+
+    def emit(self, name, metric, draws):
+        broken = [d["error"] for d in draws if "error" in d]
+        if broken:
+            self.add(name, None, None, False, f"cannot compare: {broken[0]}", metric)
+            return
+        errs = [d["err"] for d in draws]
+        selfs = [d["self"] for d in draws]
+        n = len(draws)
+        if all(d["zero"] for d in draws):
+            self.add(name, 0.0, None, None, f"both sides exactly zero in {n} draw(s): no evidence", metric,
+                     draws=n)
+            return
+        err = max(errs)
+        if all(s is not None for s in selfs):
+            tol = max(self.k * max(selfs), self.floor)
+            note = f"{n} draws: err {fmt(errs)}; self {fmt(selfs)}"
+        else:
+            tol = self.fallback
+            note = f"{n} draws: err {fmt(errs)}; self n/a: fallback tolerance"
+        ok = err <= tol
+        worst = max(range(n), key=lambda i: errs[i])
+        extra = {"draws": n, "errors": errs, "self_differences": selfs}
+        if not ok:
+            extra["worst_draw"] = worst
+            extra["worst_entries"] = draws[worst]["worst"]
+        self.add(name, err, tol, ok, note, metric, **extra)
+        if not ok:
+            for e in draws[worst]["worst"] or []:
+                f32 = f" ref f32 {e['ref_f32']:.6g}" if "ref_f32" in e else ""
+                print(f"{'':<8}draw {worst} at {e['index']}: ours {e['ours']:.6g} ref {e['ref']:.6g}{f32}", flush=True)
+
+    def counts(self):
+        compared = [r for r in self.rows if not r.get("info")]
+        return (sum(1 for r in compared if r["pass"] is True), sum(1 for r in compared if r["pass"] is False),
+                sum(1 for r in compared if r["pass"] is None))
+
+
+def fmt(values):
+    return "/".join("-" if v is None else f"{v:.2e}" for v in values)
+
+
+def short(value):
+    text = repr(value)
+    return text if len(text) < 120 else text[:117] + "..."

@@ -1,0 +1,99 @@
+"""Cases for scripts/reference_lib's standard-library parts (run by reference_lib_test.sh; CI has no torch)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = sys.argv.pop(1) if len(sys.argv) > 1 else os.getcwd()
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from reference_lib import side_by_side  # noqa: E402
+
+LOG = """run_id: a seed: 1
+step:0/10 val_loss:10.8250 train_time:0ms step_avg:0.00ms
+step:1/10 train_time:300ms step_avg:300.00ms
+step:5/10 val_loss:7.1000 train_time:1500ms step_avg:300.00ms
+step:10/10 val_loss:6.5000 train_time:3000ms step_avg:300.00ms
+peak memory allocated: 1 MiB reserved: 2 MiB
+"""
+
+
+class ValPoints(unittest.TestCase):
+    def test_validation_lines_only(self):
+        self.assertEqual(side_by_side.val_points_from_log(LOG), {0: 10.825, 5: 7.1, 10: 6.5})
+
+    def test_no_lines(self):
+        self.assertEqual(side_by_side.val_points_from_log("step:1/10 train_time:3ms step_avg:3.00ms\n"), {})
+
+
+class Verdict(unittest.TestCase):
+    ours = {1: {0: 10.80, 5: 7.10, 10: 6.50}, 2: {0: 10.85, 5: 7.16, 10: 6.46}, 3: {0: 10.82, 5: 7.05, 10: 6.55}}
+
+    def test_within_the_band_passes(self):
+        v = side_by_side.verdict({0: 10.81, 5: 7.13, 10: 6.52}, self.ours, 1)
+        self.assertTrue(v["pass"])
+        self.assertEqual([r["step"] for r in v["rows"]], [0, 5, 10])
+        self.assertAlmostEqual(v["rows"][1]["band"], 0.11)
+        self.assertAlmostEqual(v["rows"][1]["difference"], 0.03)
+
+    def test_one_point_outside_the_band_fails(self):
+        v = side_by_side.verdict({0: 10.81, 5: 7.30, 10: 6.52}, self.ours, 1)
+        self.assertFalse(v["pass"])
+        self.assertEqual([r["within"] for r in v["rows"]], [True, False, True])
+        self.assertIn("FAIL (2 of 3", side_by_side.format_verdict(v))
+
+    def test_only_shared_steps_are_judged(self):
+        v = side_by_side.verdict({0: 10.81, 5: 7.13, 7: 1.0}, self.ours, 1)
+        self.assertEqual([r["step"] for r in v["rows"]], [0, 5])
+
+    def test_bad_inputs_are_named(self):
+        with self.assertRaisesRegex(ValueError, "at least 2 seeds"):
+            side_by_side.verdict({0: 1.0}, {1: {0: 1.0}}, 1)
+        with self.assertRaisesRegex(ValueError, "seed 4"):
+            side_by_side.verdict({0: 1.0}, self.ours, 4)
+        with self.assertRaisesRegex(ValueError, "no validation step"):
+            side_by_side.verdict({3: 1.0}, self.ours, 1)
+
+
+class StepsIndex(unittest.TestCase):
+    def write(self, text):
+        f = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
+        f.write(text)
+        f.close()
+        self.addCleanup(os.unlink, f.name)
+        return f.name
+
+    def test_a_cut_last_line_is_dropped(self):
+        path = self.write('{"step": 0, "train_loss": 1.0, "microbatches": []}\n{"step": 1, "tra')
+        self.assertEqual([s["step"] for s in side_by_side.read_steps_index(path)], [0])
+
+    def test_a_gap_names_the_line(self):
+        path = self.write('{"step": 0, "microbatches": []}\n{"step": 2, "microbatches": []}\n')
+        with self.assertRaisesRegex(ValueError, r":2: step 2, expected 1"):
+            side_by_side.read_steps_index(path)
+
+
+class VerdictOnlyCommand(unittest.TestCase):
+    def test_exit_status_follows_the_verdict(self):
+        d = tempfile.mkdtemp()
+        logs = []
+        for seed, shift in ((1, 0.0), (2, 0.05), (3, -0.04)):
+            path = os.path.join(d, f"seed{seed}.txt")
+            with open(path, "w") as f:
+                f.write(LOG.replace("7.1000", f"{7.1 + shift:.4f}"))
+            logs.append(f"{seed}={path}")
+        script = os.path.join(ROOT, "scripts", "side-by-side")
+        for ref_val, expected in ((7.12, 0), (7.3, 1)):
+            stored = os.path.join(d, "stored.json")
+            with open(stored, "w") as f:
+                json.dump({"reference": {"val": {"0": 10.825, "5": ref_val, "10": 6.5}, "train_losses": []}}, f)
+            r = subprocess.run([sys.executable, script, "--verdict-only", stored, "--ours", *logs, "--out", d],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, expected, r.stdout + r.stderr)
+            with open(os.path.join(d, "side-by-side.json")) as f:
+                self.assertEqual(json.load(f)["verdict"]["pass"], expected == 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
