@@ -106,7 +106,7 @@ NgramTable::NgramTable(NgramTableOptions options, Tensor sign_pool, Comm& comm)
                 pool_.is_cpu(),
             "ngram table: sign pool must be a CPU [rows, ", d, "] tensor of dtype ", dtype_name(options_.dtype),
             ", got ", pool_.defined() ? pool_.describe() : std::string("none"),
-            " (the n-gram table has no CUDA path yet, issue 30)");
+            " (the n-gram table has no CUDA path yet)");
   GPT_CHECK(options_.beta2 > 0 && options_.beta2 < 1, "ngram table: beta2 must be in (0, 1), got ", options_.beta2);
   rows_per_rank_ = V / W;
   first_row_ = comm_.rank() * rows_per_rank_;
