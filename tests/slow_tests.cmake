@@ -1,7 +1,7 @@
 # CTest include script, read after discovery (tests/CMakeLists.txt). CTest would ignore a name that matches no test,
 # so tests/CMakeLists.txt also includes this file at configure time (SPEEDRUN_SLOW_TESTS_CHECK_ONLY set): there every
-# name below must be a TEST/TEST_F/TEST_P of tests/, or configuring fails naming it. Seconds: ASan build on 2 cores, 2026-12-05 (build-asan/Testing/Temporary/
-# CTestCostData.txt; CI's machine is about twice as slow).
+# name below must be a TEST/TEST_F/TEST_P of tests/, or configuring fails naming it. Seconds: ASan build on 2
+# cores, 2026-12-05 (build-asan/Testing/Temporary/CTestCostData.txt; CI's machine is about twice as slow).
 #
 #   cpu;slow  the `cpu` tests over ~10 s, listed here: CI runs them; `ctest -L cpu -LE slow` is the quick pass.
 #   slow      alone: the folders tests/<area>_slow/, whole runs that take many minutes under the sanitizers, too
