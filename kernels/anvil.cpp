@@ -15,7 +15,7 @@ void check_stack(const Tensor& param, const char* op) {
 
 // ANVIL has only the CPU reference so far; the products go through gemm, which has both.
 void check_cpu(const Tensor& t, const char* op) {
-  GPT_CHECK(t.device() == Device::cpu, op, ": no CUDA kernel yet (issue 30), got ", t.describe());
+  GPT_CHECK(t.device() == Device::cpu, op, ": no CUDA kernel yet (§S ops are CPU only), got ", t.describe());
 }
 
 Shape second_moment_shape(const Tensor& param) {

@@ -17,7 +17,7 @@
 // W(·) is rounding to the parameter dtype (bf16 in training; identity for f32/f64, the exact math of the tests).
 // The roundings of step 3 mirror step 2 of NorMuon: one per elementwise op, sums accumulated in double. The
 // gate of step 6 compares the slow rail with the fp32 master (the bf16 weight joined with its mantissa).
-// CPU only for now: CUDA tensors throw (issue 30).
+// CPU only for now (no CUDA kernel yet): CUDA tensors throw.
 #include <cstdint>
 
 #include "kernels/normuon.h"

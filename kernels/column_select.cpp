@@ -12,7 +12,7 @@ void check_args(const Tensor& table, const Tensor& columns, const Tensor& narrow
   check_shape(narrow, {table.size(0), columns.size(0)}, op);
   check_dtype(narrow, table.dtype(), op);
   check_same_device({&table, &columns, &narrow}, op);
-  GPT_CHECK(table.device() == Device::cpu, op, ": no CUDA kernel yet (issue 30)");
+  GPT_CHECK(table.device() == Device::cpu, op, ": no CUDA kernel yet (§S ops are CPU only)");
 }
 
 }  // namespace

@@ -16,7 +16,7 @@
 //   c_g(t,s) = round(w2_g(t) · a(t,s)),  w2_g(t) = gates[t, w2_lane + g]
 //   y_out_tg = round(y_core_tg + Σ_s c_g(t,s) · v_sg)
 // round() is the storage rounding of the dtype (bf16 in training, identity for f64/f32 tensors beyond
-// their own precision): the spec's bf16(w1) and bf16 per-key weight. Everything else runs in the
+// their own precision): RECIPE §2.9's bf16(w1) and bf16 per-key weight. Everything else runs in the
 // accumulation type; y_out is stored once and may alias y_core.
 //
 // Backward (ADDS into dq, dk, dv, dgates; the two roundings are treated as identity). The gradient with

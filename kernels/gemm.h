@@ -32,7 +32,7 @@ GemmShape gemm_shape(const Tensor& a, const Tensor& b, const Tensor& c, const Ge
 // A: [M, K], B: [N, K] (both K-contiguous: the only layout the FP8 tensor-core path takes, so x·Wᵀ with W stored
 // [out, in]); dtypes e4m3×e4m3, e5m2×e4m3 or e4m3×e5m2 (e5m2×e5m2 has no kernel). C: [M, N] bf16 or f32.
 // scale_a, scale_b: f32 [1] tensors on C's device holding the dequantization scales (device pointers on CUDA, so
-// delayed scales never need a host sync); on CUDA each must be 16-byte aligned (ANCHORS.md: cuBLASLt refuses
+// delayed scales never need a host sync); on CUDA each must be 16-byte aligned (docs/docs/ANCHORS.md: cuBLASLt refuses
 // others), e.g. one tensor of its own or a slice at a multiple of 4 floats.
 // fast_accum: the tensor cores' reduced-precision accumulation (§7.1 lm_head); ignored by the CPU reference.
 struct Fp8GemmArgs {

@@ -20,7 +20,7 @@ void check_args(const Tensor& values, const Tensor& pool, const Tensor& rows, co
   check_shape(sign_rows, {2 * values.size(0)}, op);
   check_dtype(sign_rows, DType::i32, op);
   check_same_device({&values, &pool, &rows, &sign_rows, &table_like}, op);
-  GPT_CHECK(values.device() == Device::cpu, op, ": no CUDA kernel yet (issue 30)");
+  GPT_CHECK(values.device() == Device::cpu, op, ": no CUDA kernel yet (§S ops are CPU only)");
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 // the caller decides how the cycle's sums are rounded (trainer/model/ngram_table.h).
 //
 // table: [R, d]; pool: [P, d] (table dtype); rows, sign_rows: i32 [2T]; out, dout: [T, d] (table dtype);
-// row_grad: [R', d]. CPU only for now: CUDA tensors throw (issue 30).
+// row_grad: [R', d]. CPU only for now (no CUDA kernel yet): CUDA tensors throw.
 #include "kernels/tensor.h"
 
 namespace gpt {

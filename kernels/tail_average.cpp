@@ -11,9 +11,9 @@ void check_pair(const Tensor& acc, const Tensor& w, const char* op) {
   check_same_device({&acc, &w}, op);
 }
 
-// The CUDA kernels are issue 30's; until then a CUDA tensor is a clear error, in every build.
+// The §S ops have no CUDA kernels yet: a CUDA tensor is a clear error, in every build.
 void require_cpu(const Tensor& t, const char* op) {
-  GPT_CHECK(t.device() == Device::cpu, op, ": no CUDA kernel yet (issue 30), got ", t.describe());
+  GPT_CHECK(t.device() == Device::cpu, op, ": no CUDA kernel yet (§S ops are CPU only), got ", t.describe());
 }
 
 }  // namespace

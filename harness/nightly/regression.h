@@ -38,7 +38,7 @@ struct BenchmarkContext {
   std::string host_name;
   std::string git_commit;  // empty when absent
   std::string executable;
-  std::string gpu, driver;  // keys the project adds (device calls); empty when absent
+  std::string gpu, driver;  // keys scripts/gpu-session adds; empty when absent
 };
 
 struct BenchmarkRun {

@@ -77,7 +77,7 @@ Environment probe_environment() {
   e.git_commit = command_output("git rev-parse HEAD");
   e.git_dirty = !command_output("git status --porcelain --untracked-files=no", true).empty();
   if (const char* revision = std::getenv("SPEEDRUN_REVISION"); revision != nullptr && *revision != '\0') {
-    e.git_commit = revision;  // a copied tree (a lent GPU machine): its own .git may describe another revision
+    e.git_commit = revision;  // a copied tree (on a GPU machine): its own .git may describe another revision
     e.git_dirty = false;
   }
   std::array<char, 256> host{};

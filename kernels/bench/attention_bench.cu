@@ -93,7 +93,7 @@ struct Inputs {
 };
 
 // FLOP and byte floors of one call (kernels/cuda/NOTES.md): the bytes are each input read once and each output
-// written once; "floor_us" is the larger of FLOPs / (this run's dense GEMM rate) and bytes / 3.94 TB/s (ANCHORS.md
+// written once; "floor_us" is the larger of FLOPs / (this run's dense GEMM rate) and bytes / 3.94 TB/s (docs/ANCHORS.md
 // copy rate), i.e. the time of a kernel as efficient as the dense GEMM.
 void set_floor(benchmark::State& state, double flops, double bytes) {
   state.counters["GFLOP"] = flops / 1e9;

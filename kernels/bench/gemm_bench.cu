@@ -1,7 +1,7 @@
-// cuBLASLt GEMM rates at the ANCHORS.md shapes (bf16 and FP8 e4m3 in, bf16 out, fp32 accumulation), through
+// cuBLASLt GEMM rates at the docs/ANCHORS.md shapes (bf16 and FP8 e4m3 in, bf16 out, fp32 accumulation), through
 // gpt::gemm / gpt::gemm_fp8 with the x·Wᵀ layout (A [M, K], B [N, K]) the model uses. The first (warm-up) call of
 // each shape autotunes among cuBLASLt's heuristic candidates (kernels/cuda/gemm.cpp); the label names the choice.
-//   ./gemm_bench --benchmark_format=json   (compare the TFLOP/s counter with ANCHORS.md)
+//   ./gemm_bench --benchmark_format=json   (compare the TFLOP/s counter with docs/ANCHORS.md)
 #include <benchmark/benchmark.h>
 
 #include "kernels/bench/bench_util.cuh"

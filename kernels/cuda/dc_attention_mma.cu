@@ -14,7 +14,7 @@
 //     dlogit = π·w1·(da − dw1), dq += τ·dlogit·K; then the gate-lane gradients, serially per token as in v1.
 //   backward pass 2 (key blocks): per head, Sᵀ = K·Qᵀ, dlogitᵀ and cᵀ = bf16(w2·a) from pass 1's scratch,
 //     dk += τ·dlogitᵀ·Q, dv += cᵀ·dY. One writer per output element: deterministic, no atomics.
-// dlogit enters its products rounded to bf16 (v1 keeps it in fp32); c is bf16 by the spec's rounding.
+// dlogit enters its products rounded to bf16 (v1 keeps it in fp32); c is bf16 by RECIPE §2.9's rounding.
 #include <cuda_bf16.h>
 
 #include <cmath>

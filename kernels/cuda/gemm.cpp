@@ -9,8 +9,8 @@
 // descriptors, layouts and the algorithm are chosen once per distinct problem (shape, dtypes, batch strides,
 // operand alignment) and reused by every later call.
 //
-// Autotuning: the heuristic's first answer ran at 0.78–0.93 of the cuBLASLt rates of ANCHORS.md on the H200, so the
-// first call of a new problem asks for up to 8 candidates and times each on the call's own operands (one warm-up,
+// Autotuning: the heuristic's first answer ran at 0.78–0.93 of the cuBLASLt rates of docs/ANCHORS.md on the H200, so
+// the first call of a new problem asks for up to 8 candidates and times each on the call's own operands (one warm-up,
 // then the best of 3 event-timed runs) and keeps the fastest. The timed runs write C with beta = 0, so they run
 // only when the call's beta is 0 (C is about to be overwritten anyway) and the stream is not being captured into a
 // graph; otherwise the heuristic's first candidate is kept. SPEEDRUN_GEMM_AUTOTUNE=0 turns autotuning off.

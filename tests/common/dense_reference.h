@@ -1,7 +1,7 @@
 #pragma once
 // Row-major double matrices and the steps the orthogonalising optimizers share (NorMuon's Polar Express, §4.3;
 // ANVIL's six maps, §S.8), written as plain loops for the step-by-step references of their tests. `round` is where
-// the spec rounds: identity for exact double math, bf16 rounding to emulate the bf16 path.
+// the recipe rounds: identity for exact double math, bf16 rounding to emulate the bf16 path.
 #include <cstddef>
 #include <cstdint>
 #include <vector>

@@ -1,5 +1,5 @@
 // End-to-end tests of `harness nightly --ingest` over folders: every *.json of a folder in date order, one
-// file merging several programs (a device call), a night already stored skipped, and the device history kept in
+// file merging several programs (one GPU run), a night already stored skipped, and the device history kept in
 // results/benchmarks listed by `harness query`.
 #include <nlohmann/json.hpp>
 
@@ -8,7 +8,7 @@
 namespace gpt::harness {
 namespace {
 
-// One device call: two programs in one file, each entry naming its own (the results/benchmarks layout).
+// One GPU run: two programs in one file, each entry naming its own (the results/benchmarks layout).
 std::string device_call_json(const std::string& date, const std::string& commit, double attention_ms, double step_ms) {
   nlohmann::json benchmarks = nlohmann::json::array();
   for (int rep = 0; rep < 3; ++rep) {
@@ -92,7 +92,7 @@ std::string step_night_json(const std::string& date, const std::string& gpu, dou
   return nlohmann::json{{"context", context}, {"benchmarks", benchmarks}}.dump();
 }
 
-// A device call on another kind of GPU is not a change of the code: a slower H100 night after H200 nights is no
+// A GPU run on another kind of GPU is not a change of the code: a slower H100 night after H200 nights is no
 // regression, while the same slowdown on the H200 is one. Each GPU model is its own history.
 TEST_F(RecordE2E, NightlyKeepsEachGpuModelsHistoryApart) {
   for (int d = 1; d <= 6; ++d) {
@@ -126,7 +126,7 @@ TEST_F(RecordE2E, NightlyKeepsEachGpuModelsHistoryApart) {
 }
 
 // The device history kept in the tree: every call of results/benchmarks stored, and a figure of the record
-// (the eighth session's final call: stage 2, FP8 on, 684.5 ms/step) listed by `harness query history`.
+// (bef7594's final call: stage 2, FP8 on, 684.5 ms/step) listed by `harness query history`.
 TEST_F(RecordE2E, CommittedDeviceHistoryIsListedByQuery) {
   const auto folder = std::filesystem::path(SPEEDRUN_FIXTURES_DIR) / ".." / ".." / "results" / "benchmarks";
   ASSERT_TRUE(std::filesystem::is_directory(folder)) << folder;

@@ -1,4 +1,4 @@
-// Model-level behaviour of RECIPE §2/§3: loss at initialisation, validation, determinism, bf16 vs f32, the spec's
+// Model-level behaviour of RECIPE §2/§3: loss at initialisation, validation, determinism, bf16 vs f32, the recipe's
 // quirks (MTP gradient past the microbatch end, bigram position 1, paired heads), accumulation, FLOPs, errors.
 #include <gtest/gtest.h>
 

@@ -32,7 +32,7 @@ const std::string kBin = std::string(SPEEDRUN_BINARY_DIR) + "/bin/";
 // The tiny recipe on a short schedule (8 steps, validations at 0, 4 and 8), 4 slices per call, validation windows
 // of 2,048 tokens (4 windows: one per rank at W = 4), on the stand-in model: every parameter kind of the optimizer
 // (banks, sharded and replicated Adam, the tied pair) in seconds under the sanitizers (the GPT model takes minutes
-// per run there; README records its multi-rank runs).
+// per run there; results/PERFORMANCE.md records its multi-rank runs).
 std::string tiny_args(const RunScratch& scratch, const std::string& run_id) {
   std::string args = "--recipe tiny --data " + scratch.data().string() + " --seed 5 --run-id " + run_id + " --out " +
                      scratch.out().string() + " --backend cpu --threads 1 --set slices_per_call=4" +

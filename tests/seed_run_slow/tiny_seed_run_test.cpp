@@ -51,7 +51,7 @@ TEST(TinySeedRun, WarmupLeavesNoTraceAndResumeMidCycleIsBitExact) {
   ASSERT_EQ(a.status, RunStatus::finished) << a.error;
   ASSERT_EQ(a.steps, 32);
   ASSERT_EQ(a.val_history.size(), 2u);  // steps 0 and 32 (the synthetic corpus is not learnable in 32 steps:
-                                        // README's tiny-seed run on data/default shows the learning)
+                                        // docs/seed-profile.md's tiny-seed run on data/default shows it)
 
   RunOptions warm = tiny_seed_run(scratch, "warm");
   warm.final_checkpoint = true;

@@ -17,7 +17,7 @@ using test::matmul;
 using test::transpose;
 
 // Reference state and step for one stack. `bf` emulates the bf16 rounding points (values computed in double,
-// rounded where the spec rounds); otherwise exact double math. GEMM scalars are fp32 in the op (as in cuBLAS),
+// rounded where the recipe rounds); otherwise exact double math. GEMM scalars are fp32 in the op (as in cuBLAS),
 // so the polynomial coefficients are taken as floats here too.
 struct RefNorMuon {
   int64_t count, rows, cols;

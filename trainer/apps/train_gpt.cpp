@@ -96,7 +96,7 @@ int print_recipe(const gpt::RunOptions& options) {
 
 int main(int argc, char** argv) {
   gpt::RunOptions options;
-  CLI::App app{"NanoGPT speedrun trainer (RECIPE.md); writes OUT/ID.txt and OUT/ID.json"};
+  CLI::App app{"NanoGPT speedrun trainer (docs/RECIPE.md); writes OUT/ID.txt and OUT/ID.json"};
   // A run needs all of these; printing the recipe needs only --recipe (and any --set).
   const bool printing = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::string(a) == "--print-recipe"; });
   bool print_only = false;

@@ -1,6 +1,6 @@
 #pragma once
 // A watchdog for collectives that finish asynchronously (NCCL kernels on a CUDA stream): no rank may wait forever
-// for a peer that died or went elsewhere (issue 23, item 4). Each collective is registered with a completion probe
+// for a peer that died or went elsewhere (docs/multi-rank.md). Each collective is registered with a completion probe
 // (for NCCL, a CUDA event recorded after it); a background thread polls the oldest pending one and, once it has been
 // pending longer than the timeout or the error probe reports an asynchronous error, calls `abort` once (NCCL:
 // ncclCommAbort, which makes the stuck kernels return) and keeps the reason. The owner calls throw_if_fired() before

@@ -1,5 +1,5 @@
 #pragma once
-// Turns tokenized documents into train/validation shards (spec/CORPUS.md steps 4–5): each document becomes
+// Turns tokenized documents into train/validation shards (docs/CORPUS.md steps 4–5): each document becomes
 // [50256] + tokens, goes to validation when its name hashes into the validation bucket, and shards are cut at
 // exactly `shard_tokens` tokens (a document may continue into the next shard, as in FineWeb).
 #include <cstdint>
@@ -17,7 +17,7 @@ namespace gpt {
 
 // Which documents are validation documents, decided from the document name alone (stable across runs).
 struct SplitRule {
-  std::uint64_t modulus = 50;    // validation when sha1(name) mod modulus == 0 (CORPUS.md: 50, ≈2%)
+  std::uint64_t modulus = 50;    // validation when sha1(name) mod modulus == 0 (docs/CORPUS.md: 50, ≈2%)
   double val_fraction = -1.0;    // when in [0, 1]: validation when sha1(name) mod 10^6 < fraction·10^6 instead
   bool is_validation(std::string_view name) const;
   std::string describe() const;

@@ -1,5 +1,5 @@
 #pragma once
-// SHA-1 (FIPS 180-4), used only to split corpus documents into train/validation by name (spec/CORPUS.md):
+// SHA-1 (FIPS 180-4), used only to split corpus documents into train/validation by name (docs/CORPUS.md):
 // a stable, widely reproducible hash (Python: int(hashlib.sha1(name).hexdigest(), 16) % 50).
 #include <array>
 #include <cstdint>

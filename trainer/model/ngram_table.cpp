@@ -102,11 +102,10 @@ NgramTable::NgramTable(NgramTableOptions options, Tensor sign_pool, Comm& comm)
   GPT_CHECK(d > 0, "ngram table: dim must be positive, got ", d);
   GPT_CHECK(is_floating(options_.dtype), "ngram table: dtype must be f64, f32 or bf16, got ",
             dtype_name(options_.dtype));
-  GPT_CHECK(pool_.defined() && pool_.ndim() == 2 && pool_.size(1) == d && pool_.dtype() == options_.dtype &&
-                pool_.is_cpu(),
-            "ngram table: sign pool must be a CPU [rows, ", d, "] tensor of dtype ", dtype_name(options_.dtype),
-            ", got ", pool_.defined() ? pool_.describe() : std::string("none"),
-            " (the n-gram table has no CUDA path yet, issue 30)");
+  GPT_CHECK(
+      pool_.defined() && pool_.ndim() == 2 && pool_.size(1) == d && pool_.dtype() == options_.dtype && pool_.is_cpu(),
+      "ngram table: sign pool must be a CPU [rows, ", d, "] tensor of dtype ", dtype_name(options_.dtype), ", got ",
+      pool_.defined() ? pool_.describe() : std::string("none"), " (the n-gram table has no CUDA path yet)");
   GPT_CHECK(options_.beta2 > 0 && options_.beta2 < 1, "ngram table: beta2 must be in (0, 1), got ", options_.beta2);
   rows_per_rank_ = V / W;
   first_row_ = comm_.rank() * rows_per_rank_;

@@ -1,7 +1,7 @@
 #pragma once
 // The `head` model's parameters and buffers (RECIPE §2.2, §2.3): shapes, dtypes, initialisation and counts.
 //
-// One struct of named tensors, so model code reads like the spec. Shapes derive from ModelDims, which covers
+// One struct of named tensors, so model code reads like RECIPE §2.2. Shapes derive from ModelDims, which covers
 // the full model (d = 768) and the scaled-down recipes of §R (d = 96) with the same 11-layer topology.
 #include <cstdint>
 #include <string>

@@ -1,0 +1,30 @@
+# speedrun_require_test_names(LIST_FILE NAME...): every NAME ("Suite.Test") must be defined by a TEST, TEST_F or TEST_P
+# in the sources under tests/, or configuring fails naming LIST_FILE and each stale name. Lists of test names that
+# CTest reads after discovery (tests/slow_tests.cmake) would otherwise match nothing without a word.
+function(speedrun_require_test_names list_file)
+  file(GLOB_RECURSE sources ${PROJECT_SOURCE_DIR}/tests/*.cpp ${PROJECT_SOURCE_DIR}/tests/*.cu)
+  set(space "[ \t\r\n]*")
+  set(defined "")
+  foreach(source IN LISTS sources)
+    file(READ ${source} text)
+    string(REGEX MATCHALL "TEST(_F|_P)?\\(${space}[A-Za-z0-9_]+${space},${space}[A-Za-z0-9_]+" macros "${text}")
+    foreach(macro IN LISTS macros)
+      string(REGEX REPLACE "^TEST(_F|_P)?\\(${space}([A-Za-z0-9_]+)${space},${space}([A-Za-z0-9_]+)$" "\\2.\\3" name
+                           "${macro}")
+      list(APPEND defined ${name})
+    endforeach()
+  endforeach()
+  set(stale "")
+  foreach(name IN LISTS ARGN)
+    list(FIND defined ${name} index)
+    if(index EQUAL -1)
+      list(APPEND stale ${name})
+    endif()
+  endforeach()
+  if(stale)
+    list(JOIN stale "\n  " stale_lines)
+    message(FATAL_ERROR "${list_file} names tests that no TEST/TEST_F/TEST_P under tests/ defines (renamed or "
+                        "removed? update the list):\n  ${stale_lines}")
+  endif()
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${list_file})
+endfunction()
