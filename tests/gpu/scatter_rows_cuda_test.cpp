@@ -44,18 +44,23 @@ Tensor ids_tensor(const std::vector<int32_t>& ids) {
   return t;
 }
 
-// Values in [-1, 1) from a hash of (seed, index): a 377,280-row table without 290 M normal draws.
+// Values in [-1, 1) from a hash of (seed, index), stored straight into the dtype: a 377,280-row table without
+// 290 M normal draws and a 2.3 GB vector of doubles.
 Tensor hashed_table(int64_t rows, int64_t d, DType dtype, uint64_t seed) {
-  const int64_t n = rows * d;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t x = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull + seed * 0xD1B54A32D192ED03ull;
-    x ^= x >> 31;
-    x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 29;
-    v[static_cast<size_t>(i)] = static_cast<double>(x >> 11) * 0x1p-52 - 1.0;
-  }
-  return Tensor::from_doubles(v, {rows, d}, dtype);
+  Tensor t = Tensor::empty({rows, d}, dtype);
+  const auto fill = [&](auto* p, auto convert) {
+    for (int64_t i = 0; i < rows * d; ++i) {
+      uint64_t x = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull + seed * 0xD1B54A32D192ED03ull;
+      x ^= x >> 31;
+      x *= 0xBF58476D1CE4E5B9ull;
+      x ^= x >> 29;
+      p[i] = convert(static_cast<double>(x >> 11) * 0x1p-52 - 1.0);
+    }
+  };
+  if (dtype == DType::bf16) fill(t.data<bf16>(), [](double v) { return bf16(static_cast<float>(v)); });
+  if (dtype == DType::f32) fill(t.data<float>(), [](double v) { return static_cast<float>(v); });
+  if (dtype == DType::f64) fill(t.data<double>(), [](double v) { return v; });
+  return t;
 }
 
 // One call's inputs (CPU tensors). signed_rows: bigram_backward (dout ⊙ sign), else embedding_backward.
