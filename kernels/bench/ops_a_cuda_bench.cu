@@ -7,10 +7,13 @@
 
 #include <functional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "kernels/activation.h"
+#include "kernels/bench/zipf_ids.h"
+#include "kernels/bigram.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/embedding_variants.h"
 #include "kernels/cuda/fp8_variants.h"
@@ -90,6 +93,52 @@ void BM_EmbeddingBackward(benchmark::State& state) {
   const Tensor ids = random_ids_device(kTokens, kVocab, DType::i32, 4);
   Tensor dtable = Tensor::zeros({kVocab, kDim}, DType::bf16, Device::cuda);
   run_timed(state, 3.0 * kTokens * kDim * 2, [&] { embedding_backward(dout, ids, dtable); });
+}
+
+// One microbatch's scatter-add backward (49,152 tokens, d = 768, bf16) through scatter version 1 or 2
+// (kernels/cuda/embedding_variants.h), the id sort included. Args: version; table 0 = token embedding (50,304 rows),
+// 1 = value embeddings (251,520 rows), 2 = bigram (377,280 rows, with the sign product of bigram_backward); ids 0 =
+// uniform, 1 = Zipf (natural text: a few ids thousands of times, the case v1 serialises). Bytes: what the op must
+// move: dout and the ids read once, each row hit read and written once, and for the bigram the sign ids and each
+// sign row hit read once.
+void BM_ScatterRows(benchmark::State& state) {
+  const int version = static_cast<int>(state.range(0));
+  const int64_t table = state.range(1), rows = table == 0 ? kVocab : table == 1 ? 5 * kVocab : 377280;
+  const bool zipf = state.range(2) == 1, signed_rows = table == 2;
+  constexpr int64_t kSignRows = 8192;
+  std::vector<int32_t> ids = zipf_ids(kMicrobatchTokens, rows, 41), sign_ids(kMicrobatchTokens);
+  std::mt19937_64 rng(42);
+  if (!zipf) {
+    std::uniform_int_distribution<int32_t> uniform(0, static_cast<int32_t>(rows - 1));
+    for (int32_t& id : ids) id = uniform(rng);
+  }
+  std::uniform_int_distribution<int32_t> uniform_sign(0, kSignRows - 1);
+  for (int32_t& sid : sign_ids) sid = uniform_sign(rng);
+  const auto device_ids = [](const std::vector<int32_t>& v) {
+    Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::i32);
+    std::copy(v.begin(), v.end(), t.data<int32_t>());
+    return t.to(Device::cuda);
+  };
+  const Tensor ids_d = device_ids(ids), sign_ids_d = device_ids(sign_ids);
+  const Tensor dout = random_device({kMicrobatchTokens, kDim}, DType::bf16, 43);
+  const Tensor sign = random_device({kSignRows, kDim}, DType::bf16, 44);  // not ±1: values do not change the time
+  Tensor dtable = Tensor::zeros({rows, kDim}, DType::bf16, Device::cuda);
+  const auto hit_rows = static_cast<double>(std::set<int32_t>(ids.begin(), ids.end()).size());
+  const auto hit_signs = static_cast<double>(std::set<int32_t>(sign_ids.begin(), sign_ids.end()).size());
+  const double row_bytes = kDim * 2.0;
+  double bytes = kMicrobatchTokens * (row_bytes + 4) + 2 * hit_rows * row_bytes;
+  if (signed_rows) bytes += kMicrobatchTokens * 4.0 + hit_signs * row_bytes;
+  state.SetLabel("v" + std::to_string(version) + (version == cuda::kPromotedScatter ? " promoted" : " candidate") +
+                 (zipf ? ", Zipf ids" : ", uniform ids") + ", " + std::to_string(static_cast<int64_t>(hit_rows)) +
+                 " rows hit");
+  state.counters["MB"] = bytes / 1e6;
+  run_timed(state, bytes, [&] {
+    if (signed_rows) {
+      cuda::bigram_backward_version(dout, sign, ids_d, sign_ids_d, dtable, version);
+    } else {
+      cuda::embedding_backward_version(dout, ids_d, dtable, version);
+    }
+  });
 }
 
 void BM_MixForward3(benchmark::State& state) {
@@ -289,6 +338,11 @@ void BM_AddTransposed(benchmark::State& state) {
 
 BENCHMARK(BM_EmbeddingForward)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EmbeddingBackward)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ScatterRows)
+    ->ArgsProduct({{1, 2}, {0, 1, 2}, {1, 0}})
+    ->ArgNames({"version", "table", "zipf"})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MixForward3)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MixBackward4)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ReluSquareForward)->UseManualTime()->Unit(benchmark::kMicrosecond);
