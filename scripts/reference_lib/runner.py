@@ -56,12 +56,13 @@ def exact_loss_class(torch):
         def forward(ctx, logits):
             s = torch.sigmoid((logits.float() + SOFTCAP_B) / SOFTCAP_C).bfloat16().float()
             ctx.save_for_backward(s)
+            ctx.logits_dtype = logits.dtype
             return SOFTCAP_A * s
 
         @staticmethod
         def backward(ctx, grad):
             (s,) = ctx.saved_tensors
-            return grad * (SOFTCAP_A / SOFTCAP_C) * s * (1 - s)
+            return (grad * (SOFTCAP_A / SOFTCAP_C) * s * (1 - s)).to(ctx.logits_dtype)
 
     def chunk_loss(x, lm_head_weight, begin, targets, weights, prefix_targets, prefix_weight):
         """The loss of rows [begin, begin + len(x)): MTP target k of row i is targets[i + k] (dropped past the end,
