@@ -7,6 +7,8 @@
 #include <iostream>
 
 #include "harness/record/spool.h"
+#include "harness/launcher/safe_files.h"
+#include "harness/launcher/safe_names.h"
 #include "base/check.h"
 
 namespace gpt::harness {
@@ -34,6 +36,29 @@ std::filesystem::path results_dir(const GlobalOptions& options) {
 }
 
 std::string default_data_dir(const std::string& recipe) {
+namespace {
+
+std::filesystem::path sweep_folder(const GlobalOptions& options, const char* kind, const std::string& sweep_name) {
+  check_path_name("sweep name", sweep_name);
+  const std::filesystem::path relative = std::filesystem::path(kind) / sweep_name;
+  make_folders_below(results_dir(options), relative);
+  return results_dir(options) / relative;
+}
+
+}  // namespace
+
+std::filesystem::path sweep_runs_dir(const GlobalOptions& options, const std::string& sweep_name) {
+  return sweep_folder(options, "runs", sweep_name);
+}
+
+std::filesystem::path sweep_reports_dir(const GlobalOptions& options, const std::string& sweep_name) {
+  return sweep_folder(options, "reports", sweep_name);
+}
+
+CLI::Option* add_sweep_name_option(CLI::App& command, std::string& name, const std::string& description) {
+  return command.add_option("--name", name, description)->check(name_check(path_name_problem, "NAME"));
+}
+
   if (recipe == "tiny" || recipe == "tiny-seed") return "data/default";  // the CPU recipes
   return "data/fineweb10B";
 }

@@ -40,6 +40,13 @@ std::filesystem::path results_dir(const GlobalOptions& options);
 
 // ---- shared by the commands that run sweeps (record, compare) ----
 
+// `<db folder>/runs/<sweep>` and `<db folder>/reports/<sweep>`, created without following a symbolic link
+// below the database's folder; the sweep name must be one plain path component (safe_names.h), also for sweeps
+// stored before names were checked.
+std::filesystem::path sweep_runs_dir(const GlobalOptions& options, const std::string& sweep_name);
+std::filesystem::path sweep_reports_dir(const GlobalOptions& options, const std::string& sweep_name);
+// --name of record, compare and import: a sweep name, checked by CLI11 with the flag named in the error.
+CLI::Option* add_sweep_name_option(CLI::App& command, std::string& name, const std::string& description);
 // The corpus a recipe trains on when --data is not given (data/default for tiny, data/fineweb10B otherwise).
 std::string default_data_dir(const std::string& recipe);
 // train_gpt beside the running harness binary.
