@@ -181,7 +181,12 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
       for (size_t i = 0; i < runs.size(); ++i) {
         RunRecord r = record_from_log(runs[i], std::filesystem::absolute(log.file.path));
         if (summary) {
+          const auto conflict = summary_log_conflict(runs[i], *summary, log.file.path.stem().string());
           apply_run_summary(r, *summary, parse_options.early_stop_step);
+          if (conflict) {
+            r.status = RunStatus::failed;
+            r.reason = *conflict;
+          }
           // Kept as a param, not the seed column: two logs of one arm may share a seed.
           if (summary->seed) r.params["seed"] = std::to_string(*summary->seed);
         }

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "harness/store/run_checks.h"
 #include "harness/store/schema.h"
 #include "base/check.h"
 
@@ -206,8 +207,10 @@ std::vector<SweepInfo> Store::sweeps() {
   return out;
 }
 
-std::int64_t Store::add_run(const RunRecord& run, bool replace) {
-  GPT_CHECK(!run.run_id.empty(), "a run needs a run id");
+std::int64_t Store::add_run(const RunRecord& given, bool replace) {
+  GPT_CHECK(!given.run_id.empty(), "a run needs a run id");
+  RunRecord run = given;
+  demote_unusable_result(run);  // whoever stores it (record, import, a spool file), an unusable result is not ok
   sql::Transaction tx(db_);
   if (replace && run.seed) {
     auto del = db_.prepare("DELETE FROM runs WHERE sweep_id = ? AND arm = ? AND seed = ?");
@@ -247,8 +250,9 @@ std::vector<RunRecord> Store::runs(std::optional<std::int64_t> sweep_id, bool wi
   if (sweep_id) s.bind(1, *sweep_id);
   std::vector<RunRecord> out;
   while (s.step()) out.push_back(read_run(s));
-  if (with_val_points) {
-    for (RunRecord& r : out) r.val_points = val_points(r.id);
+  for (RunRecord& r : out) {
+    if (with_val_points) r.val_points = val_points(r.id);
+    demote_unusable_result(r);  // a row stored before the checks (or edited since) never breaks a report
   }
   return out;
 }
@@ -259,6 +263,7 @@ std::optional<RunRecord> Store::run(std::int64_t id, bool with_val_points) {
   if (!s.step()) return std::nullopt;
   RunRecord r = read_run(s);
   if (with_val_points) r.val_points = val_points(id);
+  demote_unusable_result(r);
   return r;
 }
 

@@ -59,5 +59,61 @@ TEST_F(ReliabilityE2E, PlantedLinksAtConsoleLogAndReportAreNotWrittenThrough) {
   EXPECT_FALSE(std::filesystem::is_symlink(dir / "reports" / "sweep" / "report.md"));
 }
 
+const std::string kLogHead = "step:0/10 val_loss:10.8000 train_time:0ms step_avg:0ms\n";
+std::string final_line(const std::string& loss) {
+  return "step:10/10 val_loss:" + loss + " train_time:900ms step_avg:90ms\n";
+}
+
+TEST_F(ReliabilityE2E, NegativeFinalLossesAreStoredFailedAndNeverPass) {
+  dir.write("logs/a.txt", kLogHead + final_line("-6.92"));
+  dir.write("logs/b.txt", kLogHead + final_line("-6.93"));
+  const Result r = harness({"import", (dir / "logs").string(), "--name", "sweep", "--target", "3.28"});
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(r.output.find("result: PASS"), std::string::npos) << r.output;
+  for (const auto& run : runs()) {
+    EXPECT_EQ(run.status, RunStatus::failed);
+    EXPECT_NE(run.reason.find("negative"), std::string::npos) << run.reason;
+  }
+}
+
+TEST_F(ReliabilityE2E, InfSummaryBesideARealLogIsStoredFailedAndReportsStillWork) {
+  dir.write("logs/a.txt", kLogHead + final_line("3.2000"));
+  dir.write("logs/a.json", R"({"run_id":"a","final_val_loss":"inf","steps":10,"total_steps":10})");
+  dir.write("logs/b.txt", kLogHead + final_line("3.2100"));
+  const Result r = harness({"import", (dir / "logs").string(), "--name", "sweep", "--target", "3.28"});
+  EXPECT_NE(r.code, 2) << r.output;
+  const auto stored = runs();
+  ASSERT_EQ(stored.size(), 2u);
+  EXPECT_EQ(stored[0].status, RunStatus::failed);
+  EXPECT_NE(stored[0].reason.find("diverged"), std::string::npos) << stored[0].reason;
+  const Result report = harness({"report", "--sweep", "sweep"});
+  EXPECT_EQ(report.code, 0) << report.output;
+}
+
+TEST_F(ReliabilityE2E, SummaryOfAnotherRunBesideALogIsStoredFailed) {
+  dir.write("logs/a.txt", kLogHead + final_line("9.0815"));
+  dir.write("logs/a.json", R"({"run_id":"tiny-seed1","final_val_loss":6.9618,"steps":10,"total_steps":10})");
+  dir.write("logs/b.txt", kLogHead + final_line("3.2100"));
+  dir.write("logs/b.json", R"({"run_id":"b","status":"diverged","final_val_loss":null,"steps":10,"total_steps":10})");
+  harness({"import", (dir / "logs").string(), "--name", "sweep", "--target", "3.28"});
+  const auto stored = runs();
+  ASSERT_EQ(stored.size(), 2u);
+  EXPECT_EQ(stored[0].status, RunStatus::failed);
+  EXPECT_NE(stored[0].reason.find("is of run 'tiny-seed1'"), std::string::npos) << stored[0].reason;
+  EXPECT_EQ(stored[1].status, RunStatus::failed);
+  EXPECT_NE(stored[1].reason.find("diverged"), std::string::npos) << stored[1].reason;
+}
+
+TEST_F(ReliabilityE2E, CutAndContradictoryLogsAreNeverOk) {
+  dir.write("logs/cut.txt", kLogHead + "step:10/10 val_loss:3.2000 train_time:9");  // cut inside the time
+  dir.write("logs/twice.txt", kLogHead + final_line("3.2000") + final_line("3.1000"));
+  harness({"import", (dir / "logs").string(), "--name", "sweep", "--target", "3.28"});
+  const auto stored = runs();
+  ASSERT_EQ(stored.size(), 2u);
+  EXPECT_EQ(stored[0].status, RunStatus::incomplete) << stored[0].reason;
+  EXPECT_EQ(stored[1].status, RunStatus::failed);
+  EXPECT_NE(stored[1].reason.find("two different final validations"), std::string::npos) << stored[1].reason;
+}
+
 }  // namespace
 }  // namespace gpt::harness
