@@ -251,7 +251,7 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
   }
   const SweepRunResult ran = execute_sweep_plans(
       store, sweep, plans, SweepExecution{o.parallel, o.timeout_s, o.gpus, o.quiet, o.launcher}, run_root);
-  report_unstored_runs(ran, plans, "harness compare --resume " + sweep.name);
+  const int spooled = report_unstored_runs(ran, plans, "harness compare --resume " + sweep.name);
 
   const compare::ComparisonSettings settings = stored_comparison_settings(store, sweep);
   std::cout << "\nsweep " << sweep.name << " (" << params.at("candidate") << " vs " << params.at("baseline") << ")\n";
@@ -274,7 +274,7 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
               << "`harness compare --resume " << sweep.name << "`\n";
     return kExitInterrupted;
   }
-  return code;
+  return spooled > 0 ? kExitSpooled : code;
 }
 
 }  // namespace

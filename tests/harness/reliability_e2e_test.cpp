@@ -59,6 +59,14 @@ TEST_F(ReliabilityE2E, PlantedLinksAtConsoleLogAndReportAreNotWrittenThrough) {
   EXPECT_FALSE(std::filesystem::is_symlink(dir / "reports" / "sweep" / "report.md"));
 }
 
+// A negative value is one short line: the range CLI11 printed ended in DBL_MAX written out in 310 digits.
+TEST_F(ReliabilityE2E, NegativeDbTimeoutIsAShortError) {
+  const Result r = harness({"--db-timeout", "-1", "query", "sweeps"});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--db-timeout"), std::string::npos) << r.output;
+  EXPECT_LT(r.output.size(), 200u) << r.output;
+}
+
 const std::string kLogHead = "step:0/10 val_loss:10.8000 train_time:0ms step_avg:0ms\n";
 std::string final_line(const std::string& loss) {
   return "step:10/10 val_loss:" + loss + " train_time:900ms step_avg:90ms\n";
@@ -113,6 +121,22 @@ TEST_F(ReliabilityE2E, CutAndContradictoryLogsAreNeverOk) {
   EXPECT_EQ(stored[0].status, RunStatus::incomplete) << stored[0].reason;
   EXPECT_EQ(stored[1].status, RunStatus::failed);
   EXPECT_NE(stored[1].reason.find("two different final validations"), std::string::npos) << stored[1].reason;
+}
+
+TEST_F(ReliabilityE2E, CheckDbFindsAValueChangedInsideAStoredRow) {
+  dir.write("logs/a.txt", kLogHead + final_line("3.2000"));
+  dir.write("logs/b.txt", kLogHead + final_line("3.2100"));
+  ASSERT_NE(harness({"import", (dir / "logs").string(), "--name", "sweep", "--target", "3.28"}).code, 2);
+  Result check = harness({"check-db"});
+  EXPECT_EQ(check.code, 0) << check.output;
+  EXPECT_NE(check.output.find("2 run(s) match their checksums, 0 do not"), std::string::npos) << check.output;
+  {
+    Store store = Store::open(db());
+    store.db().exec("UPDATE runs SET final_val_loss = 3.1000 WHERE run_id = 'b'");
+  }
+  check = harness({"check-db"});
+  EXPECT_EQ(check.code, 1) << check.output;
+  EXPECT_NE(check.output.find("checksum mismatch: run 2 (sweep 1, run id b)"), std::string::npos) << check.output;
 }
 
 }  // namespace
