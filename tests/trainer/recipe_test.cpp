@@ -91,6 +91,22 @@ TEST(Recipe, Overrides) {
   EXPECT_EQ(r.validation.every, 0);
 }
 
+// 1e400 is refused as out of range; 1e-400 used to become 0 without a word.
+TEST(Recipe, OverrideTooSmallForADoubleIsRefused) {
+  const std::string msg = error_of([] { load_recipe("head", {"optimizer.adam.lm_head.beta1=1e-400"}); });
+  EXPECT_NE(msg.find("--set optimizer.adam.lm_head.beta1: value '1e-400' is too small"), std::string::npos) << msg;
+  const Recipe zero = load_recipe("head", {"optimizer.adam.lm_head.beta1=0.0e-400"});  // a zero stays allowed
+  EXPECT_DOUBLE_EQ(zero.optimizer.adam.at("lm_head").beta1, 0.0);
+}
+
+// A 5 MB `inherits` name made a 15 MB error message (the name quoted three times).
+TEST(Recipe, HugeInheritsNameIsAShortError) {
+  const std::string text = "inherits = \"" + std::string(5'000'000, 'a') + "\"\n";
+  const std::string msg = error_of([&] { parse_recipe(text, "big.toml"); });
+  EXPECT_NE(msg.find("inherits"), std::string::npos) << msg.substr(0, 300);
+  EXPECT_LT(msg.size(), 400u) << msg.substr(0, 300);
+}
+
 TEST(Recipe, OverrideErrorsNameTheKey) {
   std::string msg = error_of([] { load_recipe("head", {"model.foo=1"}); });
   EXPECT_NE(msg.find("model.foo"), std::string::npos) << msg;
