@@ -107,6 +107,14 @@ TEST(Recipe, HugeInheritsNameIsAShortError) {
   EXPECT_LT(msg.size(), 400u) << msg.substr(0, 300);
 }
 
+// Found by recipe_fuzz (600 s run): toml++ reads an integer beyond 2^53 as no double at all, and the reader's
+// .value() threw std::bad_optional_access instead of an error naming the key.
+TEST(Recipe, IntegerBeyondADoublesExactRangeIsNamed) {
+  const std::string msg =
+      error_of([] { parse_recipe("inherits = \"head\"\n[optimizer]\nadam_lr = 9007199254740993\n", "big.toml"); });
+  EXPECT_NE(msg.find("adam_lr' holds the integer 9007199254740993"), std::string::npos) << msg;
+}
+
 TEST(Recipe, OverrideErrorsNameTheKey) {
   std::string msg = error_of([] { load_recipe("head", {"model.foo=1"}); });
   EXPECT_NE(msg.find("model.foo"), std::string::npos) << msg;
