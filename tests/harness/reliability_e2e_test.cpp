@@ -11,14 +11,16 @@ using ReliabilityE2E = RecordE2E;
 
 TEST_F(ReliabilityE2E, SweepNameThatIsAPathIsRefused) {
   const auto outside = dir / "outside" / "name";
-  for (const std::string& name : {outside.string(), std::string("../../x"), std::string(".."), std::string("a\nb")}) {
-    const Result r = harness({"record", "--runs", "1", "--target", "3.28", "--name", name, "--",
-                              kBin + "synthetic_trainer", "--seed", "{seed}", "--run-id", "{run_id}", "--out", "{out}"});
+  const std::string climbed = dir.path().filename().string() + "-climbed";  // `../../` of runs/ or reports/
+  for (const std::string& name : {outside.string(), "../../" + climbed, std::string(".."), std::string("a\nb")}) {
+    std::vector<std::string> args = {"record", "--runs", "1", "--target", "3.28", "--name", name, "--"};
+    for (auto& a : synthetic()) args.push_back(a);
+    const Result r = harness(args);
     EXPECT_EQ(r.code, 2) << name << ": " << r.output;
     EXPECT_NE(r.output.find("--name"), std::string::npos) << r.output;
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "outside"));
-  EXPECT_FALSE(std::filesystem::exists(dir.path().parent_path() / "x"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path().parent_path() / climbed));
 }
 
 TEST_F(ReliabilityE2E, NewlineInSlurmPartitionIsRefusedBeforeAnyJob) {
