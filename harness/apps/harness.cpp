@@ -4,6 +4,7 @@
 
 #include <iostream>
 
+#include "harness/commands/check_db.h"
 #include "harness/commands/common.h"
 #include "harness/commands/compare.h"
 #include "harness/commands/nightly.h"
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   add_query_command(app, options);
   add_plan_command(app, options);
   add_report_command(app, options);
+  add_check_db_command(app, options);
   commands::register_compare_command(app, options);
   commands::register_nightly_command(app, options);
   try {

@@ -5,7 +5,10 @@
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
+#include <limits>
 
+#include "harness/launcher/safe_files.h"
+#include "harness/launcher/safe_names.h"
 #include "harness/record/spool.h"
 #include "base/check.h"
 
@@ -16,7 +19,7 @@ void add_global_options(CLI::App& app, GlobalOptions& options) {
       app.add_option("--db", options.db, "results database (default: $SPEEDRUN_DB, else results/speedrun.db)")
           ->configurable(false);
   app.add_option("--db-timeout", options.db_timeout_ms, "milliseconds to wait for a locked database")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()));  // not NonNegativeNumber: its message prints DBL_MAX
 }
 
 Store open_store(const GlobalOptions& options, bool read_only) {
@@ -31,6 +34,29 @@ Store open_store(const GlobalOptions& options, bool read_only) {
 std::filesystem::path results_dir(const GlobalOptions& options) {
   const auto db = resolve_db_path(options.db);
   return db.has_parent_path() ? db.parent_path() : std::filesystem::path(".");
+}
+
+namespace {
+
+std::filesystem::path sweep_folder(const GlobalOptions& options, const char* kind, const std::string& sweep_name) {
+  check_path_name("sweep name", sweep_name);
+  const std::filesystem::path relative = std::filesystem::path(kind) / sweep_name;
+  make_folders_below(results_dir(options), relative);
+  return results_dir(options) / relative;
+}
+
+}  // namespace
+
+std::filesystem::path sweep_runs_dir(const GlobalOptions& options, const std::string& sweep_name) {
+  return sweep_folder(options, "runs", sweep_name);
+}
+
+std::filesystem::path sweep_reports_dir(const GlobalOptions& options, const std::string& sweep_name) {
+  return sweep_folder(options, "reports", sweep_name);
+}
+
+CLI::Option* add_sweep_name_option(CLI::App& command, std::string& name, const std::string& description) {
+  return command.add_option("--name", name, description)->check(name_check(path_name_problem, "NAME"));
 }
 
 std::string default_data_dir(const std::string& recipe) {
@@ -94,17 +120,25 @@ SweepRunResult execute_sweep_plans(Store& store, const SweepInfo& sweep, const s
   return ran;
 }
 
-void report_unstored_runs(const SweepRunResult& ran, const std::vector<RunPlan>& plans, const std::string& resume_hint) {
+int report_unstored_runs(const SweepRunResult& ran, const std::vector<RunPlan>& plans, const std::string& resume_hint) {
   if (ran.busy > 0) {
     std::cerr << ran.busy << " run(s) not started: their folders are in use by live processes (see above); `"
               << resume_hint << "` starts them once those have ended\n";
   }
+  int spooled = 0;
   for (const auto& plan : plans) {
     if (std::filesystem::exists(plan.out_dir / kSpoolFileName)) {
+      ++spooled;
       std::cerr << "run " << plan.run_id << " is kept in its spool file (database locked); the next harness "
                 << "command stores it\n";
     }
   }
+  if (spooled > 0) {
+    std::cerr << "spooled: " << spooled << " finished run(s) are kept in spool files because the database was busy; "
+              << "the result above leaves them out. `" << resume_hint << "` stores them (exit " << kExitSpooled
+              << ")\n";
+  }
+  return spooled;
 }
 
 }  // namespace gpt::harness

@@ -3,7 +3,9 @@
 //
 // Exit codes: 0 success (for record/import: the record check passed), 1 the check failed (or, for other
 // commands, a failure while working), 2 bad input or usage (unknown flag, missing file, locked or corrupt
-// database, unknown sweep), 130 interrupted by SIGINT/SIGTERM (finished runs are stored; --resume continues).
+// database, unknown sweep), 4 finished runs are kept in spool files because the database stayed busy (nothing is
+// lost; `--resume` or any later command stores them; the check was not decided on all runs), 130 interrupted by
+// SIGINT/SIGTERM (finished runs are stored; --resume continues). train_gpt's own 3 (diverged) is a run's status.
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
@@ -20,6 +22,7 @@ namespace gpt::harness {
 inline constexpr int kExitPass = 0;
 inline constexpr int kExitFail = 1;
 inline constexpr int kExitUsage = 2;
+inline constexpr int kExitSpooled = 4;
 inline constexpr int kExitInterrupted = 130;
 
 struct GlobalOptions {
@@ -37,6 +40,13 @@ Store open_store(const GlobalOptions& options, bool read_only = false);
 
 // Folder beside the database for run outputs and reports: `<db folder>/runs`, `<db folder>/reports`.
 std::filesystem::path results_dir(const GlobalOptions& options);
+// `<db folder>/runs/<sweep>` and `<db folder>/reports/<sweep>`, created without following a symbolic link
+// below the database's folder; the sweep name must be one plain path component (safe_names.h), also for sweeps
+// stored before names were checked.
+std::filesystem::path sweep_runs_dir(const GlobalOptions& options, const std::string& sweep_name);
+std::filesystem::path sweep_reports_dir(const GlobalOptions& options, const std::string& sweep_name);
+// --name of record, compare and import: a sweep name, checked by CLI11 with the flag named in the error.
+CLI::Option* add_sweep_name_option(CLI::App& command, std::string& name, const std::string& description);
 
 // ---- shared by the commands that run sweeps (record, compare) ----
 
@@ -61,8 +71,9 @@ struct SweepExecution {
 // Runs still spooled because the database stayed locked get one more try before returning.
 SweepRunResult execute_sweep_plans(Store& store, const SweepInfo& sweep, const std::vector<RunPlan>& plans,
                                    const SweepExecution& execution, const std::filesystem::path& run_root);
-// What to tell the user after execute_sweep_plans: runs not started (busy folders), runs left spooled.
-void report_unstored_runs(const SweepRunResult& ran, const std::vector<RunPlan>& plans, const std::string& resume_hint);
+// What to tell the user after execute_sweep_plans: runs not started (busy folders), runs left spooled. Returns
+// how many of `plans` are still in their spool files (the caller then exits with kExitSpooled).
+int report_unstored_runs(const SweepRunResult& ran, const std::vector<RunPlan>& plans, const std::string& resume_hint);
 
 void add_record_command(CLI::App& app, GlobalOptions& options);
 void add_import_command(CLI::App& app, GlobalOptions& options);

@@ -13,6 +13,7 @@
 #include "harness/commands/compare_build.h"
 #include "harness/commands/recipe_target.h"
 #include "harness/compare/comparison.h"
+#include "harness/launcher/safe_names.h"
 #include "harness/record/environment_probe.h"
 #include "harness/report/comparison_report.h"
 #include "base/check.h"
@@ -142,7 +143,7 @@ SweepInfo create_sweep(Store& store, CompareOptions& o) {
   }
 
   SweepInfo sweep;
-  sweep.name = o.name.empty() ? "compare-" + o.recipe + "-" + utc_timestamp() : o.name;
+  sweep.name = o.name.empty() ? to_path_name("compare-" + o.recipe + "-" + utc_timestamp()) : o.name;
   sweep.kind = "compare";
   sweep.recipe = o.recipe;
   sweep.command = nlohmann::json(command_template(o)).dump();
@@ -225,7 +226,7 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
   for (const auto& r : store.runs(sweep.id)) {
     if (r.seed && r.status != RunStatus::killed) done[r.arm].insert(*r.seed);
   }
-  const auto run_root = results_dir(global) / "runs" / sweep.name;
+  const auto run_root = sweep_runs_dir(global, sweep.name);
   std::vector<RunPlan> plans;
   for (std::int64_t seed = o.first_seed; seed < o.first_seed + o.runs; ++seed) {
     for (const char* arm : kArms) {  // baseline, candidate, baseline, ...: drift hits both arms alike
@@ -250,14 +251,14 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
   }
   const SweepRunResult ran = execute_sweep_plans(
       store, sweep, plans, SweepExecution{o.parallel, o.timeout_s, o.gpus, o.quiet, o.launcher}, run_root);
-  report_unstored_runs(ran, plans, "harness compare --resume " + sweep.name);
+  const int spooled = report_unstored_runs(ran, plans, "harness compare --resume " + sweep.name);
 
   const compare::ComparisonSettings settings = stored_comparison_settings(store, sweep);
   std::cout << "\nsweep " << sweep.name << " (" << params.at("candidate") << " vs " << params.at("baseline") << ")\n";
   int code = kExitPass;
   try {
     const ComparisonPage page = comparison_page_from_store(store, sweep, settings);
-    const auto files = write_comparison_reports(store, sweep, page, results_dir(global) / "reports" / sweep.name);
+    const auto files = write_comparison_reports(store, sweep, page, sweep_reports_dir(global, sweep.name));
     store.set_metric(OwnerKind::sweep, sweep.id, "time_ratio", page.report.time_ratio);
     store.set_metric(OwnerKind::sweep, sweep.id, "time_p", page.report.time.t.p_value);
     std::cout << compare::format_comparison(page.report, settings) << "report: " << files.html.string()
@@ -273,7 +274,7 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
               << "`harness compare --resume " << sweep.name << "`\n";
     return kExitInterrupted;
   }
-  return code;
+  return spooled > 0 ? kExitSpooled : code;
 }
 
 }  // namespace
@@ -321,7 +322,7 @@ void register_compare_command(CLI::App& app, GlobalOptions& global) {
                                                          "(default 7200)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--baselines-dir", o->baselines_dir, "folder of named baselines (default baselines)");
-  cmd->add_option("--name", o->name, "sweep name (default compare-RECIPE-TIMESTAMP)");
+  add_sweep_name_option(*cmd, o->name, "sweep name (default compare-RECIPE-TIMESTAMP)");
   cmd->add_option("--resume", o->resume, "continue this compare sweep: run only the missing or killed runs");
   cmd->add_flag("--quiet", o->quiet, "no progress output");
   add_launcher_options(*cmd, o->launcher);

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "harness/commands/common.h"
+#include "harness/launcher/safe_names.h"
 #include "harness/logparse/logparse.h"
 #include "harness/logparse/run_summary.h"
 #include "harness/record/harvest.h"
@@ -101,7 +102,7 @@ std::map<std::string, std::pair<std::string, std::string>> imported_hashes(Store
 
 int report_sweep(Store& store, const SweepInfo& sweep, const ImportOptions& o, GlobalOptions& global) {
   const SweepReport report = build_sweep_report(store, sweep, ReportOptions{o.target, o.alpha, o.track3});
-  const auto md = write_report_files(report, results_dir(global) / "reports" / sweep.name);
+  const auto md = write_report_files(report, sweep_reports_dir(global, sweep.name));
   if (o.format == "json") {
     auto doc = to_json(report);
     doc["report_path"] = md.string();
@@ -155,7 +156,8 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
   int imported = 0;
   {
     sql::Transaction all(store.db());  // one unit: a killed or failed import stores nothing
-    sweep.name = o.name.empty() ? "import-" + std::filesystem::path(o.paths.front()).filename().string() : o.name;
+    sweep.name = o.name.empty() ? to_path_name("import-" + std::filesystem::path(o.paths.front()).filename().string())
+                                : o.name;
     sweep.kind = "import";
     sweep.target = o.target;
     sweep.alpha = o.alpha;
@@ -179,7 +181,12 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
       for (size_t i = 0; i < runs.size(); ++i) {
         RunRecord r = record_from_log(runs[i], std::filesystem::absolute(log.file.path));
         if (summary) {
+          const auto conflict = summary_log_conflict(runs[i], *summary, log.file.path.stem().string());
           apply_run_summary(r, *summary, parse_options.early_stop_step);
+          if (conflict) {
+            r.status = RunStatus::failed;
+            r.reason = *conflict;
+          }
           // Kept as a param, not the seed column: two logs of one arm may share a seed.
           if (summary->seed) r.params["seed"] = std::to_string(*summary->seed);
         }
@@ -210,7 +217,7 @@ void add_import_command(CLI::App& app, GlobalOptions& global) {
   CLI::App* sub = app.add_subcommand(
       "import", "import speedrun-format logs into one sweep (one arm per folder below the import root)");
   sub->add_option("paths", opts->paths, "log files or folders (searched recursively for *.txt, *.log)")->required();
-  sub->add_option("--name", opts->name, "sweep name (default import-<first path>)");
+  add_sweep_name_option(*sub, opts->name, "sweep name (default import-<first path>)");
   sub->add_option("--target", opts->target, "target val loss (default 3.28)");
   sub->add_option("--alpha", opts->alpha, "significance level (default 0.01)")->check(CLI::Range(1e-12, 0.999999));
   sub->add_flag("--track3", opts->track3, "judge with the track-3 rule");

@@ -8,6 +8,7 @@
 #include "harness/commands/common.h"
 #include "harness/commands/recipe_target.h"
 #include "harness/launcher/run_launcher.h"
+#include "harness/launcher/safe_names.h"
 #include "harness/record/environment_probe.h"
 #include "harness/record/spool.h"
 #include "harness/record/sweep_runner.h"
@@ -112,7 +113,7 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
       target_source = "recipe " + o.recipe + " [record]: " + from_recipe.source;
       if (!o.quiet) std::cerr << "target " << *o.target << " from " << target_source << "\n";
     }
-    sweep.name = o.name.empty() ? "record-" + o.recipe + "-" + utc_timestamp() : o.name;
+    sweep.name = o.name.empty() ? to_path_name("record-" + o.recipe + "-" + utc_timestamp()) : o.name;
     sweep.kind = "record";
     sweep.recipe = o.recipe;
     sweep.command = nlohmann::json(argv_template).dump();
@@ -139,7 +140,7 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
   for (const auto& r : store.runs(sweep.id)) {
     if (r.seed && r.status != RunStatus::killed) done.insert(*r.seed);
   }
-  const auto run_root = results_dir(global) / "runs" / sweep.name;
+  const auto run_root = sweep_runs_dir(global, sweep.name);
   std::vector<RunPlan> plans;
   for (std::int64_t seed = o.first_seed; seed < o.first_seed + o.runs; ++seed) {
     if (done.count(seed)) continue;
@@ -159,7 +160,7 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
   const SweepRunResult ran = execute_sweep_plans(
       store, sweep, plans, SweepExecution{o.parallel, o.timeout_s, o.gpus, o.quiet, o.launcher}, run_root);
   const SweepReport report = build_sweep_report(store, sweep, ReportOptions{*o.target, o.alpha, o.track3});
-  const auto md = write_report_files(report, results_dir(global) / "reports" / sweep.name);
+  const auto md = write_report_files(report, sweep_reports_dir(global, sweep.name));
   write_sweep_html(store, report, md.parent_path());  // report.html beside report.md
   if (o.format == "json") {
     auto doc = to_json(report);
@@ -169,12 +170,13 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
   } else {
     std::cout << render_text(report) << "report: " << md.string() << "\n";
   }
-  report_unstored_runs(ran, plans, "harness record --resume " + sweep.name);
+  const int spooled = report_unstored_runs(ran, plans, "harness record --resume " + sweep.name);
   if (ran.interrupted) {
     std::cerr << "interrupted: " << ran.finished << " run(s) of this call stored; continue with "
               << "`harness record --resume " << sweep.name << "`\n";
     return kExitInterrupted;
   }
+  if (spooled > 0) return kExitSpooled;  // not a failed check: the verdict lacks runs the database did not take
   return report.pass ? kExitPass : kExitFail;
 }
 
@@ -203,7 +205,7 @@ void add_record_command(CLI::App& app, GlobalOptions& global) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   sub->add_option("--set", opts->sets, "recipe override KEY=VALUE passed to every run as --set (repeatable)")
       ->allow_extra_args(false);
-  sub->add_option("--name", opts->name, "sweep name (default record-RECIPE-TIMESTAMP)");
+  add_sweep_name_option(*sub, opts->name, "sweep name (default record-RECIPE-TIMESTAMP)");
   sub->add_option("--first-seed", opts->first_seed, "seed of the first run; run i uses first-seed + i");
   sub->add_option("--early-stop-step", opts->early_stop_step,
                   "opt-in early-stop rule: a run ending on a validation at this step is complete (default: only "

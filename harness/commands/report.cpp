@@ -22,7 +22,7 @@ int run_report(const ReportCommandOptions& o, GlobalOptions& global) {
   Store store = open_store(global, /*read_only=*/true);
   const auto sweep = store.find_sweep(o.sweep);
   GPT_CHECK(sweep.has_value(), "--sweep: no sweep '", o.sweep, "' in '", resolve_db_path(global.db).string(), "'");
-  const auto dir = o.out.empty() ? results_dir(global) / "reports" / sweep->name : std::filesystem::path(o.out);
+  const auto dir = o.out.empty() ? sweep_reports_dir(global, sweep->name) : std::filesystem::path(o.out);
   if (sweep->kind == "compare") {
     const auto page = comparison_page_from_store(store, *sweep, stored_comparison_settings(store, *sweep));
     const auto files = write_comparison_reports(store, *sweep, page, dir);

@@ -12,6 +12,7 @@
 #include <map>
 #include <thread>
 
+#include "harness/launcher/safe_files.h"
 #include "base/check.h"
 
 extern char** environ;
@@ -80,8 +81,7 @@ struct Fd {
 // on its own copy only (runs started in parallel must not inherit each other's locks).
 int acquire_run_lock(const std::filesystem::path& path) {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  GPT_CHECK(fd >= 0, "launcher: cannot open lock file '", path.string(), "': ", std::strerror(errno));
+  const int fd = open_without_following(path, O_RDWR | O_CREAT);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char holder[64] = {};
     const ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
@@ -104,9 +104,7 @@ Process Process::start(const LaunchSpec& spec) {
   Fd lock(spec.lock_path.empty() ? -1 : acquire_run_lock(spec.lock_path));
 
   // Open the log here, not in the child, so a bad path is reported as such rather than as a failed run.
-  Fd log(::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (spec.truncate_log ? O_TRUNC : 0),
-                0644));
-  GPT_CHECK(log.fd >= 0, "launcher: cannot open log file '", spec.log_path.string(), "': ", std::strerror(errno));
+  Fd log(open_without_following(spec.log_path, O_WRONLY | O_CREAT | O_APPEND | (spec.truncate_log ? O_TRUNC : 0)));
   if (!spec.stderr_path.empty() && spec.stderr_path.has_parent_path()) {
     std::filesystem::create_directories(spec.stderr_path.parent_path());
   }

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/launcher/safe_names.h"
 #include "harness/launcher/slurm_launcher.h"
 #include "base/check.h"
 
@@ -20,12 +21,22 @@ class LocalLauncher final : public RunLauncher {
 
 }  // namespace
 
+CLI::Validator name_check(std::optional<std::string> (*problem)(std::string_view), const std::string& what) {
+  return CLI::Validator(
+      [problem](std::string& value) -> std::string {
+        const auto found = problem(value);
+        return found ? "'" + value + "': " + *found : std::string();
+      },
+      what);
+}
+
 void add_launcher_options(CLI::App& command, LauncherSettings& s) {
   command.add_option("--launcher", s.kind, "where runs execute: local child processes or one Slurm job per run")
       ->check(CLI::IsMember({"local", "slurm"}));
-  command.add_option("--slurm-partition", s.slurm.partition, "Slurm partition (sbatch --partition)");
-  command.add_option("--slurm-account", s.slurm.account, "Slurm account (sbatch --account)");
-  command.add_option("--slurm-qos", s.slurm.qos, "Slurm QOS (sbatch --qos)");
+  const CLI::Validator slurm_name = name_check(slurm_name_problem, "SLURM_NAME");
+  command.add_option("--slurm-partition", s.slurm.partition, "Slurm partition (sbatch --partition)")->check(slurm_name);
+  command.add_option("--slurm-account", s.slurm.account, "Slurm account (sbatch --account)")->check(slurm_name);
+  command.add_option("--slurm-qos", s.slurm.qos, "Slurm QOS (sbatch --qos)")->check(slurm_name);
   command.add_option("--slurm-time", s.slurm.time_minutes,
                      "job time limit in minutes (default: --timeout, else the recipe's budget)")
       ->check(CLI::PositiveNumber);

@@ -30,6 +30,9 @@ struct LauncherSettings {
   SlurmSettings slurm;
 };
 
+// A CLI11 check from one of safe_names.h's `*_problem` functions: the flag's error says what was expected.
+CLI::Validator name_check(std::optional<std::string> (*problem)(std::string_view), const std::string& what);
+
 // Adds --launcher and the --slurm-* options to a command.
 void add_launcher_options(CLI::App& command, LauncherSettings& settings);
 // The settings a sweep was recorded with (sweep params "launcher", "slurm.*"), so --resume uses them again;

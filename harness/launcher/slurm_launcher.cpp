@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "harness/launcher/safe_names.h"
 #include "harness/launcher/slurm_util.h"
 #include "base/check.h"
 
@@ -132,9 +133,15 @@ int default_time_minutes(const std::string& recipe) {
 }
 
 std::string batch_script(const RunPlan& plan, const JobShape& shape, const SlurmSettings& settings) {
+  // Every value below ends up in a file bash (and sbatch, for `#SBATCH` lines) parses: names are checked to be
+  // plain, everything else is quoted. A newline cannot be quoted in a comment or an `#SBATCH` line: refused.
+  check_path_name("run id (the sweep name, --name)", plan.run_id);
+  check_slurm_name("--slurm-partition", settings.partition);
+  check_slurm_name("--slurm-account", settings.account);
+  check_slurm_name("--slurm-qos", settings.qos);
   std::ostringstream o;
   o << "#!/bin/bash\n# Written by `harness record --launcher slurm` for run " << plan.run_id << ".\n";
-  o << "#SBATCH --output=" << (plan.out_dir / "slurm-%j.log").string() << "\n#SBATCH --nodes=1\n";
+  o << "#SBATCH --output=" << sbatch_word((plan.out_dir / "slurm-%j.log").string()) << "\n#SBATCH --nodes=1\n";
   if (shape.gpus > 0) {
     o << "#SBATCH --ntasks=" << shape.gpus << "\n#SBATCH --gpus-per-task=1\n";
   } else {

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "harness/launcher/atomic_file.h"
+#include "harness/launcher/safe_files.h"
 #include "harness/launcher/slurm_launcher.h"
 #include "harness/launcher/slurm_util.h"
 #include "harness/record/spool.h"
@@ -70,7 +71,7 @@ class SlurmLauncher final : public RunLauncher {
     SweepRunResult result;
     std::vector<Tracked> active;
     for (const auto& plan : plans) {
-      fs::create_directories(plan.out_dir);
+      make_folders_below(plan.out_dir.parent_path(), plan.out_dir.filename());
       auto existing = JobFile::load(plan);
       if (existing && !existing->harvested) {
         say("seed " + std::to_string(plan.seed) + ": adopting Slurm job " + existing->job_id);
@@ -144,11 +145,7 @@ class SlurmLauncher final : public RunLauncher {
 
   JobFile submit(const RunPlan& plan, int attempt) {
     const fs::path script = plan.out_dir / "slurm_job.sh";
-    {
-      std::ofstream out(script, std::ios::binary);
-      out << batch_script(plan, shape_, settings_);
-      GPT_CHECK(out.good(), "cannot write the batch script '", script.string(), "'");
-    }
+    write_text_atomically(script, batch_script(plan, shape_, settings_));
     std::vector<std::string> argv = {"sbatch", "--parsable", "--job-name=" + job_name_};
     argv.insert(argv.end(), settings_.sbatch_args.begin(), settings_.sbatch_args.end());
     argv.push_back(script.string());

@@ -1,12 +1,34 @@
 #include "harness/launcher/slurm_util.h"
 
+#include "base/check.h"
+
 namespace gpt::harness::slurm {
 
-std::string shell_word(const std::string& word) {
-  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                                              "-_./=:,+@%") == std::string::npos) {
-    return word;
+namespace {
+
+bool is_plain_word(const std::string& word) {
+  return !word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                                 "-_./=:,+@%") == std::string::npos;
+}
+
+}  // namespace
+
+std::string sbatch_word(const std::string& value) {
+  for (const char c : value) {
+    GPT_CHECK(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f, "Slurm batch script: '", shell_word(value),
+              "' holds a control character, which an #SBATCH line cannot carry; use a path without one");
   }
+  if (is_plain_word(value)) return value;
+  std::string out = "\"";
+  for (const char c : value) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string shell_word(const std::string& word) {
+  if (is_plain_word(word)) return word;
   std::string out = "'";
   for (const char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";

@@ -9,6 +9,9 @@ namespace gpt::harness::slurm {
 
 // `word` quoted for bash when it has characters the shell would interpret.
 std::string shell_word(const std::string& word);
+// `value` for an `#SBATCH --opt=VALUE` line: as is when plain, else in double quotes with `"` and `\` escaped
+// (sbatch's own quoting). Throws gpt::Error for a control character (a newline would end the line).
+std::string sbatch_word(const std::string& value);
 
 struct CommandOutput {
   int status = 0;  // exit status, 128 + signal when killed

@@ -1,11 +1,13 @@
 #include "harness/logparse/logparse.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
+#include "harness/store/run_checks.h"
 #include "base/check.h"
 
 namespace gpt::harness {
@@ -77,6 +79,11 @@ std::optional<StepLine> parse_fields(const std::vector<std::string_view>& fields
       auto x = parse_double(value);
       if (!x) return std::nullopt;
       (key == "val_loss" ? line.val_loss : line.train_loss) = *x;
+      const std::size_t point = value.find('.');
+      if (key == "val_loss" && point != std::string_view::npos) {
+        const std::size_t digits_end = std::min(value.find_first_not_of("0123456789", point + 1), value.size());
+        line.val_loss_decimals = static_cast<int>(digits_end - point - 1);
+      }
     } else if (key == "train_time") {
       std::string_view number = value;
       double scale = 1.0;
@@ -106,6 +113,15 @@ bool is_separator(std::string_view line) {
   return true;
 }
 
+std::string loss_text(double loss) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4f", loss);
+  return text;
+}
+
+// Two printings of one validation (a repeated line) agree bit for bit, nan included.
+bool same_loss(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+
 struct RunBuilder {
   ParsedLog log;
   std::optional<StepLine> last;  // the last step line
@@ -119,7 +135,7 @@ struct RunBuilder {
     ++log.step_lines;
     log.total_steps = s.total;
     log.time_in_seconds = log.time_in_seconds || s.time_in_seconds;
-    if (s.val_loss) log.val_points.push_back({s.step, *s.val_loss, s.train_time_ms});
+    if (s.val_loss) log.val_points.push_back({s.step, *s.val_loss, s.train_time_ms, s.val_loss_decimals});
     if (s.train_loss) log.last_train_loss = s.train_loss;
     const bool nonfinite = (s.val_loss && !std::isfinite(*s.val_loss)) || (s.train_loss && !std::isfinite(*s.train_loss));
     if (nonfinite && !first_nonfinite_step) first_nonfinite_step = s.step;
@@ -139,20 +155,32 @@ struct RunBuilder {
     }
     log.last_step = last->step;
     const std::int64_t total = *log.total_steps;
+    for (const auto& point : log.val_points) {
+      if (auto problem = loss_problem(point.val_loss)) {
+        log.outcome = LogOutcome::invalid;
+        log.reason = "val_loss at step " + std::to_string(point.step) + " " + *problem;
+        return std::move(log);
+      }
+    }
     std::optional<LogValPoint> final_point;
     for (auto it = log.val_points.rbegin(); it != log.val_points.rend(); ++it) {
-      if (it->step == total) {
-        final_point = *it;
-        break;
+      if (it->step != total) continue;
+      if (final_point && !same_loss(final_point->val_loss, it->val_loss)) {
+        log.outcome = LogOutcome::invalid;
+        log.reason = "two different final validations at step " + std::to_string(total) + " (val_loss " +
+                     loss_text(it->val_loss) + ", then " + loss_text(final_point->val_loss) + ")";
+        return std::move(log);
       }
+      if (!final_point) final_point = *it;
     }
     // The opt-in fixed early stop: the run ends on a validation at exactly the agreed step.
     if (!final_point && options.early_stop_step && last->val_loss && last->step == *options.early_stop_step) {
-      final_point = LogValPoint{last->step, *last->val_loss, last->train_time_ms};
+      final_point = LogValPoint{last->step, *last->val_loss, last->train_time_ms, last->val_loss_decimals};
     }
     log.final_step = final_point ? final_point->step : last->step;
     if (final_point) {
       log.final_val_loss = final_point->val_loss;
+      log.final_val_loss_decimals = final_point->val_loss_decimals;
       log.final_train_time_ms = final_point->train_time_ms;
       if (!std::isfinite(final_point->val_loss)) {
         log.outcome = LogOutcome::diverged;
@@ -173,10 +201,8 @@ struct RunBuilder {
     }
     log.outcome = LogOutcome::incomplete;
     if (last->val_loss) {
-      char loss[32];
-      std::snprintf(loss, sizeof loss, "%.4f", *last->val_loss);
       log.reason = "stopped at a validation at step " + std::to_string(last->step) + "/" + std::to_string(total) +
-                   " (val_loss " + loss + "), before the total step count";
+                   " (val_loss " + loss_text(*last->val_loss) + "), before the total step count";
       if (!options.early_stop_step) log.reason += " (a planned early stop must be declared: --early-stop-step)";
     } else {
       log.reason = "stopped at step " + std::to_string(last->step) + "/" + std::to_string(total) +
@@ -225,10 +251,13 @@ std::vector<ParsedLog> parse_log(std::string_view text, const LogParseOptions& o
     if (terminated) {
       step = parse_step_line(line);
     } else {
-      // The last field of an unterminated line may be cut short: judge the line without it.
+      // The last field of an unterminated line may be cut short: judge the line without it, and only when the
+      // loss and the time before it are whole (the cut is in step_avg or later): a line cut inside or right
+      // after its loss is never a result, wherever in the number the cut fell.
       auto fields = split_fields(line);
       if (!fields.empty()) fields.pop_back();
       step = parse_fields(fields);
+      if (step && !step->train_time_ms) step.reset();
       current.ends_mid_line = true;
     }
     if (step) {

@@ -6,7 +6,8 @@
 //   peak memory allocated: {n} MiB reserved: {m} MiB
 // Tolerated: a leading source-code dump and `=` separator lines, losses with any number of decimals,
 // extra key:value fields anywhere in a step line, times in seconds (`train_time:12.345s`, track 3),
-// `step_avg:nanms`, several runs in one file, and a file that ends mid-line (that line is ignored).
+// `step_avg:nanms`, several runs in one file, and a file that ends mid-line (that line counts only when it was cut
+// inside its step_avg field, after the loss and the time are whole).
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -20,6 +21,7 @@ struct LogValPoint {
   std::int64_t step = 0;
   double val_loss = 0;
   std::optional<double> train_time_ms;
+  int val_loss_decimals = -1;  // decimals the log printed (a summary's exact loss must round to it); -1: unknown
 };
 
 // One step line, split into its fields.
@@ -27,6 +29,7 @@ struct StepLine {
   std::int64_t step = 0;
   std::int64_t total = 0;
   std::optional<double> val_loss;       // present on validation lines
+  int val_loss_decimals = 0;            // digits after its decimal point
   std::optional<double> train_loss;
   std::optional<double> train_time_ms;  // `ms` and `s` suffixes both normalised to milliseconds
   bool time_in_seconds = false;
@@ -39,12 +42,15 @@ std::optional<StepLine> parse_step_line(std::string_view line);
 // Parses `peak memory allocated: N MiB reserved: M MiB`; returns {allocated, reserved} in MiB.
 std::optional<std::pair<double, double>> parse_peak_memory_line(std::string_view line);
 
-enum class LogOutcome { complete, diverged, incomplete };
+// invalid: the log contradicts itself or holds an impossible result (a negative val loss, two different final
+// validations); the run is stored `failed` with the reason.
+enum class LogOutcome { complete, diverged, incomplete, invalid };
 
 struct ParsedLog {
   LogOutcome outcome = LogOutcome::incomplete;
   std::string reason;  // why it is incomplete or diverged (empty when complete)
   std::optional<double> final_val_loss;
+  int final_val_loss_decimals = -1;  // decimals the log printed it with
   std::optional<double> final_train_time_ms;
   std::optional<std::int64_t> final_step;  // step of the final result, or the last step seen
   std::optional<std::int64_t> last_step;   // the last step line's step (reports show it)

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "harness/store/run_checks.h"
 #include "base/check.h"
 
 namespace gpt::harness {
@@ -24,7 +25,11 @@ struct Reader {
   std::optional<double> loss(const json& obj, const std::string& field) const {
     if (!obj.contains(field)) return std::nullopt;
     const json& v = obj.at(field);
-    if (v.is_number()) return v.get<double>();
+    if (v.is_number()) {
+      const double x = v.get<double>();
+      if (auto problem = loss_problem(x)) GPT_FAIL("run summary '", source, "': field '", field, "' ", *problem);
+      return x;
+    }
     if (v.is_null()) return std::numeric_limits<double>::quiet_NaN();
     if (v.is_string()) {
       const std::string s = v.get<std::string>();
@@ -45,6 +50,13 @@ struct Reader {
     if (!obj.contains(field) || obj.at(field).is_null()) return std::nullopt;
     if (!obj.at(field).is_number_integer()) wrong(field, "an integer");
     return obj.at(field).get<std::int64_t>();
+  }
+
+  // A count (steps, tokens, passes, world size): an integer >= 0 (>= 1 where `at_least_one`).
+  std::optional<std::int64_t> count(const json& obj, const std::string& field, bool at_least_one = false) const {
+    const auto v = integer(obj, field);
+    if (v && *v < (at_least_one ? 1 : 0)) wrong(field, at_least_one ? "an integer >= 1" : "an integer >= 0");
+    return v;
   }
 
   std::string text(const json& obj, const std::string& field) const {
@@ -78,9 +90,10 @@ RunSummary parse_run_summary(const std::string& text, const std::string& source)
   s.status = r.text(doc, "status");
   s.final_val_loss = r.loss(doc, "final_val_loss");
   s.train_time_ms = r.number(doc, "train_time_ms");
-  s.steps = r.integer(doc, "steps");
-  s.total_steps = r.integer(doc, "total_steps");
-  s.tokens = r.integer(doc, "tokens");
+  s.steps = r.count(doc, "steps");
+  s.total_steps = r.count(doc, "total_steps", /*at_least_one=*/true);
+  if (auto problem = steps_problem(s.steps, s.total_steps)) GPT_FAIL("run summary '", source, "': ", *problem);
+  s.tokens = r.count(doc, "tokens");
   if (doc.contains("train_data")) {
     const json& data = doc.at("train_data");
     if (!data.is_object()) r.wrong("train_data", "an object {cycled, passes}");
@@ -88,24 +101,24 @@ RunSummary parse_run_summary(const std::string& text, const std::string& source)
       if (!data.at("cycled").is_boolean()) r.wrong("train_data.cycled", "true or false");
       s.train_data_cycled = data.at("cycled").get<bool>();
     }
-    s.train_data_passes = r.integer(data, "passes");
+    s.train_data_passes = r.count(data, "passes");
   }
   if (doc.contains("val_history")) {
     const json& history = doc.at("val_history");
     if (!history.is_array()) r.wrong("val_history", "an array of {step, val_loss, train_time_ms}");
     for (const json& point : history) {
       if (!point.is_object()) r.wrong("val_history", "an array of {step, val_loss, train_time_ms}");
-      auto step = r.integer(point, "step");
+      auto step = r.count(point, "step");
       auto loss = r.loss(point, "val_loss");
       if (!step || !loss) r.wrong("val_history", "entries with both step and val_loss");
-      s.val_history.push_back({*step, *loss, r.number(point, "train_time_ms")});
+      s.val_history.push_back({*step, *loss, r.number(point, "train_time_ms"), /*val_loss_decimals=*/-1});
     }
   }
   s.peak_memory_mib = r.number(doc, "peak_memory_mib");
   if (!s.peak_memory_mib && doc.contains("peak_memory") && doc.at("peak_memory").is_object()) {
     s.peak_memory_mib = r.number(doc.at("peak_memory"), "allocated_mib");
   }
-  if (auto v = r.integer(doc, "world_size")) s.world_size = static_cast<int>(*v);
+  if (auto v = r.count(doc, "world_size", /*at_least_one=*/true)) s.world_size = static_cast<int>(*v);
   s.backend = r.text(doc, "backend");
   if (doc.contains("environment") && doc.at("environment").is_object()) {
     const json& e = doc.at("environment");

@@ -5,7 +5,9 @@
 //   peak_memory_mib (or peak_memory {"allocated_mib", "reserved_mib"}), world_size, backend, git_commit,
 //   environment {gpu, driver, cuda, nccl, cpu, compiler, build_flags, git_commit, git_dirty, hostname}.
 // Every field is optional: a foreign trainer may write none of them, and the log stays the fallback.
-// A loss of null or a string "nan"/"inf" is read as NaN/inf (JSON has no NaN).
+// A loss of null or a string "nan"/"inf" is read as NaN/inf (JSON has no NaN). The shared result checks
+// (harness/store/run_checks.h) refuse the whole summary for a negative loss, a negative count or steps beyond
+// total_steps.
 #include <cstdint>
 #include <filesystem>
 #include <optional>

@@ -1,6 +1,8 @@
 #include "harness/record/harvest.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -12,7 +14,8 @@ namespace gpt::harness {
 namespace {
 
 void fill_from_log(RunRecord& r, const ParsedLog& log) {
-  r.final_val_loss = log.outcome == LogOutcome::incomplete ? std::nullopt : log.final_val_loss;
+  r.final_val_loss = log.outcome == LogOutcome::complete || log.outcome == LogOutcome::diverged ? log.final_val_loss
+                                                                                              : std::nullopt;
   r.train_time_ms = log.final_train_time_ms;
   r.steps = log.final_step;
   r.total_steps = log.total_steps;
@@ -27,7 +30,42 @@ std::string with_last_line(std::string reason, const std::filesystem::path& log)
   return reason;
 }
 
+std::string loss_text(double loss) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%.10g", loss);
+  return text;
+}
+
+// `summary_loss` printed with the log's `decimals` gives `log_loss` (half a unit of the last printed digit).
+bool rounds_to(double summary_loss, double log_loss, int decimals) {
+  const double half_unit = 0.5 * std::pow(10.0, -(decimals < 0 ? 4 : std::min(decimals, 15)));
+  return std::fabs(summary_loss - log_loss) <= half_unit * (1 + 1e-9) + 1e-12;
+}
+
 }  // namespace
+
+std::optional<std::string> summary_log_conflict(const ParsedLog& log, const RunSummary& s, const std::string& run_id) {
+  if (!s.run_id.empty() && s.run_id != run_id) {
+    return "the run summary is of run '" + s.run_id + "', not of '" + run_id + "'";
+  }
+  if (log.step_lines == 0) return std::nullopt;  // no log to contradict: the summary alone speaks
+  if (s.total_steps && log.total_steps && *s.total_steps != *log.total_steps) {
+    return "the run summary's total_steps " + std::to_string(*s.total_steps) + " differs from the log's " +
+           std::to_string(*log.total_steps);
+  }
+  if (log.outcome != LogOutcome::complete || !log.final_val_loss) return std::nullopt;
+  const std::string log_final = "the log's final validation (val_loss " + loss_text(*log.final_val_loss) +
+                                " at step " + std::to_string(log.final_step.value_or(0)) + ")";
+  if (s.status == "diverged" || (s.final_val_loss && !std::isfinite(*s.final_val_loss))) {
+    return "the run summary says the run diverged (status '" + s.status + "', final_val_loss " +
+           (s.final_val_loss ? loss_text(*s.final_val_loss) : std::string("absent")) + ") but " + log_final +
+           " is finite";
+  }
+  if (s.final_val_loss && !rounds_to(*s.final_val_loss, *log.final_val_loss, log.final_val_loss_decimals)) {
+    return "the run summary's final_val_loss " + loss_text(*s.final_val_loss) + " differs from " + log_final;
+  }
+  return std::nullopt;
+}
 
 std::string last_output_line(const std::filesystem::path& path, std::size_t max_chars) {
   std::ifstream in(path, std::ios::binary);
@@ -77,6 +115,7 @@ RunRecord record_from_log(const ParsedLog& log, const std::filesystem::path& log
     case LogOutcome::complete: r.status = RunStatus::ok; break;
     case LogOutcome::diverged: r.status = RunStatus::diverged; break;
     case LogOutcome::incomplete: r.status = RunStatus::incomplete; break;
+    case LogOutcome::invalid: r.status = RunStatus::failed; break;
   }
   r.reason = log.reason;
   return r;
@@ -108,11 +147,13 @@ RunRecord harvest_run(const RunPlan& plan, const ExitInfo& exit, RunEnd end, std
   fill_from_log(r, log);
 
   std::string summary_problem;
+  std::optional<std::string> conflict;  // the summary contradicts the log
   bool summary_complete = false;  // the summary holds a finite final loss at the end of the run
   const auto summary_path = plan.out_dir / (plan.run_id + ".json");
   if (std::filesystem::exists(summary_path)) {
     try {
       const RunSummary summary = read_run_summary(summary_path);
+      conflict = summary_log_conflict(log, summary, plan.run_id);
       apply_run_summary(r, summary, plan.early_stop_step);
       summary_complete = summary.final_val_loss && std::isfinite(*summary.final_val_loss) && summary.steps &&
                          summary.total_steps &&
@@ -133,6 +174,9 @@ RunRecord harvest_run(const RunPlan& plan, const ExitInfo& exit, RunEnd end, std
   } else if (!exit.exited) {
     r.status = RunStatus::failed;
     r.reason = with_last_line("crashed: " + exit.describe(), plan.log_path);
+  } else if (exit.exit_code == 0 && (conflict || log.outcome == LogOutcome::invalid)) {
+    r.status = RunStatus::failed;
+    r.reason = conflict ? *conflict : log.reason;
   } else if (exit.exit_code == 3 || log.outcome == LogOutcome::diverged ||
              (exit.exit_code == 0 && r.final_val_loss && !finite_result)) {
     r.status = RunStatus::diverged;

@@ -43,6 +43,13 @@ RunRecord record_from_log(const ParsedLog& log, const std::filesystem::path& log
 void apply_run_summary(RunRecord& run, const struct RunSummary& summary,
                        std::optional<std::int64_t> early_stop_step = std::nullopt);
 
+// Where the trainer's summary contradicts the log of the same run, or nullopt: a summary of another run (its
+// run_id is not `run_id`), another total step count, a diverged status or non-finite final loss beside a log that
+// ends with a final validation, or a final loss that does not round to the log's printed one. The run is then
+// stored `failed` with this reason (record and import alike).
+std::optional<std::string> summary_log_conflict(const ParsedLog& log, const struct RunSummary& summary,
+                                                const std::string& run_id);
+
 // The last non-empty line of a file (at most `max_chars`), for error messages.
 std::string last_output_line(const std::filesystem::path& path, std::size_t max_chars = 160);
 

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "harness/launcher/safe_files.h"
 #include "base/check.h"
 
 namespace gpt::harness {
@@ -215,7 +216,7 @@ SweepRunResult run_sweep(Store& store, std::int64_t sweep_id, const std::vector<
       spec.environment.emplace_back("SPEEDRUN_RUN_ID", slot.plan->run_id);
       spec.environment.emplace_back("SPEEDRUN_OUT", slot.plan->out_dir.string());
       if (!options.device_partitions.empty()) spec.environment.emplace_back("CUDA_VISIBLE_DEVICES", options.device_partitions[i]);
-      std::filesystem::create_directories(slot.plan->out_dir);
+      make_folders_below(slot.plan->out_dir.parent_path(), slot.plan->out_dir.filename());
       try {
         slot.process.emplace(Process::start(spec));
         slot.tail.emplace(slot.plan->log_path);

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "harness/launcher/atomic_file.h"
 #include "harness/report/number_format.h"
 #include "base/check.h"
 
@@ -64,10 +65,7 @@ std::string test_rows(const char* metric, const compare::ShiftTest& t) {
 }
 
 void write_text(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  GPT_CHECK(out.good(), "cannot write report file '", path.string(), "'");
-  out << text;
-  GPT_CHECK(out.good(), "error while writing report file '", path.string(), "'");
+  write_text_atomically(path, text);  // replaces a symbolic link planted at the name instead of following it
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <sstream>
 
+#include "harness/launcher/atomic_file.h"
 #include "harness/report/html_plots.h"
 #include "harness/report/number_format.h"
 #include "harness/report/power_section.h"
@@ -307,10 +308,7 @@ HtmlContext context_from_store(Store& store, const SweepInfo& sweep) {
 std::filesystem::path write_page(const std::filesystem::path& dir, const std::string& html) {
   std::filesystem::create_directories(dir);
   const auto path = dir / "report.html";
-  std::ofstream out(path, std::ios::binary);
-  GPT_CHECK(out.good(), "cannot write report file '", path.string(), "'");
-  out << html;
-  GPT_CHECK(out.good(), "error while writing report file '", path.string(), "'");
+  write_text_atomically(path, html);  // replaces a symbolic link planted at the name instead of following it
   return path;
 }
 

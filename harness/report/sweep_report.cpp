@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "harness/launcher/atomic_file.h"
 #include "harness/report/number_format.h"
 #include "harness/report/power_section.h"
 #include "harness/report/svg.h"
@@ -240,11 +241,8 @@ std::string render_markdown(const SweepReport& rep, const std::vector<std::strin
 
 std::filesystem::path write_report_files(const SweepReport& rep, const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
-  auto write = [&](const std::string& name, const std::string& text) {
-    std::ofstream out(dir / name, std::ios::binary);
-    GPT_CHECK(out.good(), "cannot write report file '", (dir / name).string(), "'");
-    out << text;
-  };
+  // Through a temporary file and a rename: a symbolic link planted at a report's name is replaced, not followed.
+  auto write = [&](const std::string& name, const std::string& text) { write_text_atomically(dir / name, text); };
   std::vector<std::string> plots;
   svg::LineChart curves{"Validation loss per run: " + rep.sweep.name, "step", "val loss", {}, rep.options.target};
   svg::StripChart times{"Train time per arm: " + rep.sweep.name, "train time (ms)", {}};

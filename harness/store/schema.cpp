@@ -101,6 +101,11 @@ CREATE TABLE tags (
   PRIMARY KEY (owner_kind, owner_id, tag)
 );
 )sql",
+    // v2: a checksum of each run's stored values and validation points (Store::check_run_checksums): a byte
+    // flipped inside a row passes SQLite's own checks. Rows stored before it keep '' (not checked).
+    R"sql(
+ALTER TABLE runs ADD COLUMN checksum TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 }  // namespace

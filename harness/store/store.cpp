@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "harness/store/run_checks.h"
 #include "harness/store/schema.h"
 #include "base/check.h"
 
@@ -56,6 +57,45 @@ RunRecord read_run(const sql::Statement& s) {
 
 constexpr std::string_view kSweepColumns =
     "id, name, kind, recipe, command, target, alpha, runs_planned, gpus, environment_id, created_at";
+
+// The checksum of a run as stored: FNV-1a 64 over its columns (doubles to 17 digits, absent values as '-') and
+// its validation points, in a fixed order. What add_run wrote and what a later read finds must give the same.
+std::string run_checksum(const RunRecord& r, const std::vector<ValPoint>& points) {
+  std::string text;
+  auto add = [&](const std::string& field) { text += field + '\x1f'; };
+  auto opt_int = [&](const std::optional<std::int64_t>& v) { add(v ? std::to_string(*v) : "-"); };
+  auto real = [&](std::optional<double> v) {
+    char buf[40] = "-";
+    if (v) std::snprintf(buf, sizeof buf, "%.17g", *v);
+    add(buf);
+  };
+  add(std::to_string(r.sweep_id));
+  add(r.arm);
+  opt_int(r.seed);
+  add(r.run_id);
+  add(std::string(to_string(r.status)));
+  opt_int(r.exit_code ? std::optional<std::int64_t>(*r.exit_code) : std::nullopt);
+  real(r.final_val_loss);
+  real(r.train_time_ms);
+  opt_int(r.steps);
+  opt_int(r.total_steps);
+  opt_int(r.tokens);
+  real(r.peak_memory_mib);
+  add(r.log_path);
+  add(r.reason);
+  real(r.wall_time_s);
+  opt_int(r.environment_id);
+  for (const ValPoint& p : points) {
+    opt_int(p.step);
+    real(p.val_loss);
+    real(p.train_time_ms);
+  }
+  std::uint64_t hash = 1469598103934665603ull;
+  for (const unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return hex;
+}
 
 SweepInfo read_sweep(const sql::Statement& s) {
   SweepInfo w;
@@ -206,8 +246,10 @@ std::vector<SweepInfo> Store::sweeps() {
   return out;
 }
 
-std::int64_t Store::add_run(const RunRecord& run, bool replace) {
-  GPT_CHECK(!run.run_id.empty(), "a run needs a run id");
+std::int64_t Store::add_run(const RunRecord& given, bool replace) {
+  GPT_CHECK(!given.run_id.empty(), "a run needs a run id");
+  RunRecord run = given;
+  demote_unusable_result(run);  // whoever stores it (record, import, a spool file), an unusable result is not ok
   sql::Transaction tx(db_);
   if (replace && run.seed) {
     auto del = db_.prepare("DELETE FROM runs WHERE sweep_id = ? AND arm = ? AND seed = ?");
@@ -235,6 +277,16 @@ std::int64_t Store::add_run(const RunRecord& run, bool replace) {
     point.bind(1, id).bind(2, p.step).bind(3, p.val_loss).bind(4, p.train_time_ms);
     point.run();
   }
+  // The checksum of what was stored, read back as check_run_checksums will read it (finished_at is left out).
+  const RunRecord stored = [&] {
+    auto back = db_.prepare("SELECT " + std::string(kRunColumns) + " FROM runs WHERE id = ?");
+    back.bind(1, id);
+    GPT_CHECK(back.step(), "internal: run ", id, " vanished inside its own transaction");
+    return read_run(back);
+  }();
+  auto sum = db_.prepare("UPDATE runs SET checksum = ? WHERE id = ?");
+  sum.bind(1, run_checksum(stored, val_points(id))).bind(2, id);
+  sum.run();
   tx.commit();
   return id;
 }
@@ -247,10 +299,29 @@ std::vector<RunRecord> Store::runs(std::optional<std::int64_t> sweep_id, bool wi
   if (sweep_id) s.bind(1, *sweep_id);
   std::vector<RunRecord> out;
   while (s.step()) out.push_back(read_run(s));
-  if (with_val_points) {
-    for (RunRecord& r : out) r.val_points = val_points(r.id);
+  for (RunRecord& r : out) {
+    if (with_val_points) r.val_points = val_points(r.id);
+    demote_unusable_result(r);  // a row stored before the checks (or edited since) never breaks a report
   }
   return out;
+}
+
+Store::ChecksumReport Store::check_run_checksums() {
+  ChecksumReport report;
+  auto s = db_.prepare("SELECT " + std::string(kRunColumns) + ", checksum FROM runs ORDER BY id");
+  while (s.step()) {
+    const RunRecord r = read_run(s);  // as stored: no result checks applied
+    const std::string stored = s.column_text(18);
+    if (stored.empty()) {
+      ++report.unchecked;
+    } else if (stored == run_checksum(r, val_points(r.id))) {
+      ++report.checked;
+    } else {
+      report.mismatches.push_back("run " + std::to_string(r.id) + " (sweep " + std::to_string(r.sweep_id) +
+                                  ", run id " + r.run_id + ")");
+    }
+  }
+  return report;
 }
 
 std::optional<RunRecord> Store::run(std::int64_t id, bool with_val_points) {
@@ -259,6 +330,7 @@ std::optional<RunRecord> Store::run(std::int64_t id, bool with_val_points) {
   if (!s.step()) return std::nullopt;
   RunRecord r = read_run(s);
   if (with_val_points) r.val_points = val_points(id);
+  demote_unusable_result(r);
   return r;
 }
 

@@ -116,6 +116,15 @@ class Store {
   std::optional<RunRecord> run(std::int64_t id, bool with_val_points = true);
   std::vector<ValPoint> val_points(std::int64_t run_id);
 
+  // Recomputes every run's checksum (its stored values and validation points, as add_run wrote them) and
+  // compares it with the stored one; `harness check-db` reports the result.
+  struct ChecksumReport {
+    std::int64_t checked = 0;    // runs whose checksum matched
+    std::int64_t unchecked = 0;  // runs stored before checksums were kept
+    std::vector<std::string> mismatches;  // "run 12 (sweep 3, run id x-seed0)" per run whose bytes changed
+  };
+  ChecksumReport check_run_checksums();
+
   std::int64_t add_benchmark_result(const BenchmarkResult& result);
   // Oldest first. `name` may be "suite/name" (split at the first '/'; benchmark names may hold more) or a
   // bare benchmark name (all suites); when the split finds nothing, the whole text is tried as a name.

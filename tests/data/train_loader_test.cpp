@@ -185,6 +185,25 @@ TEST(TrainLoader, InvariantsOverRandomDocuments) {
   }
 }
 
+// A shard truncated while the loader has it mapped: reading its lost pages would end the run with SIGBUS (no
+// message, no summary); the loader notices the shrunk file first and fails with an error naming it.
+TEST(TrainLoader, ShardTruncatedWhileMappedIsAClearError) {
+  std::mt19937 rng(5);
+  ShardSet set;
+  set.add(random_lengths(rng, 400, 300));
+  TrainLoader loader(options_for(set, 1, 0));
+  const CallShape shape{.slice_tokens = 256, .max_doc_tokens = 112};
+  (void)loader.next(shape);
+  std::filesystem::resize_file(set.paths[0], 2000);
+  try {
+    (void)loader.next(shape);
+    FAIL() << "expected an error for the truncated shard";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(set.paths[0].string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("changed size"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TrainLoader, SlicesFollowEachOtherAtConsecutiveBos) {
   std::mt19937 rng(3);
   ShardSet set;

@@ -62,8 +62,9 @@ void put(std::string& out, T value) {
   out.append(reinterpret_cast<const char*>(&value), sizeof value);
 }
 
-// Found by checkpoint_fuzz: a tensor whose extents multiply past 2^63 bytes was a signed overflow in shape_numel.
-TEST(FuzzRegressions, CheckpointShapeOverflowIsNamed) {
+// A checkpoint file holding one tensor "w" of `dtype` and `dims` with no payload, checksummed; returns
+// read_checkpoint's error message.
+std::string error_reading_checkpoint_with_shape(uint8_t dtype, const std::vector<int64_t>& dims) {
   std::string bytes("GPTCKPT\0", 8);
   put<uint32_t>(bytes, 1);
   put<uint64_t>(bytes, 2);
@@ -71,10 +72,9 @@ TEST(FuzzRegressions, CheckpointShapeOverflowIsNamed) {
   put<uint64_t>(bytes, 1);  // one tensor
   put<uint32_t>(bytes, 1);
   bytes += "w";
-  put<uint8_t>(bytes, 1);  // f32
-  put<uint8_t>(bytes, 2);
-  put<int64_t>(bytes, int64_t{1} << 40);
-  put<int64_t>(bytes, int64_t{1} << 40);
+  put<uint8_t>(bytes, dtype);
+  put<uint8_t>(bytes, static_cast<uint8_t>(dims.size()));
+  for (const int64_t d : dims) put<int64_t>(bytes, d);
   put<uint64_t>(bytes, 0);
   uint64_t h = 0xcbf29ce484222325ull;
   for (const char c : bytes) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
@@ -83,7 +83,20 @@ TEST(FuzzRegressions, CheckpointShapeOverflowIsNamed) {
   std::ofstream(path, std::ios::binary) << bytes;
   const std::string msg = error_of([&] { read_checkpoint(path); });
   std::filesystem::remove(path);
+  return msg;
+}
+
+// Found by checkpoint_fuzz: a tensor whose extents multiply past 2^63 bytes was a signed overflow in shape_numel.
+TEST(FuzzRegressions, CheckpointShapeOverflowIsNamed) {
+  const std::string msg = error_reading_checkpoint_with_shape(1, {int64_t{1} << 40, int64_t{1} << 40});  // f32
   EXPECT_NE(msg.find("'w' has a shape of more than 2^63 bytes"), std::string::npos) << msg;
+}
+
+// Found by checkpoint_fuzz after 162 s: one-byte elements and dims [648518346341353480, 16, 0] need 0 bytes and
+// passed the unsigned byte check, but the signed element count overflowed at the second extent (shape_numel).
+TEST(FuzzRegressions, CheckpointZeroExtentAfterOverflowingExtentsIsNamed) {
+  const std::string msg = error_reading_checkpoint_with_shape(6, {648518346341353480, 16, 0});  // u8
+  EXPECT_NE(msg.find("'w' has a shape of more than 2^63 bytes or elements"), std::string::npos) << msg;
 }
 
 // Found by run_summary_fuzz: a number beyond double escaped as a bare nlohmann out_of_range exception.

@@ -114,9 +114,9 @@ TEST(Harvest, CleanExitWithFinalValidationIsOk) {
 
 TEST(Harvest, SummaryJsonOverridesTheLogAndBadJsonIsNoted) {
   TempDir dir;
-  dir.write("r4.json", R"({"final_val_loss":3.2499,"tokens":777,"steps":10,"total_steps":10})");
+  dir.write("r4.json", R"({"final_val_loss":3.24996,"tokens":777,"steps":10,"total_steps":10})");
   RunRecord r = harvest_run(plan_in(dir, kGoodLog), exited(0), RunEnd::exited);
-  EXPECT_DOUBLE_EQ(*r.final_val_loss, 3.2499);
+  EXPECT_DOUBLE_EQ(*r.final_val_loss, 3.24996);  // the exact value behind the log's 3.2500
   EXPECT_EQ(r.tokens, 777);
   dir.write("r4.json", "{broken");
   r = harvest_run(plan_in(dir, kGoodLog), exited(0), RunEnd::exited);

@@ -97,6 +97,26 @@ TEST_F(TrustE2E, RunFinishedWhileTheDatabaseIsLockedIsSpooledAndStoredLater) {
   EXPECT_FALSE(std::filesystem::exists(spool));
 }
 
+// A database busy when a sweep ends is not a failed record check (exit 1): its own code, and the way to store them.
+TEST_F(TrustE2E, SpooledRunsExitWithTheirOwnCodeNamingResume) {
+  std::vector<std::string> args = {"record",       "--runs", "1",    "--name", "sweep",
+                                   "--db-timeout", "100",    "--target", "3.28", "--"};
+  for (auto& a : synthetic({"--step-sleep-ms", "40", "--mean", "3.2"})) args.push_back(a);
+  Process p = start(args);
+  wait_for_sweep("sweep");
+  for (int i = 0; i < 500 && !std::filesystem::exists(run_dir("sweep", 0) / "console.log"); ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  Store holder = Store::open(db());
+  holder.db().exec("BEGIN EXCLUSIVE");
+  const ExitInfo exit = p.wait();
+  holder.db().exec("ROLLBACK");
+  const std::string out = read_file(dir / "out.txt");
+  ASSERT_TRUE(exit.exited) << out;
+  EXPECT_EQ(exit.exit_code, 4) << out;
+  EXPECT_NE(out.find("`harness record --resume sweep` stores them"), std::string::npos) << out;
+}
+
 // Issue: kill -9 of the harness left trainers running, and --resume started the same seed beside them.
 TEST_F(TrustE2E, TrainersDieWithTheHarnessAndABusyRunFolderIsNotReused) {
   const std::string trainer = kBin + "synthetic_trainer --seed {seed} --run-id {run_id} --out {out} --mode hang";

@@ -1,6 +1,12 @@
 #include "trainer/run/checkpoint.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <fstream>
+#include <future>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -107,6 +113,31 @@ TEST(Checkpoint, MissingFileNamesIt) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/dir/x.ckpt"), std::string::npos);
   }
+}
+
+// Opening a FIFO for reading waits for a writer: --resume on one must be refused, not hang. Should the reader
+// block (as it did), the test opens the FIFO for writing after 2 s, which ends the wait, and fails.
+TEST(Checkpoint, FifoIsRefusedWithoutWaiting) {
+  const auto fifo = std::filesystem::temp_directory_path() / ("gpt_fifo_" + std::to_string(::getpid()) + ".ckpt");
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto reading = std::async(std::launch::async, [&]() -> std::string {
+    try {
+      read_checkpoint(fifo);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  });
+  const bool answered_at_once = reading.wait_for(std::chrono::seconds(2)) == std::future_status::ready;
+  if (!answered_at_once) {
+    const int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (writer >= 0) ::close(writer);
+  }
+  const std::string msg = reading.get();
+  std::filesystem::remove(fifo);
+  EXPECT_TRUE(answered_at_once) << "read_checkpoint waited on a FIFO";
+  EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
 }
 
 TEST(WriteFileAtomically, ReplacesContent) {

@@ -2,6 +2,10 @@
 // error naming the file, never a silent loss.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "base/check.h"
@@ -19,6 +23,25 @@ TEST(RunLogWrites, FullDiskThrowsNamingTheLog) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/dev/full"), std::string::npos) << e.what();
   }
+}
+
+TEST(RunLogWrites, PlantedSymlinkIsNotWrittenThrough) {
+  const auto dir = std::filesystem::temp_directory_path() / ("gpt_runlog_link_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  { std::ofstream(dir / "victim") << "keep"; }
+  std::filesystem::create_symlink(dir / "victim", dir / "run.txt");
+  std::string error;
+  try {
+    RunLog log(dir / "run.txt", true, false, false);
+    log.line("step:1/2 train_time:1ms step_avg:1.00ms");
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  std::ifstream victim(dir / "victim");
+  const std::string kept((std::istreambuf_iterator<char>(victim)), {});
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(kept, "keep");
+  EXPECT_NE(error.find("symbolic link"), std::string::npos) << error;
 }
 
 TEST(RunLogWrites, DisabledLogWritesNothing) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_test_util.h"
+#include "trainer/data/synthetic.h"
 #include "trainer/run/checkpoint.h"
 #include "trainer/run/standin_model.h"
 #include "trainer/run/training_state.h"
@@ -263,6 +264,35 @@ TEST(TrainingRun, ResumeRejectsAnotherRecipeOrSeed) {
   seed.resume = scratch.out() / "base.step000004.ckpt";
   seed.seed = 99;
   expect_input_error(seed, "--seed");
+}
+
+// A checkpoint records the corpus it trained on (shard names, sizes, token counts): resuming it on another corpus
+// would mix two corpora in one validation history, so it is refused with one line naming both.
+TEST(TrainingRun, ResumeRejectsAnotherCorpusNamingBoth) {
+  RunScratch scratch;
+  RunOptions straight = short_run(scratch, "base");
+  straight.checkpoint_every = 4;
+  ASSERT_EQ(TrainingRun(straight).run().status, RunStatus::finished);
+  SyntheticCorpusOptions other_corpus;
+  other_corpus.seed = 99;
+  other_corpus.train_tokens = 150'000;
+  other_corpus.val_tokens = 20'000;
+  write_synthetic_corpus(scratch.root() / "other-data", other_corpus);
+  RunOptions other = short_run(scratch, "other");
+  other.resume = scratch.out() / "base.step000004.ckpt";
+  other.data_dir = scratch.root() / "other-data";
+  try {
+    TrainingRun run(other);
+    FAIL() << "expected --resume on another corpus to be refused";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("trained on '" + scratch.data().string() + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("this run's --data is '" + other.data_dir.string() + "'"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  RunOptions same = short_run(scratch, "same");  // the same corpus still resumes
+  same.resume = scratch.out() / "base.step000004.ckpt";
+  EXPECT_EQ(TrainingRun(same).run().status, RunStatus::finished);
 }
 
 TEST(TrainingRun, BadInputsNameTheCulprit) {

@@ -91,6 +91,30 @@ TEST(Recipe, Overrides) {
   EXPECT_EQ(r.validation.every, 0);
 }
 
+// 1e400 is refused as out of range; 1e-400 used to become 0 without a word.
+TEST(Recipe, OverrideTooSmallForADoubleIsRefused) {
+  const std::string msg = error_of([] { load_recipe("head", {"optimizer.adam.lm_head.beta1=1e-400"}); });
+  EXPECT_NE(msg.find("--set optimizer.adam.lm_head.beta1: value '1e-400' is too small"), std::string::npos) << msg;
+  const Recipe zero = load_recipe("head", {"optimizer.adam.lm_head.beta1=0.0e-400"});  // a zero stays allowed
+  EXPECT_DOUBLE_EQ(zero.optimizer.adam.at("lm_head").beta1, 0.0);
+}
+
+// A 5 MB `inherits` name made a 15 MB error message (the name quoted three times).
+TEST(Recipe, HugeInheritsNameIsAShortError) {
+  const std::string text = "inherits = \"" + std::string(5'000'000, 'a') + "\"\n";
+  const std::string msg = error_of([&] { parse_recipe(text, "big.toml"); });
+  EXPECT_NE(msg.find("inherits"), std::string::npos) << msg.substr(0, 300);
+  EXPECT_LT(msg.size(), 400u) << msg.substr(0, 300);
+}
+
+// Found by recipe_fuzz (600 s run): toml++ reads an integer beyond 2^53 as no double at all, and the reader's
+// .value() threw std::bad_optional_access instead of an error naming the key.
+TEST(Recipe, IntegerBeyondADoublesExactRangeIsNamed) {
+  const std::string msg =
+      error_of([] { parse_recipe("inherits = \"head\"\n[optimizer]\nadam_lr = 9007199254740993\n", "big.toml"); });
+  EXPECT_NE(msg.find("adam_lr' holds the integer 9007199254740993"), std::string::npos) << msg;
+}
+
 TEST(Recipe, OverrideErrorsNameTheKey) {
   std::string msg = error_of([] { load_recipe("head", {"model.foo=1"}); });
   EXPECT_NE(msg.find("model.foo"), std::string::npos) << msg;

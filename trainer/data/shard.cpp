@@ -14,6 +14,7 @@
 #include <cstring>
 #include <map>
 #include <system_error>
+#include <utility>
 
 #include "base/check.h"
 
@@ -39,6 +40,11 @@ class FileDescriptor {
   explicit FileDescriptor(int fd) : fd_(fd) {}
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  FileDescriptor& operator=(FileDescriptor&& other) noexcept {
+    std::swap(fd_, other.fd_);
+    return *this;
+  }
   ~FileDescriptor() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -98,8 +104,16 @@ class Shard::Mapping {
     if (size_ == 0) return;
     void* addr = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
     GPT_CHECK(addr != MAP_FAILED, "shard ", path.string(), ": cannot mmap ", size_, " bytes: ", errno_text(errno));
-    addr_ = addr;  // the mapping stays valid after the descriptor closes
+    addr_ = addr;
+    fd_ = std::move(fd);  // kept to notice a file shrunk under the mapping (reading past its end is SIGBUS)
   }
+  // The file's size now, or -1 when it cannot be read.
+  std::int64_t current_size() const {
+    struct stat st {};
+    if (fd_.get() < 0) return static_cast<std::int64_t>(size_);
+    return ::fstat(fd_.get(), &st) == 0 ? static_cast<std::int64_t>(st.st_size) : -1;
+  }
+  std::size_t mapped_size() const { return size_; }
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
   ~Mapping() {
@@ -110,7 +124,16 @@ class Shard::Mapping {
  private:
   void* addr_ = nullptr;
   std::size_t size_ = 0;
+  FileDescriptor fd_{-1};
 };
+
+void Shard::check_unchanged() const {
+  if (mapping_ == nullptr) return;  // compressed shards are decompressed into memory
+  const std::int64_t now = mapping_->current_size();
+  GPT_CHECK(now == static_cast<std::int64_t>(mapping_->mapped_size()), "shard ", path_.string(),
+            ": the file changed size while the run reads it (", mapping_->mapped_size(), " bytes when opened, ", now,
+            " now); a shard must stay unchanged during a run");
+}
 
 Shard::Shard(Shard&&) noexcept = default;
 Shard& Shard::operator=(Shard&&) noexcept = default;

@@ -41,6 +41,9 @@ class Shard {
   std::size_t size() const { return tokens_.size(); }
   const std::filesystem::path& path() const { return path_; }
   bool compressed() const { return compressed_; }
+  // Throws gpt::Error naming the file when a mapped shard's file changed size since it was opened: reading a
+  // page past a truncated file's end would kill the run with SIGBUS, without a message or a summary.
+  void check_unchanged() const;
 
  private:
   class Mapping;

@@ -110,7 +110,11 @@ toml::table load_tree(const std::string& text, const std::string& source, const 
   const toml::node* parent = tree.get("inherits");
   if (parent == nullptr) return tree;
   GPT_CHECK(parent->is_string(), "recipe ", source, ": key 'inherits' must be a recipe name (string)");
-  const std::filesystem::path base_path = resolve_inherited(parent->value<std::string>().value(), dir, source);
+  const std::string parent_name = parent->value<std::string>().value();
+  // Quoted whole in the errors below: a name beyond any path length would make a message of megabytes.
+  GPT_CHECK(parent_name.size() <= 4096, "recipe ", source, ": inherits = \"", parent_name.substr(0, 60), "...\" is ",
+            parent_name.size(), " characters long; expected a recipe name or path (at most 4096)");
+  const std::filesystem::path base_path = resolve_inherited(parent_name, dir, source);
   toml::table merged = load_tree(read_file(base_path, "recipe " + source + ": inherited recipe"), base_path.string(),
                                  base_path.parent_path(), depth + 1);
   tree.erase("inherits");
@@ -196,6 +200,11 @@ void apply_override(toml::table& tree, const std::string& assignment, const std:
              creating ? std::string() : std::string("; expected ") + node_type_name(*target));
   }
   const toml::node& value = *parsed.get("v");
+  // A decimal too small for a double parses as 0 without a word (1e-400): refused, as 1e400 is.
+  const std::string mantissa = text.substr(0, text.find_first_of("eE"));
+  GPT_CHECK(!(value.is_floating_point() && value.value<double>().value_or(1.0) == 0.0 &&
+              mantissa.find_first_of("123456789") != std::string::npos),
+            "--set ", key, ": value '", text, "' is too small for a double (it would be read as 0)");
   if (creating) {
     value.visit([&](const auto& v) { parent->as_table()->insert_or_assign(parts.back(), v); });
     return;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -51,7 +52,7 @@ class Reader {
   double number(const std::string& key, double lo, double hi, bool open_hi = false) {
     const toml::node& n = get(key);
     GPT_CHECK(n.is_number(), "recipe ", source_, ": key '", full(key), "' must be a number, got ", node_type_name(n));
-    const double v = n.value<double>().value();
+    const double v = as_double(n, key);
     const bool ok = std::isfinite(v) && v >= lo && (open_hi ? v < hi : v <= hi);
     GPT_CHECK(ok, "recipe ", source_, ": key '", full(key), "' must be a number in [", lo, ", ", hi, open_hi ? ")" : "]",
               ", got ", v);
@@ -72,7 +73,7 @@ class Reader {
     for (const toml::node& e : *n.as_array()) {
       GPT_CHECK(e.is_number(), "recipe ", source_, ": key '", full(key), "' must be an array of numbers, found ",
                 node_type_name(e));
-      const double v = e.value<double>().value();
+      const double v = as_double(e, key);
       GPT_CHECK(std::isfinite(v) && v >= lo && v <= hi, "recipe ", source_, ": key '", full(key),
                 "' entries must lie in [", lo, ", ", hi, "], got ", v);
       out.push_back(v);
@@ -149,6 +150,13 @@ class Reader {
   }
 
   const std::string& source() const { return source_; }
+  // A number node as a double. toml++ gives none for an integer a double cannot hold exactly (beyond 2^53).
+  double as_double(const toml::node& n, const std::string& key) const {
+    const std::optional<double> v = n.value<double>();
+    GPT_CHECK(v.has_value(), "recipe ", source_, ": key '", full(key), "' holds the integer ",
+              n.value<int64_t>().value_or(0), ", which a double cannot hold exactly; expected a number in range");
+    return *v;
+  }
   std::string full(std::string_view key) const { return path_.empty() ? std::string(key) : path_ + "." + std::string(key); }
 
  private:

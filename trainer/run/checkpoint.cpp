@@ -104,6 +104,12 @@ void write_checkpoint(const std::filesystem::path& path, const nlohmann::json& m
 
 CheckpointData read_checkpoint(const std::filesystem::path& path) {
   const std::string file = path.string();
+  // Checked before opening: opening a FIFO for reading waits for a writer, forever.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  GPT_CHECK(!ec && std::filesystem::exists(status), "cannot read checkpoint '", file, "': no such file");
+  GPT_CHECK(std::filesystem::is_regular_file(status), "checkpoint '", file,
+            "' is not a regular file (a FIFO, device or folder cannot be a checkpoint)");
   std::ifstream in(path, std::ios::binary);
   GPT_CHECK(in.good(), "cannot read checkpoint '", file, "'");
   std::ostringstream buffer;
@@ -148,14 +154,18 @@ CheckpointData read_checkpoint(const std::filesystem::path& path) {
     }
     const auto nbytes = cur.get<uint64_t>("byte count");
     const auto dtype = static_cast<DType>(dtype_code);
-    // The byte size the shape needs, computed without overflow: extents come from the file.
+    // The byte size the shape needs, computed without overflow: extents come from the file. The element count is
+    // multiplied left to right as shape_numel does (signed): every partial product must fit, even when a later
+    // extent of 0 would make the whole product small.
     uint64_t needed = dtype_size(dtype);
+    int64_t elements = 1;
     bool representable = true;
     for (const int64_t extent : shape) {
-      representable = representable && !__builtin_mul_overflow(needed, static_cast<uint64_t>(extent), &needed);
+      representable = representable && !__builtin_mul_overflow(needed, static_cast<uint64_t>(extent), &needed) &&
+                      !__builtin_mul_overflow(elements, extent, &elements);
     }
     GPT_CHECK(representable && needed <= static_cast<uint64_t>(INT64_MAX), "checkpoint '", file, "': tensor '",
-              std::string(name, name_size), "' has a shape of more than 2^63 bytes");
+              std::string(name, name_size), "' has a shape of more than 2^63 bytes or elements");
     GPT_CHECK(nbytes == needed, "checkpoint '", file, "': tensor '", std::string(name, name_size), "' holds ", nbytes,
               " bytes, its shape needs ", needed);
     const char* payload = cur.take(nbytes, "tensor data");

@@ -89,6 +89,10 @@ RunLog::RunLog(const std::filesystem::path& path, bool enabled, bool append, boo
     : enabled_(enabled), echo_(echo) {
   if (!enabled_) return;
   path_ = path;
+  // A link planted at OUT/ID.txt beforehand would make the run write (or truncate) the file it points to.
+  std::error_code ec;
+  GPT_CHECK(!std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec)), "the run log '", path.string(),
+            "' is a symbolic link; refusing to write through it (remove it, or choose another --out/--run-id)");
   file_.open(path, append ? std::ios::app : std::ios::trunc);
   GPT_CHECK(file_.good(), "cannot write the run log '", path.string(), "' (--out)");
 }

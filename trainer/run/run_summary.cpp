@@ -64,17 +64,19 @@ void write_run_summary(const std::filesystem::path& path, const RunSummary& summ
 }
 
 nlohmann::json CheckpointMeta::to_json() const {
-  return {{"run_id", run_id},
-          {"seed", seed},
-          {"recipe", {{"name", recipe_name}, {"hash", recipe_hash}}},
-          {"world_size", world_size},
-          {"rank", rank},
-          {"next_step", next_step},
-          {"loader", loader},
-          {"train_time_ms", train_time_ms},
-          {"tokens", tokens},
-          {"val_history", history_json(val_history)},
-          {"optimizer", {{"adam_steps", counters.adam_steps}, {"tied", counters.tied}}}};
+  nlohmann::json j = {{"run_id", run_id},
+                      {"seed", seed},
+                      {"recipe", {{"name", recipe_name}, {"hash", recipe_hash}}},
+                      {"world_size", world_size},
+                      {"rank", rank},
+                      {"next_step", next_step},
+                      {"loader", loader},
+                      {"train_time_ms", train_time_ms},
+                      {"tokens", tokens},
+                      {"val_history", history_json(val_history)},
+                      {"optimizer", {{"adam_steps", counters.adam_steps}, {"tied", counters.tied}}}};
+  if (data) j["data"] = data->to_json();
+  return j;
 }
 
 CheckpointMeta CheckpointMeta::from_json(const nlohmann::json& j, const std::string& source) {
@@ -98,6 +100,7 @@ CheckpointMeta CheckpointMeta::from_json(const nlohmann::json& j, const std::str
     }
     m.counters.adam_steps = j.at("optimizer").at("adam_steps").get<std::map<std::string, int64_t>>();
     m.counters.tied = j.at("optimizer").at("tied").get<bool>();
+    if (j.contains("data")) m.data = CorpusFingerprint::from_json(j.at("data"), source);
   } catch (const nlohmann::json::exception& e) {
     GPT_FAIL("checkpoint '", source, "': metadata is incomplete or mistyped: ", e.what());
   }

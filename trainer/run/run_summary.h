@@ -3,11 +3,13 @@
 // metadata block of a checkpoint (checkpoint.h).
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "trainer/data/corpus_fingerprint.h"
 #include "trainer/data/train_loader.h"
 #include "trainer/run/backend.h"
 #include "trainer/run/run_log.h"
@@ -51,6 +53,7 @@ struct CheckpointMeta {
   int64_t tokens = 0;
   std::vector<ValPoint> val_history;
   OptimizerCounters counters;
+  std::optional<CorpusFingerprint> data;  // what it trained on; absent in checkpoints written before it was kept
 
   nlohmann::json to_json() const;
   // Throws gpt::Error naming `source` and the missing or mistyped field.

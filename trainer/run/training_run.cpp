@@ -82,6 +82,7 @@ struct TrainingRun::Impl {
   std::optional<CanonicalMaskOptions> mask_options;  // §S.6 from recipe.seed.canonical_mask; nullopt = off
   std::optional<CanonicalMaskBuild> mask_build;      // §S.6, rank 0, from clock start to the final validation
   std::vector<std::filesystem::path> train_shards;
+  CorpusFingerprint corpus;  // train and val shards, recorded in checkpoints: --resume must read the same data
   std::unique_ptr<ValLoader> val_loader;
   std::unique_ptr<BatchDump> batch_dump;  // debug.dump_batches: written by the timed loop only
   bool timed_loop = false;
@@ -186,9 +187,17 @@ struct TrainingRun::Impl {
     GPT_CHECK(std::filesystem::is_directory(options.data_dir), "--data '", dir, "': not a directory");
     train_shards = find_split_shards(options.data_dir, ShardSplit::train);
     // Headers, ids, and at least one BOS per shard, up front.
-    for (const auto& shard : train_shards) check_corpus_shard(Shard::open(shard), ShardSplit::train);
+    corpus.dir = dir;
+    for (const auto& shard : train_shards) {
+      const Shard opened = Shard::open(shard);
+      check_corpus_shard(opened, ShardSplit::train);
+      corpus.add_shard(shard, static_cast<int64_t>(opened.size()));
+    }
     ValLoaderOptions vo;
     vo.shards = find_split_shards(options.data_dir, ShardSplit::val);
+    for (const auto& shard : vo.shards) {
+      corpus.add_shard(shard, static_cast<int64_t>(Shard::open(shard, ShardOpenOptions{false}).size()));
+    }
     vo.total_tokens = recipe.validation.tokens;
     vo.window_tokens = recipe.validation.batch_tokens;
     vo.world_size = comm->world_size();
@@ -234,6 +243,8 @@ struct TrainingRun::Impl {
     const std::string file = mine.string();
     GPT_CHECK(meta.recipe_hash == recipe.hash(), "--resume '", file, "': written by recipe '", meta.recipe_name,
               "' hash ", meta.recipe_hash, ", this run resolves recipe '", recipe.name, "' hash ", recipe.hash());
+    GPT_CHECK(!meta.data || meta.data->same_data(corpus), "--resume '", file, "': trained on ", meta.data->describe(),
+              ", this run's --data is ", corpus.describe());
     GPT_CHECK(meta.seed == options.seed, "--resume '", file, "': written with --seed ", meta.seed, ", this run has --seed ",
               options.seed);
     GPT_CHECK(meta.world_size == comm->world_size(), "--resume '", file, "': written with world size ",
@@ -403,6 +414,7 @@ struct TrainingRun::Impl {
     meta.seed = options.seed;
     meta.recipe_name = recipe.name;
     meta.recipe_hash = recipe.hash();
+    meta.data = corpus;
     meta.world_size = comm->world_size();
     meta.rank = comm->rank();
     meta.next_step = next_step;

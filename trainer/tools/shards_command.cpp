@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -167,7 +168,7 @@ void register_shards_command(CLI::App& app) {
   cmd->add_flag("--zstd", options->compress, "Write zstd-compressed .bin.zst shards");
   cmd->add_option("--shuffle-seed", options->shuffle_seed,
                   "Write the training documents in an order drawn from this seed (>= 0) instead of input order")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(std::int64_t{0}, std::numeric_limits<std::int64_t>::max()));  // DBL_MAX prints 310 digits
   cmd->add_option("--ranks", options->ranks_file, "r50k_base.tiktoken to use (default: as `tokenize ids`)");
   cmd->add_flag("--quiet", options->quiet, "No summary line");
   cmd->callback([options] { run_shards(*options); });
