@@ -33,10 +33,10 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : kExitUsage;
   } catch (const gpt::Error& e) {
-    std::cerr << "harness: error: " << e.what() << "\n";
+    std::cerr << "harness: error: " << user_error_message(e.what(), options.log_level) << "\n";
     return kExitUsage;
   } catch (const std::exception& e) {
-    std::cerr << "harness: error: " << e.what() << "\n";
+    std::cerr << "harness: error: " << user_error_message(e.what(), options.log_level) << "\n";
     return kExitFail;
   }
   return options.exit_code;
