@@ -78,7 +78,8 @@ TEST_F(CompareE2E, FailIfSlowerExitsOneOnlyForASignificantSlowdown) {
   args.push_back("--fail-if-slower");
   const Result slower = harness(args);
   EXPECT_EQ(slower.code, 1) << slower.output;
-  EXPECT_NE(slower.output.find("FAIL: slower"), std::string::npos) << slower.output;
+  EXPECT_NE(slower.output.find("FAIL: the candidate is slower than 100% of the baseline time"), std::string::npos)
+      << slower.output;
 
   // 3% slower is within an allowance of 5%.
   args = compare_args(base, slow, 3);
@@ -86,7 +87,8 @@ TEST_F(CompareE2E, FailIfSlowerExitsOneOnlyForASignificantSlowdown) {
   args.insert(args.end(), {"--fail-if-slower", "5"});
   const Result allowed = harness(args);
   EXPECT_EQ(allowed.code, 0) << allowed.output;
-  EXPECT_NE(allowed.output.find("slowdown check (candidate > 105.0% of baseline"), std::string::npos) << allowed.output;
+  EXPECT_NE(allowed.output.find("PASS: the runs do not show the candidate slower than 105% of the baseline time"),
+            std::string::npos) << allowed.output;
 
   // Without the flag a slower candidate is reported, not failed.
   args = compare_args(base, slow, 3);
@@ -291,10 +293,75 @@ TEST_F(CompareE2E, BadInputIsAUsageError) {
   r = harness({"compare", "--resume", "nosuch"});
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--resume: no sweep 'nosuch'"), std::string::npos) << r.output;
+  // The user sees the message; where in the source it was raised only with --log-level debug.
+  EXPECT_EQ(r.output.find(".cpp:"), std::string::npos) << r.output;
+  r = harness({"--log-level", "debug", "compare", "--resume", "nosuch"});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("harness/commands/compare.cpp:"), std::string::npos) << r.output;
   args = compare_args(base, base, 1);
   r = harness(args);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--runs"), std::string::npos) << r.output;
+}
+
+// With build folders the names are labels: the report says so rather than passing "no-such-rev" off as a commit.
+TEST_F(CompareE2E, BuildDirArmsAreStatedAsLabelsWhenTheirTrainerReportsAnotherCommit) {
+  auto args = compare_args(arm_build("base", 100000), arm_build("cand", 90000), 2);
+  args[4] = "no-such-rev";
+  const Result r = harness(args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("candidate 'no-such-rev' is a label only: the trainer in " + (dir / "cand").string() +
+                          " reports 0000000, and 'no-such-rev' names no commit here"),
+            std::string::npos) << r.output;
+  const std::string md = read_file(dir / "reports" / "cmp" / "report.md");
+  EXPECT_NE(md.find("- What ran: candidate 'no-such-rev' is a label only"), std::string::npos) << md;
+  const std::string html = read_file(dir / "reports" / "cmp" / "report.html");
+  EXPECT_NE(html.find("<h2>What ran</h2>"), std::string::npos);
+  // The Reproduce line names the build folders it ran, and the report shows the trainers' own environment.
+  EXPECT_NE(md.find("--build-dir baseline=" + (dir / "base").string()), std::string::npos) << md;
+  EXPECT_NE(md.find("--build-dir candidate=" + (dir / "cand").string()), std::string::npos) << md;
+  EXPECT_NE(md.find("## Environment"), std::string::npos) << md;
+  EXPECT_NE(md.find("| git commit | 0000000 |"), std::string::npos) << md;
+}
+
+// --baseline-set / --candidate-set: one arm's recipe overrides, after --set, kept for --resume and the Reproduce line.
+TEST_F(CompareE2E, PerArmOverridesReachOnlyTheirArm) {
+  for (const std::string name : {"base", "cand"}) {
+    arm_build(name, 100000);
+    const auto script = dir / name / "bin" / "train_gpt";
+    const std::string body = read_file(script);
+    std::ofstream(script) << "#!/bin/sh\necho \"$@\" >> " << (dir / (name + "-args.txt")).string() << "\n"
+                          << body.substr(body.find('\n') + 1);
+  }
+  auto args = compare_args((dir / "base").string(), (dir / "cand").string(), 2);
+  args.insert(args.end(),
+              {"--set", "optim.wd=0", "--candidate-set", "optim.lr=0.02", "--baseline-set", "optim.lr=0.01"});
+  const Result r = harness(args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string base_args = read_file(dir / "base-args.txt"), cand_args = read_file(dir / "cand-args.txt");
+  EXPECT_NE(cand_args.find("--set optim.wd=0 --set optim.lr=0.02"), std::string::npos) << cand_args;
+  EXPECT_EQ(cand_args.find("optim.lr=0.01"), std::string::npos) << cand_args;
+  EXPECT_NE(base_args.find("--set optim.wd=0 --set optim.lr=0.01"), std::string::npos) << base_args;
+  const std::string md = read_file(dir / "reports" / "cmp" / "report.md");
+  EXPECT_NE(md.find("--set optim.wd=0 --baseline-set optim.lr=0.01 --candidate-set optim.lr=0.02"), std::string::npos)
+      << md;
+  // --resume keeps them: the extended runs get the same overrides.
+  const Result resumed = harness({"compare", "--resume", "cmp", "--runs", "3", "--quiet"});
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  const std::string more = read_file(dir / "cand-args.txt");
+  size_t count = 0;
+  for (size_t p = more.find("optim.lr=0.02"); p != std::string::npos; p = more.find("optim.lr=0.02", p + 1)) ++count;
+  EXPECT_EQ(count, 3u) << more;
+}
+
+// --fail-if-slower given with --resume applies to the resumed comparison (it was silently ignored).
+TEST_F(CompareE2E, FailIfSlowerIsHonouredOnResume) {
+  const Result first = harness(compare_args(arm_build("base", 100000), arm_build("slow", 103000), 3));
+  ASSERT_EQ(first.code, 0) << first.output;
+  const Result resumed = harness({"compare", "--resume", "cmp", "--fail-if-slower", "--quiet"});
+  EXPECT_EQ(resumed.code, 1) << resumed.output;
+  EXPECT_NE(resumed.output.find("FAIL: the candidate is slower than 100% of the baseline time"), std::string::npos)
+      << resumed.output;
 }
 
 }  // namespace
