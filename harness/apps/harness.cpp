@@ -9,6 +9,7 @@
 #include "harness/commands/nightly.h"
 #include "harness/commands/plan.h"
 #include "harness/commands/report.h"
+#include "harness/commands/site.h"
 #include "base/check.h"
 
 int main(int argc, char** argv) {
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   add_query_command(app, options);
   add_plan_command(app, options);
   add_report_command(app, options);
+  add_site_command(app, options);
   commands::register_compare_command(app, options);
   commands::register_nightly_command(app, options);
   try {
