@@ -172,16 +172,20 @@ TEST_F(CompareE2E, NamedBaselineDriftIsTested) {
 }
 
 // Building revisions: a git repository of two commits whose `speed.txt` differs, and a stand-in `cmake` on PATH
-// that logs its arguments and "builds" bin/train_gpt as the synthetic trainer at the revision's speed. The real
-// harness then compares HEAD~1 with HEAD exactly as a user would in a fresh clone.
+// that logs its arguments and "builds" bin/train_gpt as the synthetic trainer at the revision's speed, reporting
+// the worktree's commit (or $FAKE_REPORTED_COMMIT) as a real build does. The real harness then compares HEAD~1
+// with HEAD exactly as a user would in a fresh clone, and refuses a build that reports another commit.
 TEST_F(CompareE2E, RevisionsAreBuiltWithThePresetInCachedWorktrees) {
   const auto repo = dir / "repo", fake = dir / "fakebin";
   std::filesystem::create_directories(repo / "data");
   std::filesystem::create_directories(fake);
   std::ofstream(fake / "cmake") << "#!/bin/sh\necho \"$@\" >> " << (dir / "cmake.log").string() << "\n"
                                 << "if [ \"$1\" = --build ]; then\n  mkdir -p \"$2/bin\"\n"
-                                << "  printf '#!/bin/sh\\nexec " << kBin << "synthetic_trainer --time-ms %s \"$@\"\\n' "
-                                << "\"$(cat \"$(dirname \"$2\")/speed.txt\")\" > \"$2/bin/train_gpt\"\n"
+                                << "  printf '#!/bin/sh\\nexec " << kBin
+                                << "synthetic_trainer --time-ms %s --git-commit %s \"$@\"\\n' "
+                                << "\"$(cat \"$(dirname \"$2\")/speed.txt\")\" "
+                                << "\"${FAKE_REPORTED_COMMIT:-$(git -C \"$(dirname \"$2\")\" rev-parse HEAD)}\" "
+                                << "> \"$2/bin/train_gpt\"\n"
                                 << "  chmod +x \"$2/bin/train_gpt\"\nfi\n";
   ::chmod((fake / "cmake").c_str(), 0755);
   const std::string git = "cd " + repo.string() + " && git -c user.name=t -c user.email=t@t ";
@@ -213,6 +217,20 @@ TEST_F(CompareE2E, RevisionsAreBuiltWithThePresetInCachedWorktrees) {
   const auto params = store.params(OwnerKind::sweep, store.find_sweep("cmp")->id);
   EXPECT_EQ(params.at("baseline_sha").size(), 40u);
   EXPECT_NE(params.at("baseline_sha"), params.at("candidate_sha"));
+  EXPECT_NE(r.output.find("baseline 'HEAD~1' is commit " + params.at("baseline_sha").substr(0, 12) +
+                          "; every run's trainer reports it"),
+            std::string::npos) << r.output;
+
+  // A build whose trainer reports another commit than the revision it was built from is an error.
+  std::filesystem::current_path(repo);
+  const Result other = harness({"compare", "--baseline", "HEAD~1", "--candidate", "HEAD", "--runs", "2", "--name",
+                                "cmp2", "--data", (repo / "data").string(), "--target", "3.28", "--quiet"},
+                               {{"PATH", path}, {"FAKE_REPORTED_COMMIT", "1234567"}});
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(other.code, 2) << other.output;
+  EXPECT_NE(other.output.find("MISMATCH: baseline 'HEAD~1' was built from commit " +
+                              params.at("baseline_sha").substr(0, 12) + ", but its trainer reports 1234567"),
+            std::string::npos) << other.output;
 
   std::filesystem::current_path(repo);
   const Result unknown = harness({"compare", "--baseline", "nosuchrev", "--candidate", "HEAD", "--runs", "2"},
