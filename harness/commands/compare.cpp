@@ -4,6 +4,7 @@
 // machinery (launcher, parallel slots, timeout, spool, resume), stores both arms in one sweep and reports.
 #include "harness/commands/compare.h"
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -45,7 +46,16 @@ struct CompareOptions {
   std::vector<std::string> command;  // after `--`: {bin} {seed} {run_id} {out} {data} {recipe} {gpus}
   LauncherSettings launcher;
   bool launcher_given = false;
+  std::vector<std::string> given;  // the options on the command line (their first long names)
 };
+
+// With --resume, what may still change: how the remaining runs run and the slowdown check. Everything else is the
+// stored comparison's; an option that cannot apply is refused rather than silently ignored.
+bool applies_on_resume(const std::string& option) {
+  static const std::set<std::string> run_options = {"--resume", "--runs", "--parallel", "--timeout", "--quiet",
+                                                    "--fail-if-slower", "--launcher", "--sbatch-arg", "--srun-arg"};
+  return run_options.count(option) != 0 || option.rfind("--slurm-", 0) == 0;
+}
 
 std::optional<double> fail_if_slower_pct(const CompareOptions& o) {
   if (o.fail_if_slower_option == nullptr || o.fail_if_slower_option->count() == 0) return std::nullopt;
@@ -220,7 +230,12 @@ SweepInfo resume_sweep(Store& store, CompareOptions& o, const fs::path& db) {
   o.recipe = sweep.recipe;
   o.data = get("data");
   o.gpus = sweep.gpus;
-  o.timeout_s = std::stod(get("timeout_s"));
+  const bool timeout_given = std::count(o.given.begin(), o.given.end(), "--timeout") != 0;
+  if (timeout_given) {  // the remaining runs get the new limit, and so does a later --resume
+    store.set_param(OwnerKind::sweep, sweep.id, "timeout_s", std::to_string(o.timeout_s));
+  } else {
+    o.timeout_s = std::stod(get("timeout_s"));
+  }
   o.baseline = get("baseline");
   o.candidate = get("candidate");
   o.launcher = load_launcher_settings(store, sweep.id, o.launcher, o.launcher_given);
@@ -254,11 +269,15 @@ bool check_revisions(Store& store, const SweepInfo& sweep) {
 }
 
 int run_compare(CompareOptions o, GlobalOptions& global) {
-  GPT_CHECK(o.resume.empty() || (o.baseline.empty() && o.candidate.empty() && o.command.empty() &&
-                                 o.build_dirs.empty() && o.sets.empty() && o.backend.empty() &&
-                                 o.baseline_sets.empty() && o.candidate_sets.empty()),
-            "--resume: the sweep keeps its arms, trainers and command line; give only --resume SWEEP [--runs N] "
-            "and run options (--parallel, --timeout, launcher options)");
+  if (!o.resume.empty()) {
+    std::string refused;
+    for (const auto& option : o.given) {
+      if (!applies_on_resume(option)) refused += (refused.empty() ? "" : ", ") + option;
+    }
+    GPT_CHECK(refused.empty(), "--resume: the sweep keeps its arms, trainers, command line and statistics settings, so ",
+              refused, " cannot apply; give only --resume SWEEP [--runs N], --fail-if-slower [PCT] and run options "
+              "(--parallel, --timeout, --quiet, launcher options), or start a new comparison");
+  }
   Store store = open_store(global);  // also stores runs an earlier harness left spooled
   const SweepInfo sweep = o.resume.empty() ? create_sweep(store, o) : resume_sweep(store, o, resolve_db_path(global.db));
   const auto params = store.params(OwnerKind::sweep, sweep.id);
@@ -391,6 +410,9 @@ void register_compare_command(CLI::App& app, GlobalOptions& global) {
                   "{data}, {recipe}, {gpus} are substituted");
   cmd->callback([o, cmd, &global] {
     o->launcher_given = cmd->get_option("--launcher")->count() > 0;
+    for (const CLI::Option* option : cmd->get_options()) {
+      if (option->count() > 0) o->given.push_back(option->nonpositional() ? option->get_name() : "-- CMD");
+    }
     global.exit_code = run_compare(*o, global);
   });
 }

@@ -372,10 +372,18 @@ TEST_F(CompareE2E, PerArmOverridesReachOnlyTheirArm) {
   EXPECT_EQ(count, 3u) << more;
 }
 
-// --fail-if-slower given with --resume applies to the resumed comparison (it was silently ignored).
+// Every option given with --resume applies or is refused: --fail-if-slower and --timeout apply to the resumed
+// comparison (both were silently ignored), a setting of the stored comparison such as --alpha is an error.
 TEST_F(CompareE2E, FailIfSlowerIsHonouredOnResume) {
   const Result first = harness(compare_args(arm_build("base", 100000), arm_build("slow", 103000), 3));
   ASSERT_EQ(first.code, 0) << first.output;
+  const Result alpha = harness({"compare", "--resume", "cmp", "--alpha", "0.05", "--target", "3.3"});
+  EXPECT_EQ(alpha.code, 2) << alpha.output;
+  EXPECT_NE(alpha.output.find("--alpha, --target cannot apply"), std::string::npos) << alpha.output;
+  const Result timeout = harness({"compare", "--resume", "cmp", "--timeout", "77", "--quiet"});
+  EXPECT_EQ(timeout.code, 0) << timeout.output;
+  Store store = Store::open(db());
+  EXPECT_EQ(std::stod(store.params(OwnerKind::sweep, store.find_sweep("cmp")->id).at("timeout_s")), 77.0);
   const Result resumed = harness({"compare", "--resume", "cmp", "--fail-if-slower", "--quiet"});
   EXPECT_EQ(resumed.code, 1) << resumed.output;
   EXPECT_NE(resumed.output.find("FAIL: the candidate is slower than 100% of the baseline time"), std::string::npos)
