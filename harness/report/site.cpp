@@ -83,6 +83,10 @@ SweepRow sweep_row(Store& store, const SweepInfo& sweep, const fs::path& out, Si
 }
 
 void sweep_table(std::ostringstream& o, const std::vector<SweepRow>& rows) {
+  if (rows.empty()) {
+    o << "<p>None stored.</p>\n";
+    return;
+  }
   o << "<table>\n<tr><th>id</th><th>sweep</th><th>kind</th><th>recipe</th><th>created</th><th>runs</th>"
        "<th>verdict</th><th>detail</th></tr>\n";
   for (const auto& r : rows) {
