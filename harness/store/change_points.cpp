@@ -40,12 +40,17 @@ std::int64_t save_change_point(Store& store, const ChangePointRecord& r) {
   if (r.id == 0) {
     auto s = store.db().prepare(
         "INSERT INTO change_points (suite, name, gpu, start_night, start_commit, found_night, found_commit, "
-        "before_mean, relative, min_effect, status, resolved_night) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)");
+        "before_mean, relative, min_effect, status, resolved_night) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
+        // A night decided again (its file ingested anew) finds the same change point: one row, brought up to date.
+        "ON CONFLICT (suite, name, gpu, start_night) DO UPDATE SET relative = excluded.relative, "
+        "status = excluded.status, resolved_night = excluded.resolved_night RETURNING id");
     s.bind(1, r.suite).bind(2, r.name).bind(3, r.gpu).bind(4, r.start_night).bind(5, r.start_commit);
     s.bind(6, r.found_night).bind(7, r.found_commit).bind(8, r.before_mean).bind(9, r.relative);
     s.bind(10, r.min_effect).bind(11, r.status).bind(12, r.resolved_night);
-    s.run();
-    return store.db().last_insert_rowid();
+    GPT_CHECK(s.step(), "change point of ", r.suite, "/", r.name, ": the database returned no id");
+    const std::int64_t id = s.column_int(0);
+    s.step();  // to completion
+    return id;
   }
   auto s = store.db().prepare("UPDATE change_points SET relative = ?, status = ?, resolved_night = ? WHERE id = ?");
   s.bind(1, r.relative).bind(2, r.status).bind(3, r.resolved_night).bind(4, r.id);
