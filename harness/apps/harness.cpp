@@ -10,6 +10,7 @@
 #include "harness/commands/nightly.h"
 #include "harness/commands/plan.h"
 #include "harness/commands/report.h"
+#include "harness/commands/site.h"
 #include "base/check.h"
 
 int main(int argc, char** argv) {
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   add_plan_command(app, options);
   add_report_command(app, options);
   add_check_db_command(app, options);
+  add_site_command(app, options);
   commands::register_compare_command(app, options);
   commands::register_nightly_command(app, options);
   try {
@@ -35,10 +37,10 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : kExitUsage;
   } catch (const gpt::Error& e) {
-    std::cerr << "harness: error: " << e.what() << "\n";
+    std::cerr << "harness: error: " << user_error_message(e.what(), options.log_level) << "\n";
     return kExitUsage;
   } catch (const std::exception& e) {
-    std::cerr << "harness: error: " << e.what() << "\n";
+    std::cerr << "harness: error: " << user_error_message(e.what(), options.log_level) << "\n";
     return kExitFail;
   }
   return options.exit_code;

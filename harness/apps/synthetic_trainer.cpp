@@ -6,7 +6,8 @@
 //
 // Every behaviour flag can also come from the environment (flag wins): SYNTH_MEAN, SYNTH_SD,
 // SYNTH_TIME_MS, SYNTH_TIME_SD, SYNTH_STEPS, SYNTH_STEP_SLEEP_MS, SYNTH_MODE, SYNTH_MODE_SEEDS
-// (comma-separated seeds the mode applies to; all seeds if unset), SYNTH_TRACK3 (print seconds).
+// (comma-separated seeds the mode applies to; all seeds if unset), SYNTH_TRACK3 (print seconds),
+// SYNTH_GIT_COMMIT (the commit its ID.json reports, default 0000000).
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
   std::string mode = env_or("SYNTH_MODE", "ok");
   std::string mode_seeds = env_or("SYNTH_MODE_SEEDS", "");
   bool track3 = env_or("SYNTH_TRACK3", "0") == "1";
+  std::string git_commit = env_or("SYNTH_GIT_COMMIT", "0000000");
   app.add_option("--recipe", recipe);
   app.add_option("--data", data);
   app.add_option("--seed", seed);
@@ -89,6 +91,7 @@ int main(int argc, char** argv) {
   app.add_option("--mode", mode)->check(CLI::IsMember({"ok", "crash", "hang", "garbage", "diverge", "fail", "early", "cut"}));
   app.add_option("--mode-seeds", mode_seeds);
   app.add_flag("--track3", track3);
+  app.add_option("--git-commit", git_commit, "the commit ID.json reports (a build's own, in compare's tests)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -163,7 +166,7 @@ int main(int argc, char** argv) {
                             {"peak_memory_mib", 1234},
                             {"world_size", gpus},
                             {"backend", backend},
-                            {"environment", {{"gpu", "synthetic"}, {"cpu", "synthetic"}, {"git_commit", "0000000"}}}};
+                            {"environment", {{"gpu", "synthetic"}, {"cpu", "synthetic"}, {"git_commit", git_commit}}}};
   std::ofstream(std::filesystem::path(out) / (run_id + ".json")) << summary.dump(2);
   return 0;
 }

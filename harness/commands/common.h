@@ -30,7 +30,12 @@ struct GlobalOptions {
   const CLI::Option* db_option = nullptr;
   int db_timeout_ms = 5000;    // --db-timeout
   int exit_code = kExitPass;   // set by the subcommand that ran
+  std::string log_level = "info";  // --log-level: "debug" also shows where in the source an error was raised
 };
+
+// An error for the user: the message without the source locations (" [harness/x.cpp:54]") the checks append,
+// which only `--log-level debug` keeps.
+std::string user_error_message(const std::string& what, const std::string& log_level);
 
 // Adds --db and --db-timeout to `app` (the top-level app: they are accepted before or after the subcommand).
 void add_global_options(CLI::App& app, GlobalOptions& options);

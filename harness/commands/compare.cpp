@@ -4,6 +4,7 @@
 // machinery (launcher, parallel slots, timeout, spool, resume), stores both arms in one sweep and reports.
 #include "harness/commands/compare.h"
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "harness/commands/recipe_target.h"
 #include "harness/compare/comparison.h"
 #include "harness/launcher/safe_names.h"
+#include "harness/compare/revision_check.h"
 #include "harness/record/environment_probe.h"
 #include "harness/report/comparison_report.h"
 #include "base/check.h"
@@ -37,6 +39,7 @@ struct CompareOptions {
   int parallel = 1;
   std::string backend;
   std::vector<std::string> sets;
+  std::vector<std::string> baseline_sets, candidate_sets;  // --baseline-set / --candidate-set: one arm's overrides
   BuildSettings build;
   std::vector<std::string> build_dirs;  // ARM=DIR
   std::string baselines_dir = "baselines";
@@ -44,7 +47,16 @@ struct CompareOptions {
   std::vector<std::string> command;  // after `--`: {bin} {seed} {run_id} {out} {data} {recipe} {gpus}
   LauncherSettings launcher;
   bool launcher_given = false;
+  std::vector<std::string> given;  // the options on the command line (their first long names)
 };
+
+// With --resume, what may still change: how the remaining runs run and the slowdown check. Everything else is the
+// stored comparison's; an option that cannot apply is refused rather than silently ignored.
+bool applies_on_resume(const std::string& option) {
+  static const std::set<std::string> run_options = {"--resume", "--runs", "--parallel", "--timeout", "--quiet",
+                                                    "--fail-if-slower", "--launcher", "--sbatch-arg", "--srun-arg"};
+  return run_options.count(option) != 0 || option.rfind("--slurm-", 0) == 0;
+}
 
 std::optional<double> fail_if_slower_pct(const CompareOptions& o) {
   if (o.fail_if_slower_option == nullptr || o.fail_if_slower_option->count() == 0) return std::nullopt;
@@ -119,8 +131,10 @@ SweepInfo create_sweep(Store& store, CompareOptions& o) {
   GPT_CHECK(o.runs >= 2, "--runs: give the runs per arm (>= 2: each arm's tests need two), or --resume SWEEP");
   GPT_CHECK(!o.baseline.empty() && !o.candidate.empty(), "compare: --baseline and --candidate are required for a new "
                                                          "comparison (or --resume SWEEP)");
-  GPT_CHECK((o.backend.empty() && o.sets.empty()) || o.command.empty(),
-            "--backend/--set: they go to train_gpt; a command after -- keeps its own command line");
+  GPT_CHECK((o.backend.empty() && o.sets.empty() && o.baseline_sets.empty() && o.candidate_sets.empty()) ||
+                o.command.empty(),
+            "--backend/--set/--baseline-set/--candidate-set: they go to train_gpt; a command after -- keeps its own "
+            "command line");
   const std::optional<compare::Baseline> named = compare::find_baseline(o.baselines_dir, o.baseline);
   if (o.recipe.empty()) o.recipe = named ? named->recipe : "tiny";
   if (o.data.empty()) o.data = default_data_dir(o.recipe);
@@ -133,7 +147,9 @@ SweepInfo create_sweep(Store& store, CompareOptions& o) {
   if (!o.target) {
     // The candidate's recipe says what a record is; a trainer that cannot tell leaves the record check out.
     try {
-      const RecipeTarget t = read_recipe_target(trainers["candidate"].binary, o.recipe, o.sets);
+      std::vector<std::string> candidate_sets = o.sets;
+      candidate_sets.insert(candidate_sets.end(), o.candidate_sets.begin(), o.candidate_sets.end());
+      const RecipeTarget t = read_recipe_target(trainers["candidate"].binary, o.recipe, candidate_sets);
       o.target = t.target;
       target_source = "recipe " + o.recipe + " [record]: " + t.source;
     } catch (const gpt::Error& e) {
@@ -163,6 +179,17 @@ SweepInfo create_sweep(Store& store, CompareOptions& o) {
     set(std::string(arm) + "_bin", trainers[arm].binary.string());
     if (!trainers[arm].sha.empty()) set(std::string(arm) + "_sha", trainers[arm].sha);
   }
+  for (const auto& [arm, dir] : dirs) set(arm + "_build_dir", dir.string());
+  for (const char* arm : kArms) {
+    // The commit the arm's name stands for, checked after the runs against the commit its trainer reports.
+    const std::string commit = trainers[arm].sha.empty() ? resolve_revision(trainers[arm].revision) : trainers[arm].sha;
+    if (!commit.empty()) set(std::string(arm) + "_commit", commit);
+    if (trainers[arm].sha.empty()) {
+      set(std::string(arm) + "_trainer_dir", trainers[arm].binary.parent_path().parent_path().string());
+    }
+  }
+  if (!o.baseline_sets.empty()) set("baseline_sets", nlohmann::json(o.baseline_sets).dump());
+  if (!o.candidate_sets.empty()) set("candidate_sets", nlohmann::json(o.candidate_sets).dump());
   set("first_seed", std::to_string(o.first_seed));
   set("data", o.data);
   set("timeout_s", std::to_string(o.timeout_s));
@@ -204,18 +231,54 @@ SweepInfo resume_sweep(Store& store, CompareOptions& o, const fs::path& db) {
   o.recipe = sweep.recipe;
   o.data = get("data");
   o.gpus = sweep.gpus;
-  o.timeout_s = std::stod(get("timeout_s"));
+  const bool timeout_given = std::count(o.given.begin(), o.given.end(), "--timeout") != 0;
+  if (timeout_given) {  // the remaining runs get the new limit, and so does a later --resume
+    store.set_param(OwnerKind::sweep, sweep.id, "timeout_s", std::to_string(o.timeout_s));
+  } else {
+    o.timeout_s = std::stod(get("timeout_s"));
+  }
   o.baseline = get("baseline");
   o.candidate = get("candidate");
   o.launcher = load_launcher_settings(store, sweep.id, o.launcher, o.launcher_given);
+  if (const auto pct = fail_if_slower_pct(o)) {  // a check asked for now applies to the resumed comparison
+    set_optional_number(store, sweep.id, "fail_if_slower_pct", pct);
+    std::cerr << "sweep \"" << sweep.name << "\": --fail-if-slower " << *pct << " applies from now on\n";
+  }
   return sweep;
 }
 
+// Each arm's named revision against the commits its runs' trainers reported; the sentences are stored with the
+// sweep (the reports show them) and printed. Returns true when a trainer built from a revision reports another.
+bool check_revisions(Store& store, const SweepInfo& sweep) {
+  const auto params = store.params(OwnerKind::sweep, sweep.id);
+  const auto param = [&](const std::string& key) { return params.count(key) ? params.at(key) : std::string(); };
+  std::map<std::string, std::set<std::string>> reported;
+  for (const auto& run : store.runs(sweep.id)) {
+    const auto run_params = store.params(OwnerKind::run, run.id);
+    if (const auto it = run_params.find("trainer_commit"); it != run_params.end()) reported[run.arm].insert(it->second);
+  }
+  bool mismatch = false;
+  for (const char* arm : kArms) {
+    const std::string a(arm);
+    const compare::RevisionCheck check = compare::check_arm_revision(
+        {a, param(a), param(a + "_commit"), param(a + "_trainer_dir"), reported[a]});
+    store.set_param(OwnerKind::sweep, sweep.id, a + "_revision_check", check.sentence);
+    std::cout << (check.mismatch ? "MISMATCH: " : "") << check.sentence << "\n";
+    mismatch = mismatch || check.mismatch;
+  }
+  return mismatch;
+}
+
 int run_compare(CompareOptions o, GlobalOptions& global) {
-  GPT_CHECK(o.resume.empty() || (o.baseline.empty() && o.candidate.empty() && o.command.empty() &&
-                                 o.build_dirs.empty() && o.sets.empty() && o.backend.empty()),
-            "--resume: the sweep keeps its arms, trainers and command line; give only --resume SWEEP [--runs N] "
-            "and run options (--parallel, --timeout, launcher options)");
+  if (!o.resume.empty()) {
+    std::string refused;
+    for (const auto& option : o.given) {
+      if (!applies_on_resume(option)) refused += (refused.empty() ? "" : ", ") + option;
+    }
+    GPT_CHECK(refused.empty(), "--resume: the sweep keeps its arms, trainers, command line and statistics settings, so ",
+              refused, " cannot apply; give only --resume SWEEP [--runs N], --fail-if-slower [PCT] and run options "
+              "(--parallel, --timeout, --quiet, launcher options), or start a new comparison");
+  }
   Store store = open_store(global);  // also stores runs an earlier harness left spooled
   const SweepInfo sweep = o.resume.empty() ? create_sweep(store, o) : resume_sweep(store, o, resolve_db_path(global.db));
   const auto params = store.params(OwnerKind::sweep, sweep.id);
@@ -246,6 +309,11 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
           {"recipe", sweep.recipe},         {"data", fs::absolute(o.data).string()},
           {"gpus", std::to_string(std::max(o.gpus, 1))}};
       for (const auto& a : argv_template) plan.argv.push_back(substitute_placeholders(a, values));
+      if (const auto sets = params.find(std::string(arm) + "_sets"); default_command && sets != params.end()) {
+        for (const auto& s : nlohmann::json::parse(sets->second).get<std::vector<std::string>>()) {
+          plan.argv.insert(plan.argv.end(), {"--set", s});
+        }
+      }
       plans.push_back(std::move(plan));
     }
   }
@@ -253,6 +321,7 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
       store, sweep, plans, SweepExecution{o.parallel, o.timeout_s, o.gpus, o.quiet, o.launcher}, run_root);
   const int spooled = report_unstored_runs(ran, plans, "harness compare --resume " + sweep.name);
 
+  const bool revision_mismatch = check_revisions(store, sweep);
   const compare::ComparisonSettings settings = stored_comparison_settings(store, sweep);
   std::cout << "\nsweep " << sweep.name << " (" << params.at("candidate") << " vs " << params.at("baseline") << ")\n";
   int code = kExitPass;
@@ -266,8 +335,13 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
     if (page.report.too_slow) code = kExitFail;
   } catch (const gpt::Error& e) {
     // Too few finished runs for the tests: the runs are stored and listed by `harness query runs`.
-    std::cout << "no comparison: " << e.what() << "\n";
+    std::cout << "no comparison: " << user_error_message(e.what(), global.log_level) << "\n";
     code = kExitFail;
+  }
+  if (revision_mismatch) {
+    std::cerr << "harness: error: compare: an arm's trainer is not the revision it is named after (see above); "
+                 "the comparison does not compare what its names say\n";
+    return kExitUsage;
   }
   if (ran.interrupted) {
     std::cerr << "interrupted: " << ran.finished << " run(s) of this call stored; continue with "
@@ -308,6 +382,12 @@ void register_compare_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--backend", o->backend, "trainer backend, passed as --backend")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--set", o->sets, "recipe override KEY=VALUE passed to every run of both arms (repeatable)")
       ->allow_extra_args(false);
+  cmd->add_option("--baseline-set", o->baseline_sets, "recipe override KEY=VALUE for the baseline's runs only, after "
+                                                      "--set (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--candidate-set", o->candidate_sets, "recipe override KEY=VALUE for the candidate's runs only, "
+                                                        "after --set (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("--preset", o->build.preset, "CMake configure preset the arms are built with (default cpu)");
   cmd->add_option("--cmake-arg", o->build.cmake_args, "extra CMake configure argument for both arms, e.g. "
                                                       "--cmake-arg=-DSPEEDRUN_ENABLE_CUDA=ON (repeatable)")
@@ -331,6 +411,9 @@ void register_compare_command(CLI::App& app, GlobalOptions& global) {
                   "{data}, {recipe}, {gpus} are substituted");
   cmd->callback([o, cmd, &global] {
     o->launcher_given = cmd->get_option("--launcher")->count() > 0;
+    for (const CLI::Option* option : cmd->get_options()) {
+      if (option->count() > 0) o->given.push_back(option->nonpositional() ? option->get_name() : "-- CMD");
+    }
     global.exit_code = run_compare(*o, global);
   });
 }

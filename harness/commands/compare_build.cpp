@@ -17,6 +17,16 @@ std::vector<std::string> configure_command(const fs::path& tree, const fs::path&
   return argv;
 }
 
+std::string resolve_revision(const std::string& revision) {
+  try {
+    const std::string repo = capture_stdout({"git", "rev-parse", "--show-toplevel"}, kQuickCommandTimeoutS);
+    return capture_stdout({"git", "rev-parse", "--verify", "--quiet", revision + "^{commit}"}, kQuickCommandTimeoutS,
+                          repo);
+  } catch (const gpt::Error&) {
+    return "";
+  }
+}
+
 BuiltRevision build_revision(const std::string& revision, const BuildSettings& s, std::ostream& progress) {
   GPT_CHECK(!s.preset.empty(), "--preset: the preset name is empty");
   std::string repo_text;

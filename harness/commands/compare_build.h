@@ -30,6 +30,10 @@ struct BuiltRevision {
 std::vector<std::string> configure_command(const std::filesystem::path& tree, const std::filesystem::path& build_dir,
                                            const BuildSettings& settings);
 
+// The commit `revision` names in the repository around the current directory; "" when there is no repository
+// there or the name is no commit of it.
+std::string resolve_revision(const std::string& revision);
+
 // Resolves `revision` in the repository around the current directory, checks it out (once) and builds its
 // train_gpt; progress lines go to `progress`. Throws gpt::Error naming the step and its log on failure, and
 // CommandTimedOut naming the step and --build-timeout when one runs past settings.timeout_s.

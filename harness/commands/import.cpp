@@ -2,8 +2,6 @@
 // one arm per folder (named by its path below the import root), followed by the same report as `record`.
 // Each log's content hash is kept, so importing the same log again is skipped (or, when nothing is new,
 // the earlier sweep is reported). The import is one transaction: a killed import leaves nothing behind.
-#include <boost/uuid/detail/sha1.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -13,9 +11,11 @@
 
 #include "harness/commands/common.h"
 #include "harness/launcher/safe_names.h"
+#include "harness/logparse/experiment.h"
 #include "harness/logparse/logparse.h"
 #include "harness/logparse/run_summary.h"
 #include "harness/record/harvest.h"
+#include "harness/report/html_report.h"
 #include "harness/report/sweep_report.h"
 #include "base/check.h"
 
@@ -79,17 +79,6 @@ std::string read_all(const std::filesystem::path& path) {
   return buffer.str();
 }
 
-// SHA-1 of the log's bytes, as hex: the identity of a log across imports.
-std::string content_hash(const std::string& bytes) {
-  boost::uuids::detail::sha1 sha;
-  sha.process_bytes(bytes.data(), bytes.size());
-  unsigned int digest[5];
-  sha.get_digest(digest);
-  char hex[41];
-  for (int i = 0; i < 5; ++i) std::snprintf(hex + 8 * i, 9, "%08x", digest[i]);
-  return hex;
-}
-
 // Content hash -> (sweep name, path) of every log imported before.
 std::map<std::string, std::pair<std::string, std::string>> imported_hashes(Store& store) {
   auto s = store.db().prepare(
@@ -102,13 +91,16 @@ std::map<std::string, std::pair<std::string, std::string>> imported_hashes(Store
 
 int report_sweep(Store& store, const SweepInfo& sweep, const ImportOptions& o, GlobalOptions& global) {
   const SweepReport report = build_sweep_report(store, sweep, ReportOptions{o.target, o.alpha, o.track3});
-  const auto md = write_report_files(report, sweep_reports_dir(global, sweep.name));
+  const auto dir = sweep_reports_dir(global, sweep.name);
+  const auto md = write_report_files(report, dir);
+  const auto html = write_sweep_html(store, report, dir);
   if (o.format == "json") {
     auto doc = to_json(report);
     doc["report_path"] = md.string();
+    doc["html_report_path"] = html.string();
     std::cout << doc.dump(2) << "\n";
   } else {
-    std::cout << render_text(report) << "report: " << md.string() << "\n";
+    std::cout << render_text(report) << "report: " << html.string() << "\nmarkdown: " << md.string() << "\n";
   }
   return report.pass ? kExitPass : kExitFail;
 }
@@ -122,12 +114,14 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
     LogFile file;
     std::string hash;
     std::string text;
+    std::vector<ParsedLog> runs{};
+    std::optional<RunSummary> summary{};  // the trainer's OUT/ID.json beside a one-run OUT/ID.txt
   };
   std::vector<NewLog> fresh;
   std::map<std::string, int> duplicates_by_sweep;
   for (const auto& file : files) {
     std::string text = read_all(file.path);
-    std::string hash = content_hash(text);
+    std::string hash = sha1_hex(text);  // the identity of a log across imports
     if (auto it = known.find(hash); it != known.end()) {
       ++duplicates_by_sweep[it->second.first];
       std::cerr << "skipped '" << file.path.string() << "': the same log was imported before (sweep \""
@@ -152,6 +146,26 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
 
   const LogParseOptions parse_options{o.early_stop_step > 0 ? std::optional<std::int64_t>(o.early_stop_step)
                                                             : std::nullopt};
+  // Arms by what the runs are: a folder that mixes step counts, code or recipes is split, and says so.
+  std::vector<ExperimentKey> keys;
+  for (auto& log : fresh) {
+    log.runs = parse_log(log.text, parse_options);
+    // The trainer's OUT/ID.json beside its OUT/ID.txt carries provenance (commit, recipe hash, world size).
+    const auto summary_path = std::filesystem::path(log.file.path).replace_extension(".json");
+    if (log.runs.size() == 1 && std::filesystem::exists(summary_path)) {
+      try {
+        log.summary = read_run_summary(summary_path);
+      } catch (const gpt::Error& e) {
+        std::cerr << "ignored the run summary beside '" << log.file.path.string() << "': " << e.what() << "\n";
+      }
+    }
+    const std::string code = log_code_hash(log.text);
+    for (const auto& run : log.runs) {
+      keys.push_back({log.file.arm, run.total_steps, code, log.summary ? log.summary->recipe_hash : ""});
+    }
+  }
+  const ExperimentArms arms = experiment_arms(keys);
+  for (const auto& note : arms.notes) std::cerr << note << "\n";
   SweepInfo sweep;
   int imported = 0;
   {
@@ -166,18 +180,11 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
     if (o.early_stop_step > 0) {
       store.set_param(OwnerKind::sweep, sweep.id, "early_stop_step", std::to_string(o.early_stop_step));
     }
+    for (const auto& note : arms.notes) store.add_tag(OwnerKind::sweep, sweep.id, note);
+    size_t key = 0;
     for (const auto& log : fresh) {
-      const auto runs = parse_log(log.text, parse_options);
-      // The trainer's OUT/ID.json beside its OUT/ID.txt carries provenance (commit, recipe hash, world size).
-      std::optional<RunSummary> summary;
-      const auto summary_path = std::filesystem::path(log.file.path).replace_extension(".json");
-      if (runs.size() == 1 && std::filesystem::exists(summary_path)) {
-        try {
-          summary = read_run_summary(summary_path);
-        } catch (const gpt::Error& e) {
-          std::cerr << "ignored the run summary beside '" << log.file.path.string() << "': " << e.what() << "\n";
-        }
-      }
+      const auto& runs = log.runs;
+      const auto& summary = log.summary;
       for (size_t i = 0; i < runs.size(); ++i) {
         RunRecord r = record_from_log(runs[i], std::filesystem::absolute(log.file.path));
         if (summary) {
@@ -191,7 +198,9 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
           if (summary->seed) r.params["seed"] = std::to_string(*summary->seed);
         }
         r.sweep_id = sweep.id;
-        r.arm = log.file.arm;
+        r.arm = arms.arms[key];
+        if (!keys[key].code_hash.empty()) r.params["code_hash"] = keys[key].code_hash;
+        ++key;
         r.run_id = log.file.path.stem().string() + (runs.size() > 1 ? "#" + std::to_string(i + 1) : "");
         r.params["content_hash"] = log.hash;
         if (runs.size() > 1) r.params["run_in_file"] = std::to_string(i + 1);

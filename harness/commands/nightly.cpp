@@ -19,6 +19,7 @@
 #include "harness/launcher/process.h"
 #include "harness/nightly/night.h"
 #include "harness/nightly/regression.h"
+#include "harness/nightly/tracked_night.h"
 #include "harness/record/harvest.h"
 #include "harness/store/store.h"
 #include "base/check.h"
@@ -58,30 +59,12 @@ std::string read_text(const fs::path& path) {
   return text.str();
 }
 
-// What one night measured: a benchmark of a suite on one GPU model ("" where none is named). Histories are kept
-// per GPU model: a night on another kind of GPU is not a change of the code, so it never meets the other's history.
-struct Measured {
-  std::string suite, name, gpu;
-  auto operator<=>(const Measured&) const = default;
-};
-
-// The night's history of one benchmark on one GPU model: its stored values grouped by night stamp, oldest first.
-nightly::BenchmarkHistory history_of(Store& store, const Measured& m) {
-  nightly::BenchmarkHistory h{m.suite + "/" + m.name + (m.gpu.empty() ? "" : " on " + m.gpu), {}};
-  std::string current;
-  for (const BenchmarkResult& r : store.benchmark_history(std::string_view(m.suite), m.name, std::string_view(m.gpu))) {
-    if (h.nights.empty() || r.recorded_at != current) {
-      h.nights.emplace_back();
-      current = r.recorded_at;
-    }
-    h.nights.back().push_back(r.value);
-  }
-  return h;
-}
+using nightly::Series;
 
 struct Night {
   std::string stamp, revision;
-  std::set<Measured> measured;
+  std::set<Series> measured;
+  std::set<std::string> stamps;  // the nights stored by this command (ingest: one per new file)
   std::vector<nightly::NightFailure> failures;
   std::vector<std::string> notes;
 };
@@ -111,6 +94,7 @@ void store_samples(Store& store, Night& night, const std::string& suite, const n
     r.environment_id = env;
     store.add_benchmark_result(r);
     night.measured.insert({suite, s.name, run.context.gpu});
+    night.stamps.insert(stamp);
   }
 }
 
@@ -147,7 +131,7 @@ void run_benchmarks(Store& store, Night& night, const NightlyOptions& o, const f
       store_samples(store, night, program.suite, run, night.stamp, night.revision);
       std::cerr << "nightly: " << program.suite << ": " << run.samples.size() << " measurement(s)\n";
     } catch (const gpt::Error& e) {
-      night.failures.push_back({program.suite, e.what()});
+      night.failures.push_back({program.suite, user_error_message(e.what(), "info")});
     }
   }
 }
@@ -190,29 +174,34 @@ void run_smoke(Store& store, Night& night, const NightlyOptions& o, const fs::pa
     r.recorded_at = night.stamp;
     store.add_benchmark_result(r);
     night.measured.insert({r.suite, r.name, ""});
+    night.stamps.insert(night.stamp);
   };
   keep("final_val_loss", *run.final_val_loss, "loss");
   if (run.train_time_ms) keep("train_time", nightly::to_nanoseconds(*run.train_time_ms, "ms"), "ns");
 }
 
+// Decides the nights this command stored (oldest first, each with the change points tracked before it), writes
+// the report of the newest and exits 1 only when a change point was found: each is reported once, on its night.
 int decide_and_report(Store& store, const Night& night, const NightlyOptions& o, const fs::path& report_dir) {
+  std::vector<std::string> stamps(night.stamps.begin(), night.stamps.end());
+  if (stamps.empty()) stamps.push_back(night.stamp);
+  nightly::NightDecision decision = nightly::decide_nights(store, night.measured, stamps, o.regression);
   nightly::NightReport report;
   report.night = night.stamp;
-  report.revision = night.revision;
+  report.revision = night.revision.empty() ? decision.newest_commit : night.revision;
   report.failures = night.failures;
   report.notes = night.notes;
-  for (const Measured& m : night.measured) report.histories.push_back(history_of(store, m));
-  report.findings = nightly::detect_regressions(report.histories, o.regression);
+  report.histories = std::move(decision.histories);
+  report.findings = std::move(decision.findings);
+  report.found = decision.found;
+  report.tracked = std::move(decision.tracked);
   const auto md = nightly::write_night_report(report, report_dir);
-  std::cout << "nightly " << night.stamp << (night.revision.empty() ? "" : " at " + night.revision.substr(0, 12)) << "\n"
-            << nightly::format_findings(report.findings);
+  std::cout << "nightly " << nightly::night_label(night.stamp, report.revision) << "\n"
+            << nightly::format_findings(report.findings) << nightly::format_change_points(report);
   for (const auto& f : night.failures) std::cout << "failed or skipped: " << f.suite << ": " << f.reason << "\n";
   for (const auto& n : night.notes) std::cout << n << "\n";
   std::cout << "report: " << md.string() << "\n";
-  for (const auto& f : report.findings) {
-    if (f.regression()) return kExitFail;
-  }
-  return kExitPass;
+  return decision.found.empty() ? kExitPass : kExitFail;
 }
 
 // The files named by --ingest, in the order given; a folder stands for every *.json in it.
@@ -276,6 +265,7 @@ size_t store_night(Store& store, Night& all, const IngestNight& night) {
     r.environment_id = env;
     store.add_benchmark_result(r);
     all.measured.insert({suite, sample.name, context.gpu});
+    all.stamps.insert(night.stamp);
   }
   tx.commit();
   return stored_before.size();
@@ -292,7 +282,7 @@ int run_ingest(const NightlyOptions& o, GlobalOptions& global) {
       night.stamp = nightly::utc_stamp_from_benchmark_date(night.run.context.date, file.string());
       nights.push_back(std::move(night));
     } catch (const gpt::Error& e) {
-      all.failures.push_back({file.string(), e.what()});
+      all.failures.push_back({file.string(), user_error_message(e.what(), "info")});
     }
   }
   // Oldest night first: the history is stored in the order it was measured, whatever the files are called.
@@ -315,7 +305,7 @@ int run_ingest(const NightlyOptions& o, GlobalOptions& global) {
                 << (already ? "; " + std::to_string(already) + " benchmark(s) already stored for it were skipped" : "")
                 << "\n";
     } catch (const gpt::Error& e) {
-      all.failures.push_back({night.file.string(), e.what()});
+      all.failures.push_back({night.file.string(), user_error_message(e.what(), "info")});
     }
   }
   if (all.measured.empty() && all.failures.empty() && skipped > 0) {

@@ -184,6 +184,16 @@ void shift_lines(std::ostringstream& os, const ShiftTest& s) {
 
 }  // namespace
 
+std::string slowdown_verdict(const ComparisonReport& r, const ComparisonSettings& s) {
+  if (!r.slowdown || !s.fail_if_slower_pct) return "";
+  std::ostringstream limit, p;
+  limit << 100 + *s.fail_if_slower_pct << "% of the baseline time";
+  p << "one-sided " << r.time.t_name() << " p = " << std::setprecision(3) << r.slowdown->p_value
+    << (r.too_slow ? " < alpha " : " >= alpha ") << s.alpha;
+  if (r.too_slow) return "FAIL: the candidate is slower than " + limit.str() + " (" + p.str() + ")";
+  return "PASS: the runs do not show the candidate slower than " + limit.str() + " (" + p.str() + ")";
+}
+
 std::string format_comparison(const ComparisonReport& r, const ComparisonSettings& settings) {
   std::ostringstream os;
   os << std::fixed;
@@ -202,11 +212,7 @@ std::string format_comparison(const ComparisonReport& r, const ComparisonSetting
   os << "  verdict: "
      << (r.faster ? "candidate is faster" : (r.slower ? "candidate is slower" : "no significant difference"))
      << " at alpha " << std::setprecision(3) << settings.alpha << " (" << r.time.t_name() << ")\n";
-  if (r.slowdown) {
-    os << "  slowdown check (candidate > " << std::setprecision(1) << 100 + *settings.fail_if_slower_pct
-       << "% of baseline, one-sided " << r.time.t_name() << "): p=" << p_text(r.slowdown->p_value) << " -> "
-       << (r.too_slow ? "FAIL: slower" : "ok") << "\n";
-  }
+  if (r.slowdown) os << "  slowdown check: " << slowdown_verdict(r, settings) << "\n";
   if (r.candidate_loss || r.baseline_loss) os << "final val loss\n";
   if (r.baseline_loss) arm_line("baseline", *r.baseline_loss, 4, "");
   if (r.candidate_loss) arm_line("candidate", *r.candidate_loss, 4, "");

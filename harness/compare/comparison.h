@@ -101,6 +101,10 @@ ComparisonReport analyze_comparison(const ArmResults& candidate, const ArmResult
                                     const ComparisonSettings& settings = {});
 
 // Terminal report (the published figures come from the settings).
+// The slowdown check (--fail-if-slower) in one sentence that cannot be misread, e.g. "FAIL: the candidate is
+// slower than 102% of the baseline time (one-sided paired t p = 0.0004 < alpha 0.01)"; "" when there was none.
+std::string slowdown_verdict(const ComparisonReport& report, const ComparisonSettings& settings);
+
 std::string format_comparison(const ComparisonReport& report, const ComparisonSettings& settings);
 
 }  // namespace gpt::harness::compare

@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "harness/report/svg.h"
+#include "harness/nightly/change_point_tracking.h"
+#include "harness/nightly/tracked_night.h"
+#include "harness/report/history_chart.h"
 #include "base/check.h"
 
 namespace gpt::harness::nightly {
@@ -111,18 +113,49 @@ std::string utc_stamp_from_benchmark_date(const std::string& date, const std::st
   return buf;
 }
 
+namespace {
+
+std::string percent(double relative) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.2f%%", 100 * relative);
+  return buf;
+}
+
+std::string change_point_line(const ChangePointRecord& c) {
+  std::string line = c.suite + "/" + c.name + (c.gpu.empty() ? "" : " on " + c.gpu) + ": " + percent(c.relative) +
+                     " since " + night_label(c.start_night, c.start_commit) + ", found " +
+                     night_label(c.found_night, c.found_commit) + ", " + c.status;
+  if (!c.resolved_night.empty()) line += " on " + night_label(c.resolved_night, "");
+  return line;
+}
+
+}  // namespace
+
+std::string format_change_points(const NightReport& r) {
+  std::ostringstream o;
+  for (const auto& c : r.found) o << "NEW CHANGE POINT " << change_point_line(c) << "\n";
+  for (const auto& c : r.tracked) {
+    bool fresh = false;
+    for (const auto& f : r.found) fresh = fresh || f.id == c.id;
+    if (!fresh && c.status != "resolved") o << "tracked change point " << change_point_line(c) << "\n";
+  }
+  return o.str();
+}
+
 std::filesystem::path write_night_report(const NightReport& r, const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
   std::ostringstream md;
   size_t confirmed = 0;
   for (const auto& f : r.findings) confirmed += f.regression() ? 1 : 0;
-  md << "# Nightly " << r.night << "\n\n- revision: " << (r.revision.empty() ? "-" : r.revision)
-     << "\n- benchmarks: " << r.findings.size() << ", confirmed regressions: " << confirmed
+  md << "# Nightly " << night_label(r.night, r.revision) << "\n\n- night: " << r.night
+     << "\n- commit: " << (r.revision.empty() ? "- (the benchmark files name none)" : r.revision)
+     << "\n- benchmarks: " << r.findings.size() << ", confirmed regressions tonight: " << confirmed
+     << ", new change points: " << r.found.size()
      << "\n- failed or skipped programs: " << r.failures.size()
      << "\n- decision: one Benjamini–Hochberg procedure over every test of the night (new-night t-tests and "
         "change points); a regression also needs a slowdown of at least the benchmark's minimum effect\n";
   for (const auto& note : r.notes) md << "- " << note << "\n";
-  md << "\n| benchmark | verdict | latest | baseline | change | p (new night) | min effect | change point |\n"
+  md << "\n| benchmark | verdict | latest | baseline | change | p (new night) | min effect | slower since |\n"
         "|---|---|---|---|---|---|---|---|\n";
   char buf[160];
   for (const auto& f : r.findings) {
@@ -137,12 +170,20 @@ std::filesystem::path write_night_report(const NightReport& r, const std::filesy
     }
     std::snprintf(buf, sizeof buf, "%.2f%% | ", 100 * f.min_effect);
     md << buf;
-    if (f.change_points.empty()) {
-      md << "- |\n";
-    } else {
-      std::snprintf(buf, sizeof buf, "night %zu (%+.2f%%, p %.3g) |\n", f.change_points.back(), 100 * f.change_relative,
-                    f.change_p);
-      md << buf;
+    md << (f.regression() ? "slower since " + f.regression_start_label : std::string("-")) << " |\n";
+  }
+  if (!r.tracked.empty()) {
+    md << "\n## Change points\n\nEach is reported once, on the night it was found, then tracked: open, confirmed "
+          "(the slower level held " << kConfirmNights << " more nights), resolved (a night came back within half "
+          "the minimum effect).\n\n| benchmark | change | first slower night | found | status |\n"
+          "|---|---|---|---|---|\n";
+    for (const auto& c : r.tracked) {
+      bool fresh = false;
+      for (const auto& f : r.found) fresh = fresh || f.id == c.id;
+      md << "| " << c.suite << "/" << c.name << (c.gpu.empty() ? "" : " on " + c.gpu) << " | " << percent(c.relative)
+         << " | " << night_label(c.start_night, c.start_commit) << " | " << night_label(c.found_night, c.found_commit)
+         << (fresh ? " (**new tonight**)" : "") << " | " << c.status
+         << (c.resolved_night.empty() ? "" : " on " + night_label(c.resolved_night, "")) << " |\n";
     }
   }
   if (!r.failures.empty()) {
@@ -154,17 +195,16 @@ std::filesystem::path write_night_report(const NightReport& r, const std::filesy
     if (!r.findings[i].regression()) continue;
     if (!plots) md << "\n## Flagged benchmarks\n\n";
     plots = true;
-    svg::LineChart chart{r.findings[i].name + ": nightly mean", "night", "value", {}, r.findings[i].baseline_mean};
-    svg::Series means{"night mean", {}};
-    const auto& nights = r.histories[i].nights;
-    for (size_t n = 0; n < nights.size(); ++n) {
-      double total = 0;
-      for (double v : nights[n]) total += v;
-      means.points.emplace_back(static_cast<double>(n), total / static_cast<double>(nights[n].size()));
-    }
-    chart.series.push_back(std::move(means));
+    const BenchmarkHistory& h = r.histories[i];
+    html::HistoryChart chart{"nightly mean", r.findings[i].name.rfind("smoke/", 0) == 0 &&
+                                                     r.findings[i].name.find("loss") != std::string::npos
+                                                 ? "loss"
+                                                 : "ns",
+                             {}, {}};
+    chart.nights = html::history_nights(h.nights, h.night_stamps, h.night_commits);
+    chart.marks.push_back({r.findings[i].regression_start, "slower since " + r.findings[i].regression_start_label, ""});
     const std::string file = file_safe(r.findings[i].name) + ".svg";
-    std::ofstream(dir / file) << chart.render();
+    std::ofstream(dir / file) << html::render_history_chart(chart);
     md << "### " << r.findings[i].name << "\n\n![" << r.findings[i].name << "](" << file << ")\n\n";
   }
   const auto path = dir / "report.md";

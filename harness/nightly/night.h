@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "harness/nightly/regression.h"
+#include "harness/store/change_points.h"
 
 namespace gpt::harness::nightly {
 
@@ -39,7 +40,12 @@ struct NightReport {
   std::vector<BenchmarkHistory> histories;  // same order as findings (for the plots)
   std::vector<NightFailure> failures;       // programs that failed or were skipped, with why
   std::vector<std::string> notes;           // e.g. the smoke run's status
+  std::vector<ChangePointRecord> found;     // change points first reported tonight
+  std::vector<ChangePointRecord> tracked;   // every tracked change point of the benchmarks measured
 };
+
+// The change-point lines of the console report: those found tonight, then the ones still tracked.
+std::string format_change_points(const NightReport& report);
 
 // Writes report.md (and one SVG per flagged benchmark) into `dir`; returns the Markdown path.
 std::filesystem::path write_night_report(const NightReport& report, const std::filesystem::path& dir);

@@ -2,6 +2,7 @@
 #include "harness/nightly/regression.h"
 
 #include <algorithm>
+#include <array>
 #include <boost/math/distributions/students_t.hpp>
 #include <cmath>
 #include <iomanip>
@@ -109,6 +110,18 @@ std::vector<BenchmarkSample> parse_google_benchmark_json(std::string_view json_t
   return parse_google_benchmark_run(json_text, source).samples;
 }
 
+std::string night_label(const std::string& stamp, const std::string& commit) {
+  std::string label = stamp.size() >= 16 ? stamp.substr(0, 10) + " " + stamp.substr(11, 5) + " UTC" : stamp;
+  if (!commit.empty()) label += " (" + commit.substr(0, 7) + ")";
+  return label;
+}
+
+std::string night_label(const BenchmarkHistory& history, size_t index) {
+  if (index >= history.night_stamps.size()) return "night " + std::to_string(index);
+  const bool has_commit = index < history.night_commits.size();
+  return night_label(history.night_stamps[index], has_commit ? history.night_commits[index] : "");
+}
+
 std::vector<RegressionFinding> detect_regressions(const std::vector<BenchmarkHistory>& histories,
                                                   const RegressionOptions& o) {
   GPT_CHECK(o.fdr > 0 && o.fdr < 1, "nightly: --fdr must be in (0, 1), got ", o.fdr);
@@ -124,7 +137,8 @@ std::vector<RegressionFinding> detect_regressions(const std::vector<BenchmarkHis
       GPT_CHECK(!night.empty(), "nightly: benchmark '", h.name, "' has a night without values");
       means.push_back(mean_of(night));
     }
-    const size_t first = means.size() > o.window ? means.size() - o.window : 0;
+    const size_t first =
+        std::max(std::min(h.level_start, means.size() - 1), means.size() > o.window ? means.size() - o.window : 0);
     const std::vector<double> window(means.begin() + static_cast<std::ptrdiff_t>(first), means.end());
     RegressionFinding f;
     f.name = h.name;
@@ -189,14 +203,32 @@ std::vector<RegressionFinding> detect_regressions(const std::vector<BenchmarkHis
   }
   if (p_values.empty()) return findings;
   const std::vector<bool> rejected = stats::benjamini_hochberg(p_values, o.fdr);
+  // Which tests confirmed a slowdown, per finding: they say where the slower level began.
+  std::vector<std::array<bool, 3>> fired(findings.size(), {false, false, false});
   for (size_t i = 0; i < p_values.size(); ++i) {
     if (!rejected[i]) continue;
-    RegressionFinding& f = findings[p_owner[i].first];
+    const size_t which = p_owner[i].first;
+    RegressionFinding& f = findings[which];
+    bool confirmed = false;
     switch (p_owner[i].second) {
-      case Test::change_point: f.change_point_regression = f.change_relative >= f.min_effect; break;
-      case Test::two_nights: f.new_night_regression |= f.two_night_relative >= f.min_effect; break;
-      case Test::new_night: f.new_night_regression |= f.relative >= f.min_effect; break;
+      case Test::change_point: confirmed = f.change_point_regression = f.change_relative >= f.min_effect; break;
+      case Test::two_nights: confirmed = f.two_night_relative >= f.min_effect; break;
+      case Test::new_night: confirmed = f.relative >= f.min_effect; break;
     }
+    f.new_night_regression |= confirmed && p_owner[i].second != Test::change_point;
+    fired[which][static_cast<size_t>(p_owner[i].second)] |= confirmed;
+  }
+  for (size_t i = 0; i < findings.size(); ++i) {
+    RegressionFinding& f = findings[i];
+    if (!f.regression()) continue;
+    // The change point where E-divisive placed it; else the newest night when it alone is slower; else the two
+    // newest nights (a step its first night did not confirm).
+    if (fired[i][static_cast<size_t>(Test::change_point)]) {
+      f.regression_start = f.change_points.back();
+    } else {
+      f.regression_start = fired[i][static_cast<size_t>(Test::new_night)] ? f.nights - 1 : f.nights - 2;
+    }
+    f.regression_start_label = night_label(histories[i], f.regression_start);
   }
   return findings;
 }
@@ -214,10 +246,12 @@ std::string format_findings(const std::vector<RegressionFinding>& findings) {
                     100 * f.relative, f.new_night_p, 100 * f.min_effect);
     }
     os << line;
-    if (!f.change_points.empty()) {
-      std::snprintf(line, sizeof line, "; change point at night %zu (%+.2f%%, p=%.2g)", f.change_points.back(),
-                    100 * f.change_relative, f.change_p);
-      os << line;
+    if (f.regression()) {
+      os << "; slower since " << f.regression_start_label;
+      if (f.change_point_regression) {
+        std::snprintf(line, sizeof line, " (change point %+.2f%%, p=%.2g)", 100 * f.change_relative, f.change_p);
+        os << line;
+      }
     }
     if (!f.note.empty()) os << "; " << f.note;
     os << " over " << f.nights << " night(s)\n";

@@ -58,7 +58,16 @@ double to_nanoseconds(double value, std::string_view unit, std::string_view sour
 struct BenchmarkHistory {
   std::string name;
   std::vector<std::vector<double>> nights;
+  // The first night of the level the tests compare against: the nights before it end at a change point that
+  // was already reported (change_point_tracking.h), so it is not found again on every later night.
+  size_t level_start = 0;
+  std::vector<std::string> night_stamps{}, night_commits{};  // per night, where known (nightly --ingest, the store)
 };
+
+// "2026-12-05 02:00 UTC (bffc9f5)" for a night stamp ("2026-12-05T02:00:11Z") and the commit it measured.
+std::string night_label(const std::string& stamp, const std::string& commit);
+// The label of night `index` of `history`: its date and commit where known, else "night N".
+std::string night_label(const BenchmarkHistory& history, size_t index);
 
 struct RegressionOptions {
   double fdr = 0.002;                 // Benjamini–Hochberg q over every p-value of the night
@@ -89,6 +98,8 @@ struct RegressionFinding {
   double change_p = 1.0;              // one-sided Welch p at that change point; 1 when none is recent
   bool new_night_regression = false;
   bool change_point_regression = false;
+  size_t regression_start = 0;      // when regression(): the first night of the slower level
+  std::string regression_start_label;  // that night's date and commit (night_label)
   std::string note;  // why a test was not possible (too little history)
   bool regression() const { return new_night_regression || change_point_regression; }
 };
@@ -96,7 +107,8 @@ struct RegressionFinding {
 std::vector<RegressionFinding> detect_regressions(const std::vector<BenchmarkHistory>& histories,
                                                   const RegressionOptions& options = {});
 
-// Readable multi-line summary of the findings (one line per benchmark, regressions marked).
+// Readable multi-line summary of the findings (one line per benchmark, regressions marked; a change point is
+// named only when it is tonight's finding).
 std::string format_findings(const std::vector<RegressionFinding>& findings);
 
 }  // namespace gpt::harness::nightly

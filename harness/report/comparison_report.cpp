@@ -70,7 +70,8 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
 
 }  // namespace
 
-std::string render_comparison_markdown(const ComparisonPage& page, const std::string& reproduce) {
+std::string render_comparison_markdown(const ComparisonPage& page, const std::string& reproduce,
+                                       const Provenance& provenance) {
   const auto& r = page.report;
   const auto& s = page.settings;
   std::ostringstream o;
@@ -80,10 +81,10 @@ std::string render_comparison_markdown(const ComparisonPage& page, const std::st
     << "% bootstrap interval " << fixed(r.time_ratio_ci.low, 4) << " .. " << fixed(r.time_ratio_ci.high, 4) << "; "
     << r.time.t_name() << " p = " << general(r.time.t.p_value) << ", alpha " << general(s.alpha) << ").\n\n";
   if (r.slowdown) {
-    o << "- Slowdown check: **" << (r.too_slow ? "FAIL" : "ok") << "** (H1: candidate time above "
-      << general(100 + *s.fail_if_slower_pct) << "% of the baseline's; one-sided " << r.time.t_name()
-      << " p = " << general(r.slowdown->p_value) << ")\n";
+    o << "- Slowdown check (--fail-if-slower " << general(*s.fail_if_slower_pct) << "): **"
+      << compare::slowdown_verdict(r, s) << "**\n";
   }
+  for (const auto& note : page.revision_notes) o << "- What ran: " << note << "\n";
   if (r.candidate_record) {
     o << "- Record check of the candidate: **" << (r.candidate_passes_record ? "PASS" : "not established")
       << "** (mean final val loss < " << fixed(*s.target_loss, 4) << ", one-sided p = "
@@ -111,6 +112,7 @@ std::string render_comparison_markdown(const ComparisonPage& page, const std::st
   for (const auto* arm : {&page.baseline_runs, &page.candidate_runs}) {
     for (const auto& run : *arm) o << run_line(run);
   }
+  o << provenance_markdown(provenance);
   if (!reproduce.empty()) o << "\nReproduce: `" << reproduce << "`\n";
   return o.str();
 }
@@ -121,7 +123,8 @@ ComparisonReportFiles write_comparison_reports(Store& store, const SweepInfo& sw
   files.html = write_comparison_html(store, sweep, page, dir);
   files.markdown = dir / "report.md";
   write_text(files.markdown,
-             render_comparison_markdown(page, reproduce_command(sweep, store.params(OwnerKind::sweep, sweep.id))));
+             render_comparison_markdown(page, reproduce_command(sweep, store.params(OwnerKind::sweep, sweep.id)),
+                                        collect_provenance(store, sweep, page_runs(page))));
   return files;
 }
 

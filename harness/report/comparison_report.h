@@ -13,7 +13,8 @@ namespace gpt::harness {
 // figures), from its sweep row and params.
 compare::ComparisonSettings stored_comparison_settings(Store& store, const SweepInfo& sweep);
 
-std::string render_comparison_markdown(const ComparisonPage& page, const std::string& reproduce);
+std::string render_comparison_markdown(const ComparisonPage& page, const std::string& reproduce,
+                                       const Provenance& provenance = {});
 
 struct ComparisonReportFiles {
   std::filesystem::path markdown, html;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "harness/launcher/atomic_file.h"
+#include "harness/report/html_page.h"
 #include "harness/report/html_plots.h"
 #include "harness/report/number_format.h"
 #include "harness/report/power_section.h"
@@ -18,49 +19,13 @@ namespace gpt::harness {
 namespace {
 
 std::string esc(std::string_view text) { return svg::escape(text); }
+using html::page_head;
 
 using report_format::fixed;
 using report_format::general;
 
-constexpr const char* kStyle = R"(
-body{font-family:sans-serif;margin:24px auto;max-width:1100px;padding:0 16px;color:#222}
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:8px 0;font-size:13px}
-th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f2f2f2}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.verdict{display:inline-block;padding:6px 12px;border-radius:4px;font-weight:bold;color:white}
-.pass{background:#2e7d32}.fail{background:#c62828}.neutral{background:#546e7a}
-pre{background:#f6f6f6;padding:8px;overflow-x:auto;white-space:pre-wrap;word-break:break-all}
-.status-ok{color:#2e7d32}.status-bad{color:#c62828}figure{margin:12px 0}svg{max-width:100%;height:auto}
-)";
-
-std::string page_head(const std::string& title) {
-  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-         "<title>" + esc(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
-}
-
 std::string verdict_badge(bool pass, const std::string& text) {
   return "<p><span class=\"verdict " + std::string(pass ? "pass" : "fail") + "\">" + esc(text) + "</span></p>\n";
-}
-
-void environment_section(std::ostringstream& o, const HtmlContext& c) {
-  o << "<h2>Environment</h2>\n";
-  if (!c.environment) {
-    o << "<p>No environment was recorded for this sweep.</p>\n";
-    return;
-  }
-  const Environment& e = *c.environment;
-  const std::pair<const char*, std::string> fields[] = {
-      {"GPU", e.gpu}, {"driver", e.driver}, {"CUDA", e.cuda}, {"NCCL", e.nccl}, {"CPU", e.cpu_model},
-      {"compiler", e.compiler}, {"build flags", e.build_flags},
-      {"git commit", e.git_commit + (e.git_dirty ? " (with uncommitted changes)" : "")}, {"host", e.hostname},
-      {"fingerprint", e.fingerprint()}};
-  o << "<table>\n";
-  for (const auto& [name, value] : fields) {
-    o << "<tr><th>" << name << "</th><td>" << esc(value.empty() ? "-" : value) << "</td></tr>\n";
-  }
-  o << "</table>\n";
 }
 
 void reproduce_section(std::ostringstream& o, const HtmlContext& c) {
@@ -96,7 +61,7 @@ std::string finish_page(std::ostringstream& o, std::initializer_list<const html:
   if (!curves.groups.empty()) o << "<figure>" << html::render_curve_plot(curves) << "</figure>\n";
   o << "<h2>Runs</h2>\n";
   runs_table(o, runs);
-  environment_section(o, context);
+  o << provenance_html(context.provenance);
   reproduce_section(o, context);
   o << "</body>\n</html>\n";
   return o.str();
@@ -116,8 +81,35 @@ std::string shell_quote(const std::string& word) {
   return out + "'";
 }
 
+namespace {
+
+// A compare sweep's trainer options: --backend and --set from the default command line (`{bin} ...`), or the
+// whole command after `--` when the user gave one.
+std::string trainer_arguments(const SweepInfo& sweep) {
+  if (sweep.command.empty()) return "";
+  const auto argv = nlohmann::json::parse(sweep.command).get<std::vector<std::string>>();
+  std::string out;
+  if (argv.empty() || argv.front() != "{bin}") {
+    out = " --";
+    for (const auto& arg : argv) out += " " + shell_quote(arg);
+    return out;
+  }
+  for (size_t i = 1; i + 1 < argv.size(); ++i) {
+    if (argv[i] != "--set" && argv[i] != "--backend") continue;
+    out += " " + argv[i] + " " + shell_quote(argv[i + 1]);
+    ++i;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string, std::string>& params) {
   auto param = [&](const char* key) { return params.count(key) ? params.at(key) : std::string(); };
+  auto timeout_option = [&] {
+    const std::string t = param("timeout_s");
+    return !t.empty() && std::atof(t.c_str()) > 0 ? " --timeout " + t : std::string();
+  };
   std::string cmd;
   if (sweep.kind == "record") {
     cmd = "harness record --runs " + std::to_string(sweep.runs_planned) + " --recipe " + shell_quote(sweep.recipe);
@@ -126,7 +118,7 @@ std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string
     if (sweep.alpha) cmd += " --alpha " + general(*sweep.alpha);
     if (sweep.gpus > 0) cmd += " --gpus " + std::to_string(sweep.gpus);
     if (!param("data").empty()) cmd += " --data " + shell_quote(param("data"));
-    if (!param("timeout_s").empty() && std::atof(param("timeout_s").c_str()) > 0) cmd += " --timeout " + param("timeout_s");
+    cmd += timeout_option();
     if (param("track3") == "1") cmd += " --track3";
     if (!param("launcher").empty() && param("launcher") != "local") cmd += " --launcher " + param("launcher");
     if (!sweep.command.empty()) {
@@ -145,6 +137,26 @@ std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string
     if (!param("fail_if_slower_pct").empty()) cmd += " --fail-if-slower " + param("fail_if_slower_pct");
     if (!param("preset").empty() && param("preset") != "cpu") cmd += " --preset " + shell_quote(param("preset"));
     if (!param("data").empty()) cmd += " --data " + shell_quote(param("data"));
+    if (sweep.gpus > 0) cmd += " --gpus " + std::to_string(sweep.gpus);
+    cmd += timeout_option();
+    for (const char* arm : {"baseline", "candidate"}) {
+      const std::string dir = param((std::string(arm) + "_build_dir").c_str());
+      if (!dir.empty()) cmd += " --build-dir " + shell_quote(std::string(arm) + "=" + dir);
+    }
+    if (!param("cmake_args").empty()) {
+      for (const auto& arg : nlohmann::json::parse(param("cmake_args")).get<std::vector<std::string>>()) {
+        cmd += " --cmake-arg " + shell_quote(arg);
+      }
+    }
+    if (!param("launcher").empty() && param("launcher") != "local") cmd += " --launcher " + param("launcher");
+    cmd += trainer_arguments(sweep);
+    for (const char* arm : {"baseline", "candidate"}) {
+      const std::string sets = param((std::string(arm) + "_sets").c_str());
+      if (sets.empty()) continue;
+      for (const auto& s : nlohmann::json::parse(sets).get<std::vector<std::string>>()) {
+        cmd += " --" + std::string(arm) + "-set " + shell_quote(s);
+      }
+    }
   }
   return cmd;
 }
@@ -230,9 +242,7 @@ std::string render_comparison_html(const ComparisonPage& page, const HtmlContext
   o << "<p><span class=\"verdict " << (r.faster ? "pass" : (r.slower ? "fail" : "neutral")) << "\">" << esc(verdict)
     << "</span></p>\n";
   if (r.slowdown) {
-    o << verdict_badge(!r.too_slow, std::string(r.too_slow ? "FAIL" : "OK") + ": slowdown check, candidate above " +
-                                        general(100 + *s.fail_if_slower_pct) + "% of the baseline time (one-sided p = " +
-                                        general(r.slowdown->p_value) + ")");
+    o << verdict_badge(!r.too_slow, "slowdown check: " + compare::slowdown_verdict(r, s));
   }
   if (r.candidate_record) {
     o << verdict_badge(r.candidate_passes_record,
@@ -244,6 +254,11 @@ std::string render_comparison_html(const ComparisonPage& page, const HtmlContext
                                                          : "the fresh baseline runs agree with") +
                                        " the published mean loss " + fixed(s.published->mean_val_loss, 4) +
                                        " (one-sample t, p = " + general(r.published_drift->p_value) + ")");
+  }
+  if (!page.revision_notes.empty()) {
+    o << "<h2>What ran</h2>\n<ul>\n";
+    for (const auto& note : page.revision_notes) o << "<li>" << esc(note) << "</li>\n";
+    o << "</ul>\n";
   }
   o << "<h2>Statistics</h2>\n<table>\n<tr><th></th><th>baseline</th><th>candidate</th></tr>\n";
   auto row = [&](const char* name, const std::string& b, const std::string& c) {
@@ -298,9 +313,9 @@ std::string render_comparison_html(const ComparisonPage& page, const HtmlContext
 
 namespace {
 
-HtmlContext context_from_store(Store& store, const SweepInfo& sweep) {
+HtmlContext context_from_store(Store& store, const SweepInfo& sweep, const std::vector<const RunRecord*>& runs) {
   HtmlContext c;
-  if (sweep.environment_id) c.environment = store.environment(*sweep.environment_id);
+  c.provenance = collect_provenance(store, sweep, runs);
   c.reproduce = reproduce_command(sweep, store.params(OwnerKind::sweep, sweep.id));
   return c;
 }
@@ -315,7 +330,15 @@ std::filesystem::path write_page(const std::filesystem::path& dir, const std::st
 }  // namespace
 
 std::filesystem::path write_sweep_html(Store& store, const SweepReport& report, const std::filesystem::path& dir) {
-  return write_page(dir, render_sweep_html(report, context_from_store(store, report.sweep)));
+  return write_page(dir, render_sweep_html(report, context_from_store(store, report.sweep, all_runs(report))));
+}
+
+std::vector<const RunRecord*> page_runs(const ComparisonPage& page) {
+  std::vector<const RunRecord*> runs;
+  for (const auto* arm : {&page.baseline_runs, &page.candidate_runs}) {
+    for (const auto& run : *arm) runs.push_back(&run);
+  }
+  return runs;
 }
 
 ComparisonPage comparison_page_from_store(Store& store, const SweepInfo& sweep, const compare::ComparisonSettings& s) {
@@ -342,12 +365,18 @@ ComparisonPage comparison_page_from_store(Store& store, const SweepInfo& sweep, 
             "': a comparison needs 2 finished runs per arm, has ", baseline.train_time_s.size(), " baseline and ",
             candidate.train_time_s.size(), " candidate");
   page.report = compare::analyze_comparison(candidate, baseline, s);
+  const auto params = store.params(OwnerKind::sweep, sweep.id);
+  for (const char* arm : {"baseline", "candidate"}) {
+    if (const auto it = params.find(std::string(arm) + "_revision_check"); it != params.end()) {
+      page.revision_notes.push_back(it->second);
+    }
+  }
   return page;
 }
 
 std::filesystem::path write_comparison_html(Store& store, const SweepInfo& sweep, const ComparisonPage& page,
                                             const std::filesystem::path& dir) {
-  return write_page(dir, render_comparison_html(page, context_from_store(store, sweep)));
+  return write_page(dir, render_comparison_html(page, context_from_store(store, sweep, page_runs(page))));
 }
 
 }  // namespace gpt::harness

@@ -8,13 +8,14 @@
 #include <string>
 
 #include "harness/compare/comparison.h"
+#include "harness/report/provenance.h"
 #include "harness/report/sweep_report.h"
 #include "harness/store/store.h"
 
 namespace gpt::harness {
 
 struct HtmlContext {
-  std::optional<Environment> environment;
+  Provenance provenance;  // each run's environment as its trainer reported it
   std::string reproduce;  // shell command that runs the sweep again
 };
 
@@ -26,14 +27,17 @@ struct ComparisonPage {
   compare::ComparisonSettings settings;
   compare::ComparisonReport report;
   std::vector<RunRecord> baseline_runs, candidate_runs;  // every stored run, ok or not
+  std::vector<std::string> revision_notes;  // per arm: its revision against the commit its trainer reports
 };
 std::string render_comparison_html(const ComparisonPage& page, const HtmlContext& context);
+// Every run of the page, baseline first.
+std::vector<const RunRecord*> page_runs(const ComparisonPage& page);
 
 // The command line that repeats a stored sweep (record or compare), shell-quoted; empty when unknown.
 std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string, std::string>& params);
 std::string shell_quote(const std::string& word);
 
-// Builds the context from the store (environment, reproduce command) and writes `dir`/report.html.
+// Builds the context from the store (the runs' environments, reproduce command) and writes `dir`/report.html.
 std::filesystem::path write_sweep_html(Store& store, const SweepReport& report, const std::filesystem::path& dir);
 
 // The comparison page of a stored compare sweep; throws when it lacks two ok runs per arm.

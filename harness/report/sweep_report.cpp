@@ -92,6 +92,16 @@ void judge(ArmReport& arm, const ReportOptions& o) {
 
 }  // namespace
 
+std::vector<const RunRecord*> all_runs(const SweepReport& report) {
+  std::vector<const RunRecord*> runs;
+  for (const auto& arm : report.arms) {
+    for (const auto* list : {&arm.ok, &arm.not_ok}) {
+      for (const auto& r : *list) runs.push_back(&r);
+    }
+  }
+  return runs;
+}
+
 SweepReport build_sweep_report(Store& store, const SweepInfo& sweep, const ReportOptions& options) {
   GPT_CHECK(options.alpha > 0 && options.alpha < 1, "--alpha must be in (0, 1), got ", options.alpha);
   SweepReport report;
@@ -112,6 +122,7 @@ SweepReport build_sweep_report(Store& store, const SweepInfo& sweep, const Repor
     report.pass = report.pass && arm.pass;
     report.arms.push_back(std::move(arm));
   }
+  report.provenance = collect_provenance(store, sweep, all_runs(report));
   return report;
 }
 
@@ -156,6 +167,7 @@ std::string render_text(const SweepReport& rep) {
     o << "  " << arm.verdict << "\n";
   }
   if (rep.arms.empty()) o << "\nno runs stored: FAIL\n";
+  o << "\n" << provenance_text(rep.provenance);
   o << "\nresult: " << (rep.pass ? "PASS" : "FAIL") << "\n";
   return o.str();
 }
@@ -189,7 +201,8 @@ nlohmann::json to_json(const SweepReport& rep) {
   return {{"sweep", {{"id", rep.sweep.id}, {"name", rep.sweep.name}, {"kind", rep.sweep.kind},
                      {"recipe", rep.sweep.recipe}, {"created_at", rep.sweep.created_at}}},
           {"target", rep.options.target}, {"alpha", rep.options.alpha}, {"track3", rep.options.track3},
-          {"runs_planned", rep.runs_planned}, {"runs_stored", rep.runs_stored}, {"pass", rep.pass}, {"arms", arms}};
+          {"runs_planned", rep.runs_planned}, {"runs_stored", rep.runs_stored}, {"pass", rep.pass}, {"arms", arms},
+          {"provenance", provenance_json(rep.provenance)}};
 }
 
 std::string render_markdown(const SweepReport& rep, const std::vector<std::string>& plot_files) {
@@ -234,6 +247,7 @@ std::string render_markdown(const SweepReport& rep, const std::vector<std::strin
       }
     }
   }
+  o << provenance_markdown(rep.provenance);
   if (!plot_files.empty()) o << "\n## Plots\n\n";
   for (const auto& file : plot_files) o << "![" << file << "](" << file << ")\n\n";
   return o.str();

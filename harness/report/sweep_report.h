@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/report/provenance.h"
 #include "harness/stats/power.h"
 #include "harness/stats/stats.h"
 #include "harness/store/store.h"
@@ -45,7 +46,11 @@ struct SweepReport {
   int runs_stored = 0;
   std::vector<ArmReport> arms;
   bool pass = false;  // every arm passes
+  Provenance provenance;  // each run's environment as its trainer reported it
 };
+
+// Every stored run of the report, ok runs first, arm by arm.
+std::vector<const RunRecord*> all_runs(const SweepReport& report);
 
 SweepReport build_sweep_report(Store& store, const SweepInfo& sweep, const ReportOptions& options);
 

@@ -63,9 +63,11 @@ TTestResult paired_t_test(std::span<const double> candidate, std::span<const dou
                           Alternative alternative = Alternative::two_sided);
 
 // Wilcoxon signed-rank test on d = candidate − baseline, as scipy.stats.wilcoxon(candidate, baseline,
-// alternative) with zero_method='wilcox' and correction=False: zero differences are dropped; the exact null
-// distribution when at most 50 differences remain, none was zero and no |d| is tied, else the normal
-// approximation with the tie correction ("asymptotic"). statistic is min(R+, R−) for two-sided, R+ otherwise.
+// alternative, correction=continuity_correction) with zero_method='wilcox': zero differences are dropped; the exact
+// null distribution when at most 50 differences remain, none was zero and no |d| is tied, else the normal
+// approximation with the tie correction Σ t(t² − 1)/48 of the variance ("asymptotic") and, when asked, the
+// continuity correction (the statistic moved by 0.5 toward its mean). statistic is min(R+, R−) for two-sided,
+// R+ otherwise.
 // When every difference is zero there is no evidence of a shift: statistic 0, p = 1, method "all-zero".
 struct WilcoxonResult {
   double statistic, p_value;
@@ -73,7 +75,8 @@ struct WilcoxonResult {
   std::string method;  // "exact" | "asymptotic" | "all-zero"
 };
 WilcoxonResult wilcoxon_signed_rank(std::span<const double> candidate, std::span<const double> baseline,
-                                    Alternative alternative = Alternative::two_sided);
+                                    Alternative alternative = Alternative::two_sided,
+                                    bool continuity_correction = false);
 
 // Two-sided Mann–Whitney U test with scipy.stats.mannwhitneyu's default method choice: "exact" when
 // at least one sample has n <= 8 and there are no ties, otherwise "asymptotic" (normal approximation

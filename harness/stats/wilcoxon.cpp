@@ -28,7 +28,7 @@ std::vector<double> signed_rank_counts(size_t n) {
 }  // namespace
 
 WilcoxonResult wilcoxon_signed_rank(std::span<const double> candidate, std::span<const double> baseline,
-                                    Alternative alternative) {
+                                    Alternative alternative, bool continuity_correction) {
   GPT_CHECK(candidate.size() == baseline.size(), "wilcoxon_signed_rank: the samples must pair up, got ",
             candidate.size(), " candidate and ", baseline.size(), " baseline values");
   detail::require_sample(candidate, 1, "wilcoxon_signed_rank", "candidate");
@@ -81,7 +81,17 @@ WilcoxonResult wilcoxon_signed_rank(std::span<const double> candidate, std::span
   const double mean = nn * (nn + 1.0) / 4.0;
   const double se = std::sqrt((nn * (nn + 1.0) * (2.0 * nn + 1.0) - 0.5 * tie_term) / 24.0);
   if (se > 0.0) {
-    const double z = (statistic - mean) / se;
+    // scipy's continuity correction: 0.5 toward the mean (two-sided: by the sign of T − mean; "greater" tests the
+    // upper tail, so its statistic moves down, "less" up).
+    double shift = 0.0;
+    if (continuity_correction) {
+      if (alternative == Alternative::two_sided) {
+        shift = statistic > mean ? 0.5 : (statistic < mean ? -0.5 : 0.0);
+      } else {
+        shift = alternative == Alternative::greater ? 0.5 : -0.5;
+      }
+    }
+    const double z = (statistic - mean - shift) / se;
     const boost::math::normal_distribution<double> normal;
     if (alternative == Alternative::less) {
       p = boost::math::cdf(normal, z);

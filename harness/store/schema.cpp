@@ -106,6 +106,25 @@ CREATE TABLE tags (
     R"sql(
 ALTER TABLE runs ADD COLUMN checksum TEXT NOT NULL DEFAULT '';
 )sql",
+    // v3: slowdowns the nightly job reported, tracked from the night they were found (open, confirmed, resolved).
+    R"sql(
+CREATE TABLE change_points (
+  id INTEGER PRIMARY KEY,
+  suite TEXT NOT NULL,
+  name TEXT NOT NULL,
+  gpu TEXT NOT NULL DEFAULT '',
+  start_night TEXT NOT NULL,
+  start_commit TEXT NOT NULL DEFAULT '',
+  found_night TEXT NOT NULL,
+  found_commit TEXT NOT NULL DEFAULT '',
+  before_mean REAL NOT NULL,
+  relative REAL NOT NULL,
+  min_effect REAL NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('open','confirmed','resolved')),
+  resolved_night TEXT NOT NULL DEFAULT '',
+  UNIQUE (suite, name, gpu, start_night)
+);
+)sql",
 };
 
 }  // namespace

@@ -78,7 +78,8 @@ TEST_F(CompareE2E, FailIfSlowerExitsOneOnlyForASignificantSlowdown) {
   args.push_back("--fail-if-slower");
   const Result slower = harness(args);
   EXPECT_EQ(slower.code, 1) << slower.output;
-  EXPECT_NE(slower.output.find("FAIL: slower"), std::string::npos) << slower.output;
+  EXPECT_NE(slower.output.find("FAIL: the candidate is slower than 100% of the baseline time"), std::string::npos)
+      << slower.output;
 
   // 3% slower is within an allowance of 5%.
   args = compare_args(base, slow, 3);
@@ -86,7 +87,8 @@ TEST_F(CompareE2E, FailIfSlowerExitsOneOnlyForASignificantSlowdown) {
   args.insert(args.end(), {"--fail-if-slower", "5"});
   const Result allowed = harness(args);
   EXPECT_EQ(allowed.code, 0) << allowed.output;
-  EXPECT_NE(allowed.output.find("slowdown check (candidate > 105.0% of baseline"), std::string::npos) << allowed.output;
+  EXPECT_NE(allowed.output.find("PASS: the runs do not show the candidate slower than 105% of the baseline time"),
+            std::string::npos) << allowed.output;
 
   // Without the flag a slower candidate is reported, not failed.
   args = compare_args(base, slow, 3);
@@ -170,16 +172,20 @@ TEST_F(CompareE2E, NamedBaselineDriftIsTested) {
 }
 
 // Building revisions: a git repository of two commits whose `speed.txt` differs, and a stand-in `cmake` on PATH
-// that logs its arguments and "builds" bin/train_gpt as the synthetic trainer at the revision's speed. The real
-// harness then compares HEAD~1 with HEAD exactly as a user would in a fresh clone.
+// that logs its arguments and "builds" bin/train_gpt as the synthetic trainer at the revision's speed, reporting
+// the worktree's commit (or $FAKE_REPORTED_COMMIT) as a real build does. The real harness then compares HEAD~1
+// with HEAD exactly as a user would in a fresh clone, and refuses a build that reports another commit.
 TEST_F(CompareE2E, RevisionsAreBuiltWithThePresetInCachedWorktrees) {
   const auto repo = dir / "repo", fake = dir / "fakebin";
   std::filesystem::create_directories(repo / "data");
   std::filesystem::create_directories(fake);
   std::ofstream(fake / "cmake") << "#!/bin/sh\necho \"$@\" >> " << (dir / "cmake.log").string() << "\n"
                                 << "if [ \"$1\" = --build ]; then\n  mkdir -p \"$2/bin\"\n"
-                                << "  printf '#!/bin/sh\\nexec " << kBin << "synthetic_trainer --time-ms %s \"$@\"\\n' "
-                                << "\"$(cat \"$(dirname \"$2\")/speed.txt\")\" > \"$2/bin/train_gpt\"\n"
+                                << "  printf '#!/bin/sh\\nexec " << kBin
+                                << "synthetic_trainer --time-ms %s --git-commit %s \"$@\"\\n' "
+                                << "\"$(cat \"$(dirname \"$2\")/speed.txt\")\" "
+                                << "\"${FAKE_REPORTED_COMMIT:-$(git -C \"$(dirname \"$2\")\" rev-parse HEAD)}\" "
+                                << "> \"$2/bin/train_gpt\"\n"
                                 << "  chmod +x \"$2/bin/train_gpt\"\nfi\n";
   ::chmod((fake / "cmake").c_str(), 0755);
   const std::string git = "cd " + repo.string() + " && git -c user.name=t -c user.email=t@t ";
@@ -211,6 +217,20 @@ TEST_F(CompareE2E, RevisionsAreBuiltWithThePresetInCachedWorktrees) {
   const auto params = store.params(OwnerKind::sweep, store.find_sweep("cmp")->id);
   EXPECT_EQ(params.at("baseline_sha").size(), 40u);
   EXPECT_NE(params.at("baseline_sha"), params.at("candidate_sha"));
+  EXPECT_NE(r.output.find("baseline 'HEAD~1' is commit " + params.at("baseline_sha").substr(0, 12) +
+                          "; every run's trainer reports it"),
+            std::string::npos) << r.output;
+
+  // A build whose trainer reports another commit than the revision it was built from is an error.
+  std::filesystem::current_path(repo);
+  const Result other = harness({"compare", "--baseline", "HEAD~1", "--candidate", "HEAD", "--runs", "2", "--name",
+                                "cmp2", "--data", (repo / "data").string(), "--target", "3.28", "--quiet"},
+                               {{"PATH", path}, {"FAKE_REPORTED_COMMIT", "1234567"}});
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(other.code, 2) << other.output;
+  EXPECT_NE(other.output.find("MISMATCH: baseline 'HEAD~1' was built from commit " +
+                              params.at("baseline_sha").substr(0, 12) + ", but its trainer reports 1234567"),
+            std::string::npos) << other.output;
 
   std::filesystem::current_path(repo);
   const Result unknown = harness({"compare", "--baseline", "nosuchrev", "--candidate", "HEAD", "--runs", "2"},
@@ -291,10 +311,83 @@ TEST_F(CompareE2E, BadInputIsAUsageError) {
   r = harness({"compare", "--resume", "nosuch"});
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--resume: no sweep 'nosuch'"), std::string::npos) << r.output;
+  // The user sees the message; where in the source it was raised only with --log-level debug.
+  EXPECT_EQ(r.output.find(".cpp:"), std::string::npos) << r.output;
+  r = harness({"--log-level", "debug", "compare", "--resume", "nosuch"});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("harness/commands/compare.cpp:"), std::string::npos) << r.output;
   args = compare_args(base, base, 1);
   r = harness(args);
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("--runs"), std::string::npos) << r.output;
+}
+
+// With build folders the names are labels: the report says so rather than passing "no-such-rev" off as a commit.
+TEST_F(CompareE2E, BuildDirArmsAreStatedAsLabelsWhenTheirTrainerReportsAnotherCommit) {
+  auto args = compare_args(arm_build("base", 100000), arm_build("cand", 90000), 2);
+  args[4] = "no-such-rev";
+  const Result r = harness(args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("candidate 'no-such-rev' is a label only: the trainer in " + (dir / "cand").string() +
+                          " reports 0000000, and 'no-such-rev' names no commit here"),
+            std::string::npos) << r.output;
+  const std::string md = read_file(dir / "reports" / "cmp" / "report.md");
+  EXPECT_NE(md.find("- What ran: candidate 'no-such-rev' is a label only"), std::string::npos) << md;
+  const std::string html = read_file(dir / "reports" / "cmp" / "report.html");
+  EXPECT_NE(html.find("<h2>What ran</h2>"), std::string::npos);
+  // The Reproduce line names the build folders it ran, and the report shows the trainers' own environment.
+  EXPECT_NE(md.find("--build-dir baseline=" + (dir / "base").string()), std::string::npos) << md;
+  EXPECT_NE(md.find("--build-dir candidate=" + (dir / "cand").string()), std::string::npos) << md;
+  EXPECT_NE(md.find("## Environment"), std::string::npos) << md;
+  EXPECT_NE(md.find("| git commit | 0000000 |"), std::string::npos) << md;
+}
+
+// --baseline-set / --candidate-set: one arm's recipe overrides, after --set, kept for --resume and the Reproduce line.
+TEST_F(CompareE2E, PerArmOverridesReachOnlyTheirArm) {
+  for (const std::string name : {"base", "cand"}) {
+    arm_build(name, 100000);
+    const auto script = dir / name / "bin" / "train_gpt";
+    const std::string body = read_file(script);
+    std::ofstream(script) << "#!/bin/sh\necho \"$@\" >> " << (dir / (name + "-args.txt")).string() << "\n"
+                          << body.substr(body.find('\n') + 1);
+  }
+  auto args = compare_args((dir / "base").string(), (dir / "cand").string(), 2);
+  args.insert(args.end(),
+              {"--set", "optim.wd=0", "--candidate-set", "optim.lr=0.02", "--baseline-set", "optim.lr=0.01"});
+  const Result r = harness(args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string base_args = read_file(dir / "base-args.txt"), cand_args = read_file(dir / "cand-args.txt");
+  EXPECT_NE(cand_args.find("--set optim.wd=0 --set optim.lr=0.02"), std::string::npos) << cand_args;
+  EXPECT_EQ(cand_args.find("optim.lr=0.01"), std::string::npos) << cand_args;
+  EXPECT_NE(base_args.find("--set optim.wd=0 --set optim.lr=0.01"), std::string::npos) << base_args;
+  const std::string md = read_file(dir / "reports" / "cmp" / "report.md");
+  EXPECT_NE(md.find("--set optim.wd=0 --baseline-set optim.lr=0.01 --candidate-set optim.lr=0.02"), std::string::npos)
+      << md;
+  // --resume keeps them: the extended runs get the same overrides.
+  const Result resumed = harness({"compare", "--resume", "cmp", "--runs", "3", "--quiet"});
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  const std::string more = read_file(dir / "cand-args.txt");
+  size_t count = 0;
+  for (size_t p = more.find("optim.lr=0.02"); p != std::string::npos; p = more.find("optim.lr=0.02", p + 1)) ++count;
+  EXPECT_EQ(count, 3u) << more;
+}
+
+// Every option given with --resume applies or is refused: --fail-if-slower and --timeout apply to the resumed
+// comparison (both were silently ignored), a setting of the stored comparison such as --alpha is an error.
+TEST_F(CompareE2E, FailIfSlowerIsHonouredOnResume) {
+  const Result first = harness(compare_args(arm_build("base", 100000), arm_build("slow", 103000), 3));
+  ASSERT_EQ(first.code, 0) << first.output;
+  const Result alpha = harness({"compare", "--resume", "cmp", "--alpha", "0.05", "--target", "3.3"});
+  EXPECT_EQ(alpha.code, 2) << alpha.output;
+  EXPECT_NE(alpha.output.find("--alpha, --target cannot apply"), std::string::npos) << alpha.output;
+  const Result timeout = harness({"compare", "--resume", "cmp", "--timeout", "77", "--quiet"});
+  EXPECT_EQ(timeout.code, 0) << timeout.output;
+  Store store = Store::open(db());
+  EXPECT_EQ(std::stod(store.params(OwnerKind::sweep, store.find_sweep("cmp")->id).at("timeout_s")), 77.0);
+  const Result resumed = harness({"compare", "--resume", "cmp", "--fail-if-slower", "--quiet"});
+  EXPECT_EQ(resumed.code, 1) << resumed.output;
+  EXPECT_NE(resumed.output.find("FAIL: the candidate is slower than 100% of the baseline time"), std::string::npos)
+      << resumed.output;
 }
 
 }  // namespace

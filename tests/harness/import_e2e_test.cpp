@@ -129,5 +129,32 @@ TEST_F(RecordE2E, KilledImportLeavesNoPartialSweep) {
   }
 }
 
+// A record folder that mixes the record's logs with comparison logs of another step count: one arm per
+// experiment, said on the console; the import writes report.html beside report.md as record does.
+TEST_F(RecordE2E, ImportSplitsAFolderThatMixesExperiments) {
+  auto log_of = [](int total, double loss) {
+    char line[128];
+    std::snprintf(line, sizeof line, "step:%d/%d val_loss:%.4f train_time:900ms step_avg:90ms\n", total, total, loss);
+    return "import torch\n=====\nstep:0/" + std::to_string(total) + " val_loss:10.8 train_time:0ms step_avg:0ms\n" +
+           std::string(line);
+  };
+  for (int i = 0; i < 3; ++i) {
+    dir.write("logs/Skip/record" + std::to_string(i) + ".txt", log_of(1705, 3.27 + 0.001 * i));
+    dir.write("logs/Skip/compare" + std::to_string(i) + ".txt", log_of(1670, 3.29 + 0.001 * i));
+  }
+  const Result r =
+      harness({"import", (dir / "logs").string(), "--name", "mixed", "--format", "json", "--target", "3.5"});
+  const auto doc = report_json(r);
+  ASSERT_EQ(doc["arms"].size(), 2u) << r.output;
+  EXPECT_EQ(doc["arms"][0]["arm"], "Skip [1670 steps]");
+  EXPECT_EQ(doc["arms"][1]["arm"], "Skip [1705 steps]");
+  EXPECT_EQ(doc["arms"][0]["n_ok"], 3);
+  EXPECT_NE(r.output.find("mixes 2 experiments (different step counts); split into arms"), std::string::npos)
+      << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "reports" / "mixed" / "report.html"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "reports" / "mixed" / "report.md"));
+  EXPECT_EQ(doc["html_report_path"], (dir / "reports" / "mixed" / "report.html").string());
+}
+
 }  // namespace
 }  // namespace gpt::harness

@@ -80,7 +80,8 @@ TEST_F(RecordE2E, NightlyIngestSkipsANightAlreadyStored) {
 }
 
 // One night of one training-step row on a named GPU, five repetitions with a small spread.
-std::string step_night_json(const std::string& date, const std::string& gpu, double step_ms) {
+std::string step_night_json(const std::string& date, const std::string& gpu, double step_ms,
+                            const std::string& commit = "c0ffee") {
   nlohmann::json benchmarks = nlohmann::json::array();
   for (int rep = 0; rep < 5; ++rep) {
     benchmarks.push_back({{"name", "BM_TrainStep/stage2/fp8:on/data:synthetic"}, {"run_type", "iteration"},
@@ -88,7 +89,7 @@ std::string step_night_json(const std::string& date, const std::string& gpu, dou
                           {"executable", "train_step_bench"}});
   }
   nlohmann::json context = {{"date", date}, {"host_name", "vm"}, {"executable", "device-call"},
-                            {"git_commit", "c0ffee"}, {"gpu", gpu}};
+                            {"git_commit", commit}, {"gpu", gpu}};
   return nlohmann::json{{"context", context}, {"benchmarks", benchmarks}}.dump();
 }
 
@@ -123,6 +124,56 @@ TEST_F(RecordE2E, NightlyKeepsEachGpuModelsHistoryApart) {
   size_t rows = 0;
   for (char c : h100_rows.output) rows += c == '\n';
   EXPECT_EQ(rows, 1u + 5u) << h100_rows.output;  // header + the H100 night's five repetitions
+}
+
+// A slowdown is reported once, on the night it is found (with that night's date and commit), then tracked; a later
+// night at the same level (a copy of the slow night under a new date and commit) flags nothing.
+TEST_F(RecordE2E, NightlyReportsAChangePointOnceThenTracksIt) {
+  for (int d = 1; d <= 8; ++d) {
+    const std::string date = "2026-12-0" + std::to_string(d) + "T12:00:00+00:00";
+    dir.write("calls/night" + std::to_string(d) + ".json", step_night_json(date, "NVIDIA H200", 656.0 + 0.5 * (d % 2)));
+  }
+  ASSERT_EQ(harness({"nightly", "--ingest", (dir / "calls").string()}).code, 0);
+
+  dir.write("slow.json", step_night_json("2026-12-09T12:00:00+00:00", "NVIDIA H200", 700.0, "bad1dea5"));
+  const Result found = harness({"nightly", "--ingest", (dir / "slow.json").string()});
+  EXPECT_EQ(found.code, 1) << found.output;
+  EXPECT_NE(found.output.find("NEW CHANGE POINT train_step_bench/BM_TrainStep/stage2/fp8:on/data:synthetic on NVIDIA "
+                              "H200: +6."),
+            std::string::npos) << found.output;
+  EXPECT_NE(found.output.find("since 2026-12-09 12:00 UTC (bad1dea)"), std::string::npos) << found.output;
+
+  dir.write("same.json", step_night_json("2026-12-10T12:00:00+00:00", "NVIDIA H200", 700.0, "feed1234"));
+  const Result unchanged = harness({"nightly", "--ingest", (dir / "same.json").string()});
+  EXPECT_EQ(unchanged.code, 0) << unchanged.output;
+  EXPECT_EQ(unchanged.output.find("REGRESSION"), std::string::npos) << unchanged.output;
+  EXPECT_EQ(unchanged.output.find("change point at night"), std::string::npos) << unchanged.output;
+  EXPECT_NE(unchanged.output.find("nightly 2026-12-10 12:00 UTC (feed123)"), std::string::npos) << unchanged.output;
+  EXPECT_NE(unchanged.output.find("tracked change point train_step_bench/"), std::string::npos) << unchanged.output;
+  const std::string md = read_file(dir / "reports" / "nightly" / "ingest-2026-12-10T12:00:00Z" / "report.md");
+  EXPECT_NE(md.find("- commit: feed1234"), std::string::npos) << md;
+  EXPECT_NE(md.find("## Change points"), std::string::npos) << md;
+  EXPECT_NE(md.find("2026-12-09 12:00 UTC (bad1dea)"), std::string::npos) << md;
+
+  const Result stored = harness({"query", "sql", "--format", "csv",
+                                 "SELECT start_night, start_commit, found_night, status FROM change_points"});
+  ASSERT_EQ(stored.code, 0) << stored.output;
+  EXPECT_NE(stored.output.find("2026-12-09T12:00:00Z,bad1dea5,2026-12-09T12:00:00Z,open"), std::string::npos)
+      << stored.output;
+}
+
+// Several nights ingested at once are decided one by one: the change point is found on its own night.
+TEST_F(RecordE2E, NightlyIngestOfManyNightsFindsEachChangePointOnItsNight) {
+  for (int d = 1; d <= 9; ++d) {
+    const std::string date = "2026-12-0" + std::to_string(d) + "T12:00:00+00:00";
+    const bool slow = d >= 8;
+    dir.write("calls/night" + std::to_string(d) + ".json",
+              step_night_json(date, "NVIDIA H200", slow ? 700.0 : 656.0 + 0.5 * (d % 2), slow ? "bad1dea5" : "c0ffee"));
+  }
+  const Result r = harness({"nightly", "--ingest", (dir / "calls").string()});
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("since 2026-12-08 12:00 UTC (bad1dea)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("found 2026-12-08 12:00 UTC (bad1dea)"), std::string::npos) << r.output;
 }
 
 // The device history kept in the tree: every call of results/benchmarks stored, and a figure of the record

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "harness/record/spool.h"
+#include "harness/store/change_points.h"
 #include "harness/store/schema.h"
 #include "base/check.h"
 #include "tests/harness/temp_dir.h"
@@ -373,6 +374,31 @@ TEST(StoreTrust, SpooledRunsAreStoredAndRemoved) {
   EXPECT_EQ(store.runs(s.id).size(), 1u);
   EXPECT_FALSE(std::filesystem::exists(dir / "runs" / "sw" / "sw-seed0" / kSpoolFileName));
   EXPECT_TRUE(std::filesystem::exists(dir / "runs" / "other" / "o-seed0" / kSpoolFileName));
+}
+
+// Tracked change points: stored, updated in place, and one row per (benchmark, GPU, first slower night) even when
+// a night is decided again.
+TEST(StoreChangePoints, SavedUpdatedAndNeverDoubled) {
+  TempDir dir;
+  Store store = Store::open(dir / "h.db");
+  ChangePointRecord r{0, "bench", "BM_X", "NVIDIA H200", "2026-12-08T12:00:00Z", "bad1dea", "2026-12-08T12:00:00Z",
+                      "bad1dea", 100.0, 0.05, 0.02, "open", ""};
+  r.id = save_change_point(store, r);
+  EXPECT_GT(r.id, 0);
+  r.status = "resolved";
+  r.resolved_night = "2026-12-12T12:00:00Z";
+  EXPECT_EQ(save_change_point(store, r), r.id);
+  ChangePointRecord again = r;
+  again.id = 0;
+  again.status = "confirmed";
+  again.resolved_night.clear();
+  EXPECT_EQ(save_change_point(store, again), r.id);
+  const auto stored = load_change_points(store, "bench", "BM_X", "NVIDIA H200");
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].status, "confirmed");
+  EXPECT_EQ(stored[0].start_commit, "bad1dea");
+  EXPECT_TRUE(load_change_points(store, "bench", "BM_X", "").empty());  // another GPU model's series
+  EXPECT_EQ(load_change_points(store).size(), 1u);
 }
 
 }  // namespace

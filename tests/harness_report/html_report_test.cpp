@@ -8,28 +8,17 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness/launcher/slurm_util.h"
 #include "harness/report/html_plots.h"
 #include "harness/report/html_report.h"
 #include "harness/store/store.h"
 #include "tests/harness/temp_dir.h"
+#include "tests/harness_report/browser.h"
 
 namespace gpt::harness {
 namespace {
 
 using testing::TempDir;
-
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void write_file(const std::filesystem::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary);
-  out << text;
-}
+using namespace browser;
 
 // A sweep with `arms` arms of 4 runs whose train times span three orders of magnitude.
 SweepInfo make_sweep(Store& store, int arms) {
@@ -175,43 +164,6 @@ TEST(HtmlReport, ReproduceCommandQuotesArguments) {
                  "--seed {seed}");
   sweep.kind = "import";
   EXPECT_EQ(reproduce_command(sweep, {}), "");
-}
-
-// Renders `html` in headless Chromium; returns the console lines the page produced and the PNG bytes.
-struct BrowserRun {
-  std::vector<std::string> console;
-  std::string png;
-  std::string stderr_text;
-};
-BrowserRun render(const TempDir& dir, const std::string& name, const std::string& html) {
-  const auto page = dir / (name + ".html"), png = dir / (name + ".png");
-  write_file(page, html);
-  const auto r = slurm::run_command({"timeout", "90", "chromium", "--headless", "--no-sandbox", "--disable-gpu",
-                                     "--user-data-dir=" + (dir / ("profile-" + name)).string(), "--enable-logging=stderr",
-                                     "--v=0", "--window-size=1200,1600", "--screenshot=" + png.string(),
-                                     "file://" + page.string()});
-  BrowserRun run;
-  run.stderr_text = r.err;
-  std::istringstream lines(r.err);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.find(":CONSOLE") != std::string::npos) run.console.push_back(line);
-  }
-  run.png = read_file(png);
-  return run;
-}
-
-bool have_chromium() { return slurm::run_command({"sh", "-c", "command -v chromium"}).status == 0; }
-
-void expect_png(const std::string& png, const std::string& what) {
-  ASSERT_GT(png.size(), 10000u) << what << ": screenshot missing or tiny";
-  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << what;
-  // IHDR width and height (big-endian) are the window size.
-  auto be32 = [&](std::size_t at) {
-    return (static_cast<unsigned char>(png[at]) << 24) | (static_cast<unsigned char>(png[at + 1]) << 16) |
-           (static_cast<unsigned char>(png[at + 2]) << 8) | static_cast<unsigned char>(png[at + 3]);
-  };
-  EXPECT_EQ(be32(16), 1200u) << what;
-  EXPECT_EQ(be32(20), 1600u) << what;
 }
 
 TEST(HtmlBrowser, ConsoleErrorsAreDetected) {

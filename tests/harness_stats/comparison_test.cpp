@@ -109,7 +109,17 @@ TEST(AnalyzeComparison, SameSeedsArePairedAndShowASmallSlowdown) {
   EXPECT_TRUE(paired.slower);
   ASSERT_TRUE(paired.slowdown.has_value());
   EXPECT_TRUE(paired.too_slow);
-  EXPECT_NE(format_comparison(paired, s).find("FAIL: slower"), std::string::npos) << format_comparison(paired, s);
+  EXPECT_NE(format_comparison(paired, s).find("FAIL: the candidate is slower than 100% of the baseline time"),
+            std::string::npos) << format_comparison(paired, s);
+  // The passing check never reads as a statement that the candidate was above the allowance.
+  s.fail_if_slower_pct = 5.0;
+  const ComparisonReport allowed = analyze_comparison(cand, base, s);
+  ASSERT_FALSE(allowed.too_slow);
+  const std::string verdict = slowdown_verdict(allowed, s);
+  EXPECT_EQ(verdict.rfind("PASS: the runs do not show the candidate slower than 105% of the baseline time", 0), 0u)
+      << verdict;
+  EXPECT_EQ(verdict.find("candidate above"), std::string::npos) << verdict;
+  s.fail_if_slower_pct = 0.0;
 
   ArmResults unpaired_cand = cand;
   for (auto& seed : unpaired_cand.time_seeds) seed += 100;  // other seeds: nothing pairs up

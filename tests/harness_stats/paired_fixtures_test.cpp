@@ -95,6 +95,49 @@ TEST(Wilcoxon, ExactTableByHand) {
   EXPECT_DOUBLE_EQ(wilcoxon_signed_rank(std::vector<double>{11, 18, 27, 44}, base).p_value, 1.0);
 }
 
+// scipy 1.10.1's values (scipy.stats.wilcoxon(c, b, alternative=..., correction=..., mode='approx')), written in by
+// hand: tied |d| (the variance's tie correction), a zero difference (dropped), and the continuity correction.
+TEST(WilcoxonScipy, TiesZerosAndContinuityCorrection) {
+  struct Case {
+    std::vector<double> candidate, baseline;
+    Alternative alternative;
+    bool correction;
+    double statistic, p;
+  };
+  const std::vector<double> c1 = {10.25, 10.25, 11.25, 11.75, 11.75, 12.75, 13.25, 13.0},
+                            b1 = {10.0, 10.5, 11.0, 11.5, 12.0, 12.5, 13.0, 13.5};
+  const std::vector<double> c2 = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, b2 = {0, 0, 1, 2, 3, 3, 4, 4, 9, 9, 9, 9};
+  const std::vector<double> c3 = {75.5, 76.0, 75.5, 77.0, 76.0, 78.0, 75.0, 76.5, 77.5, 76.0}, b3(10, 75.0);
+  const std::vector<Case> cases = {
+      {c1, b1, Alternative::two_sided, false, 16.0, 0.763024600552995},
+      {c1, b1, Alternative::two_sided, true, 16.0, 0.8210975835519595},
+      {c1, b1, Alternative::less, false, 20.0, 0.6184876997235025},
+      {c1, b1, Alternative::less, true, 20.0, 0.6468720189475737},
+      {c1, b1, Alternative::greater, false, 20.0, 0.3815123002764975},
+      {c1, b1, Alternative::greater, true, 20.0, 0.41054879177597975},
+      {c2, b2, Alternative::two_sided, false, 0.0, 0.00296846954118083},
+      {c2, b2, Alternative::two_sided, true, 0.0, 0.003433847244047068},
+      {c2, b2, Alternative::less, false, 66.0, 0.9985157652294095},
+      {c2, b2, Alternative::less, true, 66.0, 0.9987193303858737},
+      {c2, b2, Alternative::greater, false, 66.0, 0.001484234770590415},
+      {c2, b2, Alternative::greater, true, 66.0, 0.001716923622023534},
+      {c3, b3, Alternative::two_sided, false, 0.0, 0.007420961287866498},
+      {c3, b3, Alternative::two_sided, true, 0.0, 0.008848773653994606},
+      {c3, b3, Alternative::less, true, 45.0, 0.9968983295102617},
+      {c3, b3, Alternative::greater, false, 45.0, 0.003710480643933249},
+      {c3, b3, Alternative::greater, true, 45.0, 0.004424386826997303},
+  };
+  for (const Case& c : cases) {
+    const WilcoxonResult r = wilcoxon_signed_rank(c.candidate, c.baseline, c.alternative, c.correction);
+    const std::string what = "n=" + std::to_string(c.candidate.size()) + " alternative " +
+                             std::to_string(static_cast<int>(c.alternative)) + " correction " +
+                             std::to_string(c.correction);
+    EXPECT_EQ(r.method, "asymptotic") << what;
+    EXPECT_EQ(r.statistic, c.statistic) << what;
+    expect_rel(r.p_value, c.p, what);
+  }
+}
+
 // Same seeds on a deterministic trainer give identical losses: no evidence either way, never an error.
 TEST(Wilcoxon, IdenticalArmsGiveNoEvidence) {
   const std::vector<double> x = {3.31, 3.29, 3.30, 3.32};

@@ -1,0 +1,29 @@
+// Errors for the user name the file, field or flag, not the source line that raised them (kept at --log-level debug).
+#include <gtest/gtest.h>
+
+#include "base/check.h"
+#include "harness/commands/common.h"
+
+namespace gpt::harness {
+namespace {
+
+TEST(UserErrorMessage, DropsSourceLocationsUnlessDebugging) {
+  const std::string raised = "database 'x.db' fails its integrity check [/src/harness/store/sqlite.cpp:54]";
+  EXPECT_EQ(user_error_message(raised, "info"), "database 'x.db' fails its integrity check");
+  EXPECT_EQ(user_error_message(raised, "debug"), raised);
+  // Nested errors carry their own location inside the message.
+  EXPECT_EQ(user_error_message("compare: building 'x' failed (git: exit 128 [harness/launcher/command.cpp:90]) "
+                               "[harness/commands/compare_build.cpp:36]",
+                               "info"),
+            "compare: building 'x' failed (git: exit 128)");
+  // Brackets that are not source locations stay.
+  EXPECT_EQ(user_error_message("arm \"x [1705 steps]\" has [3] runs", "info"), "arm \"x [1705 steps]\" has [3] runs");
+  try {
+    GPT_FAIL("--runs: expected a count >= 2, got ", 1);
+  } catch (const gpt::Error& e) {
+    EXPECT_EQ(user_error_message(e.what(), "info"), "--runs: expected a count >= 2, got 1");
+  }
+}
+
+}  // namespace
+}  // namespace gpt::harness
