@@ -21,7 +21,7 @@ def tensor_entries(node, where="manifest"):
         if "file" in node:
             yield where, node
         for key, value in node.items():
-            if key != "file":
+            if key not in ("file", "weights"):  # a pair's "weights" names where they came from, not a tensor
                 yield from tensor_entries(value, f"{where}.{key}")
     elif isinstance(node, list):
         for i, value in enumerate(node):
