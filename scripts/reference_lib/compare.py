@@ -104,10 +104,10 @@ class Table:
             return
         self.add(name, err, tol, err <= tol, "fixed tolerance")
 
-    def draw(self, name, ours, ref, ref_f32=None, metric="max", self_diff=None):
+    def draw(self, name, ours, ref, ref_f32=None, metric="max", self_diff=None, tolerance=None):
         """One draw of row `name`: ours and the reference's bf16 result, and its f32 result (or a self-difference
-        given directly). Rows are emitted by flush() once every draw is in."""
-        row = self.pending.setdefault(name, {"metric": metric, "draws": []})
+        given directly), or a fixed `tolerance` instead. Rows are emitted by flush() once every draw is in."""
+        row = self.pending.setdefault(name, {"metric": metric, "draws": [], "tolerance": tolerance})
         d = {}
         try:
             d["err"] = rel_err(ours, ref, metric)
@@ -124,16 +124,16 @@ class Table:
         d["zero"] = all_zero(ours) and all_zero(ref)
         # Only a draw beyond its own tolerance can be the worst draw of a failing row (the row's tolerance is at
         # least the draw's): the costly search for its worst entries is skipped for the others.
-        draw_tol = self.fallback if self_diff is None else max(self.k * self_diff, self.floor)
+        draw_tol = row["tolerance"] or (self.fallback if self_diff is None else max(self.k * self_diff, self.floor))
         d["worst"] = worst_entries(ours, ref, ref_f32) if d["err"] > draw_tol else None
         row["draws"].append(d)
 
     def flush(self):
         for name, row in self.pending.items():
-            self.emit(name, row["metric"], row["draws"])
+            self.emit(name, row["metric"], row["draws"], row["tolerance"])
         self.pending = {}
 
-    def emit(self, name, metric, draws):
+    def emit(self, name, metric, draws, fixed_tolerance=None):
         broken = [d["error"] for d in draws if "error" in d]
         if broken:
             self.add(name, None, None, False, f"cannot compare: {broken[0]}", metric)
@@ -146,7 +146,10 @@ class Table:
                      draws=n)
             return
         err = max(errs)
-        if all(s is not None for s in selfs):
+        if fixed_tolerance is not None:
+            tol = fixed_tolerance
+            note = f"{n} draws: err {fmt(errs)}; fixed tolerance"
+        elif all(s is not None for s in selfs):
             tol = max(self.k * max(selfs), self.floor)
             note = f"{n} draws: err {fmt(errs)}; self {fmt(selfs)}"
         else:

@@ -84,8 +84,10 @@ def check_step(step, initial, problems):
         if missing:
             problems.append(f"{where}: missing {missing}")
             continue
-        for label, tensors in (("gradients", draw["gradients"]), ("after_odd", draw["after_odd"]["tensors"])):
-            check_parameter_lists(f"{where}.{label}", tensors, initial, problems)
+        for label, tensors in (("gradients", draw["gradients"]), ("gradients_odd", draw.get("gradients_odd")),
+                               ("after_odd", draw["after_odd"]["tensors"])):
+            if tensors is not None:  # gradients_odd: exports before it lack it (the optimizer rows are skipped)
+                check_parameter_lists(f"{where}.{label}", tensors, initial, problems)
         # The even step writes the banks and names the parameters it left unchanged (§4.1): together, all of them.
         even = [e.get("reference_name") for e in draw["after_even"]["tensors"]] + draw["after_even"].get(
             "unchanged", [])

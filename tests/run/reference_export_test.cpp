@@ -142,9 +142,9 @@ TEST(ReferenceExport, TinyExportIsCompleteAndMatchesAnIndependentBackward) {
   // results; the weights files are compared value by value below).
   std::vector<json> entries;
   collect_entries(manifest, entries);
-  // Initial weights, per microbatch its batch (5 files), gradients, the 3 banks after the even step and every
-  // parameter after the odd step, 2 buffers, validation (6).
-  EXPECT_EQ(entries.size(), 19u + 2 * (5 + 19 + 3 + 19) + 2 + 6);
+  // Initial weights, per microbatch its batch (5 files), the even and the odd step's gradients, the 3 banks after
+  // the even step and every parameter after the odd step, 2 buffers, validation (6).
+  EXPECT_EQ(entries.size(), 19u + 2 * (5 + 19 + 19 + 3 + 19) + 2 + 6);
   EXPECT_EQ(pair["microbatches"][0]["after_even"]["unchanged"].size(), 16u);
   for (const json& e : entries) {
     int64_t numel = 1;
@@ -196,6 +196,14 @@ TEST(ReferenceExport, TinyExportIsCompleteAndMatchesAnIndependentBackward) {
         EXPECT_LE(worst, 2e-3 * scale + 1e-7) << "step " << s << " gradient of " << p.name << " (largest " << scale
                                               << ")";
       }
+
+      // The odd step's optimizer reads the banks' new gradient and the Adam parameters' sum over both steps.
+      const std::vector<double> even = read_floats(dir, by_name(draw.at("gradients"), "scalars"));
+      const std::vector<double> odd = read_floats(dir, by_name(draw.at("gradients_odd"), "scalars"));
+      EXPECT_NE(odd, even);
+      double even_norm = 0, odd_norm = 0;
+      for (size_t i = 0; i < even.size(); ++i) even_norm += even[i] * even[i], odd_norm += odd[i] * odd[i];
+      EXPECT_GT(odd_norm, even_norm) << "an accumulated sum of two similar gradients is the larger";
 
       // Even step: only the banks move (Adam waits for the odd step); odd step: Adam parameters move too.
       for (const char* name : {"qk_bank", "mlp_bank"}) {

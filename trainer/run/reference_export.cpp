@@ -356,6 +356,10 @@ fs::path write_reference_export(ReferenceExportOptions options) {
       model->set_schedule(next);
       const double loss_next = model->train_microbatch(mb, loss_scale);
       GPT_CHECK(std::isfinite(loss_next), "reference export: non-finite training loss at step ", s + 1);
+      // What the odd step's optimizer reads (§4.1: the banks' gradient of s + 1, the Adam parameters' sum over s and
+      // s + 1): the check feeds these and the even step's gradients to the reference's optimizer, which compares
+      // the optimizers alone, without the spread that different gradients give Adam's first step.
+      draw["gradients_odd"] = write_parameters(files, params, prefix_m + ".grad_odd", true);
       optimizer.step(next);
       model->after_optimizer_step(next);
       draw["after_odd"] = {{"step", s + 1},

@@ -3,8 +3,9 @@
 // independent implementation needs to recompute our numbers and our results for them. Per step pair (s even, s + 1):
 // the starting weights (our seeded initial weights, or a run's checkpoint: trained weights on which every §2
 // feature is live), one validation window, and M real training microbatches (the first M slices of the loader's calls
-// for s's stage); per microbatch our training loss (FP8 off, and with the §7.1 FP8 lm_head loss), every gradient,
-// and the weights after one even and one odd optimizer step from a fresh optimizer state. M ≥ 3 lets the check
+// for s's stage); per microbatch our training loss (FP8 off, and with the §7.1 FP8 lm_head loss), every gradient
+// of the even step and what the odd step's optimizer reads, and the weights after one even and one odd optimizer
+// step from a fresh optimizer state. M ≥ 3 lets the check
 // set each tolerance from the spread of several draws.
 //
 // Layout of OUT: manifest.json plus one raw little-endian file per tensor (f32, bf16 as its 16 bits, i32, i64),
