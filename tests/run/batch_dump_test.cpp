@@ -45,10 +45,10 @@ TEST(BatchDump, EveryTimedStepIsWrittenOnceWithTheLoadersMicrobatchesAndItsLoss)
     const json& step = lines[i];
     EXPECT_EQ(step.at("step"), static_cast<int64_t>(i));
     EXPECT_DOUBLE_EQ(step.at("train_loss").get<double>(), r.train_losses[i]);
-    const std::vector<Microbatch> expected = loader.next(CallShape{
-        .slice_tokens = run.schedule().at(static_cast<int64_t>(i)).slice_tokens,
-        .max_doc_tokens = run.schedule().at(static_cast<int64_t>(i)).lmax,
-        .cu_seqlens_rows = static_cast<int32_t>(run.schedule().at(static_cast<int64_t>(i)).cu_rows)});
+    const std::vector<Microbatch> expected = loader.next(
+        CallShape{.slice_tokens = run.schedule().at(static_cast<int64_t>(i)).slice_tokens,
+                  .max_doc_tokens = run.schedule().at(static_cast<int64_t>(i)).lmax,
+                  .cu_seqlens_rows = static_cast<int32_t>(run.schedule().at(static_cast<int64_t>(i)).cu_rows)});
     ASSERT_EQ(step.at("microbatches").size(), expected.size());
     for (size_t m = 0; m < expected.size(); ++m) {
       const json& b = step["microbatches"][m];

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 #include <gtest/gtest.h>
@@ -193,8 +194,8 @@ TEST(ReferenceExport, TinyExportIsCompleteAndMatchesAnIndependentBackward) {
         const double scale = max_abs(exact);
         double worst = 0;
         for (size_t i = 0; i < ours.size(); ++i) worst = std::max(worst, std::abs(ours[i] - exact[i]));
-        EXPECT_LE(worst, 2e-3 * scale + 1e-7) << "step " << s << " gradient of " << p.name << " (largest " << scale
-                                              << ")";
+        EXPECT_LE(worst, 2e-3 * scale + 1e-7)
+            << "step " << s << " gradient of " << p.name << " (largest " << scale << ")";
       }
 
       // The odd step's optimizer reads the banks' new gradient and the Adam parameters' sum over both steps.
@@ -337,32 +338,44 @@ TEST(ReferenceExport, CommandLineReportsBadStepsWithExitTwo) {
   EXPECT_NE(o.stderr_text.find("--steps 3: expected an even step"), std::string::npos) << o.stderr_text;
 }
 
-// The mutation proof's switch: a 1% larger attention scale in one layer changes the loss, the gradients and the
-// validation losses of the export, and the manifest says so (the check run on it must fail).
+// The plain export of `o` in ROOT/plain and the one with `mutate` applied in ROOT/perturbed.
+struct ExportPair {
+  fs::path plain_dir, perturbed_dir;
+  json plain, perturbed;
+};
+ExportPair export_with_and_without(const test::RunScratch& scratch, ReferenceExportOptions o,
+                                   const std::function<void(ReferenceExportOptions&)>& mutate) {
+  ExportPair e{scratch.root() / "plain", scratch.root() / "perturbed", {}, {}};
+  o.run.out_dir = e.plain_dir;
+  e.plain = json::parse(std::ifstream(write_reference_export(o)));
+  mutate(o);
+  o.run.out_dir = e.perturbed_dir;
+  e.perturbed = json::parse(std::ifstream(write_reference_export(o)));
+  return e;
+}
+
+// The mutation proof's switch: a 1% larger attention scale in layer 0 changes what depends on that layer and the
+// manifest says so. At initialisation lm_head's N(0, 0.005²) weights make the logits nearly independent of the
+// body, so the effect is small there (the GPU check runs this mutation on trained weights).
 TEST(ReferenceExport, PerturbedAttentionScaleChangesTheResultsAndIsRecorded) {
   test::RunScratch scratch;
   ReferenceExportOptions o = tiny_export(scratch);
   o.microbatches = 1;
-  const fs::path plain_dir = scratch.root() / "plain";
-  o.run.out_dir = plain_dir;
-  const json plain = json::parse(std::ifstream(write_reference_export(o)));
-  o.perturbed_attention_layer = 0;
-  o.run.out_dir = scratch.root() / "perturbed";
-  const json perturbed = json::parse(std::ifstream(write_reference_export(o)));
-  EXPECT_EQ(perturbed["mutation"]["kind"], "attention_scale");
-  EXPECT_EQ(perturbed["mutation"]["layer"], 0);
-  const json& a = plain["steps"][0];
-  const json& b = perturbed["steps"][0];
-  // At initialisation the attention output projections are zero (§2.2), so the loss and the q/k gradients do not
-  // see layer 0's attention yet; the output projection's gradient does, and after the even step everything does.
-  EXPECT_EQ(a["microbatches"][0]["train"]["loss_mean"], b["microbatches"][0]["train"]["loss_mean"]);
-  EXPECT_NE(read_floats(plain_dir, by_name(a["microbatches"][0]["gradients"], "vo_bank")),
-            read_floats(o.run.out_dir, by_name(b["microbatches"][0]["gradients"], "vo_bank")));
+  const ExportPair e =
+      export_with_and_without(scratch, o, [](ReferenceExportOptions& p) { p.perturbed_attention_layer = 0; });
+  EXPECT_EQ(e.perturbed["mutation"]["kind"], "attention_scale");
+  EXPECT_EQ(e.perturbed["mutation"]["layer"], 0);
+  const json& a = e.plain["steps"][0];
+  const json& b = e.perturbed["steps"][0];
+  EXPECT_NE(read_floats(e.plain_dir, a["validation"]["losses"]),
+            read_floats(e.perturbed_dir, b["validation"]["losses"]));
+  EXPECT_NE(read_floats(e.plain_dir, by_name(a["microbatches"][0]["gradients"], "vo_bank")),
+            read_floats(e.perturbed_dir, by_name(b["microbatches"][0]["gradients"], "vo_bank")));
   EXPECT_NE(a["microbatches"][0]["after_odd"]["train"]["loss_mean"],
             b["microbatches"][0]["after_odd"]["train"]["loss_mean"]);
   // The initial weights do not depend on the switch.
-  EXPECT_EQ(read_floats(plain_dir, by_name(plain["initial"], "qk_bank")),
-            read_floats(o.run.out_dir, by_name(perturbed["initial"], "qk_bank")));
+  EXPECT_EQ(read_floats(e.plain_dir, by_name(e.plain["initial"], "qk_bank")),
+            read_floats(e.perturbed_dir, by_name(e.perturbed["initial"], "qk_bank")));
 }
 
 // The second mutation switch: one Adam group's learning rate × 1.01 scales that group's odd-step update by 1.01
@@ -372,26 +385,26 @@ TEST(ReferenceExport, PerturbedAdamLearningRateScalesOneGroupsUpdate) {
   test::RunScratch scratch;
   ReferenceExportOptions o = tiny_export(scratch);
   o.microbatches = 1;
-  const fs::path plain_dir = scratch.root() / "plain";
-  o.run.out_dir = plain_dir;
-  const json plain = json::parse(std::ifstream(write_reference_export(o)));
-  o.perturbed_adam_group = "lm_head";
-  o.run.out_dir = scratch.root() / "perturbed";
-  const json perturbed = json::parse(std::ifstream(write_reference_export(o)));
+  const ExportPair e =
+      export_with_and_without(scratch, o, [](ReferenceExportOptions& p) { p.perturbed_adam_group = "lm_head"; });
+  const json& plain = e.plain;
+  const json& perturbed = e.perturbed;
+  const fs::path& plain_dir = e.plain_dir;
   EXPECT_EQ(perturbed["mutation"]["kind"], "adam_lr");
   EXPECT_EQ(perturbed["mutation"]["group"], "lm_head");
   auto update = [&](const fs::path& dir, const json& m, const std::string& name) {
-    std::vector<double> after = read_floats(dir, by_name(m["steps"][0]["microbatches"][0]["after_odd"]["tensors"], name));
+    std::vector<double> after =
+        read_floats(dir, by_name(m["steps"][0]["microbatches"][0]["after_odd"]["tensors"], name));
     const std::vector<double> before = read_floats(dir, by_name(m["initial"], name));
     for (size_t i = 0; i < after.size(); ++i) after[i] -= before[i];
     return after;
   };
-  const std::vector<double> a = update(plain_dir, plain, "lm_head"), b = update(o.run.out_dir, perturbed, "lm_head");
+  const std::vector<double> a = update(plain_dir, plain, "lm_head"), b = update(e.perturbed_dir, perturbed, "lm_head");
   double dot = 0, aa = 0;
   for (size_t i = 0; i < a.size(); ++i) dot += a[i] * b[i], aa += a[i] * a[i];
   ASSERT_GT(aa, 0);
   EXPECT_NEAR(dot / aa, 1.01, 2e-3);  // the least-squares ratio of the two updates
-  EXPECT_EQ(update(plain_dir, plain, "scalars"), update(o.run.out_dir, perturbed, "scalars"));
+  EXPECT_EQ(update(plain_dir, plain, "scalars"), update(e.perturbed_dir, perturbed, "scalars"));
 
   o.perturbed_adam_group = "no_such_group";
   expect_rejected(o, "--perturb-adam-lr no_such_group: not an Adam group of recipe 'tiny'");

@@ -2,8 +2,8 @@
 // `--set debug.dump_batches=DIR`: the microbatches of every timed training step and the validation windows of a
 // one-rank run, written as raw tensor files (tensor_files.h) with an index, so that another implementation can
 // train on exactly our batches and validate on our windows (scripts/side-by-side trains the PyTorch record code on
-// them). DIR/steps.jsonl gets one line per step ({"step", "train_loss", "microbatches": [batch, ...]}), flushed as it is written,
-// so a killed run leaves a usable prefix; DIR/validation.json lists the windows.
+// them). DIR/steps.jsonl gets one line per step ({"step", "train_loss", "microbatches": [batch, ...]}), flushed as it
+// is written, so a killed run leaves a usable prefix; DIR/validation.json lists the windows.
 #include <cstdint>
 #include <filesystem>
 #include <fstream>

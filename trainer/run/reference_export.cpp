@@ -156,9 +156,14 @@ PairStart checkpoint_start(const fs::path& path, const std::vector<NamedTensor>&
   for (const NamedTensor& t : state)
     if (t.name.starts_with("param/") || t.name.starts_with("buffer/")) targets.push_back(t);
   restore_state(targets, model_part, "--checkpoint " + path.string());
-  return {std::move(state), meta.loader,
-          {{"source", "checkpoint"}, {"file", path.filename().string()}, {"trained_steps", meta.next_step},
-           {"run_id", meta.run_id}, {"seed", meta.seed}, {"recipe_hash", meta.recipe_hash}}};
+  return {std::move(state),
+          meta.loader,
+          {{"source", "checkpoint"},
+           {"file", path.filename().string()},
+           {"trained_steps", meta.next_step},
+           {"run_id", meta.run_id},
+           {"seed", meta.seed},
+           {"recipe_hash", meta.recipe_hash}}};
 }
 
 }  // namespace
@@ -210,8 +215,7 @@ fs::path write_reference_export(ReferenceExportOptions options) {
             recipe.model.num_layers - 1, "] (or -1: none)");
   model->perturb_attention_scale(options.perturbed_attention_layer);
   if (options.perturbed_attention_layer >= 0) {
-    mutation = {{"kind", "attention_scale"}, {"layer", options.perturbed_attention_layer},
-                {"factor", kMutationFactor}};
+    mutation = {{"kind", "attention_scale"}, {"layer", options.perturbed_attention_layer}, {"factor", kMutationFactor}};
   }
 
   TensorFiles files(options.run.out_dir);
@@ -312,9 +316,9 @@ fs::path write_reference_export(ReferenceExportOptions options) {
     TrainLoader loader = run.make_train_loader(start.loader);
     std::vector<Microbatch> call;
     while (std::cmp_less(call.size(), options.microbatches)) {
-      std::vector<Microbatch> more = loader.next(
-          CallShape{.slice_tokens = at_s.slice_tokens, .max_doc_tokens = at_s.lmax,
-                    .cu_seqlens_rows = static_cast<int32_t>(at_s.cu_rows)});
+      std::vector<Microbatch> more = loader.next(CallShape{.slice_tokens = at_s.slice_tokens,
+                                                           .max_doc_tokens = at_s.lmax,
+                                                           .cu_seqlens_rows = static_cast<int32_t>(at_s.cu_rows)});
       std::move(more.begin(), more.end(), std::back_inserter(call));
     }
     const double loss_scale = 1.0 / static_cast<double>(accumulation);
@@ -331,9 +335,8 @@ fs::path write_reference_export(ReferenceExportOptions options) {
       const double fp8_objective = model->fp8_lm_head_objective(mb);
       const double loss = model->train_microbatch(mb, loss_scale);
       GPT_CHECK(std::isfinite(loss), "reference export: non-finite training loss at step ", s, ", microbatch ", m);
-      draw["train"] = {{"loss_mean", loss},
-                       {"objective", loss * tokens * loss_scale},
-                       {"objective_fp8_lm_head", fp8_objective}};
+      draw["train"] = {
+          {"loss_mean", loss}, {"objective", loss * tokens * loss_scale}, {"objective_fp8_lm_head", fp8_objective}};
       draw["gradients"] = write_parameters(files, params, prefix_m + ".grad", true);
 
       optimizer.step(at_s);
@@ -344,14 +347,15 @@ fs::path write_reference_export(ReferenceExportOptions options) {
       for (const Parameter& p : params.all()) {
         if (p.kind == ParamKind::bank) continue;
         const Tensor before = start.value(p.name), after = p.value.to(Device::cpu);
-        GPT_CHECK(std::memcmp(before.raw(), after.raw(), after.nbytes()) == 0, "reference export: the even step ",
-                  s, " changed Adam parameter ", p.name, " (§4.1: Adam steps are odd)");
+        GPT_CHECK(std::memcmp(before.raw(), after.raw(), after.nbytes()) == 0, "reference export: the even step ", s,
+                  " changed Adam parameter ", p.name, " (§4.1: Adam steps are odd)");
         unchanged.push_back(reference_state_name(p.name));
       }
-      draw["after_even"] = {{"step", s},
-                            {"unchanged", unchanged},
-                            {"tensors", write_parameters(files, params, prefix_m + ".after_even", false,
-                                                         [](const Parameter& p) { return p.kind == ParamKind::bank; })}};
+      draw["after_even"] = {
+          {"step", s},
+          {"unchanged", unchanged},
+          {"tensors", write_parameters(files, params, prefix_m + ".after_even", false,
+                                       [](const Parameter& p) { return p.kind == ParamKind::bank; })}};
 
       model->set_schedule(next);
       const double loss_next = model->train_microbatch(mb, loss_scale);

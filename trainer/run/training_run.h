@@ -76,7 +76,7 @@ struct ValPoint {
 struct StageTime {
   int stage = 0;
   int64_t first_step = 0;
-  int64_t steps = 0;        // steps of the stage this process ran
+  int64_t steps = 0;  // steps of the stage this process ran
   double train_time_ms = 0;
 };
 
