@@ -8,7 +8,7 @@ import unittest
 
 ROOT = sys.argv.pop(1) if len(sys.argv) > 1 else os.getcwd()
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from reference_lib import side_by_side  # noqa: E402
+from reference_lib import reference_code, side_by_side  # noqa: E402
 
 LOG = """run_id: a seed: 1
 step:0/10 val_loss:10.8250 train_time:0ms step_avg:0.00ms
@@ -72,6 +72,33 @@ class StepsIndex(unittest.TestCase):
         path = self.write('{"step": 0, "microbatches": []}\n{"step": 2, "microbatches": []}\n')
         with self.assertRaisesRegex(ValueError, r":2: step 2, expected 1"):
             side_by_side.read_steps_index(path)
+
+
+class EagerFixes(unittest.TestCase):
+    statement = "k[:, 1:, :, self.head_dim // 2:] = k[:, :-1, :, self.head_dim // 2:]"
+
+    def setUp(self):
+        reference_code.APPLIED_FIXES.clear()
+
+    def test_the_key_offset_copy_reads_a_clone(self):
+        fixed = reference_code.apply_eager_fixes(f"x = 1\n            {self.statement}\n", "train_gpt.py")
+        self.assertIn(self.statement + ".clone()", fixed)
+        self.assertEqual(len(reference_code.APPLIED_FIXES), 1)
+
+    def test_a_missing_or_repeated_statement_stops_the_load(self):
+        for source in ("x = 1\n", f"{self.statement}\n{self.statement}\n"):
+            with self.assertRaises(SystemExit) as e:
+                reference_code.apply_eager_fixes(source, "train_gpt.py")
+            self.assertIn("train_gpt.py", str(e.exception))
+
+    def test_the_shipped_reference_has_the_statement_once(self):
+        path = os.path.join(ROOT, "..", "shared", "reference", "modded-nanogpt-f411b3d", "train_gpt.py")
+        if not os.path.isfile(path):
+            self.skipTest(f"no reference beside the checkout ({path})")
+        with open(path) as f:
+            source = f.read()
+        cut = source.find("\n# begin logging")
+        self.assertIn(self.statement + ".clone()", reference_code.apply_eager_fixes(source[:cut], path))
 
 
 class VerdictOnlyCommand(unittest.TestCase):
