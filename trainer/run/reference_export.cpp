@@ -128,13 +128,6 @@ struct PairStart {
   std::vector<NamedTensor> state;  // collect_state's names: parameters, buffers, optimizer state, gradients
   LoaderPosition loader;           // where the pair's microbatches are read
   json source;                     // for the manifest
-
-  // Parameter `name`'s starting value on the host.
-  Tensor value(const std::string& name) const {
-    for (const NamedTensor& t : state)
-      if (t.name == "param/" + name) return t.tensor.to(Device::cpu);
-    GPT_FAIL("reference export: no starting value of parameter '", name, "'");
-  }
 };
 
 // The parameters and buffers of `checkpoint` over the live state (optimizer state and gradients stay as they are:
@@ -300,6 +293,11 @@ fs::path write_reference_export(ReferenceExportOptions options) {
     };
     restore_start();
     if (from_checkpoint) entry["initial"] = write_parameters(files, params, prefix_s + ".initial", false);
+    // Host copies of the Adam parameters' starting values, read once per pair: every draw's even step must leave
+    // them unchanged (§4.1).
+    std::map<std::string, Tensor> adam_start;
+    for (const Parameter& p : params.all())
+      if (p.kind != ParamKind::bank) adam_start.emplace(p.name, p.value.to(Device::cpu));
 
     model->set_schedule(at_s);
     const std::vector<double> val_losses = model->validation_losses(val_window);
@@ -346,7 +344,8 @@ fs::path write_reference_export(ReferenceExportOptions options) {
       json unchanged = json::array();
       for (const Parameter& p : params.all()) {
         if (p.kind == ParamKind::bank) continue;
-        const Tensor before = start.value(p.name), after = p.value.to(Device::cpu);
+        const Tensor& before = adam_start.at(p.name);
+        const Tensor after = p.value.to(Device::cpu);
         GPT_CHECK(std::memcmp(before.raw(), after.raw(), after.nbytes()) == 0, "reference export: the even step ", s,
                   " changed Adam parameter ", p.name, " (§4.1: Adam steps are odd)");
         unchanged.push_back(reference_state_name(p.name));
