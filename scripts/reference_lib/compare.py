@@ -167,6 +167,10 @@ class Table:
                 f32 = f" ref f32 {e['ref_f32']:.6g}" if "ref_f32" in e else ""
                 print(f"{'':<8}draw {worst} at {e['index']}: ours {e['ours']:.6g} ref {e['ref']:.6g}{f32}", flush=True)
 
+    def broken(self):
+        """Rows that could not be compared (an error, a missing tensor): failures that measure nothing."""
+        return [r for r in self.rows if r["pass"] is False and r["rel_err"] is None]
+
     def counts(self):
         compared = [r for r in self.rows if not r.get("info")]
         return (sum(1 for r in compared if r["pass"] is True), sum(1 for r in compared if r["pass"] is False),

@@ -8,7 +8,7 @@ import unittest
 
 ROOT = sys.argv.pop(1) if len(sys.argv) > 1 else os.getcwd()
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from reference_lib import reference_code, side_by_side  # noqa: E402
+from reference_lib import compare, reference_code, side_by_side  # noqa: E402
 
 LOG = """run_id: a seed: 1
 step:0/10 val_loss:10.8250 train_time:0ms step_avg:0.00ms
@@ -99,6 +99,19 @@ class EagerFixes(unittest.TestCase):
             source = f.read()
         cut = source.find("\n# begin logging")
         self.assertIn(self.statement + ".clone()", reference_code.apply_eager_fixes(source[:cut], path))
+
+
+class BrokenRows(unittest.TestCase):
+    """A mutated export is detected only by a row that measured a difference, never by a row that errored."""
+
+    def test_only_rows_without_a_measurement_are_broken(self):
+        table = compare.Table(4.0, 1e-3, 1e-2)
+        table.add("measured fail", 0.5, 0.01, False)
+        table.add("passed", 0.001, 0.01, True)
+        table.add("s0 (whole pair)", None, None, False, "error: 'after_even'")
+        table.info("note", "skipped")
+        self.assertEqual([r["tensor"] for r in table.broken()], ["s0 (whole pair)"])
+        self.assertEqual(table.counts(), (1, 2, 0))
 
 
 class VerdictOnlyCommand(unittest.TestCase):
