@@ -5,7 +5,7 @@ import math
 import os
 import struct
 
-DTYPE_BYTES = {"f32": 4, "bf16": 2, "i32": 4, "i64": 8}
+DTYPE_BYTES = {"f32": 4, "bf16": 2, "i32": 4, "i64": 8, "u16": 2}
 MANIFEST_VERSION = 2
 STEP_KEYS = ("step", "weights", "schedule", "schedule_next", "validation", "microbatches")
 DRAW_KEYS = ("batch", "train", "gradients", "after_even", "after_odd")

@@ -36,13 +36,29 @@ class Export:
         kind = entry["dtype"]
         if kind == "bf16":
             t = torch.from_numpy(np.fromfile(path, dtype="<u2").view(np.int16)).view(torch.bfloat16)
+        elif kind == "u16":  # NorMuon mantissas: widened so that bit operations stay unsigned
+            t = torch.from_numpy(np.fromfile(path, dtype="<u2").astype(np.int32))
         else:
             t = torch.from_numpy(np.fromfile(path, dtype={"f32": "<f4", "i32": "<i4", "i64": "<i8"}[kind]))
         return t.reshape(entry["shape"])
 
+    def precise(self, entry):
+        """A bf16 bank with its NorMuon mantissa as the fp32 value the optimizer keeps (§4.3); else the tensor."""
+        value = self.load(entry)
+        if "mantissa" not in entry:
+            return value.float()
+        return fp32_from_bf16_and_mantissa(self.torch, value, self.load(entry["mantissa"]))
+
     def weights(self, entries):
         """reference name -> tensor for a parameter list of the manifest."""
         return {e["reference_name"]: self.load(e) for e in entries}
+
+
+def fp32_from_bf16_and_mantissa(torch, high, low):
+    """(bf16 bits << 16) | mantissa as fp32 (§4.3). high: bf16 tensor; low: the mantissa, any integer dtype."""
+    high_bits = high.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF
+    low_bits = low.to(device=high.device, dtype=torch.int32).reshape(high.shape) & 0xFFFF
+    return ((high_bits << 16) | low_bits).view(torch.float32)
 
 
 def exact_loss_class(torch):

@@ -47,6 +47,22 @@ json write_parameters(const TensorFiles& files, ParameterSet& params, const std:
   return list;
 }
 
+// The parameters after an optimizer step, each bf16 bank with its NorMuon mantissa (§4.3: the low 16 bits of the
+// fp32 value whose high half is the bf16 weight). An update smaller than one bf16 step shows only there: comparing
+// the visible bf16 weights alone turns a 1e-3 difference of the update into a one-step difference of many entries.
+json write_updated_parameters(const TensorFiles& files, ParameterSet& params, const Optimizer& optimizer,
+                              const std::string& prefix, const std::function<bool(const Parameter&)>& only = nullptr) {
+  json list = write_parameters(files, params, prefix, false, only);
+  if (optimizer.bank_optimizer() != Optimizer::BankOptimizer::normuon) return list;
+  for (json& entry : list) {
+    const std::string name = entry["name"].get<std::string>();
+    if (params.get(name).kind != ParamKind::bank) continue;
+    const Tensor& mantissa = optimizer.bank_state(name).mantissa;
+    if (mantissa.defined()) entry["mantissa"] = files.write(prefix + "." + name + ".mantissa", mantissa);
+  }
+  return list;
+}
+
 // The first `tokens` positions of a validation window: with causal attention their losses do not depend on the
 // positions after them, and segments are cut at the new end.
 Microbatch leading_positions(const Microbatch& window, int64_t tokens) {
@@ -353,8 +369,8 @@ fs::path write_reference_export(ReferenceExportOptions options) {
       draw["after_even"] = {
           {"step", s},
           {"unchanged", unchanged},
-          {"tensors", write_parameters(files, params, prefix_m + ".after_even", false,
-                                       [](const Parameter& p) { return p.kind == ParamKind::bank; })}};
+          {"tensors", write_updated_parameters(files, params, optimizer, prefix_m + ".after_even",
+                                               [](const Parameter& p) { return p.kind == ParamKind::bank; })}};
 
       model->set_schedule(next);
       const double loss_next = model->train_microbatch(mb, loss_scale);
@@ -367,7 +383,7 @@ fs::path write_reference_export(ReferenceExportOptions options) {
       model->after_optimizer_step(next);
       draw["after_odd"] = {{"step", s + 1},
                            {"train", {{"loss_mean", loss_next}, {"objective", loss_next * tokens * loss_scale}}},
-                           {"tensors", write_parameters(files, params, prefix_m + ".after_odd", false)}};
+                           {"tensors", write_updated_parameters(files, params, optimizer, prefix_m + ".after_odd")}};
       microbatches.push_back(std::move(draw));
     }
     entry["microbatches"] = std::move(microbatches);
