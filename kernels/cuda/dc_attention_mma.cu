@@ -1,7 +1,7 @@
 // DC correction (kernels/dc_attention.h), version 2: bf16 tensor-core kernels for head dim 128 and windows of
 // at most 113 keys (the recipe's 112). Version 1 (dc_attention.cu) runs one block per token on CUDA cores and
 // re-reads the whole window from L2 for every token; here a block of 64 tokens shares its tiles in shared memory
-// and the products run as mma.sync m16n8k16 with fp32 accumulation (fragment layouts: attention_common.cuh).
+// and the products run as mma.sync m16n8k16 with fp32 accumulation (fragment layouts: attention/common.cuh).
 //
 // Geometry. A warp owns 16 consecutive rows; every key (or query) those rows can touch lies in one 128-wide span
 // (16 + keys − 1 ≤ 128), so each warp multiplies 16 × 128 tiles and masks per element. A block of 64 rows reads a
@@ -20,7 +20,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention/common.cuh"
 #include "kernels/cuda/dc_attention_variants.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/dc_attention.h"

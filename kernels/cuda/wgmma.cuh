@@ -10,7 +10,7 @@
 //   apart (stride byte offset), 64-column slabs along N `slab_bytes` apart (leading byte offset).
 // Accumulators of m64nN for thread t of the warpgroup (warp w = t / 32, g = lane / 4, c = lane % 4):
 //   d[4j + 0..1] = (row 16w + g, columns 8j + 2c, 8j + 2c + 1), d[4j + 2..3] = (row 16w + g + 8, same columns),
-// per warp exactly mma.sync m16n8's C fragments (attention_common.cuh), so two adjacent 8-column blocks of P are the
+// per warp exactly mma.sync m16n8's C fragments (attention/common.cuh), so two adjacent 8-column blocks of P are the
 // A fragment of a 16-deep k-step of the next product, in registers.
 // Ordering: fence() before the first wgmma that reads registers written since; commit() then wait<N>() before any
 // thread touches the accumulators; fence_operands() keeps the compiler from moving accumulator reads above wait.

@@ -1,11 +1,11 @@
-// The index arithmetic of the CUDA attention kernels (kernels/cuda/attention_schedule.h), checked on the CPU
+// The index arithmetic of the CUDA attention kernels (kernels/cuda/attention/schedule.h), checked on the CPU
 // against brute force over segment layouts and windows: the segment lookups, the forward's key walk and tile
 // kinds (skip / full / masked) and per-element masks, and the invariants backward v4/v5's
 // deterministic dQ relies on — a key block's tile loop covers every query that sees its keys, a skipped half has no
 // allowed pair and a full one has only allowed pairs, the key blocks that add to a query tile are a contiguous
 // range whose ranks are 0 … n − 1 from the diagonal block down (so every block waits only on blocks launched before
 // it, and rank 0 stores every row of the tile).
-#include "kernels/cuda/attention_schedule.h"
+#include "kernels/cuda/attention/schedule.h"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
 // The deferred_dq backward's barrier protocol (kernels/cuda/attention/backward.cuh, consume_deferred) checked for
 // deadlocks on the CPU: the waits and arrivals of the block's actors — two consumer warpgroups, the query-tile loader,
 // the two dQ adder warps — are written out in the kernel's order with the kernel's ring arithmetic (BarrierRing of
-// attention_schedule.h), and every interleaving of them is explored. An mbarrier wait passes when the current phase's
+// attention/schedule.h), and every interleaving of them is explored. An mbarrier wait passes when the current phase's
 // parity differs from the one asked for, exactly as on the GPU, so a barrier that ran two phases ahead blocks: parity
 // aliasing shows up as a deadlock too. The ordered adds across blocks are left out (each adder's turn comes eventually:
 // blocks wait only on blocks that started before them).
-#include "kernels/cuda/attention_schedule.h"
+#include "kernels/cuda/attention/schedule.h"
 
 #include <gtest/gtest.h>
 

@@ -37,9 +37,9 @@
 #include "kernels/attention.h"
 #include "kernels/cuda/attention/backward_block.cuh"
 #include "kernels/cuda/attention/fallback.h"
-#include "kernels/cuda/attention_common.cuh"
-#include "kernels/cuda/attention_launch.h"
-#include "kernels/cuda/attention_wgmma_common.cuh"
+#include "kernels/cuda/attention/common.cuh"
+#include "kernels/cuda/attention/launch.h"
+#include "kernels/cuda/attention/wgmma_common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/tensor_map.h"
@@ -226,7 +226,7 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles<false>& t, const
 // apart, so that one's exponentials overlap the other's products; with one dSᵀ tile they meet twice per tile.
 // The sums and their order are those of one dSᵀ tile: deferred_dq gives the same bits.
 
-// Contribution c's dSᵀ tile (attention_schedule.h).
+// Contribution c's dSᵀ tile (attention/schedule.h).
 using DsRing = BarrierRing<BlockTiles<true>::kDsTiles>;
 
 // This warpgroup's half of the contribution's dSᵀ tile, once both warpgroups' dQ products have finished reading

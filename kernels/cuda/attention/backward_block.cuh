@@ -5,8 +5,8 @@
 #include <cuda.h>
 #include <cuda_bf16.h>
 
-#include "kernels/cuda/attention_common.cuh"
-#include "kernels/cuda/attention_wgmma_common.cuh"
+#include "kernels/cuda/attention/common.cuh"
+#include "kernels/cuda/attention/wgmma_common.cuh"
 #include "kernels/cuda/tma.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
@@ -99,11 +99,11 @@ constexpr size_t smem_bytes(int r) {
          kStages * sizeof(QueryStats) + kBarriers * sizeof(uint64_t) + (kDeferredDq ? 0 : r * sizeof(int));
 }
 
-// The block's keys and the query tiles that can see them (kernels/cuda/attention_schedule.h; its invariants are
+// The block's keys and the query tiles that can see them (kernels/cuda/attention/schedule.h; its invariants are
 // checked on the CPU by tests/attention/attention_schedule_test.cpp).
 using KeyBlock = BackwardKeyBlock<kKeys, kQueries, kScoreTile>;
 
-// Query tile n's stage and contribution c's dQ staging tile, with their barrier parities (attention_schedule.h).
+// Query tile n's stage and contribution c's dQ staging tile, with their barrier parities (attention/schedule.h).
 using StageRing = BarrierRing<kStages>;
 using DqRing = BarrierRing<kDqStages>;
 

@@ -14,10 +14,10 @@
 #include <cmath>
 
 #include "kernels/attention.h"
-#include "kernels/cuda/attention_common.cuh"
-#include "kernels/cuda/attention_launch.h"
+#include "kernels/cuda/attention/common.cuh"
+#include "kernels/cuda/attention/launch.h"
 #include "kernels/cuda/attention/fallback.h"
-#include "kernels/cuda/attention_wgmma_common.cuh"
+#include "kernels/cuda/attention/wgmma_common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/wgmma.cuh"

@@ -1,6 +1,6 @@
 #pragma once
 // The warp-specialised CUDA forward of kernels/attention.h (bf16, head dim 128): the fallback's tiles and per-tile
-// steps (kernels/cuda/attention_forward_tiles.cuh) in a block with no block-wide barrier per tile, configured by
+// steps (kernels/cuda/attention/forward_tiles.cuh) in a block with no block-wide barrier per tile, configured by
 // ForwardOptions. attention/forward.cu instantiates the promoted configuration and the candidate; the kernel ladder
 // (kernels/cuda/ladder/forward_tma.cu) instantiates the superseded ones. Everything here has internal linkage: each
 // including file gets its own kernels.
@@ -30,11 +30,11 @@
 #include <cmath>
 
 #include "kernels/attention.h"
-#include "kernels/cuda/attention_common.cuh"
-#include "kernels/cuda/attention_forward_tiles.cuh"
-#include "kernels/cuda/attention_launch.h"
+#include "kernels/cuda/attention/common.cuh"
+#include "kernels/cuda/attention/forward_tiles.cuh"
+#include "kernels/cuda/attention/launch.h"
 #include "kernels/cuda/attention/fallback.h"
-#include "kernels/cuda/attention_wgmma_common.cuh"
+#include "kernels/cuda/attention/wgmma_common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/tensor_map.h"
@@ -271,7 +271,7 @@ __device__ void store_output(const float (&o)[kHeadDim / 2], const RowState& row
   }
 }
 
-// One tile's softmax (kernels/cuda/attention_forward_tiles.cuh); returns whether O must be rescaled.
+// One tile's softmax (kernels/cuda/attention/forward_tiles.cuh); returns whether O must be rescaled.
 template <bool kLazyRescale>
 __device__ __forceinline__ bool softmax_tile(float (&s)[kBlockK / 2], TileKind kind, int k0, RowState& rows,
                                              float scale_log2, float (&rescale)[2]) {

@@ -19,11 +19,11 @@
 #include <cmath>
 
 #include "kernels/attention.h"
-#include "kernels/cuda/attention_common.cuh"
-#include "kernels/cuda/attention_forward_tiles.cuh"
-#include "kernels/cuda/attention_launch.h"
+#include "kernels/cuda/attention/common.cuh"
+#include "kernels/cuda/attention/forward_tiles.cuh"
+#include "kernels/cuda/attention/launch.h"
 #include "kernels/cuda/attention/fallback.h"
-#include "kernels/cuda/attention_wgmma_common.cuh"
+#include "kernels/cuda/attention/wgmma_common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/wgmma.cuh"

@@ -16,8 +16,8 @@
 #include <memory>
 
 #include "kernels/attention.h"
-#include "kernels/cuda/attention_common.cuh"
-#include "kernels/cuda/attention_launch.h"
+#include "kernels/cuda/attention/common.cuh"
+#include "kernels/cuda/attention/launch.h"
 #include "kernels/cuda/ladder/attention_versions.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/runtime.h"

@@ -18,8 +18,8 @@
 #include <cmath>
 
 #include "kernels/attention.h"
-#include "kernels/cuda/attention_common.cuh"
-#include "kernels/cuda/attention_launch.h"
+#include "kernels/cuda/attention/common.cuh"
+#include "kernels/cuda/attention/launch.h"
 #include "kernels/cuda/attention/fallback.h"
 #include "kernels/cuda/ladder/attention_versions.h"
 #include "kernels/cuda/cuda_check.h"

@@ -8,9 +8,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/cuda/attention_common.cuh"
-#include "kernels/cuda/attention_launch.h"
-#include "kernels/cuda/attention_wgmma_common.cuh"
+#include "kernels/cuda/attention/common.cuh"
+#include "kernels/cuda/attention/launch.h"
+#include "kernels/cuda/attention/wgmma_common.cuh"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/fast_math.cuh"
 #include "kernels/cuda/wgmma.cuh"
@@ -203,7 +203,7 @@ __device__ __forceinline__ void rescale_output(float (&o)[kHeadDim / 2], const f
 }
 
 // P (exponentiated scores) as the A fragments of P·V (k-step kk covers keys 16kk … 16kk + 15): pack_fragments of
-// kernels/cuda/attention_wgmma_common.cuh (kBlockK = kScoreTile).
+// kernels/cuda/attention/wgmma_common.cuh (kBlockK = kScoreTile).
 static_assert(kBlockK == kScoreTile, "P tiles are the wgmma score tiles");
 
 // The end of a block: each row's softmax sum over the 4 threads that share it, 1 / sum for O (0 for a row with no

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention/common.cuh"
 #include "kernels/cuda/wgmma.cuh"
 
 namespace gpt::cuda::attn {
@@ -15,7 +15,7 @@ namespace gpt::cuda::attn {
 // Bytes of one swizzled [rows × 128] bf16 tile: two slabs of rows · 128 bytes (head dim 128 = two 64-column slabs).
 constexpr int swizzled_tile_bytes(int rows) { return 2 * rows * wgmma::kSlabRowBytes; }
 
-// load_rows_async (attention_common.cuh) into a swizzled tile: chunks 0–7 of a row in the first 64-column slab,
+// load_rows_async (attention/common.cuh) into a swizzled tile: chunks 0–7 of a row in the first 64-column slab,
 // 8–15 in the second.
 template <int kThreads, int kRows>
 __device__ __forceinline__ void load_swizzled_async(uint8_t* tile, const __nv_bfloat16* base, int first, int end,

@@ -1,6 +1,6 @@
 #pragma once
 // Shared pieces of the CUDA attention kernels (kernels/attention.h): bf16 tensor-core fragments (mma.sync
-// m16n8k16, fp32 accumulation) and shared-memory tile loads; the per-token key range is in attention_schedule.h.
+// m16n8k16, fp32 accumulation) and shared-memory tile loads; the per-token key range is in attention/schedule.h.
 //
 // Fragment layouts of mma.m16n8k16.row.col (g = lane / 4, c = lane % 4):
 //   A (16×16, row-major): a0 = (g, 2c..2c+1), a1 = (g+8, 2c..), a2 = (g, 2c+8..), a3 = (g+8, 2c+8..)
@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/attention_schedule.h"
+#include "kernels/cuda/attention/schedule.h"
 #include "kernels/cuda/fast_math.cuh"
 
 namespace gpt::cuda::attn {
