@@ -9,6 +9,8 @@
 //   coef(t, c) = S · L(t, c)
 //   S = bf16(f(s))   when a scalar is given: s = one fp32 parameter entry, a [1] tensor (f64 when the activations
 //                    are f64), f = identity or sigmoid; rounded to bf16 only when out is bf16 (§0.4). Else S = 1.
+//                    f = unrounded: S = s as stored, never rounded — a fixed fp32 factor of the recipe (the MUDD
+//                    scale 0.1 of §2.7, which the reference multiplies as a Python float, i.e. in fp32).
 //   L = offset + G[t, lane + ⌊c / (n/groups)⌋]  when a lane is given: G = a gate output [rows, lanes] of out's
 //                    dtype; groups > 1 gives each of `groups` equal column blocks its own lane (per-head gates).
 //                    Else L = 1.
@@ -34,7 +36,7 @@
 
 namespace gpt {
 
-enum class ScalarFn : uint8_t { identity, sigmoid };
+enum class ScalarFn : uint8_t { identity, sigmoid, unrounded };
 
 struct Coef {
   Tensor scalar{};  // undefined: S = 1
@@ -47,6 +49,7 @@ struct Coef {
   static Coef one() { return {}; }
   static Coef of_scalar(const Tensor& s) { return Coef{.scalar = s}; }
   static Coef sigmoid_scalar(const Tensor& s) { return Coef{.scalar = s, .fn = ScalarFn::sigmoid}; }
+  static Coef unrounded_scalar(const Tensor& s) { return Coef{.scalar = s, .fn = ScalarFn::unrounded}; }
   static Coef of_lane(const Tensor& g, int64_t lane, int64_t groups = 1) {
     return Coef{.lanes = g, .lane = lane, .groups = groups};
   }

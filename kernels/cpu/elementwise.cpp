@@ -34,6 +34,9 @@ ResolvedCoef<T> resolve(const Coef& c) {
       const double sg = sigmoid(s);
       r.s = scalar_for<T>(sg);
       r.ds_ds = sg * (1.0 - sg);
+    } else if (c.fn == ScalarFn::unrounded) {
+      r.s = s;
+      r.ds_ds = 1.0;
     } else {
       r.s = scalar_for<T>(s);
       r.ds_ds = 1.0;

@@ -23,7 +23,7 @@ struct TermArgs {
   void* dscalar = nullptr;  // A [1] or null
   int64_t lane_stride = 0, lane = 0, groups = 1;
   double offset = 0.0;
-  int sigmoid = 0;
+  ScalarFn fn = ScalarFn::identity;
   int overwrite_dx = 0;
   int want_coef_grad = 0;
 };
@@ -41,13 +41,13 @@ __device__ __forceinline__ double term_scalar(const TermArgs& a, double* ds_ds) 
     return 1.0;
   }
   double s = static_cast<double>(static_cast<const A*>(a.scalar)[0]);
-  if (a.sigmoid) {
+  if (a.fn == ScalarFn::sigmoid) {
     s = sigmoid_d(s);
     *ds_ds = s * (1.0 - s);
   } else {
     *ds_ds = 1.0;
   }
-  return scalar_for<T>(s);
+  return a.fn == ScalarFn::unrounded ? s : scalar_for<T>(s);
 }
 
 template <typename T>
@@ -309,7 +309,7 @@ MixArgs pack_terms(std::span<const MixTerm> terms, const char* op) {
     if (c.scalar.defined()) {
       GPT_CHECK(c.scalar.device() == Device::cuda, op, ": scalar of term ", k, " must be on the GPU");
       a.scalar = c.scalar.raw();
-      a.sigmoid = c.fn == ScalarFn::sigmoid ? 1 : 0;
+      a.fn = c.fn;
     }
     if (c.lanes.defined()) {
       a.lanes = c.lanes.raw();

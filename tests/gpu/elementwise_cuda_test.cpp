@@ -118,6 +118,19 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MixCuda,
                                            MixCase{DType::f32, 2048, 768}, MixCase{DType::f32, 1000, 384},
                                            MixCase{DType::bf16, 16384, 768}));
 
+// §2.7: the MUDD factor 0.1 in fp32, never rounded to bf16: 0.1f·2.25 -> bf16 0.224609375 (a bf16-rounded factor
+// gives 0.2255859375), on the CPU reference and on CUDA alike.
+TEST(MixUnroundedScalarCuda, KeepsTheFp32Factor) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  Tensor x = gpu(Tensor::from_doubles(std::vector<double>{2.25, -2.25, 2.25, 2.25}, {4, 1}, DType::bf16));
+  Tensor tenth = gpu(Tensor::from_doubles(std::vector<double>{0.1}, {1}, DType::f32));
+  Tensor out = Tensor::empty({4, 1}, DType::bf16, Device::cuda);
+  poison(out);
+  const MixTerm term{x, Coef::unrounded_scalar(tenth)};
+  mix_forward({&term, 1}, out);
+  EXPECT_EQ(out.to_doubles(), (std::vector<double>{0.224609375, -0.224609375, 0.224609375, 0.224609375}));
+}
+
 TEST(ScaleWeightCuda, ForwardAndBackwardMatchCpu) {
   GPT_REQUIRE_CUDA_DEVICE();
   const Tensor w = random_tensor({768, 3072}, DType::bf16, 401);

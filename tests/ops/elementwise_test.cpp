@@ -55,6 +55,27 @@ TEST(Mix, Bf16RoundsFp32ScalarFirst) {
   EXPECT_FLOAT_EQ(static_cast<float>(out32.to_doubles()[0]), 3.0f * 1.0039f);
 }
 
+TEST(Mix, Bf16KeepsAnUnroundedScalarAsStored) {
+  // §2.7: MUDD's fp32 factor 0.1 is not rounded to bf16 (0.10009765625). 0.1f·2.25 = 0.225000003 -> bf16
+  // 0.224609375, where bf16(0.1)·2.25 = 0.2252197 -> bf16 0.2255859375.
+  Tensor x = Tensor::from_doubles(std::vector<double>{2.25}, {1, 1}, DType::bf16);
+  Tensor out = Tensor::empty({1, 1}, DType::bf16);
+  const MixTerm unrounded{x, Coef::unrounded_scalar(scalar(0.1, DType::f32))};
+  mix_forward({&unrounded, 1}, out);
+  EXPECT_EQ(out.to_doubles()[0], 0.224609375);
+  const MixTerm rounded{x, Coef::of_scalar(scalar(0.1, DType::f32))};
+  mix_forward({&rounded, 1}, out);
+  EXPECT_EQ(out.to_doubles()[0], 0.2255859375);
+  // The backward scales dx by the same unrounded factor (an f32 dx shows it exactly).
+  Tensor dout = Tensor::from_doubles(std::vector<double>{1.0}, {1, 1}, DType::f32);
+  Tensor x32 = Tensor::from_doubles(std::vector<double>{2.25}, {1, 1}, DType::f32);
+  Tensor dx = Tensor::zeros({1, 1}, DType::f32);
+  const MixTerm term32{x32, Coef::unrounded_scalar(scalar(0.1, DType::f32))};
+  const MixGrad grad{.dx = dx};
+  mix_backward(dout, {&term32, 1}, {&grad, 1});
+  EXPECT_EQ(static_cast<float>(dx.to_doubles()[0]), 0.1f);
+}
+
 TEST(Mix, Bf16SumIsRoundedOnce) {
   // 1 + 3·2^-9: rounding after each add would stay at 1 (bf16 spacing at 1 is 2^-7); one fp32 sum rounds to
   // 1 + 2^-7.

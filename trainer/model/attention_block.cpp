@@ -80,7 +80,7 @@ void layer_loop(Forward& f) {
     const LayerPlan& plan = kLayerPlans[static_cast<size_t>(i)];
     if (i == 4)  // post gate from the residual at the start of layer 4
       f.post_gate = mudd_mlp(f, p.mudd_gate_w1, p.mudd_gate_w2, p.mudd_gate_b2, 1, 41, f.x,
-                             f.scalar(p.mudd_gate_scale, 0));
+                             f.scalar(p.mudd_gate_scale, 0), ScalarFn::identity);
     if (!plan.attention) {  // layer 6: gated skip from cache3
       f.x = taped::mix(tape, {term(f.x), term(f.cache3)
                                              .sigmoid_scaled(f.scalar(p.scalars, 23))

@@ -44,7 +44,8 @@ Var Forward::rows(Var& param, int64_t cols, int64_t begin, int64_t end) {
   return taped::slice(tape, matrix, begin, end);
 }
 
-Var mudd_mlp(Forward& f, Var& w1_stack, Var& w2_stack, Var& b2_stack, int64_t k, int64_t lanes, Var u, Var scale) {
+Var mudd_mlp(Forward& f, Var& w1_stack, Var& w2_stack, Var& b2_stack, int64_t k, int64_t lanes, Var u, Var scale,
+             ScalarFn scale_fn) {
   const int64_t hidden = w1_stack.value().size(1);
   const int64_t stack_rows = w2_stack.value().size(1);  // 14 (coefficients) or 41 (gates)
   GPT_CHECK(lanes <= stack_rows, "mudd_mlp: ", lanes, " lanes from a stack of ", stack_rows);
@@ -54,7 +55,9 @@ Var mudd_mlp(Forward& f, Var& w1_stack, Var& w2_stack, Var& b2_stack, int64_t k,
   Var b2 = taped::view(f.tape, b2_rows, {lanes});
   Var hidden_act = taped::gelu(f.tape, taped::linear(f.tape, u, w1));
   Var raw = taped::bias_add(f.tape, taped::linear(f.tape, hidden_act, w2), b2);
-  return taped::mix(f.tape, {term(raw).scaled(scale)});
+  taped::Term scaled = term(raw).scaled(scale);
+  scaled.fn = scale_fn;
+  return taped::mix(f.tape, {scaled});
 }
 
 void input_stage(Forward& f) {
@@ -77,7 +80,8 @@ void input_stage(Forward& f) {
     f.value[static_cast<size_t>(plane)] =
         taped::value_embedding(tape, p.value_embeds, f.batch.inputs, plane, f.dims.vocab);
   // 6-7: pre gate G = MG_0(x0) (26 lanes), x = x0 + G[19]·Bg.
-  f.pre_gate = mudd_mlp(f, p.mudd_gate_w1, p.mudd_gate_w2, p.mudd_gate_b2, 0, 26, f.x0, f.scalar(p.mudd_gate_scale, 0));
+  f.pre_gate = mudd_mlp(f, p.mudd_gate_w1, p.mudd_gate_w2, p.mudd_gate_b2, 0, 26, f.x0, f.scalar(p.mudd_gate_scale, 0),
+                       ScalarFn::identity);
   f.x = taped::mix(tape, {term(f.x0), term(f.bigram).times_lane(f.pre_gate, 19)});
   f.cache0 = f.x;
 }

@@ -9,11 +9,11 @@ Var last_layer_and_head(Forward& f) {
   Params& p = f.p;
   const int64_t tokens = f.batch.tokens, heads = f.dims.num_heads, head_dim = f.dims.head_dim;
   const Tensor& like = f.x.value();
-  // The MUDD coefficient MLPs scale by the constant 0.1 (§2.7).
+  // The MUDD coefficient MLPs scale by the constant 0.1 (§2.7), in fp32 like the reference's Python-float factor.
   Var tenth = taped::constant(Tensor::from_doubles(std::vector<double>{0.1}, {1}, stat_dtype(like.dtype()), like.device()));
 
   f.cache9 = f.x;
-  Var mu = mudd_mlp(f, p.mudd_w1, p.mudd_w2, p.mudd_b2, 0, 14, f.x, tenth);
+  Var mu = mudd_mlp(f, p.mudd_w1, p.mudd_w2, p.mudd_b2, 0, 14, f.x, tenth, ScalarFn::unrounded);
   Var x = taped::mix(tape, {term(f.x).times_lane(mu, 5).plus(1.0f), term(f.cache0).times_lane(mu, 3),
                             term(f.cache7).times_lane(mu, 4)});
 
@@ -33,7 +33,7 @@ Var last_layer_and_head(Forward& f) {
   x = taped::mix(tape, {term(x).times_lane(mu, 12), term(m).times_lane(mu, 13)});
 
   // Post-loop mix with μ' = M_1(x) (5 coefficients).
-  Var mu_post = mudd_mlp(f, p.mudd_w1, p.mudd_w2, p.mudd_b2, 1, 5, x, tenth);
+  Var mu_post = mudd_mlp(f, p.mudd_w1, p.mudd_w2, p.mudd_b2, 1, 5, x, tenth, ScalarFn::unrounded);
   x = taped::mix(tape, {term(x), term(f.cache0).times_lane(mu_post, 0), term(f.cache7).times_lane(mu_post, 1),
                         term(f.cache9).times_lane(mu_post, 2), term(f.value[0]).times_lane(mu_post, 3),
                         term(f.cache3).times_lane(mu_post, 4)});

@@ -53,8 +53,10 @@ struct Forward {
 
 // §2.5: e, smear, x0, Bg, value planes, pre gate, x = x0 + G[19]·Bg, cache0.
 void input_stage(Forward& f);
-// §2.6 (scale = γ) and §2.7 (scale = constant 0.1): (GELU(u·W1ᵀ)·W2[0:n]ᵀ + b[0:n])·scale, stack slot k.
-Var mudd_mlp(Forward& f, Var& w1_stack, Var& w2_stack, Var& b2_stack, int64_t k, int64_t lanes, Var u, Var scale);
+// §2.6 (scale = γ, rounded to bf16: ScalarFn::identity) and §2.7 (scale = the constant 0.1 in fp32:
+// ScalarFn::unrounded): (GELU(u·W1ᵀ)·W2[0:n]ᵀ + b[0:n])·scale, stack slot k.
+Var mudd_mlp(Forward& f, Var& w1_stack, Var& w2_stack, Var& b2_stack, int64_t k, int64_t lanes, Var u, Var scale,
+             ScalarFn scale_fn);
 // §2.8 layers 0-9.
 void layer_loop(Forward& f);
 // §2.12 layer 10 and the post-loop mix; returns h = norm(x).
