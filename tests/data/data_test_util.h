@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "trainer/data/shard.h"
+#include "trainer/data/train_loader.h"
 
 namespace gpt::test {
 
@@ -68,6 +69,23 @@ inline std::vector<std::uint16_t> make_documents(const std::vector<int>& lengths
     for (int i = 1; i < len; ++i) tokens.push_back(static_cast<std::uint16_t>((tokens.size() * 7 + 1) % 50000));
   }
   return tokens;
+}
+
+// Training shards of documents of given lengths, in a scratch folder.
+struct ShardSet {
+  ScratchDir dir;
+  std::vector<std::filesystem::path> paths;
+  std::vector<std::vector<std::uint16_t>> tokens;
+  void add(const std::vector<int>& lengths) {
+    tokens.push_back(make_documents(lengths));
+    paths.push_back(dir / ("train_" + std::to_string(paths.size()) + ".bin"));
+    write_shard(paths.back(), tokens.back());
+  }
+};
+
+inline TrainLoaderOptions options_for(const ShardSet& set, int world, int rank, int slices = 8) {
+  return TrainLoaderOptions{.shards = set.paths, .slices_per_call = slices, .world_size = world, .rank = rank,
+                            .bigram_rows = kHeadBigramRows};
 }
 
 }  // namespace gpt::test

@@ -119,21 +119,8 @@ std::vector<int> random_lengths(std::mt19937& rng, int count, int max_len) {
   return lengths;
 }
 
-struct ShardSet {
-  ScratchDir dir;
-  std::vector<std::filesystem::path> paths;
-  std::vector<std::vector<std::uint16_t>> tokens;
-  void add(const std::vector<int>& lengths) {
-    tokens.push_back(make_documents(lengths));
-    paths.push_back(dir / ("train_" + std::to_string(paths.size()) + ".bin"));
-    write_shard(paths.back(), tokens.back());
-  }
-};
-
-TrainLoaderOptions options_for(const ShardSet& set, int world, int rank, int slices = 8) {
-  return TrainLoaderOptions{.shards = set.paths, .slices_per_call = slices, .world_size = world, .rank = rank,
-                            .bigram_rows = kHeadBigramRows};
-}
+using test::options_for;
+using test::ShardSet;
 
 // Checks every §1.3/§1.4 invariant of one microbatch against the shard it came from.
 void check_invariants(const Microbatch& mb, const std::vector<std::uint16_t>& shard, const CallShape& shape) {
