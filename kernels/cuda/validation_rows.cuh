@@ -25,6 +25,11 @@ struct CanonicalMaskRows {
   int64_t row_bytes = 0;
 };
 
+// Bit `col` of a mask row (byte col/8, bit col mod 8); a null row masks nothing.
+__device__ __forceinline__ bool masked_column(const uint8_t* mask_row, int64_t col) {
+  return mask_row != nullptr && ((mask_row[col >> 3] >> (col & 7)) & 1) != 0;
+}
+
 template <typename A, typename T>
 __device__ __forceinline__ A validation_z(T raw) {
   const A a = (to_acc<A>(raw) + A(kSoftcapShift)) / A(kSoftcapDivisor);
@@ -40,12 +45,12 @@ __global__ void __launch_bounds__(kValidationThreads)
   __shared__ A shared32[32];
   for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
     const T* zr = z_raw + t * vocab;
-    const uint8_t* mask_row = nullptr;
+    const uint8_t* mask_row = nullptr;  // null: no column of this row is masked
     bool valid = true;
     if constexpr (kMasked) {
       const int32_t x = mask.inputs[t];
       valid = x >= 0 && x < mask.mask_rows && targets[t] >= 0 && targets[t] < vocab;
-      mask_row = mask.bits + (valid ? static_cast<int64_t>(x) : 0) * mask.row_bytes;
+      if (valid) mask_row = mask.bits + static_cast<int64_t>(x) * mask.row_bytes;
     }
     A sum = 0;
     for (int64_t p = threadIdx.x; p < vocab / VEC; p += kValidationThreads) {
@@ -54,24 +59,23 @@ __global__ void __launch_bounds__(kValidationThreads)
       for (int j = 0; j < VEC; ++j) {
         A z = validation_z<A>(v.v[j]);
         if constexpr (kMasked) {
-          const int64_t col = p * VEC + j;
-          if ((mask_row[col >> 3] >> (col & 7)) & 1) z = A(kMaskedLogit);
+          if (masked_column(mask_row, p * VEC + j)) z = A(kMaskedLogit);
         }
         sum += exp(z - A(kSoftcap));
       }
     }
     const A lse = A(kSoftcap) + log(block_sum(sum, shared32));
     if (threadIdx.x == 0) {
-      if (!valid) {
+      if (valid) {
+        const int64_t y = targets[t];
+        A z_target = validation_z<A>(zr[y]);
+        if constexpr (kMasked) {
+          if (masked_column(mask_row, y)) z_target = A(kMaskedLogit);
+        }
+        row_loss[t] = static_cast<double>(lse - z_target);
+      } else {
         row_loss[t] = NAN;
-        continue;
       }
-      const int64_t y = targets[t];
-      A z_target = validation_z<A>(zr[y]);
-      if constexpr (kMasked) {
-        if ((mask_row[y >> 3] >> (y & 7)) & 1) z_target = A(kMaskedLogit);
-      }
-      row_loss[t] = static_cast<double>(lse - z_target);
     }
   }
 }
