@@ -91,10 +91,13 @@ TEST_P(AnvilCuda, TraceScalingIsBitExact) {
   }
 }
 
-// The public op (the Gram product through gemm, then the scaling): within the dtype's tolerance.
+// The public op (the Gram product through gemm, then the scaling): within the dtype's tolerance, except in bf16: the
+// two gemms may round a diagonal entry of A differently, which can flip the bf16 rounding of the trace, so δ may
+// differ by one bf16 ulp (2^-8 relative) and W(δ²) by two, moving every element of X and A by that much.
 TEST_P(AnvilCuda, GramNormalizeMatchesCpu) {
   GPT_REQUIRE_CUDA();
   const DType dtype = GetParam();
+  const double tolerance = dtype == DType::bf16 ? 3.0 / 256 : tolerance_for(dtype);
   for (const StackShape& s : kSeedShapes) {
     const int64_t k = std::min(s.rows, s.cols);
     Tensor x_cpu = testing::random_tensor({s.count, s.rows, s.cols}, dtype, 5, 0.05);
@@ -104,8 +107,8 @@ TEST_P(AnvilCuda, GramNormalizeMatchesCpu) {
     poison(gram_gpu);
     anvil_gram_normalize(x_cpu, gram_cpu);
     anvil_gram_normalize(x_gpu, gram_gpu);
-    EXPECT_LT(relative_frobenius(x_gpu, x_cpu), tolerance_for(dtype)) << shape_string(x_cpu.shape());
-    EXPECT_LT(relative_frobenius(gram_gpu, gram_cpu), tolerance_for(dtype)) << shape_string(x_cpu.shape());
+    EXPECT_LT(relative_frobenius(x_gpu, x_cpu), tolerance) << shape_string(x_cpu.shape());
+    EXPECT_LT(relative_frobenius(gram_gpu, gram_cpu), tolerance) << shape_string(x_cpu.shape());
   }
 }
 
@@ -207,11 +210,12 @@ void check_whole_steps(DType dtype) {
   const StackShape shapes[] = {{2, 768, 768}, {3, 96, 160}, {3, 160, 96}};
   for (const StackShape& s : shapes) {
     const Shape shape{s.count, s.rows, s.cols};
-    const Tensor start = testing::random_tensor(shape, DType::f64, 20, 0.05);
-    Tensor p_ref = start.clone();
-    Tensor p_cpu = start.to(dtype);
-    Tensor p_gpu = start.to(dtype).to(Device::cuda);
-    const std::vector<double> before = masters(p_cpu, Tensor::zeros(shape, DType::u16));
+    // All three start from the same values (the dtype's rounding of a random stack); clones, since to() of the
+    // same dtype shares storage.
+    Tensor p_cpu = testing::random_tensor(shape, DType::f64, 20, 0.05).to(dtype).clone();
+    Tensor p_ref = p_cpu.to(DType::f64).clone();
+    Tensor p_gpu = p_cpu.to(Device::cuda);
+    const std::vector<double> before = p_ref.to_doubles();
     AnvilState st_ref = AnvilState::zeros(p_ref), st_cpu = AnvilState::zeros(p_cpu), st_gpu = AnvilState::zeros(p_gpu);
     for (int64_t step : {int64_t{3}, int64_t{600}, kSteps - 2}) {
       const Tensor g = testing::random_tensor(shape, DType::f64, 100 + step, 0.01).to(dtype);
