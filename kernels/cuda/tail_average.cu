@@ -13,37 +13,66 @@ namespace gpt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kPack = 4;
 // Elements per chunk of sum_of_squares: each thread adds kThreads-strided elements of one chunk serially.
 constexpr int64_t kSquareChunk = 64 * kThreads;
 
 // The elementwise steps of the three elementwise ops: the kind picks the formula, `scalar` is rate or factor.
 enum class Elementwise { accumulate, seed_copy, ship, replace, scale };
 
-template <typename T, typename A, Elementwise kKind>
-__global__ void elementwise_kernel(T* __restrict__ w, A* __restrict__ acc, int64_t n, A scalar) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    if constexpr (kKind == Elementwise::seed_copy) {
-      acc[i] = to_acc<A>(w[i]);  // acc ← w
-    } else if constexpr (kKind == Elementwise::accumulate) {
-      const A a = acc[i];  // acc ← acc + rate·(w − acc)
-      acc[i] = add_rn(a, mul_rn(scalar, sub_rn(to_acc<A>(w[i]), a)));
-    } else if constexpr (kKind == Elementwise::replace) {
-      w[i] = from_acc<T>(acc[i]);  // w ← acc, rounded once
-    } else if constexpr (kKind == Elementwise::ship) {
-      const A x = to_acc<A>(w[i]);  // w ← w + factor·(acc − w), rounded once
-      w[i] = from_acc<T>(add_rn(x, mul_rn(scalar, sub_rn(acc[i], x))));
-    } else {
-      w[i] = from_acc<T>(mul_rn(to_acc<A>(w[i]), scalar));  // w ← w·factor
-    }
+template <Elementwise kKind, typename T, typename A>
+__device__ __forceinline__ void elementwise_step(T& w, A& acc, A scalar) {
+  if constexpr (kKind == Elementwise::seed_copy) {
+    acc = to_acc<A>(w);  // acc ← w
+  } else if constexpr (kKind == Elementwise::accumulate) {
+    acc = add_rn(acc, mul_rn(scalar, sub_rn(to_acc<A>(w), acc)));  // acc ← acc + rate·(w − acc)
+  } else if constexpr (kKind == Elementwise::replace) {
+    w = from_acc<T>(acc);  // w ← acc, rounded once
+  } else if constexpr (kKind == Elementwise::ship) {
+    const A x = to_acc<A>(w);  // w ← w + factor·(acc − w), rounded once
+    w = from_acc<T>(add_rn(x, mul_rn(scalar, sub_rn(acc, x))));
+  } else {
+    w = from_acc<T>(mul_rn(to_acc<A>(w), scalar));  // w ← w·factor
   }
 }
 
+// N consecutive elements per step (16-byte loads of the accumulator when N = kPack); each kind reads and writes
+// only the tensors its formula needs.
+template <typename T, typename A, Elementwise kKind, int N>
+__global__ void elementwise_kernel(T* __restrict__ w, A* __restrict__ acc, int64_t packs, A scalar) {
+  constexpr bool kReadsW = kKind != Elementwise::replace;
+  constexpr bool kWritesW = kKind == Elementwise::replace || kKind == Elementwise::ship || kKind == Elementwise::scale;
+  constexpr bool kReadsAcc =
+      kKind == Elementwise::accumulate || kKind == Elementwise::replace || kKind == Elementwise::ship;
+  constexpr bool kWritesAcc = kKind == Elementwise::accumulate || kKind == Elementwise::seed_copy;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < packs; i += stride) {
+    Pack<T, N> wp{};
+    Pack<A, N> ap{};
+    if constexpr (kReadsW) wp = load_pack<T, N>(w + i * N);
+    if constexpr (kReadsAcc) ap = load_pack<A, N>(acc + i * N);
+#pragma unroll
+    for (int j = 0; j < N; ++j) elementwise_step<kKind>(wp.v[j], ap.v[j], scalar);
+    if constexpr (kWritesW) store_pack<T, N>(w + i * N, wp);
+    if constexpr (kWritesAcc) store_pack<A, N>(acc + i * N, ap);
+  }
+}
+
+template <Elementwise kKind, typename T, typename A, int N>
+void launch_packs(T* w, A* acc, int64_t packs, A scalar) {
+  if (packs == 0) return;
+  elementwise_kernel<T, A, kKind, N>
+      <<<grid_stride_blocks(packs, kThreads), kThreads, 0, op_stream()>>>(w, acc, packs, scalar);
+  GPT_CUDA_CHECK_LAUNCH();
+}
+
+// Packs of kPack over the aligned head, single elements over the rest (acc is null for scale).
 template <Elementwise kKind, typename T, typename A>
 void launch_elementwise(T* w, A* acc, int64_t n, A scalar) {
-  if (n == 0) return;
-  elementwise_kernel<T, A, kKind><<<grid_stride_blocks(n, kThreads), kThreads, 0, op_stream()>>>(w, acc, n, scalar);
-  GPT_CUDA_CHECK_LAUNCH();
+  const bool packed = aligned_to(w, sizeof(T) * kPack) && (acc == nullptr || aligned_to(acc, sizeof(A) * kPack));
+  const int64_t head = packed ? n / kPack * kPack : 0;
+  launch_packs<kKind, T, A, kPack>(w, acc, head / kPack, scalar);
+  launch_packs<kKind, T, A, 1>(w + head, acc == nullptr ? nullptr : acc + head, n - head, scalar);
 }
 
 // partial[c] = Σ w[i]² over chunk c in double: thread j adds elements j, j + kThreads, ... of the chunk in order,

@@ -62,26 +62,29 @@ TEST_P(TailAverageCuda, RateUpdateIsBitExact) {
   }
 }
 
-// A rank's shard is a leading-dimension slice: the op writes the slice and nothing around it.
-TEST_P(TailAverageCuda, RateUpdateOfASliceTouchesOnlyTheSlice) {
+// A rank's shard is a leading-dimension slice: the op writes the slice and nothing around it. Rows of 96 keep the
+// slice 16-byte aligned (the packed path); rows of 13 start it at an odd element (the single-element path).
+TEST_P(TailAverageCuda, RateUpdateAndShipOfASliceTouchOnlyTheSlice) {
   GPT_REQUIRE_CUDA();
   const DType dtype = GetParam();
-  const Tensor w = testing::random_tensor({64, 96}, dtype, 4);
-  Tensor acc_cpu = testing::random_tensor({16, 96}, stat_dtype(dtype), 5);
-  Tensor acc_gpu = acc_cpu.to(Device::cuda);
-  Tensor w_gpu = w.to(Device::cuda);
-  tail_accumulate(acc_cpu, w.slice(16, 32), kRates[1], false);
-  tail_accumulate(acc_gpu, w_gpu.slice(16, 32), kRates[1], false);
-  EXPECT_EQ(bit_mismatches(acc_gpu, acc_cpu), 0);
-  Tensor shard_gpu = w_gpu.slice(16, 32);
-  tail_ship(shard_gpu, acc_gpu, kShipFactors[0]);
-  Tensor w_cpu = w.clone();
-  Tensor shard_cpu = w_cpu.slice(16, 32);
-  tail_ship(shard_cpu, acc_cpu, kShipFactors[0]);
-  EXPECT_EQ(bit_mismatches(w_gpu, w_cpu), 0);
-  EXPECT_GT(bit_mismatches(w_gpu.slice(16, 32), w.slice(16, 32)), 0);
-  EXPECT_EQ(bit_mismatches(w_gpu.slice(0, 16), w.slice(0, 16)), 0);
-  EXPECT_EQ(bit_mismatches(w_gpu.slice(32, 64), w.slice(32, 64)), 0);
+  for (const int64_t cols : {int64_t{96}, int64_t{13}}) {
+    const Tensor w = testing::random_tensor({64, cols}, dtype, 4);
+    Tensor acc_cpu = testing::random_tensor({16, cols}, stat_dtype(dtype), 5);
+    Tensor acc_gpu = acc_cpu.to(Device::cuda);
+    Tensor w_gpu = w.to(Device::cuda);
+    tail_accumulate(acc_cpu, w.slice(17, 33), kRates[1], false);
+    tail_accumulate(acc_gpu, w_gpu.slice(17, 33), kRates[1], false);
+    EXPECT_EQ(bit_mismatches(acc_gpu, acc_cpu), 0) << cols;
+    Tensor shard_gpu = w_gpu.slice(17, 33);
+    tail_ship(shard_gpu, acc_gpu, kShipFactors[0]);
+    Tensor w_cpu = w.clone();
+    Tensor shard_cpu = w_cpu.slice(17, 33);
+    tail_ship(shard_cpu, acc_cpu, kShipFactors[0]);
+    EXPECT_EQ(bit_mismatches(w_gpu, w_cpu), 0) << cols;
+    EXPECT_GT(bit_mismatches(w_gpu.slice(17, 33), w.slice(17, 33)), 0) << cols;
+    EXPECT_EQ(bit_mismatches(w_gpu.slice(0, 17), w.slice(0, 17)), 0) << cols;
+    EXPECT_EQ(bit_mismatches(w_gpu.slice(33, 64), w.slice(33, 64)), 0) << cols;
+  }
 }
 
 TEST_P(TailAverageCuda, ShipIsBitExact) {
