@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 
 namespace gpt {
@@ -11,11 +12,6 @@ namespace {
 void check_stack(const Tensor& param, const char* op) {
   GPT_CHECK(param.ndim() == 3, op, ": param must be a stack [count, rows, cols], got ", param.describe());
   GPT_CHECK(is_floating(param.dtype()), op, ": param must be f64, f32 or bf16, got ", param.describe());
-}
-
-// ANVIL has only the CPU reference so far; the products go through gemm, which has both.
-void check_cpu(const Tensor& t, const char* op) {
-  GPT_CHECK(t.device() == Device::cpu, op, ": no CUDA kernel yet (§S ops are CPU only), got ", t.describe());
 }
 
 Shape second_moment_shape(const Tensor& param) {
@@ -57,6 +53,16 @@ AnvilRails anvil_rails(const AnvilArgs& args) {
   return r;
 }
 
+NorMuonArgs anvil_equalizer_args(const AnvilArgs& args) {
+  NorMuonArgs shared;  // the equalizer and update of §4.3 with ANVIL's decay (its gate is the slow rail)
+  shared.lr = args.lr;
+  shared.weight_decay = args.weight_decay;
+  shared.beta2 = args.beta2;
+  shared.odd_matrix_lr_mul = args.odd_matrix_lr_mul;
+  shared.first_matrix = args.first_matrix;
+  return shared;
+}
+
 AnvilState AnvilState::zeros(const Tensor& param) {
   check_stack(param, "AnvilState");
   AnvilState s;
@@ -82,17 +88,15 @@ void anvil_momentum(const Tensor& grad, Tensor& fast_rail, Tensor& slow_rail, Te
   check_shape(x, grad.shape(), "anvil_momentum: x");
   check_dtype(x, grad.dtype(), "anvil_momentum: x");
   check_same_device({&grad, &fast_rail, &slow_rail, &x}, "anvil_momentum");
-  check_cpu(grad, "anvil_momentum");
-  cpu::anvil_momentum(grad, fast_rail, slow_rail, x, rails);
+  GPT_BACKEND_CALL(grad.device(), anvil_momentum, grad, fast_rail, slow_rail, x, rails);
 }
 
 void anvil_gram_normalize(Tensor& x, Tensor& gram) {
   check_stack(x, "anvil_gram_normalize");
   check_dtype(gram, x.dtype(), "anvil_gram_normalize: gram");
   check_same_device({&x, &gram}, "anvil_gram_normalize");
-  check_cpu(x, "anvil_gram_normalize");
   short_side_gram(x, gram);
-  cpu::anvil_scale_by_trace(x, gram);
+  GPT_BACKEND_CALL(x.device(), anvil_scale_by_trace, x, gram);
 }
 
 void anvil_apply(const Tensor& x, Tensor& second_moment, const Tensor& slow_rail, Tensor& param, Tensor& mantissa,
@@ -111,9 +115,8 @@ void anvil_apply(const Tensor& x, Tensor& second_moment, const Tensor& slow_rail
     GPT_CHECK(!mantissa.defined(), "anvil_apply: a mantissa is only kept for bf16 params, got ", param.describe());
   }
   check_same_device({&x, &second_moment, &slow_rail, &param}, "anvil_apply");
-  check_cpu(param, "anvil_apply");
   GPT_CHECK(args.first_matrix >= 0, "anvil_apply: first_matrix must be >= 0");
-  cpu::anvil_apply(x, second_moment, slow_rail, param, mantissa, args);
+  GPT_BACKEND_CALL(param.device(), anvil_apply, x, second_moment, slow_rail, param, mantissa, args);
 }
 
 void anvil_update(Tensor& param, const Tensor& grad, AnvilState& state, const AnvilArgs& args) {

@@ -17,7 +17,8 @@
 // W(·) is rounding to the parameter dtype (bf16 in training; identity for f32/f64, the exact math of the tests).
 // The roundings of step 3 mirror step 2 of NorMuon: one per elementwise op, sums accumulated in double. The
 // gate of step 6 compares the slow rail with the fp32 master (the bf16 weight joined with its mantissa).
-// CPU only for now (no CUDA kernel yet): CUDA tensors throw.
+// Both backends (kernels/cpu/anvil.cpp, kernels/cuda/anvil.cu): the CUDA momentum and trace scaling give the CPU's
+// bits; its update sums the equalizer's statistics in another fixed order (kernels/cuda/normuon.cu).
 #include <cstdint>
 
 #include "kernels/normuon.h"
@@ -72,7 +73,7 @@ struct AnvilState {
   void zero_();
 };
 
-// param: [count, rows, cols] (f64, f32 or bf16) on the CPU; grad: same shape and dtype. One full ANVIL step.
+// param: [count, rows, cols] (f64, f32 or bf16); grad: same shape and dtype. One full ANVIL step.
 void anvil_update(Tensor& param, const Tensor& grad, AnvilState& state, const AnvilArgs& args);
 
 // The building blocks, public for tests and for the CUDA backend.
@@ -81,11 +82,20 @@ void anvil_gram_normalize(Tensor& x, Tensor& gram);  // gram: [count, k, k], k =
 void anvil_apply(const Tensor& x, Tensor& second_moment, const Tensor& slow_rail, Tensor& param, Tensor& mantissa,
                  const AnvilArgs& args);
 
+// The NorMuon arguments of steps 5–6 (equalizer and update) for ANVIL's: its decay, β2, lr and matrix multipliers.
+NorMuonArgs anvil_equalizer_args(const AnvilArgs& args);
+
 namespace cpu {
 void anvil_momentum(const Tensor& grad, Tensor& fast_rail, Tensor& slow_rail, Tensor& x, const AnvilRails& rails);
 void anvil_scale_by_trace(Tensor& x, Tensor& gram);  // step 3 after the Gram product
 void anvil_apply(const Tensor& x, Tensor& second_moment, const Tensor& slow_rail, Tensor& param, Tensor& mantissa,
                  const AnvilArgs& args);
 }  // namespace cpu
+namespace cuda {
+void anvil_momentum(const Tensor& grad, Tensor& fast_rail, Tensor& slow_rail, Tensor& x, const AnvilRails& rails);
+void anvil_scale_by_trace(Tensor& x, Tensor& gram);
+void anvil_apply(const Tensor& x, Tensor& second_moment, const Tensor& slow_rail, Tensor& param, Tensor& mantissa,
+                 const AnvilArgs& args);
+}  // namespace cuda
 
 }  // namespace gpt

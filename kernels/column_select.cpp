@@ -1,5 +1,7 @@
 #include "kernels/column_select.h"
 
+#include "kernels/dispatch.h"
+
 namespace gpt {
 
 namespace {
@@ -12,19 +14,18 @@ void check_args(const Tensor& table, const Tensor& columns, const Tensor& narrow
   check_shape(narrow, {table.size(0), columns.size(0)}, op);
   check_dtype(narrow, table.dtype(), op);
   check_same_device({&table, &columns, &narrow}, op);
-  GPT_CHECK(table.device() == Device::cpu, op, ": no CUDA kernel yet (§S ops are CPU only)");
 }
 
 }  // namespace
 
 void column_gather(const Tensor& table, const Tensor& columns, Tensor& out) {
   check_args(table, columns, out, "column_gather");
-  cpu::column_gather(table, columns, out);
+  GPT_BACKEND_CALL(table.device(), column_gather, table, columns, out);
 }
 
 void column_scatter_add(const Tensor& src, const Tensor& columns, Tensor& table) {
   check_args(table, columns, src, "column_scatter_add");
-  cpu::column_scatter_add(src, columns, table);
+  GPT_BACKEND_CALL(table.device(), column_scatter_add, src, columns, table);
 }
 
 }  // namespace gpt

@@ -7,7 +7,9 @@
 //
 // columns: i64 [P] with entries in [0, V). Repeated columns gather repeatedly; in the scatter-add they add in
 // order of j (deterministic). Each add is done in the accumulation type and rounded once to the table's dtype.
-// table, out and src share one floating dtype and one device. CPU only for now: a CUDA tensor throws.
+// table, out and src share one floating dtype and one device. Both backends give the same bits (copies and single
+// adds); columns outside [0, V) are an error on the CPU and gather NaN / are skipped on CUDA (checking them would
+// make the host wait for the device), as the CUDA embedding gathers do.
 #include "kernels/tensor.h"
 
 namespace gpt {
@@ -19,5 +21,9 @@ namespace cpu {
 void column_gather(const Tensor& table, const Tensor& columns, Tensor& out);
 void column_scatter_add(const Tensor& src, const Tensor& columns, Tensor& table);
 }  // namespace cpu
+namespace cuda {
+void column_gather(const Tensor& table, const Tensor& columns, Tensor& out);
+void column_scatter_add(const Tensor& src, const Tensor& columns, Tensor& table);
+}  // namespace cuda
 
 }  // namespace gpt

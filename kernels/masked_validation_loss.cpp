@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/check.h"
+#include "kernels/dispatch.h"
 #include "kernels/gemm.h"
 
 namespace gpt {
@@ -22,8 +23,7 @@ void masked_validation_loss_rows_add(const Tensor& z_raw, const Tensor& inputs, 
   check_shape(loss_sum, {1}, "masked_validation_loss: loss_sum");
   check_dtype(loss_sum, stat_dtype(z_raw.dtype()), "masked_validation_loss: loss_sum");
   check_same_device({&z_raw, &inputs, &targets, &mask, &loss_sum}, op);
-  GPT_CHECK(z_raw.device() == Device::cpu, op, ": no CUDA kernel yet (§S ops are CPU only)");
-  cpu::masked_validation_loss_rows_add(z_raw, inputs, targets, mask, loss_sum);
+  GPT_BACKEND_CALL(z_raw.device(), masked_validation_loss_rows_add, z_raw, inputs, targets, mask, loss_sum);
 }
 
 void masked_validation_loss(const Tensor& h, const Tensor& lm_head, const Tensor& inputs, const Tensor& targets,

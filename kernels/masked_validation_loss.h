@@ -19,7 +19,9 @@ inline constexpr float kMaskedLogit = -60.0f;
 void masked_validation_loss(const Tensor& h, const Tensor& lm_head, const Tensor& inputs, const Tensor& targets,
                             const Tensor& mask, int64_t chunk_rows, Tensor& loss_sum);
 
-// Backend piece: loss_sum[0] += Σ over the rows of z_raw [rows, V] of the masked ℓ_t.
+// Backend piece: loss_sum[0] += Σ over the rows of z_raw [rows, V] of the masked ℓ_t. Inputs without a mask row and
+// targets outside [0, V) are an error on the CPU and make the sum NaN on CUDA (checking them would make the host wait
+// for the device).
 void masked_validation_loss_rows_add(const Tensor& z_raw, const Tensor& inputs, const Tensor& targets,
                                      const Tensor& mask, Tensor& loss_sum);
 
@@ -27,5 +29,9 @@ namespace cpu {
 void masked_validation_loss_rows_add(const Tensor& z_raw, const Tensor& inputs, const Tensor& targets,
                                      const Tensor& mask, Tensor& loss_sum);
 }  // namespace cpu
+namespace cuda {
+void masked_validation_loss_rows_add(const Tensor& z_raw, const Tensor& inputs, const Tensor& targets,
+                                     const Tensor& mask, Tensor& loss_sum);
+}  // namespace cuda
 
 }  // namespace gpt

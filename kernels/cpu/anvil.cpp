@@ -58,12 +58,7 @@ void anvil_scale_by_trace(Tensor& x, Tensor& gram) {
 
 void anvil_apply(const Tensor& x, Tensor& second_moment, const Tensor& slow_rail, Tensor& param, Tensor& mantissa,
                  const AnvilArgs& args) {
-  NorMuonArgs shared;  // the equalizer and update of §4.3 with ANVIL's decay and the slow rail as gate
-  shared.lr = args.lr;
-  shared.weight_decay = args.weight_decay;
-  shared.beta2 = args.beta2;
-  shared.odd_matrix_lr_mul = args.odd_matrix_lr_mul;
-  shared.first_matrix = args.first_matrix;
+  const NorMuonArgs shared = anvil_equalizer_args(args);  // §4.3's equalizer and update, the slow rail as gate
   dispatch_floating(param.dtype(), "anvil_apply", [&]<typename T>() {
     equalize_and_update<T>(x, second_moment, param, mantissa, shared, &slow_rail);
   });

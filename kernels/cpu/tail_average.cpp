@@ -30,9 +30,9 @@ void tail_ship(Tensor& w, const Tensor& acc, double factor) {
   });
 }
 
-double sum_of_squares(const Tensor& w) {
+void sum_of_squares(const Tensor& w, double& sum) {
   const int64_t n = w.numel();
-  double sum = 0;
+  sum = 0;
   dispatch_floating(w.dtype(), "sum_of_squares", [&]<typename T>() {
     const T* wp = w.data<T>();
     for (int64_t i = 0; i < n; ++i) {
@@ -40,7 +40,6 @@ double sum_of_squares(const Tensor& w) {
       sum += x * x;
     }
   });
-  return sum;
 }
 
 void scale_in_place(Tensor& w, double factor) {

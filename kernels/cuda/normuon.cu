@@ -1,12 +1,14 @@
-// CUDA kernels of the elementwise and per-matrix NorMuon steps (kernels/normuon.h); Polar Express runs
-// through gemm. Element math repeats the CPU reference's rounding sequence (no FMA contraction), so the
-// momentum step and the update/truncation step match it bit for bit given the same statistics; the
-// reductions (norms, row/column means) are summed in a fixed tree order, deterministic run to run.
+// CUDA kernels of the elementwise and per-matrix NorMuon steps (kernels/normuon.h; the update also serves ANVIL,
+// kernels/cuda/normuon_apply.h); Polar Express runs through gemm. Element math repeats the CPU reference's rounding
+// sequence (no FMA contraction), so the momentum step and the update/truncation step match it bit for bit given the
+// same statistics; the reductions (norms, row/column means) are summed in a fixed tree order, deterministic run to
+// run.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/normuon_apply.h"
 #include "kernels/normuon.h"
 
 namespace gpt::cuda {
@@ -142,11 +144,12 @@ struct ApplyScalars {
 };
 
 // P ← P − [U⊙P ≥ 0]·P·decay − U·lr_eff with U = W(X ⊙ g); bf16 params through the fp32 master
-// (weight = upper 16 bits, mantissa = lower 16 bits, stored back by truncation).
-template <typename T, typename A, int N>
-__global__ void apply_kernel(const T* __restrict__ x, const A* __restrict__ g, T* __restrict__ p,
-                             uint16_t* __restrict__ mantissa, int64_t packs, int64_t rows, int64_t cols, bool per_row,
-                             ApplyScalars<A> c) {
+// (weight = upper 16 bits, mantissa = lower 16 bits, stored back by truncation). kGated: the decay gate is
+// `gate` (ANVIL's slow rail, RECIPE §S.8) instead of U.
+template <typename T, typename A, int N, bool kGated>
+__global__ void apply_kernel(const T* __restrict__ x, const A* __restrict__ g, const A* __restrict__ gate,
+                             T* __restrict__ p, uint16_t* __restrict__ mantissa, int64_t packs, int64_t rows,
+                             int64_t cols, bool per_row, ApplyScalars<A> c) {
   constexpr bool kMaster = std::is_same_v<T, __nv_bfloat16>;
   const int64_t stats = per_row ? rows : cols;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -160,6 +163,8 @@ __global__ void apply_kernel(const T* __restrict__ x, const A* __restrict__ g, T
     Pack<T, N> pp = load_pack<T, N>(p + i * N);
     Pack<uint16_t, N> mp{};
     if constexpr (kMaster) mp = load_pack<uint16_t, N>(mantissa + i * N);
+    Pack<A, N> gate_pack{};
+    if constexpr (kGated) gate_pack = load_pack<A, N>(gate + i * N);
 #pragma unroll
     for (int j = 0; j < N; ++j) {
       const A u = round_to<T>(mul_rn(to_acc<A>(xp.v[j]), gk[per_row ? row : col + j]));
@@ -169,7 +174,8 @@ __global__ void apply_kernel(const T* __restrict__ x, const A* __restrict__ g, T
       } else {
         pv = pp.v[j];
       }
-      const A decayed = mul_rn(u, pv) >= A(0) ? sub_rn(pv, mul_rn(pv, decay)) : pv;
+      const A decider = kGated ? gate_pack.v[j] : u;
+      const A decayed = mul_rn(decider, pv) >= A(0) ? sub_rn(pv, mul_rn(pv, decay)) : pv;
       const A updated = sub_rn(decayed, mul_rn(u, lr_eff));
       if constexpr (kMaster) {
         const uint32_t bits = __float_as_uint(updated);
@@ -185,10 +191,16 @@ __global__ void apply_kernel(const T* __restrict__ x, const A* __restrict__ g, T
 }
 
 template <typename T, typename A, int N>
-void launch_apply(const T* x, const A* g, T* p, uint16_t* mantissa, int64_t packs, int64_t rows, int64_t cols,
-                  bool per_row, const ApplyScalars<A>& c) {
-  apply_kernel<T, A, N><<<grid_stride_blocks(packs, kThreads), kThreads, 0, op_stream()>>>(x, g, p, mantissa, packs,
-                                                                                           rows, cols, per_row, c);
+void launch_apply(const T* x, const A* g, const A* gate, T* p, uint16_t* mantissa, int64_t packs, int64_t rows,
+                  int64_t cols, bool per_row, const ApplyScalars<A>& c) {
+  const unsigned blocks = grid_stride_blocks(packs, kThreads);
+  if (gate != nullptr) {
+    apply_kernel<T, A, N, true>
+        <<<blocks, kThreads, 0, op_stream()>>>(x, g, gate, p, mantissa, packs, rows, cols, per_row, c);
+  } else {
+    apply_kernel<T, A, N, false>
+        <<<blocks, kThreads, 0, op_stream()>>>(x, g, gate, p, mantissa, packs, rows, cols, per_row, c);
+  }
   GPT_CUDA_CHECK_LAUNCH();
 }
 
@@ -228,16 +240,18 @@ void normuon_normalize(Tensor& x) {
   });
 }
 
-void normuon_apply(const Tensor& x, Tensor& second_moment, Tensor& param, Tensor& mantissa, const NorMuonArgs& args) {
+void equalize_and_update(const Tensor& x, Tensor& second_moment, Tensor& param, Tensor& mantissa,
+                         const NorMuonArgs& args, const Tensor* decay_gate) {
   const int64_t count = param.size(0), rows = param.size(1), cols = param.size(2);
   if (count == 0 || rows == 0 || cols == 0) return;
-  GPT_CHECK(count <= 65535, "normuon_apply: at most 65535 matrices per stack on CUDA, got ", count);
+  GPT_CHECK(count <= 65535, "normuon_apply / anvil_apply: at most 65535 matrices per stack on CUDA, got ", count);
   const bool per_row = rows >= cols;
   const int64_t stats = per_row ? rows : cols;
   const int64_t q = per_row ? cols : rows;
   const double shape_mult = std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols)));
   dispatch_floating_cuda(param.dtype(), "normuon_apply", [&]<typename T, typename A>() {
     const T* xp = device_ptr<T>(x);
+    const A* gate = decay_gate != nullptr ? device_ptr<A>(*decay_gate) : nullptr;
     A* sp = device_ptr<A>(second_moment);
     T* pp = device_ptr<T>(param);
     uint16_t* mp = std::is_same_v<T, __nv_bfloat16> ? device_ptr<uint16_t>(mantissa) : nullptr;
@@ -268,13 +282,18 @@ void normuon_apply(const Tensor& x, Tensor& second_moment, Tensor& param, Tensor
     c.first_matrix = args.first_matrix;
     const int64_t n = count * rows * cols;
     const bool packed = cols % kPack == 0 && aligned_to(xp, sizeof(T) * kPack) && aligned_to(pp, sizeof(T) * kPack) &&
-                        (mp == nullptr || aligned_to(mp, sizeof(uint16_t) * kPack));
+                        (mp == nullptr || aligned_to(mp, sizeof(uint16_t) * kPack)) &&
+                        (gate == nullptr || aligned_to(gate, sizeof(A) * kPack));
     if (packed) {
-      launch_apply<T, A, kPack>(xp, rg, pp, mp, n / kPack, rows, cols, per_row, c);
+      launch_apply<T, A, kPack>(xp, rg, gate, pp, mp, n / kPack, rows, cols, per_row, c);
     } else {
-      launch_apply<T, A, 1>(xp, rg, pp, mp, n, rows, cols, per_row, c);
+      launch_apply<T, A, 1>(xp, rg, gate, pp, mp, n, rows, cols, per_row, c);
     }
   });
+}
+
+void normuon_apply(const Tensor& x, Tensor& second_moment, Tensor& param, Tensor& mantissa, const NorMuonArgs& args) {
+  equalize_and_update(x, second_moment, param, mantissa, args, nullptr);
 }
 
 }  // namespace gpt::cuda

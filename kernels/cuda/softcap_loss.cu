@@ -16,6 +16,7 @@
 #include "kernels/cuda/fast_math.cuh"
 #include "kernels/cuda/fp8_convert.cuh"
 #include "kernels/cuda/softcap_loss_variants.h"
+#include "kernels/cuda/validation_rows.cuh"
 #include "kernels/softcap_loss.h"
 
 namespace gpt::cuda {
@@ -133,50 +134,6 @@ __global__ void __launch_bounds__(kThreads)
       }
       row_loss[t] = l;
     }
-  }
-}
-
-// Validation: s not rounded, math in A (§3.4); exact exponentials.
-template <typename T, typename A, int VEC>
-__global__ void __launch_bounds__(kThreads) validation_rows_kernel(const T* __restrict__ z_raw,
-                                                                   const int64_t* __restrict__ targets,
-                                                                   int64_t rows, int64_t vocab,
-                                                                   double* __restrict__ row_loss) {
-  __shared__ A shared32[32];
-  for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
-    const T* zr = z_raw + t * vocab;
-    A sum = 0;
-    for (int64_t p = threadIdx.x; p < vocab / VEC; p += kThreads) {
-      const Pack<T, VEC> v = load_pack<T, VEC>(zr + p * VEC);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        const A a = (to_acc<A>(v.v[j]) + A(kSoftcapShift)) / A(kSoftcapDivisor);
-        sum += exp(A(kSoftcap) / (A(1) + exp(-a)) - A(kSoftcap));
-      }
-    }
-    const A lse = A(kSoftcap) + log(block_sum(sum, shared32));
-    if (threadIdx.x == 0) {
-      const A a = (to_acc<A>(zr[targets[t]]) + A(kSoftcapShift)) / A(kSoftcapDivisor);
-      row_loss[t] = static_cast<double>(lse - A(kSoftcap) / (A(1) + exp(-a)));
-    }
-  }
-}
-
-// out[0] = Σ row_loss · factor (overwrite) or out[0] += Σ row_loss (accumulate); one block, fixed order. A row's
-// loss is the sum of its terms_per_row consecutive entries, in order (v2 stores one entry per target slot).
-template <typename A>
-__global__ void sum_rows_kernel(const double* row_loss, int64_t rows, int terms_per_row, double factor,
-                                bool accumulate, A* out) {
-  __shared__ double shared32[32];
-  double sum = 0.0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
-    double row = 0.0;
-    for (int i = 0; i < terms_per_row; ++i) row += row_loss[r * terms_per_row + i];
-    sum += row;
-  }
-  sum = block_sum(sum, shared32);
-  if (threadIdx.x == 0) {
-    out[0] = accumulate ? static_cast<A>(static_cast<double>(out[0]) + sum) : static_cast<A>(sum * factor);
   }
 }
 
@@ -533,15 +490,8 @@ void validation_loss_rows_add(const Tensor& z_raw, const Tensor& targets, Tensor
   if (rows == 0) return;
   DeviceScratch row_loss(static_cast<size_t>(rows) * sizeof(double), kLegacyDefaultStream);
   dispatch_floating_cuda(z_raw.dtype(), "validation_loss_rows_add", [&]<typename T, typename A>() {
-    constexpr int kVec = kVec16<T>;
-    if (vocab % kVec == 0 && aligned16(z_raw.raw())) {
-      validation_rows_kernel<T, A, kVec><<<row_grid(rows), kThreads>>>(
-          device_ptr<T>(z_raw), device_ptr<int64_t>(targets), rows, vocab, row_loss.as<double>());
-    } else {
-      validation_rows_kernel<T, A, 1><<<row_grid(rows), kThreads>>>(
-          device_ptr<T>(z_raw), device_ptr<int64_t>(targets), rows, vocab, row_loss.as<double>());
-    }
-    GPT_CUDA_CHECK_LAUNCH();
+    launch_validation_rows<T, A, false>(device_ptr<T>(z_raw), device_ptr<int64_t>(targets), rows, vocab,
+                                        CanonicalMaskRows{}, row_loss.as<double>(), kLegacyDefaultStream);
     sum_rows_kernel<A><<<1, 1024>>>(row_loss.as<double>(), rows, 1, 1.0, true, device_ptr<A>(loss_sum));
     GPT_CUDA_CHECK_LAUNCH();
   });

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
@@ -43,6 +44,19 @@ inline double relative_frobenius(const Tensor& out, const Tensor& ref) {
 
 inline double tolerance_for(DType dtype) {
   return dtype == DType::f64 ? kTolF64 : dtype == DType::f32 ? kTolF32 : kTolBf16;
+}
+
+// Number of elements whose bytes differ between two tensors of one dtype (any devices): 0 is bit-for-bit equality.
+inline int64_t bit_mismatches(const Tensor& a, const Tensor& b) {
+  const Tensor ha = a.to(Device::cpu), hb = b.to(Device::cpu);
+  EXPECT_EQ(ha.nbytes(), hb.nbytes());
+  if (ha.nbytes() != hb.nbytes()) return -1;
+  const size_t width = dtype_size(a.dtype());
+  const auto* pa = static_cast<const unsigned char*>(ha.raw());
+  const auto* pb = static_cast<const unsigned char*>(hb.raw());
+  int64_t diff = 0;
+  for (size_t i = 0; i < ha.nbytes(); i += width) diff += std::memcmp(pa + i, pb + i, width) != 0;
+  return diff;
 }
 
 // A random CPU tensor and its CUDA copy (same values).

@@ -2,6 +2,8 @@
 //  1. one training forward/backward of a small 11-layer configuration: the loss and every parameter gradient, and
 //     every op on the tape, of CUDA bf16 (and the FP8 training path) against the CPU f64 reference, held to the
 //     accuracy CPU bf16 reaches there;
+//     The same with the §S.4 sampled softmax (the column gather of lm_head, the loss over the candidate set and the
+//     scatter-add of its gradient run on the device);
 //  2. the first optimizer steps of the `tiny` recipe on the Austen fixture shard, CPU vs CUDA: the loss curves
 //     track within the stated tolerances. The curves and every error figure are printed, so a failing bound still
 //     leaves the measured numbers in the log.
@@ -24,6 +26,7 @@
 #include "trainer/data/host_products.h"
 #include "trainer/data/shard.h"
 #include "trainer/data/train_loader.h"
+#include "trainer/model/candidate_sampler.h"
 #include "trainer/model/model.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/recipe/recipe.h"
@@ -72,16 +75,27 @@ StepConfig step_config(const ModelDims& dims, int64_t tokens, DType dtype, Devic
 }
 
 // The same well-conditioned weights (init, then perturb_relative) on the three backends under comparison.
+// sampled_size > 0: the training loss is the §S.4 sampled softmax over a candidate set of that size (one C for all
+// three, built on the host as the trainer builds it).
 class ThreeBackends {
  public:
-  explicit ThreeBackends(bool fp8)
-      : dims_(wide_dims()), weights_(make_weights(dims_)), reference_(convert_weights(weights_, DType::f64)),
-        cpu_(convert_weights(weights_, DType::bf16)), cuda_(convert_weights(weights_, DType::bf16, Device::cuda)),
+  explicit ThreeBackends(bool fp8, int64_t sampled_size = 0)
+      : dims_(wide_dims()),
+        weights_(make_weights(dims_)),
+        reference_(convert_weights(weights_, DType::f64)),
+        cpu_(convert_weights(weights_, DType::bf16)),
+        cuda_(convert_weights(weights_, DType::bf16, Device::cuda)),
         batch_(make_microbatch({40, 90, 17, 64, 46}, dims_.vocab, static_cast<int32_t>(dims_.bigram_rows), 0, 3, 16)) {
     const auto tokens = static_cast<int64_t>(batch_.inputs.size());
     reference_config_ = step_config(dims_, tokens, DType::f64, Device::cpu, false);
     cpu_config_ = step_config(dims_, tokens, DType::bf16, Device::cpu, fp8);
     cuda_config_ = step_config(dims_, tokens, DType::bf16, Device::cuda, fp8);
+    if (sampled_size > 0) {
+      const std::vector<int64_t> c = CandidateSampler(dims_.vocab, 1).build(batch_.targets, sampled_size, 0);
+      reference_config_.sampled_softmax = sampled_softmax_inputs(c, batch_.targets, {}, Device::cpu);
+      cpu_config_.sampled_softmax = sampled_softmax_inputs(c, batch_.targets, {}, Device::cpu);
+      cuda_config_.sampled_softmax = sampled_softmax_inputs(c, batch_.targets, {}, Device::cuda);
+    }
     if (fp8) {
       cpu_.model->refresh_fp8(true);
       cuda_.model->refresh_fp8(true);
@@ -115,9 +129,9 @@ class ThreeBackends {
 };
 
 // One training forward/backward on each backend: the loss and every parameter gradient.
-void compare_one_microbatch(bool fp8) {
+void compare_one_microbatch(bool fp8, int64_t sampled_size = 0) {
   GPT_REQUIRE_CUDA();
-  ThreeBackends b(fp8);
+  ThreeBackends b(fp8, sampled_size);
   const double ref_loss = b.forward_backward(b.reference());
   const double cpu_loss = b.forward_backward(b.cpu());
   const double cuda_loss = b.forward_backward(b.cuda());
@@ -172,6 +186,9 @@ TEST(ModelCuda, Bf16MatchesCpuOpByOp) {
 
 TEST(ModelCuda, Bf16LossAndGradientsAsAccurateAsCpuBf16) { compare_one_microbatch(false); }
 TEST(ModelCuda, Fp8TrainingPathAsAccurateAsCpuFp8) { compare_one_microbatch(true); }
+// §S.4 with P = 320 of the 512 classes: the microbatch's ≈200 distinct targets plus sampled negatives.
+TEST(ModelCuda, SampledSoftmaxLossAndGradientsAsAccurateAsCpuBf16) { compare_one_microbatch(false, 320); }
+TEST(ModelCuda, SampledSoftmaxFp8PathAsAccurateAsCpuFp8) { compare_one_microbatch(true, 320); }
 
 // The `tiny` recipe's schedule and optimizer trained for its first steps (stage 0: T = 512, A = 1) on §R.1
 // synthetic shards, with heads widened to 128 (d = 768) because the CUDA attention kernel needs head dim 128.

@@ -4,15 +4,18 @@
 // truncation into weight + mantissa) on inputs whose statistics sum exactly in any order.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <random>
 
 #include "kernels/normuon.h"
-#include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/bank_optimizer_test_util.h"
 
 namespace gpt {
 namespace {
 
+using gpu_testing::bit_mismatches;
+using gpu_testing::difference;
+using gpu_testing::masters;
+using gpu_testing::random_u16;
 using gpu_testing::relative_frobenius;
 using gpu_testing::tolerance_for;
 
@@ -20,41 +23,6 @@ struct StackShape {
   int64_t count, rows, cols;
 };
 const StackShape kShapes[] = {{2, 768, 768}, {2, 3072, 768}, {2, 768, 3072}};
-
-// Number of elements whose bytes differ between two tensors of one dtype (any devices).
-int64_t bit_mismatches(const Tensor& a, const Tensor& b) {
-  const Tensor ha = a.to(Device::cpu), hb = b.to(Device::cpu);
-  EXPECT_EQ(ha.nbytes(), hb.nbytes());
-  const size_t width = dtype_size(a.dtype());
-  const auto* pa = static_cast<const unsigned char*>(ha.raw());
-  const auto* pb = static_cast<const unsigned char*>(hb.raw());
-  int64_t diff = 0;
-  for (size_t i = 0; i < ha.nbytes(); i += width) diff += std::memcmp(pa + i, pb + i, width) != 0;
-  return diff;
-}
-
-Tensor random_u16(const Shape& shape, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Tensor t = Tensor::empty(shape, DType::u16);
-  uint16_t* p = t.data<uint16_t>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<uint16_t>(rng());
-  return t;
-}
-
-// The fp32 masters of a bf16 param (weight bits above mantissa bits), or the param itself as doubles.
-std::vector<double> masters(const Tensor& param, const Tensor& mantissa) {
-  if (param.dtype() != DType::bf16) return param.to_doubles();
-  const Tensor p = param.to(Device::cpu), m = mantissa.to(Device::cpu);
-  std::vector<double> out(static_cast<size_t>(p.numel()));
-  for (int64_t i = 0; i < p.numel(); ++i) out[i] = join_master(p.data<bf16>()[i], m.data<uint16_t>()[i]);
-  return out;
-}
-
-std::vector<double> difference(const std::vector<double>& a, const std::vector<double>& b) {
-  std::vector<double> d(a.size());
-  for (size_t i = 0; i < a.size(); ++i) d[i] = a[i] - b[i];
-  return d;
-}
 
 class NorMuonCuda : public ::testing::TestWithParam<DType> {};
 
