@@ -15,7 +15,8 @@ namespace gpt::cuda {
 namespace {
 
 constexpr int kForwardWarps = 8;     // tokens per block of the forward, one warp each
-constexpr int kEntriesInFlight = 4;  // entries whose loads a backward thread issues before it adds them in order
+constexpr int kEntriesInFlight = 8;  // entries whose loads a backward thread issues before it adds them in order
+constexpr int kMaxBackwardThreads = 256;
 
 __device__ __forceinline__ bool in_table(int32_t id, int64_t rows) { return id >= 0 && id < rows; }
 
@@ -59,56 +60,76 @@ __global__ void __launch_bounds__(kForwardWarps * 32)
 }
 
 // One block per run of equal rows in sorted order: row_grad[row] += Σ_{entries j of the run, in order}
-// dout[j mod n] ⊙ pool[sign_rows[j]], summed in A from zero and added once.
+// dout[j mod n] ⊙ pool[sign_rows[j]], summed in A from zero and added once. The run is walked in chunks of
+// blockDim.x entries: each thread stages one entry's offsets in shared memory (coalesced reads of the sorted
+// order, and the run's end found by counting), then every thread adds the chunk's entries for its columns in order,
+// with the loads of kEntriesInFlight entries issued before their adds.
 template <typename T, typename A, int VEC>
-__global__ void ngram_backward_kernel(const T* __restrict__ dout, int64_t n, const T* __restrict__ pool,
-                                      int64_t pool_rows, const int32_t* __restrict__ sign_rows,
-                                      const int32_t* __restrict__ sorted_rows, const int32_t* __restrict__ entry_order,
-                                      int64_t grad_rows, int d, A* __restrict__ row_grad) {
+__global__ void __launch_bounds__(kMaxBackwardThreads)
+    ngram_backward_kernel(const T* __restrict__ dout, int64_t n, const T* __restrict__ pool, int64_t pool_rows,
+                          const int32_t* __restrict__ sign_rows, const int32_t* __restrict__ sorted_rows,
+                          const int32_t* __restrict__ entry_order, int64_t grad_rows, int d, A* __restrict__ row_grad) {
+  __shared__ int64_t dout_offset[kMaxBackwardThreads];  // (j mod n)·d
+  __shared__ int64_t sign_offset[kMaxBackwardThreads];  // sign row·d; -1: sign id outside the pool, entry skipped
   const int64_t entries = 2 * n;
+  const int chunk = static_cast<int>(blockDim.x);
   for (int64_t pos = blockIdx.x; pos < entries; pos += gridDim.x) {
-    if (!starts_run(sorted_rows, pos)) continue;
+    if (!starts_run(sorted_rows, pos)) continue;  // the same answer for the whole block
     const int32_t row = sorted_rows[pos];
     if (!in_table(row, grad_rows)) continue;
-    int64_t end = pos + 1;
-    while (end < entries && sorted_rows[end] == row) ++end;
     A* dst = row_grad + static_cast<int64_t>(row) * d;
-    for (int c = threadIdx.x * VEC; c < d; c += blockDim.x * VEC) {
+    for (int c0 = 0; c0 < d; c0 += chunk * VEC) {
+      const int c = c0 + static_cast<int>(threadIdx.x) * VEC;
       A acc[VEC];
 #pragma unroll
       for (int j = 0; j < VEC; ++j) acc[j] = A(0);
-      for (int64_t i0 = pos; i0 < end; i0 += kEntriesInFlight) {
-        Pack<T, VEC> g[kEntriesInFlight], s[kEntriesInFlight];
-        bool used[kEntriesInFlight];
-#pragma unroll
-        for (int u = 0; u < kEntriesInFlight; ++u) {
-          const int64_t i = i0 + u;
-          used[u] = false;
-          if (i >= end) continue;
+      for (int64_t begin = pos;; begin += chunk) {
+        __syncthreads();  // the previous chunk's reads of the staged offsets are done
+        const int64_t i = begin + threadIdx.x;
+        const bool member = i < entries && sorted_rows[i] == row;  // members form a prefix of the chunk
+        if (member) {
           const int64_t entry = entry_order[i];
           const int32_t sign = sign_rows[entry];
-          used[u] = in_table(sign, pool_rows);
-          if (!used[u]) continue;
-          g[u] = load_pack<T, VEC>(dout + (entry % n) * d + c);
-          s[u] = load_pack<T, VEC>(pool + static_cast<int64_t>(sign) * d + c);
+          dout_offset[threadIdx.x] = (entry % n) * d;
+          sign_offset[threadIdx.x] = in_table(sign, pool_rows) ? static_cast<int64_t>(sign) * d : -1;
         }
+        const int count = chunk - __syncthreads_count(!member);
+        if (c < d) {
+          for (int k0 = 0; k0 < count; k0 += kEntriesInFlight) {
+            Pack<T, VEC> g[kEntriesInFlight], s[kEntriesInFlight];
+            bool used[kEntriesInFlight];
 #pragma unroll
-        for (int u = 0; u < kEntriesInFlight; ++u) {
-          if (!used[u]) continue;
+            for (int u = 0; u < kEntriesInFlight; ++u) {
+              const int k = k0 + u;
+              used[u] = k < count && sign_offset[k] >= 0;
+              if (!used[u]) continue;
+              g[u] = load_pack<T, VEC>(dout + dout_offset[k] + c);
+              s[u] = load_pack<T, VEC>(pool + sign_offset[k] + c);
+            }
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) acc[j] = add_rn(acc[j], mul_rn(to_acc<A>(g[u].v[j]), to_acc<A>(s[u].v[j])));
+            for (int u = 0; u < kEntriesInFlight; ++u) {
+              if (!used[u]) continue;
+#pragma unroll
+              for (int j = 0; j < VEC; ++j) {
+                acc[j] = add_rn(acc[j], mul_rn(to_acc<A>(g[u].v[j]), to_acc<A>(s[u].v[j])));
+              }
+            }
+          }
         }
+        if (count < chunk) break;  // the run ended inside this chunk (the same for the whole block)
       }
+      if (c < d) {
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) dst[c + j] = add_rn(dst[c + j], acc[j]);
+        for (int j = 0; j < VEC; ++j) dst[c + j] = add_rn(dst[c + j], acc[j]);
+      }
     }
   }
 }
 
-// Threads of a backward block: one per pack of a row, a whole number of warps between 32 and 256.
+// Threads of a backward block: one per pack of a row, a whole number of warps between 32 and kMaxBackwardThreads.
 int backward_threads(int d, int vec) {
   const int packs = (d + vec - 1) / vec;
-  return std::clamp((packs + 31) / 32 * 32, 32, 256);
+  return std::clamp((packs + 31) / 32 * 32, 32, kMaxBackwardThreads);
 }
 
 // Calls f.template operator()<T, A, VEC>() with 16-byte packs when d and every base allow them.
