@@ -1,6 +1,7 @@
 #include "kernels/ngram_embed.h"
 
 #include "base/check.h"
+#include "kernels/dispatch.h"
 
 namespace gpt {
 
@@ -20,7 +21,6 @@ void check_args(const Tensor& values, const Tensor& pool, const Tensor& rows, co
   check_shape(sign_rows, {2 * values.size(0)}, op);
   check_dtype(sign_rows, DType::i32, op);
   check_same_device({&values, &pool, &rows, &sign_rows, &table_like}, op);
-  GPT_CHECK(values.device() == Device::cpu, op, ": no CUDA kernel yet (§S ops are CPU only)");
 }
 
 }  // namespace
@@ -29,14 +29,14 @@ void ngram_embed_forward(const Tensor& table, const Tensor& pool, const Tensor& 
                          Tensor& out) {
   check_args(out, pool, rows, sign_rows, table, "ngram_embed_forward");
   check_dtype(table, out.dtype(), "ngram_embed_forward");
-  cpu::ngram_embed_forward(table, pool, rows, sign_rows, out);
+  GPT_BACKEND_CALL(out.device(), ngram_embed_forward, table, pool, rows, sign_rows, out);
 }
 
 void ngram_embed_backward(const Tensor& dout, const Tensor& pool, const Tensor& rows, const Tensor& sign_rows,
                           Tensor& row_grad) {
   check_args(dout, pool, rows, sign_rows, row_grad, "ngram_embed_backward");
   check_dtype(row_grad, stat_dtype(dout.dtype()), "ngram_embed_backward: row_grad");
-  cpu::ngram_embed_backward(dout, pool, rows, sign_rows, row_grad);
+  GPT_BACKEND_CALL(dout.device(), ngram_embed_backward, dout, pool, rows, sign_rows, row_grad);
 }
 
 }  // namespace gpt

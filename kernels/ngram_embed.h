@@ -14,7 +14,9 @@
 // the caller decides how the cycle's sums are rounded (trainer/model/ngram_table.h).
 //
 // table: [R, d]; pool: [P, d] (table dtype); rows, sign_rows: i32 [2T]; out, dout: [T, d] (table dtype);
-// row_grad: [R', d]. CPU only for now (no CUDA kernel yet): CUDA tensors throw.
+// row_grad: [R', d]. All tensors on one device. The CUDA kernels (kernels/cuda/ngram_embed.cu) follow the same
+// orders and rounding points, so they give the CPU reference's bits in every dtype. Ids outside their table are
+// refused by the CPU reference; the CUDA forward writes NaN for such a token and the backward skips the entry.
 #include "kernels/tensor.h"
 
 namespace gpt {
@@ -30,5 +32,12 @@ void ngram_embed_forward(const Tensor& table, const Tensor& pool, const Tensor& 
 void ngram_embed_backward(const Tensor& dout, const Tensor& pool, const Tensor& rows, const Tensor& sign_rows,
                           Tensor& row_grad);
 }  // namespace cpu
+
+namespace cuda {
+void ngram_embed_forward(const Tensor& table, const Tensor& pool, const Tensor& rows, const Tensor& sign_rows,
+                         Tensor& out);
+void ngram_embed_backward(const Tensor& dout, const Tensor& pool, const Tensor& rows, const Tensor& sign_rows,
+                          Tensor& row_grad);
+}  // namespace cuda
 
 }  // namespace gpt

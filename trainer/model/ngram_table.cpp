@@ -8,7 +8,9 @@
 #include <type_traits>
 
 #include "base/check.h"
+#include "kernels/embedding.h"
 #include "kernels/ngram_embed.h"
+#include "kernels/ngram_update.h"
 
 namespace gpt {
 
@@ -49,8 +51,13 @@ Tensor i32_tensor(std::span<const int32_t> values) {
   return t;
 }
 
-std::byte* row_ptr(Tensor& t, int64_t row) {
-  return static_cast<std::byte*>(t.raw()) + static_cast<size_t>(row * t.size(-1)) * dtype_size(t.dtype());
+// A copy on the host that shares nothing with `t` (checkpoints and host-side reads).
+Tensor host_copy(const Tensor& t) { return t.is_cpu() ? t.clone() : t.to(Device::cpu); }
+
+Tensor count_tensor(int64_t n) {
+  Tensor t = Tensor::empty({1}, DType::i64);
+  t.data<int64_t>()[0] = n;
+  return t;
 }
 
 int64_t max_count(const Tensor& counts) {
@@ -60,21 +67,6 @@ int64_t max_count(const Tensor& counts) {
 }
 
 }  // namespace
-
-float round_to_fp16(float x) {
-  if (!std::isfinite(x) || x == 0.0f) return x;
-  const float a = std::fabs(x);
-  if (a >= 65520.0f) return std::copysign(std::numeric_limits<float>::infinity(), x);  // past max 65504's half-ulp
-  float r = 0;
-  if (a < 0x1p-14f) {
-    r = std::nearbyint(a * 0x1p24f) * 0x1p-24f;  // subnormal spacing 2^-24
-  } else {
-    int e = 0;
-    (void)std::frexp(a, &e);  // a = m·2^e, m in [0.5, 1): 11 significant bits keep spacing 2^(e-11)
-    r = std::ldexp(std::nearbyint(std::ldexp(a, 11 - e)), e - 11);
-  }
-  return std::copysign(r, x);
-}
 
 NgramTableOptions NgramTableOptions::from_recipe(const SeedConfig& seed, int64_t dim, DType dtype) {
   NgramTableOptions o;
@@ -102,16 +94,25 @@ NgramTable::NgramTable(NgramTableOptions options, Tensor sign_pool, Comm& comm)
   GPT_CHECK(d > 0, "ngram table: dim must be positive, got ", d);
   GPT_CHECK(is_floating(options_.dtype), "ngram table: dtype must be f64, f32 or bf16, got ",
             dtype_name(options_.dtype));
-  GPT_CHECK(
-      pool_.defined() && pool_.ndim() == 2 && pool_.size(1) == d && pool_.dtype() == options_.dtype && pool_.is_cpu(),
-      "ngram table: sign pool must be a CPU [rows, ", d, "] tensor of dtype ", dtype_name(options_.dtype), ", got ",
-      pool_.defined() ? pool_.describe() : std::string("none"), " (the n-gram table has no CUDA path yet)");
+  GPT_CHECK(pool_.defined() && pool_.ndim() == 2 && pool_.size(1) == d && pool_.dtype() == options_.dtype,
+            "ngram table: sign pool must be a [rows, ", d, "] tensor of dtype ", dtype_name(options_.dtype), ", got ",
+            pool_.defined() ? pool_.describe() : std::string("none"));
+  device_ = pool_.device();
   GPT_CHECK(options_.beta2 > 0 && options_.beta2 < 1, "ngram table: beta2 must be in (0, 1), got ", options_.beta2);
   rows_per_rank_ = V / W;
   first_row_ = comm_.rank() * rows_per_rank_;
-  shard_ = Tensor::zeros({rows_per_rank_, d}, options_.dtype);
-  second_moment_.assign(static_cast<size_t>(rows_per_rank_), 0.0f);
-  stamps_.assign(static_cast<size_t>(rows_per_rank_), 0);
+  shard_ = Tensor::zeros({rows_per_rank_, d}, options_.dtype, device_);
+  second_moment_ = Tensor::zeros({rows_per_rank_}, DType::f32, device_);
+  stamps_ = Tensor::zeros({rows_per_rank_}, DType::i64, device_);
+}
+
+Tensor NgramTable::device_ids(std::span<const int32_t> values) const { return i32_tensor(values).to(device_); }
+
+Tensor NgramTable::all_gather_to_host(const Tensor& part) {
+  const Tensor mine = part.to(device_);
+  Tensor all = Tensor::empty({comm_.world_size() * part.numel()}, part.dtype(), device_);
+  comm_.all_gather(mine, all);
+  return all.to(Device::cpu);
 }
 
 void NgramTable::check_batch(std::span<const int32_t> rows, std::span<const int32_t> sign_rows,
@@ -141,39 +142,37 @@ NgramTable::LocalRows NgramTable::localize(std::span<const int32_t> rows) {
 Tensor NgramTable::pull_rows(const std::vector<int32_t>& unique) {
   const int W = comm_.world_size(), me = comm_.rank();
   const int64_t d = options_.dim;
-  Tensor count = Tensor::empty({1}, DType::i64);
-  count.data<int64_t>()[0] = static_cast<int64_t>(unique.size());
-  Tensor counts = Tensor::empty({W}, DType::i64);
-  comm_.all_gather(count, counts);
-  const int64_t width = max_count(counts);
+  const int64_t width = max_count(all_gather_to_host(count_tensor(static_cast<int64_t>(unique.size()))));
 
   Tensor request = Tensor::empty({width}, DType::i32);
   std::fill_n(request.data<int32_t>(), width, -1);
   std::copy(unique.begin(), unique.end(), request.data<int32_t>());
-  Tensor requests = Tensor::empty({W * width}, DType::i32);
-  comm_.all_gather(request, requests);
+  const Tensor requests = all_gather_to_host(request);
 
-  // Answer every rank's requests for the rows this rank owns (zeros elsewhere), then gather all answers.
-  const size_t row_bytes = static_cast<size_t>(d) * dtype_size(options_.dtype);
-  Tensor answers = Tensor::zeros({W * width, d}, options_.dtype);
+  // Answer every rank's requests for the rows this rank owns (a request for another owner's row reads local row 0:
+  // its asker ignores it), then gather all answers and keep each row's answer from its owner.
+  std::vector<int32_t> local_rows(static_cast<size_t>(W * width), 0);
   const int32_t* asked = requests.data<int32_t>();
   for (int64_t k = 0; k < W * width; ++k) {
     const int64_t row = asked[k];
     if (row >= first_row_ && row < first_row_ + rows_per_rank_) {
-      std::memcpy(row_ptr(answers, k), row_ptr(shard_, row - first_row_), row_bytes);
+      local_rows[static_cast<size_t>(k)] = static_cast<int32_t>(row - first_row_);
     }
   }
-  Tensor gathered = Tensor::empty({W * W * width, d}, options_.dtype);
+  Tensor answers = Tensor::empty({W * width, d}, options_.dtype, device_);
+  embedding_forward(shard_, device_ids(local_rows), answers);
+  Tensor gathered = Tensor::empty({W * W * width, d}, options_.dtype, device_);
   Tensor answers_flat = answers.view({-1});
   Tensor gathered_flat = gathered.view({-1});
   comm_.all_gather(answers_flat, gathered_flat);
 
-  Tensor cache = Tensor::empty({static_cast<int64_t>(unique.size()), d}, options_.dtype);
+  std::vector<int32_t> from_owner(unique.size());
   for (size_t j = 0; j < unique.size(); ++j) {
     const int64_t owner = unique[j] / rows_per_rank_;
-    std::memcpy(row_ptr(cache, static_cast<int64_t>(j)),
-                row_ptr(gathered, (owner * W + me) * width + static_cast<int64_t>(j)), row_bytes);
+    from_owner[j] = static_cast<int32_t>((owner * W + me) * width + static_cast<int64_t>(j));
   }
+  Tensor cache = Tensor::empty({static_cast<int64_t>(unique.size()), d}, options_.dtype, device_);
+  embedding_forward(gathered, device_ids(from_owner), cache);
   return cache;
 }
 
@@ -182,14 +181,14 @@ Tensor NgramTable::forward(const Microbatch& batch) { return forward(batch.ngram
 Tensor NgramTable::forward(std::span<const int32_t> rows, std::span<const int32_t> sign_rows) {
   check_batch(rows, sign_rows, "ngram forward");
   const auto tokens = static_cast<int64_t>(rows.size() / 2);
-  Tensor out = Tensor::empty({tokens, options_.dim}, options_.dtype);
-  const Tensor signs = i32_tensor(sign_rows);
+  Tensor out = Tensor::empty({tokens, options_.dim}, options_.dtype, device_);
+  const Tensor signs = device_ids(sign_rows);
   if (comm_.world_size() == 1) {
-    ngram_embed_forward(shard_, pool_, i32_tensor(rows), signs, out);
+    ngram_embed_forward(shard_, pool_, device_ids(rows), signs, out);
   } else {
     const LocalRows local = localize(rows);
     const Tensor cache = pull_rows(local.unique);
-    ngram_embed_forward(cache, pool_, i32_tensor(local.position), signs, out);
+    ngram_embed_forward(cache, pool_, device_ids(local.position), signs, out);
   }
   return out;
 }
@@ -201,7 +200,8 @@ int64_t NgramTable::cycle_slot(int32_t row) {
   const auto needed = static_cast<int64_t>(cycle_order_.size());
   const int64_t capacity = cycle_grad_.defined() ? cycle_grad_.size(0) : 0;
   if (needed > capacity) {
-    Tensor grown = Tensor::zeros({std::max<int64_t>(64, 2 * capacity), options_.dim}, stat_dtype(options_.dtype));
+    Tensor grown =
+        Tensor::zeros({std::max<int64_t>(64, 2 * capacity), options_.dim}, stat_dtype(options_.dtype), device_);
     if (capacity > 0) grown.slice(0, capacity).copy_from(cycle_grad_);
     cycle_grad_ = std::move(grown);
   }
@@ -221,84 +221,50 @@ void NgramTable::accumulate_backward(std::span<const int32_t> rows, std::span<co
   check_dtype(dNg, options_.dtype, "ngram backward: dNg");
   const LocalRows local = localize(rows);
   const auto n_unique = static_cast<int64_t>(local.unique.size());
-  Tensor sums = Tensor::zeros({n_unique, d}, stat_dtype(options_.dtype));
-  ngram_embed_backward(dNg, pool_, i32_tensor(local.position), i32_tensor(sign_rows), sums);
-  std::vector<int64_t> slots(local.unique.size());
-  for (size_t u = 0; u < local.unique.size(); ++u) slots[u] = cycle_slot(local.unique[u]);
-  const bool fp16_cycle = options_.dtype == DType::bf16;
-  auto add = [&]<typename A>() {
-    const A* src = sums.data<A>();
-    A* cycle = cycle_grad_.data<A>();
-    for (int64_t u = 0; u < n_unique; ++u) {
-      A* dst = cycle + slots[static_cast<size_t>(u)] * d;
-      for (int64_t c = 0; c < d; ++c) {
-        const A sum = dst[c] + src[u * d + c];
-        if constexpr (std::is_same_v<A, float>) {
-          dst[c] = fp16_cycle ? round_to_fp16(sum) : sum;
-        } else {
-          dst[c] = sum;
-        }
-      }
-    }
-  };
-  if (options_.dtype == DType::f64) {
-    add.template operator()<double>();
-  } else {
-    add.template operator()<float>();
-  }
+  Tensor sums = Tensor::zeros({n_unique, d}, stat_dtype(options_.dtype), device_);
+  ngram_embed_backward(dNg, pool_, device_ids(local.position), device_ids(sign_rows), sums);
+  std::vector<int32_t> slots(local.unique.size());
+  for (size_t u = 0; u < local.unique.size(); ++u) slots[u] = static_cast<int32_t>(cycle_slot(local.unique[u]));
+  ngram_cycle_add(cycle_grad_, device_ids(slots), sums, options_.dtype == DType::bf16);
 }
 
 Tensor NgramTable::merge_cycle(std::vector<int32_t>& owned) {
   const int W = comm_.world_size();
   const int64_t d = options_.dim;
-  const size_t row_bytes = static_cast<size_t>(d) * dtype_size(options_.dtype);
   // This rank's cycle sums, ascending by row, rounded to the exchange (table) dtype.
   std::vector<int32_t> mine = cycle_rows();
   const auto n = static_cast<int64_t>(mine.size());
-  const int64_t width = W == 1 ? std::max<int64_t>(n, 1) : 0;
-  Tensor local;
-  auto round_rows = [&](Tensor& dst, int64_t count) {
-    with_table_type(options_.dtype, [&]<typename T>() {
-      using A = acc_of<T>;
-      const A* cycle = cycle_grad_.defined() ? cycle_grad_.data<A>() : nullptr;
-      T* out = dst.data<T>();
-      for (int64_t i = 0; i < count; ++i) {
-        const A* src = cycle + cycle_slot_.at(mine[static_cast<size_t>(i)]) * d;
-        for (int64_t c = 0; c < d; ++c) out[i * d + c] = store_value<T>(src[c]);
-      }
-    });
-  };
+  const int64_t width = W == 1 ? std::max<int64_t>(n, 1) : max_count(all_gather_to_host(count_tensor(n)));
+  Tensor local = Tensor::zeros({width, d}, options_.dtype, device_);
+  if (n > 0) {
+    std::vector<int32_t> slots(mine.size());
+    for (size_t i = 0; i < mine.size(); ++i) slots[i] = static_cast<int32_t>(cycle_slot_.at(mine[i]));
+    Tensor rounded = local.slice(0, n);
+    ngram_cycle_gather(cycle_grad_, device_ids(slots), rounded);
+  }
   if (W == 1) {
     owned = mine;
-    local = Tensor::zeros({width, d}, options_.dtype);
-    round_rows(local, n);
     return local;  // divided by W = 1: unchanged
   }
-  Tensor count = Tensor::empty({1}, DType::i64);
-  count.data<int64_t>()[0] = n;
-  Tensor counts = Tensor::empty({W}, DType::i64);
-  comm_.all_gather(count, counts);
-  const int64_t pad = max_count(counts);
-  Tensor ids = Tensor::empty({pad}, DType::i32);
-  std::fill_n(ids.data<int32_t>(), pad, -1);
+  Tensor ids = Tensor::empty({width}, DType::i32);
+  std::fill_n(ids.data<int32_t>(), width, -1);
   std::copy(mine.begin(), mine.end(), ids.data<int32_t>());
-  local = Tensor::zeros({pad, d}, options_.dtype);
-  round_rows(local, n);
-  Tensor all_ids = Tensor::empty({W * pad}, DType::i32);
-  Tensor all_grads = Tensor::empty({W * pad, d}, options_.dtype);
-  comm_.all_gather(ids, all_ids);
+  const Tensor all_ids = all_gather_to_host(ids);
+  Tensor all_grads_device = Tensor::empty({W * width, d}, options_.dtype, device_);
   Tensor local_flat = local.view({-1});
-  Tensor all_grads_flat = all_grads.view({-1});
+  Tensor all_grads_flat = all_grads_device.view({-1});
   comm_.all_gather(local_flat, all_grads_flat);
+  const Tensor all_grads = all_grads_device.to(Device::cpu);
 
   // Contributions to each owned row in rank order (a rank lists a row at most once).
   std::map<int32_t, std::vector<int64_t>> sources;
   const int32_t* gathered = all_ids.data<int32_t>();
-  for (int64_t k = 0; k < W * pad; ++k) {
+  for (int64_t k = 0; k < W * width; ++k) {
     const int32_t row = gathered[k];
     if (row >= first_row_ && row < first_row_ + rows_per_rank_) sources[row].push_back(k);
   }
   owned.clear();
+  const size_t row_bytes = static_cast<size_t>(d) * dtype_size(options_.dtype);
   Tensor merged = Tensor::zeros({std::max<int64_t>(static_cast<int64_t>(sources.size()), 1), d}, options_.dtype);
   with_table_type(options_.dtype, [&]<typename T>() {
     using A = acc_of<T>;
@@ -316,55 +282,24 @@ Tensor NgramTable::merge_cycle(std::vector<int32_t>& owned) {
       ++i;
     }
   });
-  return merged;
-}
-
-float NgramTable::owed_decay(float v, int64_t stamp) const {
-  // Events stamp+1 .. events_-1 passed the row by: one fp32 multiply each, in order (as eager decay does).
-  for (int64_t e = stamp + 1; e < events_; ++e) v = static_cast<float>(beta2_history_[static_cast<size_t>(e - 1)]) * v;
-  return v;
+  return merged.to(device_);
 }
 
 void NgramTable::update_rows(const std::vector<int32_t>& owned, const Tensor& merged, double beta2, double lr,
                              double wd_mul) {
-  const int64_t d = options_.dim;
-  const int64_t e = events_;
-  const auto beta = static_cast<float>(beta2);
-  const auto one_minus_beta = static_cast<float>(1.0 - beta2);
-  const double step_scale = lr * std::sqrt(1.0 - std::pow(beta2, static_cast<double>(e)));
-  const double decay_scale = lr * lr * options_.wd * wd_mul;
-  with_table_type(options_.dtype, [&]<typename T>() {
-    using A = acc_of<T>;
-    const T* g_all = merged.data<T>();
-    T* table = shard_.data<T>();
-    for (size_t i = 0; i < owned.size(); ++i) {
-      const int64_t local = owned[i] - first_row_;
-      const T* g = g_all + static_cast<int64_t>(i) * d;
-      T* p = table + local * d;
-      A square_sum = 0;
-      for (int64_t c = 0; c < d; ++c) square_sum += load_value(g[c]) * load_value(g[c]);
-      const auto mean_square = static_cast<float>(square_sum / static_cast<A>(d));
-      float v = owed_decay(second_moment_[static_cast<size_t>(local)], stamps_[static_cast<size_t>(local)]);
-      const float decayed = beta * v;
-      v = decayed + one_minus_beta * mean_square;
-      second_moment_[static_cast<size_t>(local)] = v;
-      stamps_[static_cast<size_t>(local)] = e;
-      const A denom = std::sqrt(static_cast<A>(v)) + static_cast<A>(options_.eps);
-      for (int64_t c = 0; c < d; ++c) {
-        const A pc = load_value(p[c]);
-        A u = load_value(g[c]) / denom * static_cast<A>(step_scale);
-        if (u * pc > 0) u += static_cast<A>(decay_scale) * pc;
-        p[c] = store_value<T>(pc - u);
-      }
-    }
-  });
-  if (options_.eager_decay) {
-    for (size_t local = 0; local < second_moment_.size(); ++local) {
-      if (stamps_[local] == e) continue;
-      second_moment_[local] = beta * second_moment_[local];
-      stamps_[local] = e;
-    }
+  const auto n = static_cast<int64_t>(owned.size());
+  if (n > 0) {
+    std::vector<int32_t> local(owned.size());
+    for (size_t i = 0; i < owned.size(); ++i) local[i] = static_cast<int32_t>(owned[i] - first_row_);
+    NgramAdamStep step;
+    step.event = events_;
+    step.beta2 = beta2;
+    step.step_scale = lr * std::sqrt(1.0 - std::pow(beta2, static_cast<double>(events_)));
+    step.decay_scale = lr * lr * options_.wd * wd_mul;
+    step.eps = options_.eps;
+    ngram_sparse_adam(shard_, second_moment_, stamps_, beta2_history_f32_, device_ids(local), merged.slice(0, n), step);
   }
+  if (options_.eager_decay) ngram_decay_untouched(second_moment_, stamps_, beta2, events_);
 }
 
 void NgramTable::apply_event(int64_t step, double lr_mult) {
@@ -375,7 +310,7 @@ void NgramTable::apply_event(int64_t step, double lr_mult) {
   std::vector<int32_t> owned;
   const Tensor merged = merge_cycle(owned);
   ++events_;
-  beta2_history_.push_back(beta2);
+  record_beta2(beta2);
   update_rows(owned, merged, beta2, lr, wd_mul);
   drop_cycle();
 }
@@ -386,10 +321,23 @@ void NgramTable::drop_cycle() {
   if (cycle_grad_.defined()) cycle_grad_.zero_();
 }
 
+void NgramTable::record_beta2(double beta2) {
+  beta2_history_.push_back(beta2);
+  const auto needed = static_cast<int64_t>(beta2_history_.size());
+  const int64_t capacity = beta2_history_f32_.defined() ? beta2_history_f32_.size(0) : 0;
+  if (needed > capacity) {
+    Tensor grown = Tensor::zeros({std::max<int64_t>(512, 2 * capacity)}, DType::f32, device_);
+    if (capacity > 0) grown.slice(0, capacity).copy_from(beta2_history_f32_);
+    beta2_history_f32_ = std::move(grown);
+  }
+  const std::vector<float> value{static_cast<float>(beta2)};
+  beta2_history_f32_.slice(needed - 1, needed).copy_from(Tensor::from_floats(value, {1}, DType::f32));
+}
+
 void NgramTable::reset() {
   shard_.zero_();
-  std::fill(second_moment_.begin(), second_moment_.end(), 0.0f);
-  std::fill(stamps_.begin(), stamps_.end(), 0);
+  second_moment_.zero_();
+  stamps_.zero_();
   beta2_history_.clear();
   events_ = 0;
   drop_cycle();
@@ -402,9 +350,12 @@ std::vector<int32_t> NgramTable::cycle_rows() const {
 }
 
 std::vector<float> NgramTable::settled_second_moment() const {
-  std::vector<float> v = second_moment_;
+  const Tensor moment = host_copy(second_moment_), stamps = host_copy(stamps_);
+  std::vector<float> v(moment.data<float>(), moment.data<float>() + rows_per_rank_);
+  const int64_t* stamp = stamps.data<int64_t>();
   for (size_t i = 0; i < v.size(); ++i) {
-    for (int64_t e = stamps_[i] + 1; e <= events_; ++e) v[i] = static_cast<float>(beta2_history_[static_cast<size_t>(e - 1)]) * v[i];
+    for (int64_t e = stamp[i] + 1; e <= events_; ++e)
+      v[i] = static_cast<float>(beta2_history_[static_cast<size_t>(e - 1)]) * v[i];
   }
   return v;
 }
@@ -417,10 +368,6 @@ std::vector<NamedTensor> NgramTable::checkpoint_tensors() const {
   c[1] = n_cycle;
   c[2] = comm_.world_size();
   c[3] = comm_.rank();
-  Tensor v = Tensor::empty({rows_per_rank_}, DType::f32);
-  std::copy(second_moment_.begin(), second_moment_.end(), v.data<float>());
-  Tensor stamps = Tensor::empty({rows_per_rank_}, DType::i64);
-  std::copy(stamps_.begin(), stamps_.end(), stamps.data<int64_t>());
   // Variable-length parts keep at least one entry (the counters say how many are real).
   Tensor history = Tensor::zeros({std::max<int64_t>(events_, 1)}, DType::f64);
   std::copy(beta2_history_.begin(), beta2_history_.end(), history.data<double>());
@@ -428,9 +375,12 @@ std::vector<NamedTensor> NgramTable::checkpoint_tensors() const {
   std::copy(cycle_order_.begin(), cycle_order_.end(), cycle_rows.data<int32_t>());
   Tensor cycle_grad = Tensor::zeros({std::max<int64_t>(n_cycle, 1), options_.dim}, stat_dtype(options_.dtype));
   if (n_cycle > 0) cycle_grad.slice(0, n_cycle).copy_from(cycle_grad_.slice(0, n_cycle));
-  return {{"ngram/counters", counters},       {"ngram/shard", shard_.clone()},
-          {"ngram/second_moment", v},         {"ngram/stamps", stamps},
-          {"ngram/beta2_history", history},   {"ngram/cycle_rows", cycle_rows},
+  return {{"ngram/counters", counters},
+          {"ngram/shard", host_copy(shard_)},
+          {"ngram/second_moment", host_copy(second_moment_)},
+          {"ngram/stamps", host_copy(stamps_)},
+          {"ngram/beta2_history", history},
+          {"ngram/cycle_rows", cycle_rows},
           {"ngram/cycle_grad", cycle_grad}};
 }
 
@@ -464,9 +414,10 @@ void NgramTable::restore_checkpoint(const std::vector<NamedTensor>& tensors) {
               ")");
   }
   shard_.copy_from(shard);
-  second_moment_.assign(v.data<float>(), v.data<float>() + rows_per_rank_);
-  stamps_.assign(stamps.data<int64_t>(), stamps.data<int64_t>() + rows_per_rank_);
-  beta2_history_.assign(history.data<double>(), history.data<double>() + events);
+  second_moment_.copy_from(v);
+  stamps_.copy_from(stamps);
+  beta2_history_.clear();
+  for (int64_t e = 0; e < events; ++e) record_beta2(history.data<double>()[e]);
   events_ = events;
   drop_cycle();
   for (int64_t i = 0; i < n_cycle; ++i) cycle_slot(rows.data<int32_t>()[i]);

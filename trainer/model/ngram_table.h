@@ -26,15 +26,20 @@
 //  - exchange and merge: the cycle sums are rounded to the table dtype (bf16 for bf16), summed per row over the
 //    ranks in rank order 0..W−1 with a rounding to the table dtype after each addition, then divided by W (exact
 //    for W = 1, 2, 4, 8);
-//  - Adam per touched row with merged gradient g: v ← β2·v + (1−β2)·mean(g²) (fp32), u = g/(√v + eps)·lr·√(1−β2^e)
-//    with β2^e in f64, u ← u + [u·p > 0]·lr²·wd·wd_mul·p, p ← round(p − u); elementwise math in fp32 (f64 for f64
-//    tables). Untouched rows keep p; their v owes each event's β2, replayed in order (one fp32 multiply per event)
-//    when the row is next touched: bitwise the same as decaying every row at every event (`eager_decay`).
+//  - Adam per touched row: kernels/ngram_update.h (ngram_sparse_adam), with lr_ng·√(1−β2^e) and β2^e in f64.
+//    Untouched rows keep p; their v owes each event's β2, replayed in order when the row is next touched: bitwise
+//    the same as decaying every row at every event (`eager_decay`).
+//
+// Placement: the shard, its second moment, stamps and β2 history, and the cycle sums live on the device of the sign
+// pool (CPU or CUDA); row ids, sign rows and the cycle's row bookkeeping stay on the host and are copied per call.
+// [project definition] At W > 1 the merge of the gathered cycle sums runs on the host (a CUDA table copies them
+// there and back).
 #include <cstdint>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/ngram_update.h"  // round_to_fp16
 #include "kernels/tensor.h"
 #include "trainer/comm/comm.h"
 #include "trainer/data/train_loader.h"
@@ -104,25 +109,29 @@ class NgramTable {
   // Merged gradient [n, d] (table dtype) of the owned rows `owned` touched by any rank, ascending.
   Tensor merge_cycle(std::vector<int32_t>& owned);
   void update_rows(const std::vector<int32_t>& owned, const Tensor& merged, double beta2, double lr, double wd_mul);
-  float owed_decay(float v, int64_t stamp) const;
+  // An i32 host vector as a tensor on the table's device.
+  Tensor device_ids(std::span<const int32_t> values) const;
+  // all_gather of a small host tensor [n] (counts, row ids) through the table's device: [W·n] on the host.
+  Tensor all_gather_to_host(const Tensor& part);
+  // Appends β2 of a new event to both histories.
+  void record_beta2(double beta2);
 
   NgramTableOptions options_;
   Tensor pool_;
+  Device device_ = Device::cpu;  // where the pool, the shard and all per-row state live
   Comm& comm_;
   int64_t rows_per_rank_ = 0;
   int64_t first_row_ = 0;
   Tensor shard_;                        // [V/W, d] table dtype
-  std::vector<float> second_moment_;    // [V/W]
-  std::vector<int64_t> stamps_;         // [V/W]: event count up to which the row's v is decayed
+  Tensor second_moment_;                // f32 [V/W]
+  Tensor stamps_;                       // i64 [V/W]: event count up to which the row's v is decayed
   std::vector<double> beta2_history_;   // β2 of event e at index e−1
+  Tensor beta2_history_f32_;            // f32 [capacity ≥ events]: the same, rounded once, on the table's device
   int64_t events_ = 0;
   // Pending cycle: rows in first-touch order, their slots, and the sums [capacity, d] in the accumulation dtype.
   std::vector<int32_t> cycle_order_;
   std::unordered_map<int32_t, int64_t> cycle_slot_;
   Tensor cycle_grad_;
 };
-
-// Rounds to the nearest fp16 value (ties to even; overflow to ±inf, subnormals kept), returned as fp32.
-float round_to_fp16(float x);
 
 }  // namespace gpt
