@@ -170,8 +170,9 @@ class Bench {
   nlohmann::json run(const BenchShape& shape, bool fp8, const Options& options, double gemm_tflops) {
     // A fresh model per row, from the seeded initial state, with the recipe's FP8 switch set for the row.
     run_.reset();
-    run_ = std::make_unique<HeadRun>(load_recipe(
-        "head", {"schedule.cu_rows_multiplier=" + std::to_string(cu_rows_multiplier_), fp8 ? "fp8=true" : "fp8=false"}));
+    const std::vector<std::string> overrides = {
+        "schedule.cu_rows_multiplier=" + std::to_string(cu_rows_multiplier_), fp8 ? "fp8=true" : "fp8=false"};
+    run_ = std::make_unique<HeadRun>(load_recipe("head", overrides));
     const ModelDims dims = model_dims(run_->recipe.model, 1);
     std::printf("initialised the head model (%lld parameters) on the GPU\n",
                 static_cast<long long>(total_parameter_count(dims)));

@@ -76,7 +76,8 @@ double StepRunner::forward_backward(const StepSchedule& s, std::span<const Micro
   try {
     for (size_t i = 0; i < batches.size(); ++i) {
       if (i + 1 == batches.size()) {
-        model_.set_gradients_final([this](const std::vector<std::string>& names) { optimizer_.gradients_final(names); });
+        model_.set_gradients_final(
+            [this](const std::vector<std::string>& names) { optimizer_.gradients_final(names); });
       }
       if (probes.forward_end) model_.set_after_forward([&probes, i] { probes.forward_end(i); });
       if (probes.microbatch_begin) probes.microbatch_begin(i);
@@ -98,7 +99,9 @@ double StepRunner::forward_backward(const StepSchedule& s, std::span<const Micro
 void StepRunner::optimizer_step(const StepSchedule& s) {
   optimizer_.step(s);
   // §S.2: the n-gram table's event belongs to the optimizer step of its event step (collective at W > 1).
-  if (NgramTable* table = model_.ngram_table(); table != nullptr && s.ngram_event) table->apply_event(s.step, s.lr_mult);
+  if (NgramTable* table = model_.ngram_table(); table != nullptr && s.ngram_event) {
+    table->apply_event(s.step, s.lr_mult);
+  }
   tail_.after_optimizer_step(s, total_steps_);
   model_.refresh_fp8(fp8_bootstrap(s));
 }
