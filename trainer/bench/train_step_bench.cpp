@@ -1,5 +1,7 @@
 // train_step_bench: one full training step of the `head` model on one GPU (RECIPE §1.3: 8 microbatches of T
-// tokens, forward + backward + optimizer step), timed with CUDA events.
+// tokens, forward + backward + optimizer step), timed with CUDA events. The step is the run's own: the model,
+// optimizer and tail average a one-rank run of `head` builds, driven by the step runner (trainer/step/
+// step_runner.h: schedule, gradients_final overlap, loss reduction, optimizer step, §7.2 FP8 refresh).
 //
 //   train_step_bench [--steps N] [--warmup N] [--json FILE] [--only stage0,stage1,stage2] [--fp8 on|off|both]
 //                    [--data DIR] [--cu-rows-multiplier N]
@@ -11,7 +13,8 @@
 // FP8: "on" is the recipe (§7.1 lm_head and §7.2 MLP products), "off" bf16 GEMMs.
 // Reports ms/step, tokens/s, model TFLOP/s from the §10.2 counter (kernels/flops.h), MFU against the 989 TFLOP/s
 // dense bf16 datasheet figure and against this run's measured cuBLASLt 8192³ bf16 rate, per-phase times (forward,
-// backward, optimizer; summed over the step's microbatches) and peak memory (caching allocator statistics).
+// backward, optimizer; summed over the step's microbatches), peak memory (caching allocator statistics) and each
+// step's mean training loss (as the run logs it).
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,22 +34,22 @@
 
 #include "kernels/cuda/runtime.h"
 #include "kernels/gemm.h"
-#include "kernels/rotary.h"
 #include "trainer/build_info.h"
 #include "trainer/comm/comm.h"
 #include "trainer/data/host_products.h"
 #include "trainer/data/shard.h"
 #include "trainer/data/train_loader.h"
-#include "trainer/model/model.h"
 #include "trainer/optim/optimizer.h"
+#include "trainer/optim/tail_average.h"
 #include "trainer/recipe/recipe.h"
+#include "trainer/run/gpt_trainable.h"
 #include "trainer/schedule/schedule.h"
+#include "trainer/step/step_runner.h"
 
 namespace gpt {
 namespace {
 
 constexpr double kDatasheetBf16TflopS = 989.0;  // H100/H200 SXM dense bf16
-constexpr int kMicrobatches = 8;                 // 8 slices per step on one GPU: A = 8
 
 struct Options {
   int steps = 6;
@@ -111,12 +114,20 @@ double measured_gemm_tflops() {
 struct PhaseEvents {
   cuda::Event step_begin{true}, step_end{true}, opt_begin{true};
   std::vector<cuda::Event> fwd_begin, fwd_end, bwd_end;
-  PhaseEvents() {
-    for (int i = 0; i < kMicrobatches; ++i) {
+  explicit PhaseEvents(size_t microbatches) {
+    for (size_t i = 0; i < microbatches; ++i) {
       fwd_begin.emplace_back(true);
       fwd_end.emplace_back(true);
       bwd_end.emplace_back(true);
     }
+  }
+  // The step runner's timing points, recorded on the current stream.
+  StepProbes probes() {
+    return StepProbes{
+        .microbatch_begin = [this](size_t i) { fwd_begin[i].record(cuda::current_stream()); },
+        .forward_end = [this](size_t i) { fwd_end[i].record(cuda::current_stream()); },
+        .microbatch_end = [this](size_t i) { bwd_end[i].record(cuda::current_stream()); },
+        .optimizer_begin = [this] { opt_begin.record(cuda::current_stream()); }};
   }
 };
 
@@ -124,52 +135,55 @@ struct StepTimes {
   double step_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
 };
 
+// What a run of the `head` recipe builds for one rank (TrainingRun's make_model at W = 1, the optimizer, the tail
+// average), driven by the run's own step runner: the bench times the step the run executes.
+struct HeadRun {
+  Recipe recipe;
+  Schedule schedule;
+  std::unique_ptr<Comm> comm = make_single_rank_comm();
+  GptTrainable model;
+  Optimizer optimizer;
+  TailAverage tail;
+  StepRunner runner;
+
+  explicit HeadRun(Recipe head)
+      : recipe(std::move(head)),
+        schedule(recipe),
+        model(recipe, 1, recipe.slices_per_call, DType::bf16, Device::cuda, comm.get()),
+        optimizer(model.parameters(), recipe, *comm),
+        tail(model.parameters(), recipe, *comm),
+        runner(model, optimizer, tail, *comm, Device::cuda, schedule.total_steps()) {
+    if (model.uses_prefix_table()) {
+      // A prefix table of valid token ids (the real one maps tokens to their longest proper prefix token, §3.2).
+      std::vector<int64_t> prefix(static_cast<size_t>(recipe.model.vocab_size));
+      std::mt19937_64 rng(5);
+      for (int64_t& p : prefix) p = static_cast<int64_t>(rng() % 50257);
+      model.set_prefix_table(prefix);
+    }
+  }
+};
+
 class Bench {
  public:
-  explicit Bench(const Options& options)
-      : recipe_(load_recipe("head", {"schedule.cu_rows_multiplier=" + std::to_string(options.cu_rows_multiplier)})),
-        schedule_(recipe_),
-        dims_(ModelDims::head(1)) {
-    std::printf("initialising the head model (%lld parameters) on the GPU...\n",
-                static_cast<long long>(total_parameter_count(dims_)));
-    weights_ = init_weights(dims_, 1, DType::bf16, Device::cuda);
-    register_parameters(weights_, params_);
-    model_ = std::make_unique<GptModel>(dims_, params_, weights_.bigram_sign_table);
-    comm_ = make_single_rank_comm();
-    optimizer_ = std::make_unique<Optimizer>(params_, recipe_, *comm_);
-    const RotaryTables tables(dims_.head_dim, 2 * 49152);
-    config_.rotary_cos = tables.cos_table(DType::bf16, Device::cuda);
-    config_.rotary_sin = tables.sin_table(DType::bf16, Device::cuda);
-    config_.attention_scale = tables.attention_scale();
-    config_.accumulation_steps = kMicrobatches;
-    // A prefix table of valid token ids (the real one maps tokens to their longest proper prefix token, §3.2).
-    std::vector<int64_t> prefix(static_cast<size_t>(dims_.vocab));
-    std::mt19937_64 rng(5);
-    for (int64_t& p : prefix) p = static_cast<int64_t>(rng() % 50257);
-    Tensor host = Tensor::empty({dims_.vocab}, DType::i64);
-    std::copy(prefix.begin(), prefix.end(), host.data<int64_t>());
-    prefix_table_ = host.to(Device::cuda);
-  }
+  explicit Bench(const Options& options) : cu_rows_multiplier_(options.cu_rows_multiplier) {}
 
   nlohmann::json run(const BenchShape& shape, bool fp8, const Options& options, double gemm_tflops) {
+    // A fresh model per row, from the seeded initial state, with the recipe's FP8 switch set for the row.
+    run_.reset();
+    const std::vector<std::string> overrides = {
+        "schedule.cu_rows_multiplier=" + std::to_string(cu_rows_multiplier_), fp8 ? "fp8=true" : "fp8=false"};
+    run_ = std::make_unique<HeadRun>(load_recipe("head", overrides));
+    const ModelDims dims = model_dims(run_->recipe.model, 1);
+    std::printf("initialised the head model (%lld parameters) on the GPU\n",
+                static_cast<long long>(total_parameter_count(dims)));
     // Alternate an even and an odd step: NorMuon runs every step, Adam on odd steps (§4.1).
-    const StepSchedule s = schedule_.at(shape.schedule_step);
-    const StepSchedule s_odd = schedule_.at(shape.schedule_step + 1);
+    const StepSchedule s = run_->schedule.at(shape.schedule_step);
+    const StepSchedule s_odd = run_->schedule.at(shape.schedule_step + 1);
     const int64_t tokens = s.slice_tokens;
-    config_.window_short = s.ws_short_tokens;
-    config_.window_long = s.ws_long_tokens;
-    config_.mtp_weights.assign(s.mtp_weights.begin(), s.mtp_weights.end());
-    config_.prefix_weight = static_cast<float>(s.prefix_weight);
-    config_.prefix_table = s.prefix_weight > 0 ? prefix_table_ : Tensor();
-    config_.fp8_lm_head = fp8;
-    config_.fp8_mlp = fp8;
-    if (fp8) {
-      model_->reset_fp8();
-      model_->refresh_fp8(true);
-    }
     const std::vector<Microbatch> batches = microbatches(s, options);
+    const auto microbatch_count = static_cast<int>(batches.size());
     std::printf("%s fp8=%s: T=%lld x %d, windows %lld/%lld, MTP %zu, prefix %.3f, %s data\n", shape.name.c_str(),
-                fp8 ? "on" : "off", static_cast<long long>(tokens), kMicrobatches,
+                fp8 ? "on" : "off", static_cast<long long>(tokens), microbatch_count,
                 static_cast<long long>(s.ws_short_tokens), static_cast<long long>(s.ws_long_tokens),
                 s.mtp_weights.size(), s.prefix_weight, options.data_dir.empty() ? "synthetic" : "loader");
     std::vector<StepTimes> times;
@@ -177,82 +191,59 @@ class Bench {
     GPT_CUDA_CHECK(cudaDeviceSynchronize());
     reset_peak_memory_stats(Device::cuda);
     for (int it = 0; it < options.warmup + options.steps; ++it) {
-      PhaseEvents ev;
-      double loss = 0;
-      ev.step_begin.record(cuda::current_stream());
-      for (int i = 0; i < kMicrobatches; ++i) {
-        loss += train_microbatch(batches[static_cast<size_t>(i)], ev, i) / static_cast<double>(tokens);
-      }
-      ev.opt_begin.record(cuda::current_stream());
       const StepSchedule& current = it % 2 == 0 ? s : s_odd;
-      optimizer_->step(current);
-      if (fp8) model_->refresh_fp8(current.step < 16);
+      run_->runner.apply_schedule(current);
+      PhaseEvents ev(batches.size());
+      ev.step_begin.record(cuda::current_stream());
+      const StepOutcome outcome = run_->runner.step(current, batches, ev.probes());
       ev.step_end.record(cuda::current_stream());
       ev.step_end.synchronize();
-      losses.push_back(loss);
+      losses.push_back(outcome.loss);
       if (it < options.warmup) continue;
       StepTimes t;
       t.step_ms = cuda::Event::elapsed_ms(ev.step_begin, ev.step_end);
-      t.optimizer_ms = cuda::Event::elapsed_ms(ev.opt_begin, ev.step_end);
-      for (int i = 0; i < kMicrobatches; ++i) {
-        const auto k = static_cast<size_t>(i);
+      // A non-finite loss abandons the step: no optimizer phase was recorded.
+      t.optimizer_ms = outcome.applied ? cuda::Event::elapsed_ms(ev.opt_begin, ev.step_end) : 0.0;
+      for (size_t k = 0; k < batches.size(); ++k) {
         t.forward_ms += cuda::Event::elapsed_ms(ev.fwd_begin[k], ev.fwd_end[k]);
         t.backward_ms += cuda::Event::elapsed_ms(ev.fwd_end[k], ev.bwd_end[k]);
       }
       times.push_back(t);
     }
     const MemoryStats mem = memory_stats(Device::cuda);
-    return report(shape, fp8, s, tokens, times, losses, mem, gemm_tflops);
+    return report(shape, fp8, s, dims, microbatch_count, times, losses, mem, gemm_tflops);
   }
 
  private:
-  // The step's 8 microbatches: synthetic, or the first loader call over the train shards of --data.
+  // The step's microbatches (A = the recipe's slices per call at W = 1): synthetic, or the first loader call over
+  // the train shards of --data.
   std::vector<Microbatch> microbatches(const StepSchedule& s, const Options& options) const {
+    const Recipe& recipe = run_->recipe;
     std::vector<Microbatch> batches;
     if (options.data_dir.empty()) {
-      for (int i = 0; i < kMicrobatches; ++i) {
-        batches.push_back(synthetic_microbatch(s.slice_tokens, dims_.vocab, static_cast<int32_t>(dims_.bigram_rows),
-                                               s.lmax, static_cast<int32_t>(s.cu_rows), 100 + static_cast<uint64_t>(i)));
+      for (int64_t i = 0; i < recipe.slices_per_call; ++i) {
+        batches.push_back(synthetic_microbatch(s.slice_tokens, recipe.model.vocab_size,
+                                               static_cast<int32_t>(recipe.model.bigram_rows), s.lmax,
+                                               static_cast<int32_t>(s.cu_rows), 100 + static_cast<uint64_t>(i)));
       }
       return batches;
     }
     TrainLoaderOptions lo;
     lo.shards = find_split_shards(options.data_dir, ShardSplit::train);
-    lo.slices_per_call = kMicrobatches;
-    lo.bigram_rows = static_cast<int32_t>(dims_.bigram_rows);
+    lo.slices_per_call = static_cast<int>(recipe.slices_per_call);
+    lo.bigram_rows = static_cast<int32_t>(recipe.model.bigram_rows);
+    lo.ngram_rows = recipe.seed.ngram_rows;
     lo.prefetch = false;
     TrainLoader loader(lo);
-    return loader.next(CallShape{.slice_tokens = s.slice_tokens, .max_doc_tokens = s.lmax,
-                                 .cu_seqlens_rows = static_cast<int32_t>(s.cu_rows)});
+    return loader.next(call_shape(s));
   }
 
-  // GptModel::train_forward_backward with events at the phase boundaries (the forward ends once the loss and its
-  // fused gradient are computed). Returns the microbatch's summed loss Σ_t ℓ_t.
-  double train_microbatch(const Microbatch& batch, PhaseEvents& ev, int i) {
-    const auto k = static_cast<size_t>(i);
-    ev.fwd_begin[k].record(cuda::current_stream());
-    config_.after_forward = [&ev, k] { ev.fwd_end[k].record(cuda::current_stream()); };
-    const double scaled = model_->train_forward_backward(batch, config_, tape_);
-    config_.after_forward = nullptr;  // the hook refers to this step's events
-    ev.bwd_end[k].record(cuda::current_stream());
-    return scaled * static_cast<double>(config_.accumulation_steps);
-  }
+  static nlohmann::json report(const BenchShape& shape, bool fp8, const StepSchedule& s, const ModelDims& dims,
+                               int microbatch_count, const std::vector<StepTimes>& times,
+                               const std::vector<double>& losses, const MemoryStats& mem, double gemm_tflops);
 
-  nlohmann::json report(const BenchShape& shape, bool fp8, const StepSchedule& s, int64_t tokens,
-                        const std::vector<StepTimes>& times, const std::vector<double>& losses,
-                        const MemoryStats& mem, double gemm_tflops) const;
-
-  Recipe recipe_;
-  Schedule schedule_;
-  ModelDims dims_;
-  ModelWeights weights_;
-  ParameterSet params_;
-  std::unique_ptr<GptModel> model_;
-  std::unique_ptr<Comm> comm_;
-  std::unique_ptr<Optimizer> optimizer_;
-  Tensor prefix_table_;
-  StepConfig config_;
-  Tape tape_;
+  int cu_rows_multiplier_ = 1;
+  std::unique_ptr<HeadRun> run_;
 };
 
 nlohmann::json samples_json(const std::vector<StepTimes>& times) {
@@ -264,9 +255,10 @@ nlohmann::json samples_json(const std::vector<StepTimes>& times) {
   return out;
 }
 
-nlohmann::json Bench::report(const BenchShape& shape, bool fp8, const StepSchedule& s, int64_t tokens,
-                             const std::vector<StepTimes>& times, const std::vector<double>& losses,
-                             const MemoryStats& mem, double gemm_tflops) const {
+nlohmann::json Bench::report(const BenchShape& shape, bool fp8, const StepSchedule& s, const ModelDims& dims,
+                             int microbatch_count, const std::vector<StepTimes>& times,
+                             const std::vector<double>& losses, const MemoryStats& mem, double gemm_tflops) {
+  const int64_t tokens = s.slice_tokens;
   // Mean over the timed steps (an even count covers as many Adam steps as steps without one).
   auto mean = [](const std::vector<double>& v) {
     double sum = 0;
@@ -279,15 +271,15 @@ nlohmann::json Bench::report(const BenchShape& shape, bool fp8, const StepSchedu
     return mean(v);
   };
   const double step_ms = pick(&StepTimes::step_ms);
-  const double tokens_per_step = static_cast<double>(tokens) * kMicrobatches;
-  const double flops_per_token = model_flops_per_token(dims_, s.ws_short_tokens, s.ws_long_tokens);
+  const double tokens_per_step = static_cast<double>(tokens) * microbatch_count;
+  const double flops_per_token = model_flops_per_token(dims, s.ws_short_tokens, s.ws_long_tokens);
   const double tflops = flops_per_token * tokens_per_step / (step_ms * 1e-3) / 1e12;
   constexpr double kMiB = 1024.0 * 1024.0;
   nlohmann::json j = {
       {"shape", shape.name},
       {"fp8", fp8},
       {"slice_tokens", tokens},
-      {"microbatches", kMicrobatches},
+      {"microbatches", microbatch_count},
       {"tokens_per_step", tokens_per_step},
       {"window_short", s.ws_short_tokens},
       {"window_long", s.ws_long_tokens},

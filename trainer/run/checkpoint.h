@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trainer/run/trainable_model.h"
+#include "trainer/step/trainable_model.h"
 
 namespace gpt {
 

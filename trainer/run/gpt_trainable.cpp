@@ -140,8 +140,8 @@ double GptTrainable::fp8_lm_head_objective(const Microbatch& batch) {
   return objective;
 }
 
-void GptTrainable::after_optimizer_step(const StepSchedule& s) {
-  if (recipe_.fp8) model_->refresh_fp8(s.step < 16);
+void GptTrainable::refresh_fp8(bool bootstrap) {
+  if (recipe_.fp8) model_->refresh_fp8(bootstrap);
 }
 
 void GptTrainable::after_state_restore() {

@@ -13,6 +13,7 @@
 // buffer ("sampled_softmax_offsets", listed when the recipe samples at any stage), so the warmup reset restores
 // them to their initial values (§S.10) and checkpoints carry them for a bit-exact resume.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -24,7 +25,7 @@
 #include "trainer/model/ngram_table.h"
 #include "trainer/model/weights.h"
 #include "trainer/recipe/recipe.h"
-#include "trainer/run/trainable_model.h"
+#include "trainer/step/trainable_model.h"
 #include "trainer/schedule/schedule.h"
 
 namespace gpt {
@@ -47,13 +48,16 @@ class GptTrainable final : public TrainableModel {
   double train_microbatch(const Microbatch& batch, double loss_scale) override;
   // Reported by the model's backward (StepConfig::gradients_final, model.h).
   void set_gradients_final(GradientsFinal report) override { config_.gradients_final = std::move(report); }
-  void after_optimizer_step(const StepSchedule& s) override;
+  // StepConfig::after_forward (model.h): the step bench's forward/backward boundary.
+  void set_after_forward(std::function<void()> probe) override { config_.after_forward = std::move(probe); }
+  // §7.2 (a no-op with recipe.fp8 off).
+  void refresh_fp8(bool bootstrap) override;
   void after_state_restore() override;
   double validation_loss(const Microbatch& window) override;
   // ℓ_t of §3.4 for every position of the window (f64 from the evaluation forward's raw logits): the
   // reference check compares them position by position (trainer/run/reference_export.h).
   std::vector<double> validation_losses(const Microbatch& window);
-  // §S.2 hashed n-gram table (recipe.seed.ngram_rows > 0), else nullptr. The run loop calls
+  // §S.2 hashed n-gram table (recipe.seed.ngram_rows > 0), else nullptr. The step runner calls
   // ngram_table()->apply_event(s.step, s.lr_mult) inside the optimizer step of every event step.
   NgramTable* ngram_table() override { return ngram_.get(); }
   bool uses_prefix_table() const override;

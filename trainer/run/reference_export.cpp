@@ -23,6 +23,7 @@
 #include "trainer/run/run_summary.h"
 #include "trainer/run/tensor_files.h"
 #include "trainer/run/training_state.h"
+#include "trainer/step/step_runner.h"
 #include "trainer/tokenizer/gpt2_tokenizer.h"
 
 namespace gpt {
@@ -210,6 +211,8 @@ fs::path write_reference_export(ReferenceExportOptions options) {
   auto* model = dynamic_cast<GptTrainable*>(&run.model());
   GPT_CHECK(model != nullptr, "reference export: needs the GPT model (debug.model=gpt)");
   Optimizer& optimizer = run.optimizer();
+  // Every schedule application, forward/backward and optimizer step below is the run's own (step_runner.h).
+  StepRunner& runner = run.step_runner();
   ParameterSet& params = model->parameters();
   const int64_t window_tokens = recipe.validation.batch_tokens;
   GPT_CHECK(options.validation_tokens >= 16 && options.validation_tokens % 16 == 0,
@@ -315,7 +318,7 @@ fs::path write_reference_export(ReferenceExportOptions options) {
     for (const Parameter& p : params.all())
       if (p.kind != ParamKind::bank) adam_start.emplace(p.name, p.value.to(Device::cpu));
 
-    model->set_schedule(at_s);
+    runner.apply_schedule(at_s);
     const std::vector<double> val_losses = model->validation_losses(val_window);
     double val_sum = 0;
     for (double l : val_losses) val_sum += l;
@@ -330,9 +333,7 @@ fs::path write_reference_export(ReferenceExportOptions options) {
     TrainLoader loader = run.make_train_loader(start.loader);
     std::vector<Microbatch> call;
     while (std::cmp_less(call.size(), options.microbatches)) {
-      std::vector<Microbatch> more = loader.next(CallShape{.slice_tokens = at_s.slice_tokens,
-                                                           .max_doc_tokens = at_s.lmax,
-                                                           .cu_seqlens_rows = static_cast<int32_t>(at_s.cu_rows)});
+      std::vector<Microbatch> more = loader.next(call_shape(at_s));
       std::move(more.begin(), more.end(), std::back_inserter(call));
     }
     const double loss_scale = 1.0 / static_cast<double>(accumulation);
@@ -342,19 +343,18 @@ fs::path write_reference_export(ReferenceExportOptions options) {
       const std::string prefix_m = prefix_s + ".mb" + std::to_string(m);
       const auto tokens = static_cast<double>(mb.inputs.size());
       restore_start();
-      model->set_schedule(at_s);
+      runner.apply_schedule(at_s);
       json draw;
       draw["index"] = m;
       draw["batch"] = files.write_batch(prefix_m + ".batch", mb);
       const double fp8_objective = model->fp8_lm_head_objective(mb);
-      const double loss = model->train_microbatch(mb, loss_scale);
+      const double loss = runner.train_microbatch(at_s, mb, accumulation);
       GPT_CHECK(std::isfinite(loss), "reference export: non-finite training loss at step ", s, ", microbatch ", m);
       draw["train"] = {
           {"loss_mean", loss}, {"objective", loss * tokens * loss_scale}, {"objective_fp8_lm_head", fp8_objective}};
       draw["gradients"] = write_parameters(files, params, prefix_m + ".grad", true);
 
-      optimizer.step(at_s);
-      model->after_optimizer_step(at_s);
+      runner.optimizer_step(at_s);
       // §4.1: an even step moves only the banks. The other parameters are checked unchanged here and listed by
       // name (the check asserts the same of the reference), which keeps a draw's files a third smaller.
       json unchanged = json::array();
@@ -372,15 +372,14 @@ fs::path write_reference_export(ReferenceExportOptions options) {
           {"tensors", write_updated_parameters(files, params, optimizer, prefix_m + ".after_even",
                                                [](const Parameter& p) { return p.kind == ParamKind::bank; })}};
 
-      model->set_schedule(next);
-      const double loss_next = model->train_microbatch(mb, loss_scale);
+      runner.apply_schedule(next);
+      const double loss_next = runner.train_microbatch(next, mb, accumulation);
       GPT_CHECK(std::isfinite(loss_next), "reference export: non-finite training loss at step ", s + 1);
       // What the odd step's optimizer reads (§4.1: the banks' gradient of s + 1, the Adam parameters' sum over s and
       // s + 1): the check feeds these and the even step's gradients to the reference's optimizer, which compares
       // the optimizers alone, without the spread that different gradients give Adam's first step.
       draw["gradients_odd"] = write_parameters(files, params, prefix_m + ".grad_odd", true);
-      optimizer.step(next);
-      model->after_optimizer_step(next);
+      runner.optimizer_step(next);
       draw["after_odd"] = {{"step", s + 1},
                            {"train", {{"loss_mean", loss_next}, {"objective", loss_next * tokens * loss_scale}}},
                            {"tensors", write_updated_parameters(files, params, optimizer, prefix_m + ".after_odd")}};

@@ -11,7 +11,7 @@
 // and the running count of schedule updates, standing in for the GPT's rotary/τ state in reset and resume tests.
 #include <cstdint>
 
-#include "trainer/run/trainable_model.h"
+#include "trainer/step/trainable_model.h"
 
 namespace gpt {
 

@@ -31,6 +31,7 @@
 #include "trainer/run/train_clock.h"
 #include "trainer/run/training_state.h"
 #include "trainer/schedule/schedule.h"
+#include "trainer/step/step_runner.h"
 #include "trainer/tokenizer/canonical_mask.h"
 #include "trainer/tokenizer/gpt2_tokenizer.h"
 
@@ -44,11 +45,6 @@ std::string join_steps(const std::vector<int64_t>& steps) {
   for (size_t i = 0; i < steps.size(); ++i) out << (i ? ", " : "") << steps[i];
   out << ']';
   return out.str();
-}
-
-CallShape call_shape(const StepSchedule& s) {
-  return CallShape{.slice_tokens = s.slice_tokens, .max_doc_tokens = s.lmax,
-                   .cu_seqlens_rows = static_cast<int32_t>(s.cu_rows), .segment_cap = s.segment_cap};
 }
 
 // Writes one NaN into lm_head (or the first parameter): every logit row then has a NaN and so does the loss.
@@ -79,6 +75,7 @@ struct TrainingRun::Impl {
   std::unique_ptr<TrainableModel> model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<TailAverage> tail;  // §S.5 (inert unless recipe.seed.tail_average)
+  std::unique_ptr<StepRunner> runner;  // every training step of the run (warmup and timed)
   std::optional<CanonicalMaskOptions> mask_options;  // §S.6 from recipe.seed.canonical_mask; nullopt = off
   std::optional<CanonicalMaskBuild> mask_build;      // §S.6, rank 0, from clock start to the final validation
   std::vector<std::filesystem::path> train_shards;
@@ -108,6 +105,8 @@ struct TrainingRun::Impl {
     if (comm->world_size() > 1) broadcast_initial_state();
     optimizer = std::make_unique<Optimizer>(model->parameters(), recipe, *comm);
     tail = std::make_unique<TailAverage>(model->parameters(), recipe, *comm);
+    runner = std::make_unique<StepRunner>(*model, *optimizer, *tail, *comm, backend_device(options.backend),
+                                          schedule.total_steps());
     environment = describe_environment(options.backend, options.threads);
     environment.world_size = comm->world_size();
     environment.ranks = gather_rank_places();
@@ -275,19 +274,8 @@ struct TrainingRun::Impl {
 
   double all_ranks_mean(double value) { return mean_in_rank_order(all_ranks_values(value)); }
 
-  // Every rank's value, in rank order (f64 on the CPU; the NCCL communicator needs device tensors).
   std::vector<double> all_ranks_values(double value) {
-    const Device device = backend_device(options.backend);
-    Tensor mine = Tensor::from_doubles(std::vector<double>{value}, {1}, DType::f64, device);
-    Tensor all = Tensor::zeros({comm->world_size()}, DType::f64, device);
-    comm->all_gather(mine, all);
-    return all.to_doubles();
-  }
-
-  static double mean_in_rank_order(const std::vector<double>& values) {
-    double sum = 0;
-    for (double v : values) sum += v;
-    return sum / static_cast<double>(values.size());
+    return gpt::all_ranks_values(*comm, backend_device(options.backend), value);
   }
 
   // " (rank 1, 3)" when W > 1 and some ranks' values are not finite, else "".
@@ -299,44 +287,14 @@ struct TrainingRun::Impl {
     return ranks.empty() ? "" : " (rank " + ranks + ")";
   }
 
-  // One optimizer step on this rank's microbatches of one loader call; returns the mean loss over ranks.
+  // One step (trainer/step/step_runner.h) on this rank's microbatches of one loader call; returns the mean loss
+  // over ranks. The schedule of s has been applied.
   double train_step(const StepSchedule& s, TrainLoader& loader) {
     const std::vector<Microbatch> batches = loader.next(call_shape(s));
-    double loss = 0;
-    const double scale = 1.0 / static_cast<double>(batches.size());  // A = slices per call / W
-    // The last microbatch's backward issues the reductions of the gradients it finishes early (optimizer.h).
-    optimizer->begin_step(s);
-    try {
-      for (size_t i = 0; i < batches.size(); ++i) {
-        if (i + 1 == batches.size()) {
-          model->set_gradients_final(
-              [this](const std::vector<std::string>& names) { optimizer->gradients_final(names); });
-        }
-        loss += model->train_microbatch(batches[i], scale) * scale;
-      }
-    } catch (...) {
-      model->set_gradients_final({});
-      try {
-        optimizer->abandon_step();
-      } catch (...) {  // the first error is the one to report
-      }
-      throw;
-    }
-    model->set_gradients_final({});
-    const std::vector<double> losses = all_ranks_values(loss);
-    loss = mean_in_rank_order(losses);
-    if (batch_dump && timed_loop) batch_dump->write_step(s.step, batches, loss);
-    if (!std::isfinite(loss)) {
-      nonfinite_where = nonfinite_ranks(losses);
-      optimizer->abandon_step();  // every rank sees the same losses, so every rank abandons
-      return loss;
-    }
-    optimizer->step(s);
-    // §S.2: the n-gram table's event belongs to the optimizer step of its event step (collective at W > 1).
-    if (NgramTable* table = model->ngram_table(); table != nullptr && s.ngram_event) table->apply_event(s.step, s.lr_mult);
-    tail->after_optimizer_step(s, schedule.total_steps());
-    model->after_optimizer_step(s);
-    return loss;
+    const StepOutcome outcome = runner->step(s, batches);
+    if (batch_dump && timed_loop) batch_dump->write_step(s.step, batches, outcome.loss);
+    if (!outcome.applied) nonfinite_where = nonfinite_ranks(outcome.rank_losses);
+    return outcome.loss;
   }
 
   void inject_fault() {
@@ -448,7 +406,7 @@ struct TrainingRun::Impl {
       StepSchedule s = schedule.at(step);
       // §S.10: during warmup the table events run on every Adam step (the warmup steps are not consecutive).
       if (model->ngram_table() != nullptr) s.ngram_event = s.adam_step;
-      model->set_schedule(s);
+      runner->apply_schedule(s);
       (void)model->validation_loss(val_window);
       (void)train_step(s, loader);
     }
@@ -515,7 +473,7 @@ struct TrainingRun::Impl {
     timed_loop = true;
     for (int64_t step = start_step; step <= total; ++step) {
       const StepSchedule s = schedule.at(step);
-      model->set_schedule(s);
+      runner->apply_schedule(s);
       if (s.validation) {
         if (step == total) prepare_final_validation();  // on the clock (§S.11)
         clock.stop();
@@ -589,6 +547,7 @@ const Recipe& TrainingRun::recipe() const { return impl_->recipe; }
 const Schedule& TrainingRun::schedule() const { return impl_->schedule; }
 TrainableModel& TrainingRun::model() { return *impl_->model; }
 Optimizer& TrainingRun::optimizer() { return *impl_->optimizer; }
+StepRunner& TrainingRun::step_runner() { return *impl_->runner; }
 const ValLoader& TrainingRun::val_loader() const { return *impl_->val_loader; }
 TrainLoader TrainingRun::make_train_loader(LoaderPosition start) const { return impl_->make_train_loader(start); }
 

@@ -12,12 +12,13 @@
 #include <vector>
 
 #include "trainer/recipe/recipe.h"
-#include "trainer/run/trainable_model.h"
+#include "trainer/step/trainable_model.h"
 
 namespace gpt {
 
 class Comm;
 class Optimizer;
+class StepRunner;
 class ValLoader;
 
 struct RunOptions {
@@ -127,6 +128,7 @@ class TrainingRun {
   const Schedule& schedule() const;
   TrainableModel& model();
   Optimizer& optimizer();
+  StepRunner& step_runner();  // the run's own step (trainer/step/step_runner.h)
   const ValLoader& val_loader() const;
   TrainLoader make_train_loader(LoaderPosition start = {}) const;
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "trainer/optim/optimizer.h"
-#include "trainer/run/trainable_model.h"
+#include "trainer/step/trainable_model.h"
 
 namespace gpt {
 

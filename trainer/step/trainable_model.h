@@ -1,7 +1,8 @@
 #pragma once
-// What the run loop needs from a model (RECIPE §9): the trained parameters, the rest of its mutable state, one
-// schedule update per step, a training forward/backward per microbatch and a validation loss per window.
-// The run loop owns ordering, timing, data and the optimizer; the model owns the math.
+// What the step runner and the run loop need from a model (RECIPE §9): the trained parameters, the rest of its
+// mutable state, one schedule update per step, a training forward/backward per microbatch and a validation loss per
+// window. The step runner (trainer/step/step_runner.h) owns a step's ordering and the optimizer, the run loop owns
+// timing and data; the model owns the math.
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -45,13 +46,18 @@ class TrainableModel {
 
   // Overlap of the gradient reductions (trainer/optim/optimizer.h): while set, train_microbatch's backward reports
   // each group of parameters whose gradients the rest of that backward no longer changes (names, in the same order
-  // on every rank). The run sets it for the last microbatch of a step only. A model that never reports leaves every
-  // reduction to the optimizer step.
+  // on every rank). The step runner sets it for the last microbatch of a step only. A model that never reports
+  // leaves every reduction to the optimizer step.
   using GradientsFinal = std::function<void(const std::vector<std::string>&)>;
   virtual void set_gradients_final(GradientsFinal report) { (void)report; }
 
-  // Called after each optimizer step (FP8 weight refresh, §7.2).
-  virtual void after_optimizer_step(const StepSchedule& s) { (void)s; }
+  // Phase timing (the step bench): while set, train_microbatch calls it once its forward (loss and the loss's
+  // gradient) is done, before the backward. A model without that boundary never calls it.
+  virtual void set_after_forward(std::function<void()> probe) { (void)probe; }
+
+  // §7.2, after each optimizer step: rebuild the FP8 weight copies; `bootstrap` (the step runner's rule: the first
+  // steps) also re-derives their scales. Models without FP8 state ignore it.
+  virtual void refresh_fp8(bool bootstrap) { (void)bootstrap; }
 
   // Called after the run restored parameters and buffers (warmup reset, resume): rebuild anything derived from
   // them (FP8 weight copies and scales, §9.1 step 3).
