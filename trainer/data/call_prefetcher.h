@@ -32,6 +32,8 @@ class CallPrefetcher {
   std::vector<Microbatch> take(const CallShape& shape);
 
   LoaderPosition position() const { return taken_position_; }
+  // TrainLoader::passes_begun of the calls taken so far.
+  std::int64_t passes_begun() const { return taken_position_.pass + 1; }
   // Calls served from a prefetch / built in take because none matched (for the run log's diagnostics and tests).
   int64_t prefetched_calls() const { return prefetched_calls_; }
   int64_t direct_calls() const { return direct_calls_; }

@@ -15,6 +15,7 @@
 #include "trainer/build_info.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/comm_factory.h"
+#include "trainer/data/call_prefetcher.h"
 #include "trainer/data/train_loader.h"
 #include "trainer/data/val_loader.h"
 #include "trainer/run/batch_dump.h"
@@ -288,9 +289,11 @@ struct TrainingRun::Impl {
   }
 
   // One step (trainer/step/step_runner.h) on this rank's microbatches of one loader call; returns the mean loss
-  // over ranks. The schedule of s has been applied.
-  double train_step(const StepSchedule& s, TrainLoader& loader) {
-    const std::vector<Microbatch> batches = loader.next(call_shape(s));
+  // over ranks. The schedule of s has been applied. `next`: the step after it, whose loader call is then built in
+  // the background while this one runs (trainer/data/call_prefetcher.h).
+  double train_step(const StepSchedule& s, CallPrefetcher& calls, const std::optional<StepSchedule>& next) {
+    const std::vector<Microbatch> batches = calls.take(call_shape(s));
+    if (next) calls.prefetch(call_shape(*next));
     const StepOutcome outcome = runner->step(s, batches);
     if (batch_dump && timed_loop) batch_dump->write_step(s.step, batches, outcome.loss);
     if (!outcome.applied) nonfinite_where = nonfinite_ranks(outcome.rank_losses);
@@ -365,7 +368,7 @@ struct TrainingRun::Impl {
     if (table != nullptr) table->restore_checkpoint(table_part);
   }
 
-  void save_checkpoint(const std::filesystem::path& path, int64_t next_step, const TrainLoader& loader,
+  void save_checkpoint(const std::filesystem::path& path, int64_t next_step, const CallPrefetcher& loader,
                        const RunResult& r) {
     CheckpointMeta meta;
     meta.run_id = options.run_id;
@@ -400,15 +403,17 @@ struct TrainingRun::Impl {
     const std::vector<NamedTensor> initial = clone_state(live);
     log.line("Warming up kernels (untimed)");
     log.line("Sampling steps " + join_steps(steps) + " for warmup");
-    TrainLoader loader = make_train_loader({});
+    CallPrefetcher loader(make_train_loader({}));
     const Microbatch val_window = val_loader->window(0);
-    for (int64_t step : steps) {
-      StepSchedule s = schedule.at(step);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      StepSchedule s = schedule.at(steps[i]);
       // §S.10: during warmup the table events run on every Adam step (the warmup steps are not consecutive).
       if (model->ngram_table() != nullptr) s.ngram_event = s.adam_step;
       runner->apply_schedule(s);
       (void)model->validation_loss(val_window);
-      (void)train_step(s, loader);
+      std::optional<StepSchedule> next;
+      if (i + 1 < steps.size()) next = schedule.at(steps[i + 1]);
+      (void)train_step(s, loader, next);
     }
     if (hooks.after_warmup) hooks.after_warmup(live);
     log.line("Resetting Model");
@@ -455,7 +460,7 @@ struct TrainingRun::Impl {
       log.line("Resuming from " + options.resume.string() + " at step " + std::to_string(start_step));
       checkpoint.reset();
     }
-    TrainLoader loader = make_train_loader(start_position);
+    CallPrefetcher loader(make_train_loader(start_position));
     TrainClock clock([device = backend_device(options.backend)] { synchronize_device(device); });
     clock.set_accumulated(r.train_time_ms);
     clock.start();
@@ -494,7 +499,9 @@ struct TrainingRun::Impl {
       const double before_step_ms = clock.elapsed_ms();
       if (step == options.inject_nan_step) poison_parameters(*model);
       if (step == options.fault_step && comm->rank() == options.fault_rank) inject_fault();
-      const double loss = train_step(s, loader);
+      std::optional<StepSchedule> next;
+      if (step + 1 < total) next = schedule.at(step + 1);
+      const double loss = train_step(s, loader, next);
       r.train_losses.push_back(loss);
       if (!std::isfinite(loss)) {
         clock.stop();
