@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainer/comm/local_launcher.h"
+#include "trainer/comm/rank_status.h"
 #include "trainer/run/backend.h"
 #include "trainer/run/training_run.h"
 
@@ -149,8 +150,11 @@ int main(int argc, char** argv) {
     run = std::make_unique<gpt::TrainingRun>(options);
   } catch (const std::exception& e) {
     std::cerr << "train_gpt: " << e.what() << std::endl;
+    gpt::record_rank_end(kExitUsage, e.what());
     return kExitUsage;
   }
+  // From here a SIGTERM ends a rank through its failure path (the communicator handles it): a launcher may send it.
+  gpt::record_rank_start();
   try {
     const gpt::RunResult result = run->run();
     if (result.status != gpt::RunStatus::finished) {
@@ -159,6 +163,7 @@ int main(int argc, char** argv) {
     return gpt::exit_code(result.status);
   } catch (const std::exception& e) {
     std::cerr << "train_gpt: " << e.what() << std::endl;
+    gpt::record_rank_end(kExitFailure, e.what());
     return kExitFailure;
   }
 }

@@ -15,6 +15,7 @@
 #include "trainer/build_info.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/comm_factory.h"
+#include "trainer/comm/rank_status.h"
 #include "trainer/data/train_loader.h"
 #include "trainer/data/val_loader.h"
 #include "trainer/run/batch_dump.h"
@@ -635,6 +636,8 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
       result.error += std::string(result.error.empty() ? "" : "; ") + e.what();
     }
   }
+  // The launcher of `--ranks N` learns from this how the rank ended (the job may end before main returns).
+  record_rank_end(exit_code(result.status), result.error);
   if (rank_failed) m.comm->end_job_after_failure(exit_code(result.status));
   return result;
 }
