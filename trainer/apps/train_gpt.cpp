@@ -153,13 +153,15 @@ int main(int argc, char** argv) {
     gpt::record_rank_end(kExitUsage, e.what());
     return kExitUsage;
   }
-  // From here a SIGTERM ends a rank through its failure path (the communicator handles it): a launcher may send it.
+  // From here a SIGINT/SIGTERM ends the run through its failure path, with a log line and a summary (a one-rank run:
+  // stop_request.h; a rank: its communicator), so a launcher may forward one.
   gpt::record_rank_start();
   try {
     const gpt::RunResult result = run->run();
     if (result.status != gpt::RunStatus::finished) {
       std::cerr << "train_gpt: " << gpt::status_name(result.status) << ": " << result.error << std::endl;
     }
+    if (result.interrupted_by != 0) return 128 + result.interrupted_by;  // as if the signal had ended it
     return gpt::exit_code(result.status);
   } catch (const std::exception& e) {
     std::cerr << "train_gpt: " << e.what() << std::endl;

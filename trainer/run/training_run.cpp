@@ -30,6 +30,7 @@
 #include "trainer/run/run_log.h"
 #include "trainer/run/run_summary.h"
 #include "trainer/run/standin_model.h"
+#include "trainer/run/stop_request.h"
 #include "trainer/run/train_clock.h"
 #include "trainer/run/training_state.h"
 #include "trainer/schedule/schedule.h"
@@ -529,6 +530,7 @@ struct TrainingRun::Impl {
     r.status = RunStatus::finished;
     timed_loop = true;
     for (int64_t step = start_step; step <= total; ++step) {
+      StopRequestGuard::throw_if_requested();
       const StepSchedule s = schedule.at(step);
       model->set_schedule(s);
       if (s.validation) {
@@ -618,6 +620,8 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
   // A rank's failure ends every rank: it tells the others (their collectives throw PeerFailure naming it), rank 0
   // writes the summary, then the job ends with the failing rank's status.
   bool rank_failed = false;
+  std::optional<StopRequestGuard> stop_request;  // ranks of a multi-rank run: their communicator handles signals
+  if (m.comm->world_size() == 1) stop_request.emplace();
   try {
     log.emplace(m.log_path, master, !m.options.resume.empty(), m.options.echo);
     m.write_header(*log);
@@ -632,6 +636,7 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
     result.status = RunStatus::failed;
     result.error = is_out_of_memory(e) ? out_of_memory_context(m.activity, m.memory, m.budget) + ": " + e.what()
                                        : std::string(e.what());
+    if (stop_request) result.interrupted_by = StopRequestGuard::received();
     if (m.comm->world_size() > 1) {
       rank_failed = true;
       m.comm->notify_failure(exit_code(result.status), result.error);
