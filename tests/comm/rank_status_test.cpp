@@ -53,10 +53,13 @@ TEST_F(RankStatus, ARankRecordsItsPidAndHowItEnded) {
   record_rank_start();
   EXPECT_EQ(recorded_rank_pids(dir_, 2), (std::vector<pid_t>{::getpid()}));
   record_rank_end(1, "rank 1: debug.fault: injected error\nsecond line");
+  std::ofstream(dir_ / "rank0.sig") << "SIGTERM\nSIGINT\n";  // what rank 0's handler notes
   const std::vector<RankEnd> ends = read_rank_ends(dir_, 2);
   ASSERT_EQ(ends.size(), 2u);
   EXPECT_FALSE(ends[0].pid.has_value());
   EXPECT_FALSE(ends[0].exit_code.has_value());
+  EXPECT_EQ(ends[0].signals, "SIGTERM, SIGINT");
+  EXPECT_EQ(ends[1].signals, "");  // its own file exists (opened at the start) and is empty
   EXPECT_EQ(ends[1].pid, ::getpid());
   EXPECT_EQ(ends[1].exit_code, 1);
   EXPECT_EQ(ends[1].reason, "rank 1: debug.fault: injected error");
@@ -78,6 +81,10 @@ TEST_F(RankStatus, DescriptionNamesTheRankAndHowItEnded) {
   EXPECT_EQ(describe_rank_ends(ends, 1),
             "rank 0 exited with code 1 (rank 0: interrupted by SIGTERM (signal 15)); rank 1 ended without a status: "
             "killed (e.g. SIGKILL, the OOM killer) or crashed");
+  ends[1].signals = "SIGTERM";  // mpirun stopped it after another rank died
+  EXPECT_EQ(describe_rank_ends(ends, 137),
+            "rank 0 exited with code 1 (rank 0: interrupted by SIGTERM (signal 15)); rank 1 received SIGTERM (mpirun "
+            "stopping the job, or a launcher) and ended without a status");
   ends[1].pid.reset();
   EXPECT_NE(describe_rank_ends(ends, 1).find("rank 1 left no status (it never started"), std::string::npos);
   for (RankEnd& e : ends) e.exit_code = 0;

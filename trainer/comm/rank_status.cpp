@@ -1,8 +1,10 @@
 #include "trainer/comm/rank_status.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -47,12 +49,36 @@ std::optional<std::string> read_status(const std::filesystem::path& path) {
   return line;
 }
 
+// The signal note: an fd opened beforehand (a handler may only write), and the handlers it chains to.
+int g_signal_note_fd = -1;
+struct sigaction g_previous_int {}, g_previous_term {};
+
+extern "C" void note_signal(int sig) {
+  const char* text = sig == SIGINT ? "SIGINT\n" : "SIGTERM\n";
+  if (g_signal_note_fd >= 0) (void)!::write(g_signal_note_fd, text, std::strlen(text));
+  const struct sigaction& previous = sig == SIGINT ? g_previous_int : g_previous_term;
+  if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
+    previous.sa_handler(sig);
+  } else if (previous.sa_handler == SIG_DFL) {
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+  }
+}
+
 }  // namespace
 
 void record_rank_start() {
-  if (const auto place = status_place()) {
-    write_status(status_file(place->first, place->second, ".pid"), std::to_string(::getpid()));
-  }
+  const auto place = status_place();
+  if (!place) return;
+  write_status(status_file(place->first, place->second, ".pid"), std::to_string(::getpid()));
+  if (g_signal_note_fd >= 0) return;  // once per process
+  g_signal_note_fd = ::open(status_file(place->first, place->second, ".sig").c_str(),
+                            O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+  struct sigaction action {};
+  action.sa_handler = note_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, &g_previous_int);
+  sigaction(SIGTERM, &action, &g_previous_term);
 }
 
 void record_rank_end(int exit_code, const std::string& reason) {
@@ -71,6 +97,9 @@ std::vector<RankEnd> read_rank_ends(const std::filesystem::path& dir, int ranks)
       char* stop = nullptr;
       const long value = std::strtol(pid->c_str(), &stop, 10);
       if (stop != pid->c_str() && value > 0) end.pid = static_cast<pid_t>(value);
+    }
+    if (std::ifstream in(status_file(dir, r, ".sig")); in.good()) {
+      for (std::string name; std::getline(in, name);) end.signals += (end.signals.empty() ? "" : ", ") + name;
     }
     if (const auto line = read_status(status_file(dir, r, ".end"))) {
       char* stop = nullptr;
@@ -105,6 +134,8 @@ std::string describe_rank_ends(const std::vector<RankEnd>& ends, int mpirun_code
       if (!end.reason.empty()) o << " (" << end.reason << ")";
     } else if (!end.pid) {
       o << " left no status (it never started, or was killed before it could record itself)";
+    } else if (!end.signals.empty()) {
+      o << " received " << end.signals << " (mpirun stopping the job, or a launcher) and ended without a status";
     } else {
       o << " ended without a status: ";
       if (mpirun_code > 128) {

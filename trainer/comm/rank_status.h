@@ -4,8 +4,9 @@
 // launcher names a folder in SPEEDRUN_RANK_STATUS_DIR and each rank leaves there
 //   rankR.pid  its process id, when it starts (the launcher forwards SIGINT/SIGTERM to the ranks themselves:
 //              mpirun would kill them before rank 0 writes the run's summary);
-//   rankR.end  "CODE REASON" when it ends on its own (its exit code and why).
-// A rank with a pid file but no end file was killed (SIGKILL, the OOM killer) or crashed.
+//   rankR.end  "CODE REASON" when it ends on its own (its exit code and why);
+//   rankR.sig  the name of each SIGINT/SIGTERM it received (mpirun stopping the job after another rank died).
+// A rank with a pid file but neither an end file nor a signal was killed (SIGKILL, the OOM killer) or crashed.
 #include <signal.h>
 #include <string.h>
 #include <sys/types.h>
@@ -27,6 +28,8 @@ inline std::string signal_name(int sig) {
 
 // Rank side: no-ops unless this process is a rank of a launch that set SPEEDRUN_RANK_STATUS_DIR. Errors while
 // writing are ignored: the status is a diagnosis, never a reason for a run to fail.
+// record_rank_start also notes each SIGINT/SIGTERM in rankR.sig before passing it to the handler installed before
+// (the communicator's), so call it after the communicator exists.
 void record_rank_start();
 void record_rank_end(int exit_code, const std::string& reason);
 
@@ -36,6 +39,7 @@ struct RankEnd {
   std::optional<pid_t> pid;      // from rankR.pid
   std::optional<int> exit_code;  // from rankR.end
   std::string reason;            // from rankR.end
+  std::string signals;           // from rankR.sig: "SIGTERM", ...
 };
 std::vector<RankEnd> read_rank_ends(const std::filesystem::path& dir, int ranks);
 // The process ids the ranks have recorded so far.
