@@ -51,7 +51,8 @@ std::optional<std::string> read_status(const std::filesystem::path& path) {
 
 // The signal note: an fd opened beforehand (a handler may only write), and the handlers it chains to.
 int g_signal_note_fd = -1;
-struct sigaction g_previous_int {}, g_previous_term {};
+struct sigaction g_previous_int;  // globals: zero-initialised
+struct sigaction g_previous_term;
 
 extern "C" void note_signal(int sig) {
   const char* text = sig == SIGINT ? "SIGINT\n" : "SIGTERM\n";
