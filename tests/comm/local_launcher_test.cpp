@@ -203,10 +203,12 @@ TEST(LocalLauncher, ForwardsSigtermToTheRanks) {
 // which would kill the ranks before rank 0 writes the run's summary); the launcher waits for them and says so.
 TEST(LocalLauncher, ForwardsSignalsToItsTargetsInsteadOfTheChild) {
   ScratchDir out;
-  const std::string rank =
-      "trap 'echo term > \"$0/r$1.term\"; exit 1' TERM; echo $$ > \"$0/r$1.pid\"; while :; do sleep 0.02; done";
-  const std::string script = "trap 'echo term > \"$1/child.term\"' TERM; sh -c '" + rank + "' \"$1\" 0 & sh -c '" +
-                             rank + "' \"$1\" 1 & wait; wait; wait";
+  // Rank R (rank.sh DIR R) records its pid and, on SIGTERM, writes rR.term and ends.
+  std::ofstream(out.path() / "rank.sh")
+      << "trap 'echo term > \"$1/r$2.term\"; exit 1' TERM\necho $$ > \"$1/r$2.pid.partial\"\n"
+      << "mv \"$1/r$2.pid.partial\" \"$1/r$2.pid\"\nwhile :; do sleep 0.02; done\n";
+  const std::string script = "trap 'echo term > \"$1/child.term\"' TERM; sh \"$1/rank.sh\" \"$1\" 0 & "
+                             "sh \"$1/rank.sh\" \"$1\" 1 & wait; wait; wait";
   sigset_t term, previous;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
@@ -220,7 +222,7 @@ TEST(LocalLauncher, ForwardsSignalsToItsTargetsInsteadOfTheChild) {
     std::vector<pid_t> pids;
     for (const char* name : {"r0.pid", "r1.pid"}) {
       const std::string text = read_file(out.path() / name);
-      if (!text.empty()) pids.push_back(std::stoi(text));
+      if (!text.empty() && std::stoi(text) > 1) pids.push_back(std::stoi(text));
     }
     return pids;
   };
@@ -231,7 +233,6 @@ TEST(LocalLauncher, ForwardsSignalsToItsTargetsInsteadOfTheChild) {
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(milliseconds(10));
   }
-  std::this_thread::sleep_for(milliseconds(50));  // both pid files written whole
   ::kill(::getpid(), SIGTERM);
   launcher.join();
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);

@@ -143,7 +143,9 @@ void forward_signal(const LocalLaunch& launch, std::vector<Child>& children, int
       if (!c.code) ::kill(c.pid, sig);
     }
   }
-  for (pid_t pid : targets) ::kill(pid, sig);
+  for (pid_t pid : targets) {
+    if (pid > 1) ::kill(pid, sig);  // never 0 or -1: those would signal a process group or every process
+  }
 }
 
 void signal_running(std::vector<Child>& children, int sig, bool mark_stopped) {
