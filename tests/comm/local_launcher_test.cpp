@@ -207,8 +207,9 @@ TEST(LocalLauncher, ForwardsSignalsToItsTargetsInsteadOfTheChild) {
   std::ofstream(out.path() / "rank.sh")
       << "trap 'echo term > \"$1/r$2.term\"; exit 1' TERM\necho $$ > \"$1/r$2.pid.partial\"\n"
       << "mv \"$1/r$2.pid.partial\" \"$1/r$2.pid\"\nwhile :; do sleep 0.02; done\n";
-  const std::string script = "trap 'echo term > \"$1/child.term\"' TERM; sh \"$1/rank.sh\" \"$1\" 0 & "
-                             "sh \"$1/rank.sh\" \"$1\" 1 & wait; wait; wait";
+  const std::string script =
+      "trap 'echo term > \"$1/child.term\"' TERM; sh \"$1/rank.sh\" \"$1\" 0 & "
+      "sh \"$1/rank.sh\" \"$1\" 1 & wait; wait; wait";
   sigset_t term, previous;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
