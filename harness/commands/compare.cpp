@@ -1,5 +1,5 @@
-// `harness compare --baseline REV|NAME --candidate REV [--runs N] [--recipe R] [-- CMD...]`: builds each arm
-// (a revision in its own cached worktree through the project's CMake presets, or an existing build), runs the
+// `harness compare --baseline REV|NAME --candidate REV [--runs N] [--recipe R] [--ARM-recipe R] [-- CMD...]`: builds
+// each arm (a revision in its own cached worktree through the project's CMake presets, or an existing build), runs the
 // arms interleaved (ABAB…, same seeds, so drift hits both alike and the runs pair up) through record's sweep
 // machinery (launcher, parallel slots, timeout, spool, resume), stores both arms in one sweep and reports.
 #include "harness/commands/compare.h"
@@ -40,6 +40,7 @@ struct CompareOptions {
   std::string backend;
   std::vector<std::string> sets;
   std::vector<std::string> baseline_sets, candidate_sets;  // --baseline-set / --candidate-set: one arm's overrides
+  std::string baseline_recipe, candidate_recipe;           // --baseline-recipe / --candidate-recipe (default: --recipe)
   BuildSettings build;
   std::vector<std::string> build_dirs;  // ARM=DIR
   std::string baselines_dir = "baselines";
@@ -149,9 +150,10 @@ SweepInfo create_sweep(Store& store, CompareOptions& o) {
     try {
       std::vector<std::string> candidate_sets = o.sets;
       candidate_sets.insert(candidate_sets.end(), o.candidate_sets.begin(), o.candidate_sets.end());
-      const RecipeTarget t = read_recipe_target(trainers["candidate"].binary, o.recipe, candidate_sets);
+      const std::string recipe = o.candidate_recipe.empty() ? o.recipe : o.candidate_recipe;
+      const RecipeTarget t = read_recipe_target(trainers["candidate"].binary, recipe, candidate_sets);
       o.target = t.target;
-      target_source = "recipe " + o.recipe + " [record]: " + t.source;
+      target_source = "recipe " + recipe + " [record]: " + t.source;
     } catch (const gpt::Error& e) {
       if (!o.quiet) std::cerr << "no record check: " << e.what() << " (pass --target LOSS for one)\n";
       target_source.clear();
@@ -188,6 +190,8 @@ SweepInfo create_sweep(Store& store, CompareOptions& o) {
       set(std::string(arm) + "_trainer_dir", trainers[arm].binary.parent_path().parent_path().string());
     }
   }
+  if (!o.baseline_recipe.empty()) set("baseline_recipe", o.baseline_recipe);
+  if (!o.candidate_recipe.empty()) set("candidate_recipe", o.candidate_recipe);
   if (!o.baseline_sets.empty()) set("baseline_sets", nlohmann::json(o.baseline_sets).dump());
   if (!o.candidate_sets.empty()) set("candidate_sets", nlohmann::json(o.candidate_sets).dump());
   set("first_seed", std::to_string(o.first_seed));
@@ -303,11 +307,15 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
       plan.run_id = sweep.name + "-" + arm + "-seed" + std::to_string(seed);
       plan.out_dir = run_root / plan.run_id;
       plan.log_path = plan.out_dir / "console.log";
-      const std::map<std::string, std::string> values = {
-          {"bin", binary.string()},         {"seed", std::to_string(seed)},
-          {"run_id", plan.run_id},          {"out", plan.out_dir.string()},
-          {"recipe", sweep.recipe},         {"data", fs::absolute(o.data).string()},
-          {"gpus", std::to_string(std::max(o.gpus, 1))}};
+      const std::string recipe = compare_arm_recipe(sweep, params, arm);  // stored: --resume runs the same
+      plan.params["arm_recipe"] = recipe;
+      const std::map<std::string, std::string> values = {{"bin", binary.string()},
+                                                         {"seed", std::to_string(seed)},
+                                                         {"run_id", plan.run_id},
+                                                         {"out", plan.out_dir.string()},
+                                                         {"recipe", recipe},
+                                                         {"data", fs::absolute(o.data).string()},
+                                                         {"gpus", std::to_string(std::max(o.gpus, 1))}};
       for (const auto& a : argv_template) plan.argv.push_back(substitute_placeholders(a, values));
       if (const auto sets = params.find(std::string(arm) + "_sets"); default_command && sets != params.end()) {
         for (const auto& s : nlohmann::json::parse(sets->second).get<std::vector<std::string>>()) {
@@ -330,7 +338,8 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
     const auto files = write_comparison_reports(store, sweep, page, sweep_reports_dir(global, sweep.name));
     store.set_metric(OwnerKind::sweep, sweep.id, "time_ratio", page.report.time_ratio);
     store.set_metric(OwnerKind::sweep, sweep.id, "time_p", page.report.time.t.p_value);
-    std::cout << compare::format_comparison(page.report, settings) << "report: " << files.html.string()
+    std::cout << "what ran: " << arm_recipes_sentence(page) << "\n"
+              << compare::format_comparison(page.report, settings) << "report: " << files.html.string()
               << "\nmarkdown: " << files.markdown.string() << "\n";
     if (page.report.too_slow) code = kExitFail;
   } catch (const gpt::Error& e) {
@@ -362,6 +371,10 @@ void register_compare_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--runs", o->runs, "runs per arm (with --resume: extend the sweep to this many)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--recipe", o->recipe, "recipe (default: the named baseline's, else tiny)");
+  cmd->add_option("--baseline-recipe", o->baseline_recipe, "recipe of the baseline's runs only (default: --recipe)");
+  cmd->add_option("--candidate-recipe", o->candidate_recipe,
+                  "recipe of the candidate's runs only (default: --recipe; its [record] target is the default "
+                  "--target)");
   cmd->add_option("--data", o->data, "data folder (default: the recipe's corpus, data/default for tiny)");
   cmd->add_option("--first-seed,--seed", o->first_seed, "seed of each arm's first run; run i uses first-seed + i");
   cmd->add_option("--gpus", o->gpus, "GPUs per run (passed as --gpus)")->check(CLI::PositiveNumber);

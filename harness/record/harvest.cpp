@@ -128,6 +128,7 @@ RunRecord harvest_run(const RunPlan& plan, const ExitInfo& exit, RunEnd end, std
   r.run_id = plan.run_id;
   r.log_path = plan.log_path.string();
   r.wall_time_s = exit.wall_time_s;
+  r.params = plan.params;
   if (exit.exited) r.exit_code = exit.exit_code;
 
   // The console log is what we captured; the trainer's own OUT/ID.txt is the fallback for foreign

@@ -3,6 +3,7 @@
 // interruption), what its log says (harness/logparse) and what its OUT/ID.json summary says.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,8 @@ struct RunPlan {
   std::vector<std::string> argv;
   // The sweep's opt-in early-stop rule: a run ending on a validation at this step is complete.
   std::optional<std::int64_t> early_stop_step;
+  // What the harness asked of this run (e.g. the arm's recipe), stored with it as run params.
+  std::map<std::string, std::string> params;
 };
 
 enum class RunEnd { exited, timed_out, interrupted };

@@ -85,6 +85,7 @@ std::string render_comparison_markdown(const ComparisonPage& page, const std::st
       << compare::slowdown_verdict(r, s) << "**\n";
   }
   for (const auto& note : page.revision_notes) o << "- What ran: " << note << "\n";
+  if (!page.baseline_recipe.empty()) o << "- What ran: " << arm_recipes_sentence(page) << "\n";
   if (r.candidate_record) {
     o << "- Record check of the candidate: **" << (r.candidate_passes_record ? "PASS" : "not established")
       << "** (mean final val loss < " << fixed(*s.target_loss, 4) << ", one-sided p = "

@@ -104,6 +104,17 @@ std::string trainer_arguments(const SweepInfo& sweep) {
 
 }  // namespace
 
+std::string arm_recipes_sentence(const ComparisonPage& page) {
+  if (page.baseline_recipe == page.candidate_recipe) return "recipe " + page.candidate_recipe + " in both arms";
+  return "recipes: baseline " + page.baseline_recipe + ", candidate " + page.candidate_recipe;
+}
+
+std::string compare_arm_recipe(const SweepInfo& sweep, const std::map<std::string, std::string>& params,
+                               const std::string& arm) {
+  const auto it = params.find(arm + "_recipe");
+  return it != params.end() ? it->second : sweep.recipe;
+}
+
 std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string, std::string>& params) {
   auto param = [&](const char* key) { return params.count(key) ? params.at(key) : std::string(); };
   auto timeout_option = [&] {
@@ -131,6 +142,10 @@ std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string
     cmd = "harness compare --baseline " + shell_quote(param("baseline")) + " --candidate " +
           shell_quote(param("candidate")) + " --runs " + std::to_string(sweep.runs_planned / 2);
     if (!sweep.recipe.empty()) cmd += " --recipe " + shell_quote(sweep.recipe);
+    for (const char* arm : {"baseline", "candidate"}) {
+      const std::string recipe = param((std::string(arm) + "_recipe").c_str());
+      if (!recipe.empty()) cmd += " --" + std::string(arm) + "-recipe " + shell_quote(recipe);
+    }
     if (!param("first_seed").empty() && param("first_seed") != "0") cmd += " --first-seed " + param("first_seed");
     if (sweep.target) cmd += " --target " + general(*sweep.target);
     if (sweep.alpha) cmd += " --alpha " + general(*sweep.alpha);
@@ -255,9 +270,10 @@ std::string render_comparison_html(const ComparisonPage& page, const HtmlContext
                                        " the published mean loss " + fixed(s.published->mean_val_loss, 4) +
                                        " (one-sample t, p = " + general(r.published_drift->p_value) + ")");
   }
-  if (!page.revision_notes.empty()) {
+  if (!page.revision_notes.empty() || !page.baseline_recipe.empty()) {
     o << "<h2>What ran</h2>\n<ul>\n";
     for (const auto& note : page.revision_notes) o << "<li>" << esc(note) << "</li>\n";
+    if (!page.baseline_recipe.empty()) o << "<li>" << esc(arm_recipes_sentence(page)) << "</li>\n";
     o << "</ul>\n";
   }
   o << "<h2>Statistics</h2>\n<table>\n<tr><th></th><th>baseline</th><th>candidate</th></tr>\n";
@@ -371,6 +387,8 @@ ComparisonPage comparison_page_from_store(Store& store, const SweepInfo& sweep, 
       page.revision_notes.push_back(it->second);
     }
   }
+  page.baseline_recipe = compare_arm_recipe(sweep, params, "baseline");
+  page.candidate_recipe = compare_arm_recipe(sweep, params, "candidate");
   return page;
 }
 

@@ -28,10 +28,17 @@ struct ComparisonPage {
   compare::ComparisonReport report;
   std::vector<RunRecord> baseline_runs, candidate_runs;  // every stored run, ok or not
   std::vector<std::string> revision_notes;  // per arm: its revision against the commit its trainer reports
+  std::string baseline_recipe, candidate_recipe;  // what each arm ran (--baseline-recipe / --candidate-recipe)
 };
 std::string render_comparison_html(const ComparisonPage& page, const HtmlContext& context);
+// "recipes: baseline A, candidate B" (or "recipe A in both arms").
+std::string arm_recipes_sentence(const ComparisonPage& page);
 // Every run of the page, baseline first.
 std::vector<const RunRecord*> page_runs(const ComparisonPage& page);
+
+// The recipe a compare sweep's arm runs: its own (--baseline-recipe / --candidate-recipe), else the sweep's.
+std::string compare_arm_recipe(const SweepInfo& sweep, const std::map<std::string, std::string>& params,
+                               const std::string& arm);
 
 // The command line that repeats a stored sweep (record or compare), shell-quoted; empty when unknown.
 std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string, std::string>& params);

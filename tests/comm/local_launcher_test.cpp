@@ -199,6 +199,54 @@ TEST(LocalLauncher, ForwardsSigtermToTheRanks) {
   EXPECT_EQ(read_file(out.path() / "1"), "term\n");
 }
 
+// With signal targets (the ranks mpirun started), a SIGTERM goes to them and not to the launcher's child (mpirun,
+// which would kill the ranks before rank 0 writes the run's summary); the launcher waits for them and says so.
+TEST(LocalLauncher, ForwardsSignalsToItsTargetsInsteadOfTheChild) {
+  ScratchDir out;
+  // Rank R (rank.sh DIR R) records its pid and, on SIGTERM, writes rR.term and ends.
+  std::ofstream(out.path() / "rank.sh")
+      << "trap 'echo term > \"$1/r$2.term\"; exit 1' TERM\necho $$ > \"$1/r$2.pid.partial\"\n"
+      << "mv \"$1/r$2.pid.partial\" \"$1/r$2.pid\"\nwhile :; do sleep 0.02; done\n";
+  const std::string script =
+      "trap 'echo term > \"$1/child.term\"' TERM; sh \"$1/rank.sh\" \"$1\" 0 & "
+      "sh \"$1/rank.sh\" \"$1\" 1 & wait; wait; wait";
+  sigset_t term, previous;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &term, &previous), 0);
+  LocalLaunch launch = shell_launch(1, script, {out.path().string()});
+  launch.kill_after = std::chrono::seconds(10);
+  launch.child_name = "mpirun";
+  std::ostringstream log;
+  launch.log = &log;
+  launch.signal_targets = [&] {
+    std::vector<pid_t> pids;
+    for (const char* name : {"r0.pid", "r1.pid"}) {
+      const std::string text = read_file(out.path() / name);
+      if (!text.empty() && std::stoi(text) > 1) pids.push_back(std::stoi(text));
+    }
+    return pids;
+  };
+  LaunchOutcome outcome;
+  std::thread launcher([&] { outcome = run_local_processes(launch); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!(fs::exists(out.path() / "r0.pid") && fs::exists(out.path() / "r1.pid")) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ::kill(::getpid(), SIGTERM);
+  launcher.join();
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  EXPECT_EQ(outcome.interrupted_by, SIGTERM);
+  EXPECT_EQ(outcome.child_codes, (std::vector<int>{0})) << log.str();
+  EXPECT_EQ(read_file(out.path() / "r0.term"), "term\n");
+  EXPECT_EQ(read_file(out.path() / "r1.term"), "term\n");
+  EXPECT_FALSE(fs::exists(out.path() / "child.term")) << "the signal reached the launcher's child";
+  EXPECT_NE(log.str().find("launcher: received SIGTERM; forwarding it to 2 rank(s) and waiting for them to end"),
+            std::string::npos)
+      << log.str();
+}
+
 TEST(LocalLauncher, BadInput) {
   LocalLaunch missing = shell_launch(2, "exit 0");
   missing.executable = "/nonexistent/train_gpt";

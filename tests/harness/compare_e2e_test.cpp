@@ -36,6 +36,23 @@ class CompareE2E : public RecordE2E {
             "--data", dir.path().string(), "--target", "3.28"};
   }
 
+  // Arms "base" and "cand" whose trainers append their command line to DIR/<arm>-args.txt before running.
+  void recording_arm_builds() {
+    for (const std::string name : {"base", "cand"}) {
+      arm_build(name, 100000);
+      const auto script = dir / name / "bin" / "train_gpt";
+      const std::string body = read_file(script);
+      std::ofstream(script) << "#!/bin/sh\necho \"$@\" >> " << (dir / (name + "-args.txt")).string() << "\n"
+                            << body.substr(body.find('\n') + 1);
+    }
+  }
+
+  static size_t occurrences(const std::string& text, const std::string& needle) {
+    size_t count = 0;
+    for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++count;
+    return count;
+  }
+
   std::vector<RunRecord> compare_runs() {
     Store store = Store::open(db());
     return store.runs(store.find_sweep("cmp")->id, true);
@@ -344,13 +361,7 @@ TEST_F(CompareE2E, BuildDirArmsAreStatedAsLabelsWhenTheirTrainerReportsAnotherCo
 
 // --baseline-set / --candidate-set: one arm's recipe overrides, after --set, kept for --resume and the Reproduce line.
 TEST_F(CompareE2E, PerArmOverridesReachOnlyTheirArm) {
-  for (const std::string name : {"base", "cand"}) {
-    arm_build(name, 100000);
-    const auto script = dir / name / "bin" / "train_gpt";
-    const std::string body = read_file(script);
-    std::ofstream(script) << "#!/bin/sh\necho \"$@\" >> " << (dir / (name + "-args.txt")).string() << "\n"
-                          << body.substr(body.find('\n') + 1);
-  }
+  recording_arm_builds();
   auto args = compare_args((dir / "base").string(), (dir / "cand").string(), 2);
   args.insert(args.end(),
               {"--set", "optim.wd=0", "--candidate-set", "optim.lr=0.02", "--baseline-set", "optim.lr=0.01"});
@@ -367,9 +378,52 @@ TEST_F(CompareE2E, PerArmOverridesReachOnlyTheirArm) {
   const Result resumed = harness({"compare", "--resume", "cmp", "--runs", "3", "--quiet"});
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   const std::string more = read_file(dir / "cand-args.txt");
-  size_t count = 0;
-  for (size_t p = more.find("optim.lr=0.02"); p != std::string::npos; p = more.find("optim.lr=0.02", p + 1)) ++count;
-  EXPECT_EQ(count, 3u) << more;
+  EXPECT_EQ(occurrences(more, "optim.lr=0.02"), 3u) << more;
+}
+
+// --baseline-recipe / --candidate-recipe: each arm runs its own recipe (default --recipe); stored with the sweep and
+// with each arm's runs, kept by --resume, stated in the report and repeated by the Reproduce line.
+TEST_F(CompareE2E, PerArmRecipesReachOnlyTheirArm) {
+  recording_arm_builds();
+  auto args = compare_args((dir / "base").string(), (dir / "cand").string(), 2);
+  args.insert(args.end(), {"--recipe", "tiny", "--candidate-recipe", "tiny-lr"});
+  const Result r = harness(args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string base_args = read_file(dir / "base-args.txt"), cand_args = read_file(dir / "cand-args.txt");
+  EXPECT_EQ(occurrences(cand_args, "--recipe tiny-lr "), 2u) << cand_args;
+  EXPECT_EQ(occurrences(base_args, "--recipe tiny "), 2u) << base_args;
+  EXPECT_EQ(base_args.find("tiny-lr"), std::string::npos) << base_args;
+  {
+    Store store = Store::open(db());
+    for (const auto& run : compare_runs()) {
+      EXPECT_EQ(store.params(OwnerKind::run, run.id).at("arm_recipe"), run.arm == "candidate" ? "tiny-lr" : "tiny");
+    }
+  }
+  const std::string md = read_file(dir / "reports" / "cmp" / "report.md");
+  EXPECT_NE(md.find("- What ran: recipes: baseline tiny, candidate tiny-lr"), std::string::npos) << md;
+  EXPECT_NE(md.find("--recipe tiny --candidate-recipe tiny-lr"), std::string::npos) << md;
+  EXPECT_NE(read_file(dir / "reports" / "cmp" / "report.html").find("recipes: baseline tiny, candidate tiny-lr"),
+            std::string::npos);
+  // --resume runs the extension with the stored recipes and refuses a new one.
+  const Result changed = harness({"compare", "--resume", "cmp", "--baseline-recipe", "mini"});
+  EXPECT_EQ(changed.code, 2) << changed.output;
+  EXPECT_NE(changed.output.find("--baseline-recipe cannot apply"), std::string::npos) << changed.output;
+  const Result resumed = harness({"compare", "--resume", "cmp", "--runs", "3", "--quiet"});
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_EQ(occurrences(read_file(dir / "cand-args.txt"), "--recipe tiny-lr "), 3u);
+  EXPECT_EQ(occurrences(read_file(dir / "base-args.txt"), "--recipe tiny "), 3u);
+}
+
+// The default record target is read from the candidate's own recipe (its [record] table), not the shared one.
+TEST_F(CompareE2E, CandidateRecipeIsAskedForTheDefaultTarget) {
+  recording_arm_builds();
+  auto args = compare_args((dir / "base").string(), (dir / "cand").string(), 2);
+  args.resize(args.size() - 2);  // no --target
+  args.insert(args.end(), {"--recipe", "tiny", "--candidate-recipe", "tiny-lr"});
+  const Result r = harness(args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(read_file(dir / "cand-args.txt").find("--print-recipe --recipe tiny-lr"), std::string::npos);
+  EXPECT_EQ(read_file(dir / "base-args.txt").find("--print-recipe"), std::string::npos);
 }
 
 // Every option given with --resume applies or is refused: --fail-if-slower and --timeout apply to the resumed

@@ -163,6 +163,41 @@ TEST_F(MultiRankRun, KilledRankEndsTheRunWithExitOne) {
   EXPECT_NE(s.output.find("rank 1"), std::string::npos) << s.output;
 }
 
+// mpirun's code (137) named neither the rank nor the signal ("rank 0 ended with code 137": the launcher's only
+// child is mpirun); the ranks' own status files do.
+TEST_F(MultiRankRun, KilledRankIsNamedWithItsSignal) {
+  const Shell s = train("", "killed", "--ranks 2 --set debug.fault=kill:1:2");
+  EXPECT_EQ(s.exit_code, 1) << s.output;
+  EXPECT_NE(s.output.find("launcher: the run failed: "), std::string::npos) << s.output;
+  EXPECT_NE(s.output.find("rank 1 ended without a status: killed by SIGKILL"), std::string::npos) << s.output;
+  EXPECT_EQ(s.output.find("launcher: rank 0 ended with code"), std::string::npos) << s.output;
+}
+
+// SIGTERM to the `--ranks N` launcher reaches the ranks (not mpirun, which killed them before rank 0 could write
+// anything): rank 0 logs the interruption and writes the summary, the launcher waits and says so, exit 128 + 15.
+TEST_F(MultiRankRun, SigtermToTheLauncherStopsTheRanksWithASummary) {
+  const auto log = scratch_.out() / "stopped.txt";
+  const auto script = scratch_.root() / "stop.sh";
+  std::ofstream(script) << kBin << "train_gpt " << tiny_args(scratch_, "stopped")
+                        << " --ranks 2 --set schedule.num_scheduled=100000 &\n"
+                        << "launcher=$!\n"
+                        << "for i in $(seq 1200); do grep -q '^step:2/' " << log.string()
+                        << " 2>/dev/null && break; sleep 0.1; done\n"
+                        << "kill -TERM $launcher\nwait $launcher\necho \"launcher exit: $?\"\n";
+  const Shell s = test::run_shell("bash " + script.string(), scratch_.root(), 300);
+  EXPECT_NE(s.output.find("launcher exit: 143"), std::string::npos) << s.output;
+  EXPECT_NE(s.output.find("launcher: received SIGTERM; forwarding it to 2 rank(s)"), std::string::npos) << s.output;
+  EXPECT_NE(s.output.find("launcher: interrupted by SIGTERM: the ranks were stopped and have ended"), std::string::npos)
+      << s.output;
+  const nlohmann::json j = summary(scratch_, "stopped");
+  EXPECT_EQ(j["status"], "failed") << j;
+  EXPECT_NE(j["error"].get<std::string>().find("interrupted by SIGTERM"), std::string::npos) << j;
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find("failed: "), std::string::npos) << text;
+  EXPECT_NE(text.find("interrupted by SIGTERM"), std::string::npos) << text;
+}
+
 TEST_F(MultiRankRun, FailingRankIsNamedInTheSummary) {
   const Shell s = train(test::mpirun_prefix(2), "error", "--set debug.fault=error:1:2");
   EXPECT_EQ(s.exit_code, 1) << s.output;

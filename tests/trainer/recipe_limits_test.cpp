@@ -2,9 +2,11 @@
 // defects): every size and count has a range that the error names, tables for unknown parameters are rejected, and
 // `inherits` resolves beside the including recipe.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -70,6 +72,40 @@ TEST(RecipeLimits, UnknownOptimizerTablesAreRejected) {
     parse_recipe("inherits = \"tiny\"\n[optimizer.banks.qk_bnak]\nodd_matrix_lr_mul = 1.0\n", "typo.toml");
   });
   EXPECT_NE(msg.find("optimizer.banks.qk_bnak"), std::string::npos) << msg;
+}
+
+// A value out of range that came from --set names the flag and its assignment, not the recipe file.
+TEST(RecipeLimits, SetRangeErrorsNameTheSetFlag) {
+  std::string msg = error_of([] { load_recipe("tiny", {"model.num_heads=0"}); });
+  EXPECT_NE(msg.find("--set model.num_heads=0: key 'model.num_heads' must be an integer in [1, "), std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find("recipe "), std::string::npos) << msg;
+  msg = error_of([] { load_recipe("tiny", {"schedule.stages.0.mtp_start=[1.0, -2.0, 0.5]"}); });
+  EXPECT_NE(msg.find("--set schedule.stages.0.mtp_start=[1.0, -2.0, 0.5]: key 'schedule.stages.0.mtp_start' entries"),
+            std::string::npos)
+      << msg;
+  msg = error_of([] { load_recipe("tiny", {"optimizer.adam.lm_head.beta1=1.5"}); });
+  EXPECT_NE(msg.find("--set optimizer.adam.lm_head.beta1=1.5: key"), std::string::npos) << msg;
+  // A key the --set did not touch is still blamed on the file.
+  msg = error_of([] { parse_recipe("inherits = \"tiny\"\n[model]\nnum_heads = 0\n", "mine.toml", {"fp8=true"}); });
+  EXPECT_NE(msg.find("recipe mine.toml: key 'model.num_heads'"), std::string::npos) << msg;
+}
+
+// A recipe with a 10M-entry array is refused by its size before it is parsed (parsing it cost 1.7 GB and 34 s).
+TEST(RecipeLimits, OversizedRecipeIsRefusedBeforeParsing) {
+  std::string huge = "inherits = \"tiny\"\n[schedule]\nstage_durations = [";
+  for (int i = 0; i < 10'000'000; ++i) huge += "1,";
+  huge += "1]\n";
+  const auto start = std::chrono::steady_clock::now();
+  std::string msg = error_of([&] { parse_recipe(huge, "huge.toml"); });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  const std::string refusal = " is " + std::to_string(huge.size()) + " bytes; a recipe may hold at most 1048576 bytes";
+  EXPECT_NE(msg.find("recipe huge.toml" + refusal), std::string::npos) << msg.substr(0, 300);
+  const auto path = std::filesystem::temp_directory_path() / ("huge_recipe_" + std::to_string(::getpid()) + ".toml");
+  std::ofstream(path) << huge;
+  msg = error_of([&] { load_recipe(path.string()); });
+  std::filesystem::remove(path);
+  EXPECT_NE(msg.find(path.string() + refusal), std::string::npos) << msg.substr(0, 300);
 }
 
 class RecipeFolder : public ::testing::Test {

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainer/comm/local_launcher.h"
+#include "trainer/comm/rank_status.h"
 #include "trainer/run/backend.h"
 #include "trainer/run/training_run.h"
 
@@ -149,16 +150,22 @@ int main(int argc, char** argv) {
     run = std::make_unique<gpt::TrainingRun>(options);
   } catch (const std::exception& e) {
     std::cerr << "train_gpt: " << e.what() << std::endl;
+    gpt::record_rank_end(kExitUsage, e.what());
     return kExitUsage;
   }
+  // From here a SIGINT/SIGTERM ends the run through its failure path, with a log line and a summary (a one-rank run:
+  // stop_request.h; a rank: its communicator), so a launcher may forward one.
+  gpt::record_rank_start();
   try {
     const gpt::RunResult result = run->run();
     if (result.status != gpt::RunStatus::finished) {
       std::cerr << "train_gpt: " << gpt::status_name(result.status) << ": " << result.error << std::endl;
     }
+    if (result.interrupted_by != 0) return 128 + result.interrupted_by;  // as if the signal had ended it
     return gpt::exit_code(result.status);
   } catch (const std::exception& e) {
     std::cerr << "train_gpt: " << e.what() << std::endl;
+    gpt::record_rank_end(kExitFailure, e.what());
     return kExitFailure;
   }
 }

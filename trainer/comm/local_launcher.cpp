@@ -14,6 +14,8 @@
 #include <string_view>
 
 #include "base/check.h"
+#include "trainer/comm/mpi_comm.h"
+#include "trainer/comm/rank_status.h"
 #include "trainer/comm/rendezvous.h"
 
 extern char** environ;
@@ -38,11 +40,11 @@ std::vector<std::string> split_commas(std::string_view text) {
 // A directory made with mkdtemp and removed with everything in it.
 class TempDir {
  public:
-  explicit TempDir(const std::filesystem::path& parent) {
+  explicit TempDir(const std::filesystem::path& parent, const std::string& prefix = "speedrun-rendezvous") {
     std::string pattern =
-        ((parent.empty() ? std::filesystem::temp_directory_path() : parent) / "speedrun-rendezvous-XXXXXX").string();
-    GPT_CHECK(::mkdtemp(pattern.data()) != nullptr, "launcher: cannot create a rendezvous directory from ", pattern,
-              ": ", std::strerror(errno));
+        ((parent.empty() ? std::filesystem::temp_directory_path() : parent) / (prefix + "-XXXXXX")).string();
+    GPT_CHECK(::mkdtemp(pattern.data()) != nullptr, "launcher: cannot create a directory from ", pattern, ": ",
+              std::strerror(errno));
     path_ = pattern;
   }
   ~TempDir() {
@@ -127,6 +129,25 @@ class Children {
   std::vector<Child> children_;
 };
 
+// A received SIGINT/SIGTERM: to the launch's own targets when it has any, else to the running children.
+void forward_signal(const LocalLaunch& launch, std::vector<Child>& children, int sig) {
+  const std::vector<pid_t> targets = launch.signal_targets ? launch.signal_targets() : std::vector<pid_t>{};
+  if (launch.log) {
+    *launch.log << "launcher: received " << signal_name(sig) << "; forwarding it to "
+                << (targets.empty() ? (launch.child_name.empty() ? "the ranks" : launch.child_name)
+                                    : std::to_string(targets.size()) + " rank(s)")
+                << " and waiting for them to end\n";
+  }
+  if (targets.empty()) {
+    for (Child& c : children) {
+      if (!c.code) ::kill(c.pid, sig);
+    }
+  }
+  for (pid_t pid : targets) {
+    if (pid > 1) ::kill(pid, sig);  // never 0 or -1: those would signal a process group or every process
+  }
+}
+
 void signal_running(std::vector<Child>& children, int sig, bool mark_stopped) {
   for (Child& c : children) {
     if (c.code) continue;
@@ -203,17 +224,27 @@ int launch_mpi_ranks(int ranks, int argc, char** argv) {
   if (ec) self = argv[0];
   const std::vector<std::string> args =
       args_without_flag(std::span<char* const>(argv, static_cast<size_t>(argc)), "--ranks");
+  const TempDir statuses({}, "speedrun-rank-status");
   LocalLaunch launch;
   launch.executable = mpirun;
   launch.args = mpirun_command(mpirun.string(), ranks, self, args, ::geteuid() == 0);
   launch.processes = 1;
   launch.log = &std::cerr;
   launch.plain_environment = true;
-  const int code = run_local_processes(launch).exit_code;
-  if (code != run_status_from_mpirun(code)) {
-    std::cerr << "launcher: mpirun ended with status " << code
-              << " (a rank was killed or crashed; mpirun's message above names it): the run failed" << std::endl;
+  launch.extra_environment = {std::string(kRankStatusDirVar) + "=" + statuses.path().string()};
+  launch.child_name = "mpirun";
+  launch.signal_targets = [&] { return recorded_rank_pids(statuses.path(), ranks); };
+  // Stopped ranks write the summary (rank 0) or wait up to kAbortGrace for rank 0 to end the job.
+  launch.kill_after = kAbortGrace + std::chrono::seconds(20);
+  const LaunchOutcome outcome = run_local_processes(launch);
+  const int code = outcome.exit_code;
+  const std::string ends = describe_rank_ends(read_rank_ends(statuses.path(), ranks), code);
+  if (outcome.interrupted_by != 0) {
+    std::cerr << "launcher: interrupted by " << signal_name(outcome.interrupted_by)
+              << ": the ranks were stopped and have ended" << (ends.empty() ? "" : " (" + ends + ")") << std::endl;
+    return 128 + outcome.interrupted_by;
   }
+  if (code != 0 && !ends.empty()) std::cerr << "launcher: the run failed: " << ends << std::endl;
   return run_status_from_mpirun(code);
 }
 
@@ -257,6 +288,7 @@ LaunchOutcome run_local_processes(const LocalLaunch& launch) {
   for (int r = 0; r < launch.processes; ++r) {
     envs.push_back(launch.plain_environment ? parent_env
                                             : child_environment(parent_env, r, launch.processes, rendezvous.path()));
+    envs.back().insert(envs.back().end(), launch.extra_environment.begin(), launch.extra_environment.end());
   }
 
   const BlockedSignals signals;
@@ -271,6 +303,7 @@ LaunchOutcome run_local_processes(const LocalLaunch& launch) {
 
   std::optional<Clock::time_point> failed_at, terminated_at;
   bool killed = false;
+  int interrupted_by = 0;
   for (;;) {
     for (size_t r = 0; r < all.size(); ++r) {
       Child& c = all[r];
@@ -287,8 +320,12 @@ LaunchOutcome run_local_processes(const LocalLaunch& launch) {
       if (*c.code != 0 && !c.stopped_by_us && !failed_at) {
         failed_at = Clock::now();
         if (launch.log) {
-          *launch.log << "launcher: rank " << r << " ended with code " << *c.code << "; stopping the other ranks in "
-                      << launch.grace.count() << " ms unless they end first\n";
+          *launch.log << "launcher: " << (launch.child_name.empty() ? "rank " + std::to_string(r) : launch.child_name)
+                      << " ended with code " << *c.code;
+          if (launch.processes > 1) {
+            *launch.log << "; stopping the other ranks in " << launch.grace.count() << " ms unless they end first";
+          }
+          *launch.log << "\n";
         }
       }
     }
@@ -306,13 +343,14 @@ LaunchOutcome run_local_processes(const LocalLaunch& launch) {
     siginfo_t info{};
     const int sig = ::sigtimedwait(&signals.set(), &info, &tick);
     if (sig == SIGINT || sig == SIGTERM) {
-      if (launch.log) *launch.log << "launcher: forwarding signal " << sig << " to the ranks\n";
-      signal_running(all, sig, false);
+      interrupted_by = sig;
+      forward_signal(launch, all, sig);
       if (!terminated_at) terminated_at = Clock::now();  // SIGKILL after kill_after if they ignore it
     }
   }
 
   LaunchOutcome outcome;
+  outcome.interrupted_by = interrupted_by;
   for (const Child& c : all) {
     outcome.child_codes.push_back(*c.code);
     outcome.stopped_by_us.push_back(c.stopped_by_us);

@@ -14,8 +14,11 @@
 // Signals arrive through sigtimedwait with SIGINT/SIGTERM/SIGCHLD blocked in the calling thread: call this before
 // the process starts other threads, or block those signals in them (a thread that does not block SIGINT would
 // receive Ctrl-C itself).
+#include <sys/types.h>
+
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <ostream>
 #include <span>
 #include <string>
@@ -32,12 +35,18 @@ struct LocalLaunch {
   std::filesystem::path rendezvous_parent;  // where the rendezvous directory is made; empty: the temp directory
   std::ostream* log = nullptr;              // one line per failure and per forwarded signal, when set
   bool plain_environment = false;  // children get the parent's environment as is (a launcher such as mpirun)
+  std::vector<std::string> extra_environment;  // NAME=VALUE added to every child's environment
+  std::string child_name;                      // how the log names a child (e.g. "mpirun"); empty: "rank R"
+  // Where a SIGINT/SIGTERM to the launcher goes: these processes (e.g. the ranks mpirun started) when the function
+  // is set and returns any, else the children.
+  std::function<std::vector<pid_t>()> signal_targets;
 };
 
 struct LaunchOutcome {
   int exit_code = 0;                // the worst code of the children that ended on their own
   std::vector<int> child_codes;     // per rank: exit code, or 128 + signal
   std::vector<bool> stopped_by_us;  // per rank: terminated by the launcher after another rank failed
+  int interrupted_by = 0;           // the SIGINT/SIGTERM the launcher received and forwarded, 0 if none
 };
 
 // Spawns, supervises and reaps the children; throws gpt::Error when the executable cannot be run or the
@@ -71,8 +80,11 @@ std::vector<std::string> mpirun_command(const std::string& mpirun, int ranks, co
                                         const std::vector<std::string>& args, bool as_root);
 
 // For main: `train_gpt --ranks N --backend cpu` with N > 1 runs its own binary (argv minus --ranks) under mpirun
-// (found on PATH, or SPEEDRUN_MPIRUN), forwards SIGINT/SIGTERM to it and returns run_status_from_mpirun. Refuses
-// (gpt::Error) inside an already launched rank, or when mpirun is missing.
+// (found on PATH, or SPEEDRUN_MPIRUN) and returns run_status_from_mpirun. A SIGINT/SIGTERM goes to the ranks
+// themselves (rank_status.h), so that they end through their failure path and rank 0 writes the summary; the
+// launcher then waits for them and returns 128 + the signal. When the run fails, one line names each rank that
+// did not finish and how it ended, from what the ranks left. Refuses (gpt::Error) inside an already launched
+// rank, or when mpirun is missing.
 int launch_mpi_ranks(int ranks, int argc, char** argv);
 
 }  // namespace gpt

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "base/check.h"
+#include "trainer/comm/rank_status.h"
 
 #ifdef SPEEDRUN_HAVE_MPI
 #include <mpi.h>
@@ -293,7 +294,7 @@ class MpiComm final : public Comm {
       throw PeerFailure(status.MPI_SOURCE, code, std::string(note.data() + sizeof(code)));
     }
     if (const int sig = g_received_signal.load()) {
-      GPT_FAIL("received signal ", sig, " (", strsignal(sig), ")");
+      GPT_FAIL("interrupted by ", signal_name(sig), " (signal ", sig, ")");
     }
   }
 

@@ -25,7 +25,17 @@ using recipe_detail::Reader;
 
 // ---- loading and merging the TOML tree ---------------------------------------------------------------------
 
+// The shipped recipes are a few KiB; a recipe past this size is refused before it is read or parsed, since a huge
+// array would cost gigabytes and many seconds to parse only to be refused by the typed reading.
+constexpr std::uintmax_t kMaxRecipeBytes = std::uintmax_t{1} << 20;
+
+void check_recipe_size(std::uintmax_t bytes, const std::string& what) {
+  GPT_CHECK(bytes <= kMaxRecipeBytes, what, " is ", bytes, " bytes; a recipe may hold at most ", kMaxRecipeBytes,
+            " bytes (1 MiB)");
+}
+
 toml::table parse_text(const std::string& text, const std::string& source) {
+  check_recipe_size(text.size(), "recipe " + source);
   try {
     return toml::parse(text, source);
   } catch (const toml::parse_error& e) {
@@ -42,6 +52,9 @@ std::string read_file(const std::filesystem::path& path, const std::string& what
   GPT_CHECK(!ec && std::filesystem::exists(status), what, " ", path.string(), " does not exist");
   GPT_CHECK(std::filesystem::is_regular_file(status), what, " ", path.string(),
             " is not a regular file (a FIFO, device or folder cannot be a recipe)");
+  const std::uintmax_t bytes = std::filesystem::file_size(path, ec);
+  GPT_CHECK(!ec, what, " ", path.string(), " cannot be read (", ec.message(), ")");
+  check_recipe_size(bytes, what + " " + path.string());
   std::ifstream in(path, std::ios::binary);
   GPT_CHECK(in.good(), what, " ", path.string(), " cannot be read");
   std::ostringstream os;
@@ -334,8 +347,9 @@ void check_seed_against_recipe(const Recipe& rc, const std::string& source) {
             cycle_steps, " cycle steps × the largest slice of ", max_slice, " tokens, validation.batch_tokens))");
 }
 
-Recipe read_recipe(const toml::table& tree, const std::string& name, const std::string& source) {
-  Reader root(tree, "", source);
+Recipe read_recipe(const toml::table& tree, const std::string& name, const std::string& source,
+                   const recipe_detail::Overrides& overrides) {
+  Reader root(tree, "", source, &overrides);
   Recipe rc;
   rc.name = name;
   {
@@ -556,9 +570,13 @@ std::filesystem::path default_recipe_dir() { return std::filesystem::path(SPEEDR
 Recipe parse_recipe(const std::string& toml_text, const std::string& source_name,
                     const std::vector<std::string>& overrides, const std::filesystem::path& recipe_dir) {
   toml::table tree = load_tree(toml_text, source_name, recipe_dir, 0);
-  for (const std::string& o : overrides) apply_override(tree, o, source_name);
+  recipe_detail::Overrides assignments;
+  for (const std::string& o : overrides) {
+    apply_override(tree, o, source_name);
+    assignments[o.substr(0, o.find('='))] = o;  // a later --set of the same key wins, as in the tree
+  }
   const std::string name = std::filesystem::path(source_name).stem().string();
-  return read_recipe(tree, name, source_name);
+  return read_recipe(tree, name, source_name, assignments);
 }
 
 Recipe load_recipe(const std::string& name_or_path, const std::vector<std::string>& overrides,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -27,10 +28,14 @@ inline const char* node_type_name(const toml::node& n) {
   return "a date/time";
 }
 
+// The `--set` assignments of a load by full key ("model.num_heads" -> "model.num_heads=0"): a value out of range that
+// came from the command line is blamed on its flag, not on the recipe file.
+using Overrides = std::map<std::string, std::string, std::less<>>;
+
 class Reader {
  public:
-  Reader(const toml::table& table, std::string path, std::string source)
-      : table_(table), path_(std::move(path)), source_(std::move(source)) {}
+  Reader(const toml::table& table, std::string path, std::string source, const Overrides* overrides = nullptr)
+      : table_(table), path_(std::move(path)), source_(std::move(source)), overrides_(overrides) {}
 
   // Rejects keys that no getter asked for.
   void finish() const {
@@ -41,41 +46,36 @@ class Reader {
 
   int64_t integer(const std::string& key, int64_t lo, int64_t hi = INT64_MAX) {
     const toml::node& n = get(key);
-    GPT_CHECK(n.is_integer(), "recipe ", source_, ": key '", full(key), "' must be an integer in [", lo, ", ", hi,
-              "], got ", node_type_name(n));
+    GPT_CHECK(n.is_integer(), where(key), " must be an integer in [", lo, ", ", hi, "], got ", node_type_name(n));
     const int64_t v = n.value<int64_t>().value();
-    GPT_CHECK(v >= lo && v <= hi, "recipe ", source_, ": key '", full(key), "' must be an integer in [", lo, ", ", hi,
-              "], got ", v);
+    GPT_CHECK(v >= lo && v <= hi, where(key), " must be an integer in [", lo, ", ", hi, "], got ", v);
     return v;
   }
 
   double number(const std::string& key, double lo, double hi, bool open_hi = false) {
     const toml::node& n = get(key);
-    GPT_CHECK(n.is_number(), "recipe ", source_, ": key '", full(key), "' must be a number, got ", node_type_name(n));
+    GPT_CHECK(n.is_number(), where(key), " must be a number, got ", node_type_name(n));
     const double v = as_double(n, key);
     const bool ok = std::isfinite(v) && v >= lo && (open_hi ? v < hi : v <= hi);
-    GPT_CHECK(ok, "recipe ", source_, ": key '", full(key), "' must be a number in [", lo, ", ", hi, open_hi ? ")" : "]",
-              ", got ", v);
+    GPT_CHECK(ok, where(key), " must be a number in [", lo, ", ", hi, open_hi ? ")" : "]", ", got ", v);
     return v;
   }
 
   bool boolean(const std::string& key) {
     const toml::node& n = get(key);
-    GPT_CHECK(n.is_boolean(), "recipe ", source_, ": key '", full(key), "' must be true or false, got ",
-              node_type_name(n));
+    GPT_CHECK(n.is_boolean(), where(key), " must be true or false, got ", node_type_name(n));
     return n.value<bool>().value();
   }
 
   std::vector<double> numbers(const std::string& key, double lo, double hi) {
     const toml::node& n = get(key);
-    GPT_CHECK(n.is_array(), "recipe ", source_, ": key '", full(key), "' must be an array of numbers");
+    GPT_CHECK(n.is_array(), where(key), " must be an array of numbers");
     std::vector<double> out;
     for (const toml::node& e : *n.as_array()) {
-      GPT_CHECK(e.is_number(), "recipe ", source_, ": key '", full(key), "' must be an array of numbers, found ",
-                node_type_name(e));
+      GPT_CHECK(e.is_number(), where(key), " must be an array of numbers, found ", node_type_name(e));
       const double v = as_double(e, key);
-      GPT_CHECK(std::isfinite(v) && v >= lo && v <= hi, "recipe ", source_, ": key '", full(key),
-                "' entries must lie in [", lo, ", ", hi, "], got ", v);
+      GPT_CHECK(std::isfinite(v) && v >= lo && v <= hi, where(key), " entries must lie in [", lo, ", ", hi, "], got ",
+                v);
       out.push_back(v);
     }
     return out;
@@ -83,14 +83,12 @@ class Reader {
 
   std::vector<int64_t> integers(const std::string& key, int64_t lo, int64_t hi) {
     const toml::node& n = get(key);
-    GPT_CHECK(n.is_array(), "recipe ", source_, ": key '", full(key), "' must be an array of integers");
+    GPT_CHECK(n.is_array(), where(key), " must be an array of integers");
     std::vector<int64_t> out;
     for (const toml::node& e : *n.as_array()) {
-      GPT_CHECK(e.is_integer(), "recipe ", source_, ": key '", full(key), "' must be an array of integers, found ",
-                node_type_name(e));
+      GPT_CHECK(e.is_integer(), where(key), " must be an array of integers, found ", node_type_name(e));
       const int64_t v = e.value<int64_t>().value();
-      GPT_CHECK(v >= lo && v <= hi, "recipe ", source_, ": key '", full(key), "' entries must lie in [", lo, ", ", hi,
-                "], got ", v);
+      GPT_CHECK(v >= lo && v <= hi, where(key), " entries must lie in [", lo, ", ", hi, "], got ", v);
       out.push_back(v);
     }
     return out;
@@ -111,18 +109,17 @@ class Reader {
     const toml::node& n = get(key);
     std::string list;
     for (const std::string& c : choices) list += (list.empty() ? "" : " | ") + c;
-    GPT_CHECK(n.is_string(), "recipe ", source_, ": key '", full(key), "' must be one of ", list, ", got ",
-              node_type_name(n));
+    GPT_CHECK(n.is_string(), where(key), " must be one of ", list, ", got ", node_type_name(n));
     const std::string v = n.value<std::string>().value();
-    GPT_CHECK(std::find(choices.begin(), choices.end(), v) != choices.end(), "recipe ", source_, ": key '", full(key),
-              "' must be one of ", list, ", got \"", v, "\"");
+    GPT_CHECK(std::find(choices.begin(), choices.end(), v) != choices.end(), where(key), " must be one of ", list,
+              ", got \"", v, "\"");
     return v;
   }
 
   std::string text(const std::string& key) {
     const toml::node& n = get(key);
-    GPT_CHECK(n.is_string() && !n.value<std::string>()->empty(), "recipe ", source_, ": key '", full(key),
-              "' must be a non-empty string, got ", node_type_name(n));
+    GPT_CHECK(n.is_string() && !n.value<std::string>()->empty(), where(key), " must be a non-empty string, got ",
+              node_type_name(n));
     return n.value<std::string>().value();
   }
 
@@ -130,16 +127,18 @@ class Reader {
 
   Reader table(const std::string& key) {
     const toml::node& n = get(key);
-    GPT_CHECK(n.is_table(), "recipe ", source_, ": key '", full(key), "' must be a table, got ", node_type_name(n));
-    return Reader(*n.as_table(), full(key), source_);
+    GPT_CHECK(n.is_table(), where(key), " must be a table, got ", node_type_name(n));
+    return Reader(*n.as_table(), full(key), source_, overrides_);
   }
 
   std::vector<Reader> tables(const std::string& key) {
     const toml::node& n = get(key);
-    GPT_CHECK(n.is_array_of_tables(), "recipe ", source_, ": key '", full(key), "' must be an array of tables");
+    GPT_CHECK(n.is_array_of_tables(), where(key), " must be an array of tables");
     std::vector<Reader> out;
     const toml::array& a = *n.as_array();
-    for (size_t i = 0; i < a.size(); ++i) out.emplace_back(*a.get(i)->as_table(), full(key) + "." + std::to_string(i), source_);
+    for (size_t i = 0; i < a.size(); ++i) {
+      out.emplace_back(*a.get(i)->as_table(), full(key) + "." + std::to_string(i), source_, overrides_);
+    }
     return out;
   }
 
@@ -153,11 +152,20 @@ class Reader {
   // A number node as a double. toml++ gives none for an integer a double cannot hold exactly (beyond 2^53).
   double as_double(const toml::node& n, const std::string& key) const {
     const std::optional<double> v = n.value<double>();
-    GPT_CHECK(v.has_value(), "recipe ", source_, ": key '", full(key), "' holds the integer ",
-              n.value<int64_t>().value_or(0), ", which a double cannot hold exactly; expected a number in range");
+    GPT_CHECK(v.has_value(), where(key), " holds the integer ", n.value<int64_t>().value_or(0),
+              ", which a double cannot hold exactly; expected a number in range");
     return *v;
   }
   std::string full(std::string_view key) const { return path_.empty() ? std::string(key) : path_ + "." + std::string(key); }
+  // Where a key's value came from, to start an error: "--set K=V: key 'K'" or "recipe FILE: key 'K'".
+  std::string where(std::string_view key) const {
+    const std::string k = full(key);
+    if (overrides_ != nullptr) {
+      if (const auto it = overrides_->find(k); it != overrides_->end())
+        return "--set " + it->second + ": key '" + k + "'";
+    }
+    return "recipe " + source_ + ": key '" + k + "'";
+  }
 
  private:
   const toml::node& get(const std::string& key) {
@@ -169,6 +177,7 @@ class Reader {
 
   const toml::table& table_;
   std::string path_, source_;
+  const Overrides* overrides_;
   std::set<std::string> used_;
 };
 

@@ -24,6 +24,16 @@ Device backend_device(const std::string& backend) {
 #endif
 }
 
+std::optional<int64_t> cuda_free_memory_bytes() {
+#ifdef SPEEDRUN_HAVE_CUDA
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return std::nullopt;
+  return static_cast<int64_t>(free);
+#else
+  return std::nullopt;
+#endif
+}
+
 int visible_cuda_devices() {
 #ifdef SPEEDRUN_HAVE_CUDA
   int count = 0;

@@ -3,6 +3,7 @@
 // synchronization for the training clock (§9.2: the clock reads only after queued GPU work has finished), and
 // the peak-memory figures of the `peak memory allocated: … reserved: …` line.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "kernels/tensor.h"
@@ -26,6 +27,9 @@ struct PeakMemoryMib {
   int64_t allocated = 0, reserved = 0;
 };
 PeakMemoryMib device_peak_memory_mib(Device device);
+
+// Free memory of the CUDA device this process uses (cudaMemGetInfo); nullopt on the CPU or when it cannot be read.
+std::optional<int64_t> cuda_free_memory_bytes();
 
 // CUDA devices this process sees (0 in a build without CUDA or without a driver).
 int visible_cuda_devices();

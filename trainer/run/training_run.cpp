@@ -15,6 +15,7 @@
 #include "trainer/build_info.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/comm_factory.h"
+#include "trainer/comm/rank_status.h"
 #include "trainer/data/call_prefetcher.h"
 #include "trainer/data/train_loader.h"
 #include "trainer/data/val_loader.h"
@@ -25,10 +26,12 @@
 #include "trainer/optim/tail_average.h"
 #include "trainer/run/checkpoint.h"
 #include "trainer/run/gpt_trainable.h"
+#include "trainer/run/memory_estimate.h"
 #include "trainer/comm/launch_env.h"
 #include "trainer/run/run_log.h"
 #include "trainer/run/run_summary.h"
 #include "trainer/run/standin_model.h"
+#include "trainer/run/stop_request.h"
 #include "trainer/run/train_clock.h"
 #include "trainer/run/training_state.h"
 #include "trainer/schedule/schedule.h"
@@ -89,6 +92,9 @@ struct TrainingRun::Impl {
   RunEnvironment environment;
   std::filesystem::path log_path, summary_path;
   std::string nonfinite_where;  // the ranks of the last non-finite training loss (W > 1)
+  MemoryEstimate memory;        // this rank's share, from the recipe (checked before allocating)
+  std::optional<MemoryBudget> budget;         // what the device offered at the start
+  std::string activity = "starting the run";  // what an out-of-memory error happened during
 
   Impl(RunOptions opts, const ModelFactory& factory)
       : options(std::move(opts)),
@@ -100,12 +106,22 @@ struct TrainingRun::Impl {
     check_world_size();
     comm = make_comm_from_env(backend_device(options.backend));
     options.world_size = comm->world_size();
+    const Device device = backend_device(options.backend);
+    memory = estimate_run_memory(recipe, device, comm->world_size());
+    budget = memory_budget(device);
+    if (options.model != "standin") check_memory_fits(memory, budget);  // the estimate describes the GPT model
     open_data();
     if (!options.resume.empty()) read_resume_parts();
-    model = factory(recipe, options, *comm);
-    if (comm->world_size() > 1) broadcast_initial_state();
-    optimizer = std::make_unique<Optimizer>(model->parameters(), recipe, *comm);
-    tail = std::make_unique<TailAverage>(model->parameters(), recipe, *comm);
+    try {
+      model = factory(recipe, options, *comm);
+      if (comm->world_size() > 1) broadcast_initial_state();
+      optimizer = std::make_unique<Optimizer>(model->parameters(), recipe, *comm);
+      tail = std::make_unique<TailAverage>(model->parameters(), recipe, *comm);
+    } catch (const std::exception& e) {
+      if (!is_out_of_memory(e)) throw;
+      GPT_FAIL(out_of_memory_context("allocating the parameters, gradients and optimizer state", memory, budget), ": ",
+               e.what());
+    }
     runner = std::make_unique<StepRunner>(*model, *optimizer, *tail, *comm, backend_device(options.backend),
                                           schedule.total_steps());
     environment = describe_environment(options.backend, options.threads);
@@ -477,11 +493,13 @@ struct TrainingRun::Impl {
     r.status = RunStatus::finished;
     timed_loop = true;
     for (int64_t step = start_step; step <= total; ++step) {
+      StopRequestGuard::throw_if_requested();
       const StepSchedule s = schedule.at(step);
       runner->apply_schedule(s);
       if (s.validation) {
         if (step == total) prepare_final_validation();  // on the clock (§S.11)
         clock.stop();
+        activity = "validating at step " + std::to_string(step);
         const double val_loss = validate();
         r.train_time_ms = clock.elapsed_ms();
         r.val_history.push_back({step, val_loss, r.train_time_ms});
@@ -499,6 +517,7 @@ struct TrainingRun::Impl {
       const double before_step_ms = clock.elapsed_ms();
       if (step == options.inject_nan_step) poison_parameters(*model);
       if (step == options.fault_step && comm->rank() == options.fault_rank) inject_fault();
+      activity = "training at step " + std::to_string(step);
       std::optional<StepSchedule> next;
       if (step + 1 < total) next = schedule.at(step + 1);
       const double loss = train_step(s, loader, next);
@@ -567,6 +586,8 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
   // A rank's failure ends every rank: it tells the others (their collectives throw PeerFailure naming it), rank 0
   // writes the summary, then the job ends with the failing rank's status.
   bool rank_failed = false;
+  std::optional<StopRequestGuard> stop_request;  // ranks of a multi-rank run: their communicator handles signals
+  if (m.comm->world_size() == 1) stop_request.emplace();
   try {
     log.emplace(m.log_path, master, !m.options.resume.empty(), m.options.echo);
     m.write_header(*log);
@@ -579,10 +600,12 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
     if (log) log->line(std::string("failed: ") + e.what());
   } catch (const std::exception& e) {
     result.status = RunStatus::failed;
-    result.error = e.what();
+    result.error = is_out_of_memory(e) ? out_of_memory_context(m.activity, m.memory, m.budget) + ": " + e.what()
+                                       : std::string(e.what());
+    if (stop_request) result.interrupted_by = StopRequestGuard::received();
     if (m.comm->world_size() > 1) {
       rank_failed = true;
-      m.comm->notify_failure(exit_code(result.status), e.what());
+      m.comm->notify_failure(exit_code(result.status), result.error);
       result.error = "rank " + std::to_string(m.comm->rank()) + ": " + result.error;
       // Only rank 0 writes the log; another rank's failure reaches the log through rank 0.
       if (!master) std::cerr << "train_gpt: " << result.error << std::endl;
@@ -601,6 +624,8 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
       result.error += std::string(result.error.empty() ? "" : "; ") + e.what();
     }
   }
+  // The launcher of `--ranks N` learns from this how the rank ended (the job may end before main returns).
+  record_rank_end(exit_code(result.status), result.error);
   if (rank_failed) m.comm->end_job_after_failure(exit_code(result.status));
   return result;
 }

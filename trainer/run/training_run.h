@@ -94,6 +94,7 @@ struct RunResult {
   std::vector<StageTime> stage_times;  // per stage run by this process, in order
   std::vector<double> train_losses;  // mean training loss of each step run by this process, in order
   std::string error;                 // failure or divergence reason
+  int interrupted_by = 0;            // the SIGINT/SIGTERM that stopped a one-rank run (stop_request.h), 0 if none
 };
 
 // Builds the model of a run; `comm` is the run's communicator (the n-gram table of §S.2 is sharded over it).
