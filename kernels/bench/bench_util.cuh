@@ -59,12 +59,15 @@ inline void fill_uniform(Tensor& t, uint64_t seed, float scale = 1.0f) {
   GPT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-// Times `call` once per benchmark iteration with CUDA events on the current stream and sets the manual time; adds
-// a TFLOP/s counter from `flops` per call. Warm-up: at least `warmup` untimed calls and at least 0.2 s of them, so
-// that the first benchmark of a process does not time an idle GPU ramping its clocks (the 2026-12-02 run measured
-// the 8192³ GEMM at 660 TFLOP/s as the first benchmark and ≈770 inside attention_bench after warm-up).
-inline void time_with_events(benchmark::State& state, const std::function<void()>& call, double flops,
-                             int warmup = 3) {
+// Times `call` once per benchmark iteration with CUDA events on the current stream and sets the manual time.
+// Warm-up: at least `warmup` untimed calls and at least 0.2 s of them, so that the first benchmark of a process does
+// not time an idle GPU ramping its clocks (the 2026-12-02 run measured the 8192³ GEMM at 660 TFLOP/s as the first
+// benchmark and ≈770 inside attention_bench after warm-up). Returns the timed seconds and calls.
+struct TimedCalls {
+  double seconds = 0;
+  int64_t calls = 0;
+};
+inline TimedCalls time_calls_with_events(benchmark::State& state, const std::function<void()>& call, int warmup) {
   const auto warm_start = std::chrono::steady_clock::now();
   for (int i = 0; i < warmup || std::chrono::steady_clock::now() - warm_start < std::chrono::milliseconds(200); ++i) {
     call();
@@ -72,8 +75,7 @@ inline void time_with_events(benchmark::State& state, const std::function<void()
   }
   GPT_CUDA_CHECK(cudaDeviceSynchronize());
   cuda::Event start(true), stop(true);
-  double total_s = 0;
-  int64_t calls = 0;
+  TimedCalls timed;
   for (auto _ : state) {
     start.record(cuda::current_stream());
     call();
@@ -81,12 +83,26 @@ inline void time_with_events(benchmark::State& state, const std::function<void()
     stop.synchronize();
     const double s = cuda::Event::elapsed_ms(start, stop) / 1e3;
     state.SetIterationTime(s);
-    total_s += s;
-    ++calls;
+    timed.seconds += s;
+    ++timed.calls;
   }
   GPT_CUDA_CHECK(cudaGetLastError());
-  state.counters["TFLOP/s"] = total_s > 0 ? flops * static_cast<double>(calls) / total_s / 1e12 : 0.0;
+  return timed;
+}
+
+// Compute-bound ops: a TFLOP/s counter from `flops` per call.
+inline void time_with_events(benchmark::State& state, const std::function<void()>& call, double flops, int warmup = 3) {
+  const TimedCalls t = time_calls_with_events(state, call, warmup);
+  state.counters["TFLOP/s"] = t.seconds > 0 ? flops * static_cast<double>(t.calls) / t.seconds / 1e12 : 0.0;
   state.counters["GFLOP_per_call"] = flops / 1e9;
+}
+
+// Memory-bound ops: `bytes` = the minimal traffic of one call; GB/s to read against the device's copy rate.
+inline void time_bytes_with_events(benchmark::State& state, const std::function<void()>& call, double bytes,
+                                   int warmup = 3) {
+  const TimedCalls t = time_calls_with_events(state, call, warmup);
+  state.counters["MB"] = bytes / 1e6;
+  state.counters["GB/s"] = t.seconds > 0 ? bytes * static_cast<double>(t.calls) / t.seconds / 1e9 : 0.0;
 }
 
 }  // namespace gpt::bench

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/activation.h"
+#include "kernels/bench/bench_util.cuh"
 #include "kernels/bench/zipf_ids.h"
 #include "kernels/bigram.h"
 #include "kernels/cuda/cuda_check.h"
@@ -51,28 +52,6 @@ Tensor random_ids_device(int64_t n, int64_t hi, DType dtype, uint64_t seed) {
   return t.to(Device::cuda);
 }
 
-// Times fn with CUDA events per iteration after a warm-up call; bytes = minimal traffic of one call.
-void run_timed(benchmark::State& state, double bytes, const std::function<void()>& fn) {
-  fn();
-  GPT_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaEvent_t start, stop;
-  GPT_CUDA_CHECK(cudaEventCreate(&start));
-  GPT_CUDA_CHECK(cudaEventCreate(&stop));
-  for (auto _ : state) {
-    GPT_CUDA_CHECK(cudaEventRecord(start));
-    fn();
-    GPT_CUDA_CHECK(cudaEventRecord(stop));
-    GPT_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    GPT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    state.SetIterationTime(ms / 1e3);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  state.counters["GB/s"] = benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9,
-                                              benchmark::Counter::kIsRate);
-}
-
 constexpr int64_t kTokens = 16384, kDim = 768, kVocab = 50304, kLossRows = 49152 / 8;
 constexpr int64_t kMicrobatchTokens = 49152;  // one stage-2 microbatch on one GPU
 
@@ -84,15 +63,16 @@ void BM_EmbeddingForward(benchmark::State& state) {
   Tensor out = Tensor::empty({kMicrobatchTokens, kDim}, DType::bf16, Device::cuda);
   const int version = static_cast<int>(state.range(0));
   state.SetLabel("v" + std::to_string(version));
-  run_timed(state, 2.0 * kMicrobatchTokens * kDim * 2,
-            [&] { cuda::embedding_forward_version(table, ids, out, version); });
+  bench::time_bytes_with_events(
+      state, [&] { cuda::embedding_forward_version(table, ids, out, version); }, 2.0 * kMicrobatchTokens * kDim * 2);
 }
 
 void BM_EmbeddingBackward(benchmark::State& state) {
   const Tensor dout = random_device({kTokens, kDim}, DType::bf16, 3);
   const Tensor ids = random_ids_device(kTokens, kVocab, DType::i32, 4);
   Tensor dtable = Tensor::zeros({kVocab, kDim}, DType::bf16, Device::cuda);
-  run_timed(state, 3.0 * kTokens * kDim * 2, [&] { embedding_backward(dout, ids, dtable); });
+  bench::time_bytes_with_events(
+      state, [&] { embedding_backward(dout, ids, dtable); }, 3.0 * kTokens * kDim * 2);
 }
 
 // One microbatch's scatter-add backward (49,152 tokens, d = 768, bf16) through scatter version 1 or 2
@@ -132,13 +112,16 @@ void BM_ScatterRows(benchmark::State& state) {
                  (zipf ? ", Zipf ids" : ", uniform ids") + ", " + std::to_string(static_cast<int64_t>(hit_rows)) +
                  " rows hit");
   state.counters["MB"] = bytes / 1e6;
-  run_timed(state, bytes, [&] {
-    if (signed_rows) {
-      cuda::bigram_backward_version(dout, sign, ids_d, sign_ids_d, dtable, version);
-    } else {
-      cuda::embedding_backward_version(dout, ids_d, dtable, version);
-    }
-  });
+  bench::time_bytes_with_events(
+      state,
+      [&] {
+        if (signed_rows) {
+          cuda::bigram_backward_version(dout, sign, ids_d, sign_ids_d, dtable, version);
+        } else {
+          cuda::embedding_backward_version(dout, ids_d, dtable, version);
+        }
+      },
+      bytes);
 }
 
 void BM_MixForward3(benchmark::State& state) {
@@ -148,7 +131,8 @@ void BM_MixForward3(benchmark::State& state) {
   const std::vector<MixTerm> terms{{x0, Coef::of_scalar(s)}, {x1, Coef::sigmoid_scalar(s).times_lane(lanes, 3)},
                                    {x2, Coef::of_lane(lanes, 10, 6).plus(1.0f)}};
   Tensor out = Tensor::empty({kTokens, kDim}, DType::bf16, Device::cuda);
-  run_timed(state, 4.0 * kTokens * kDim * 2, [&] { mix_forward(terms, out); });
+  bench::time_bytes_with_events(
+      state, [&] { mix_forward(terms, out); }, 4.0 * kTokens * kDim * 2);
 }
 
 // The layer loop's four-term residual mix backward at one microbatch (49,152 rows): ρ·x0, σ(λ)·G[:, 3]·x1 and
@@ -173,26 +157,30 @@ void BM_MixBackward4(benchmark::State& state) {
   const std::vector<MixGrad> grads{MixGrad{.dx = dx[0], .dscalar = drho},
                                    MixGrad{.dx = dx[1], .dscalar = dlambda, .dlanes = dlanes},
                                    MixGrad{.dx = dx[2], .dlanes = dlanes}, MixGrad{.dx = dout, .overwrite_dx = true}};
-  run_timed(state, 11.0 * kRows * kDim * 2, [&] { cuda::mix_backward_version(dout, terms, grads, version); });
+  bench::time_bytes_with_events(
+      state, [&] { cuda::mix_backward_version(dout, terms, grads, version); }, 11.0 * kRows * kDim * 2);
   state.SetLabel(version == cuda::kPromotedMixBackward ? "promoted" : "");
 }
 
 void BM_ReluSquareForward(benchmark::State& state) {
   const Tensor pre = random_device({kTokens, 4 * kDim}, DType::bf16, 10);
   Tensor post = Tensor::empty(pre.shape(), DType::bf16, Device::cuda);
-  run_timed(state, 2.0 * pre.numel() * 2, [&] { relu_square_forward(pre, post); });
+  bench::time_bytes_with_events(
+      state, [&] { relu_square_forward(pre, post); }, 2.0 * pre.numel() * 2);
 }
 
 void BM_GeluBackward(benchmark::State& state) {
   const Tensor x = random_device({kTokens, kDim}, DType::bf16, 11), dy = random_device({kTokens, kDim}, DType::bf16, 12);
   Tensor dx = Tensor::zeros(x.shape(), DType::bf16, Device::cuda);
-  run_timed(state, 4.0 * x.numel() * 2, [&] { gelu_backward(dy, x, dx); });
+  bench::time_bytes_with_events(
+      state, [&] { gelu_backward(dy, x, dx); }, 4.0 * x.numel() * 2);
 }
 
 void BM_BiasBackward(benchmark::State& state) {
   const Tensor dy = random_device({kTokens, kDim}, DType::bf16, 13);
   Tensor db = Tensor::zeros({kDim}, DType::bf16, Device::cuda);
-  run_timed(state, 1.0 * dy.numel() * 2, [&] { bias_backward(dy, db); });
+  bench::time_bytes_with_events(
+      state, [&] { bias_backward(dy, db); }, 1.0 * dy.numel() * 2);
 }
 
 // §3 training loss on one microbatch of 49152/8 positions: read z_raw once, write dz_raw once. Arguments: e5m2
@@ -208,27 +196,31 @@ void BM_SoftcapTrainLoss(benchmark::State& state) {
   const double bytes = static_cast<double>(kLossRows) * kVocab * (2 + (e5m2 ? 1 : 2));
   const auto run = version == 1 ? cuda::softcap_train_loss_v1 : cuda::softcap_train_loss_v2;
   state.SetLabel(std::string(version == 1 ? "v1" : "v2") + (e5m2 ? " e5m2" : " bf16"));
-  run_timed(state, bytes, [&] { run(z, y, Tensor{}, cfg, loss, dz); });
+  bench::time_bytes_with_events(
+      state, [&] { run(z, y, Tensor{}, cfg, loss, dz); }, bytes);
 }
 
 void BM_ValidationLossRows(benchmark::State& state) {
   const Tensor z = random_device({kLossRows, kVocab}, DType::bf16, 16, 8.0);
   const Tensor y = random_ids_device(kLossRows, kVocab, DType::i64, 17);
   Tensor sum = Tensor::zeros({1}, DType::f32, Device::cuda);
-  run_timed(state, static_cast<double>(kLossRows) * kVocab * 2, [&] { validation_loss_rows_add(z, y, sum); });
+  bench::time_bytes_with_events(
+      state, [&] { validation_loss_rows_add(z, y, sum); }, static_cast<double>(kLossRows) * kVocab * 2);
 }
 
 void BM_QuantizeE4m3(benchmark::State& state) {
   const Tensor x = random_device({kTokens, 4 * kDim}, DType::bf16, 18);
   const Tensor scale = Tensor::from_floats(std::vector<float>{0.01f}, {1}, DType::f32, Device::cuda);
   Tensor q = Tensor::empty(x.shape(), DType::e4m3, Device::cuda);
-  run_timed(state, 3.0 * x.numel(), [&] { quantize_fp8(x, scale, q); });
+  bench::time_bytes_with_events(
+      state, [&] { quantize_fp8(x, scale, q); }, 3.0 * x.numel());
 }
 
 void BM_Amax(benchmark::State& state) {
   const Tensor x = random_device({kTokens, 4 * kDim}, DType::bf16, 19);
   Tensor m = Tensor::empty({1}, DType::f32, Device::cuda);
-  run_timed(state, 2.0 * x.numel(), [&] { amax(x, m); });
+  bench::time_bytes_with_events(
+      state, [&] { amax(x, m); }, 2.0 * x.numel());
 }
 
 // The fused §7.2 activation at one microbatch's MLP shape (49,152 × 3,072): pre read, post and post8 written.
@@ -241,7 +233,8 @@ void BM_ReluSquareQuantize(benchmark::State& state) {
   Tensor m = Tensor::empty({1}, DType::f32, Device::cuda);
   const auto run = state.range(0) == 1 ? cuda::relu_square_quantize_fp8_v1 : cuda::relu_square_quantize_fp8_v2;
   state.SetLabel(state.range(0) == 1 ? "v1" : "v2");
-  run_timed(state, 5.0 * pre.numel(), [&] { run(pre, scale, post, q, m); });
+  bench::time_bytes_with_events(
+      state, [&] { run(pre, scale, post, q, m); }, 5.0 * pre.numel());
 }
 
 // The MLP backward's relu² step at 49,152 × 3,072. Arg 0: dpre zeroed then added into (what the MLP backward did:
@@ -252,14 +245,17 @@ void BM_ReluSquareBackward(benchmark::State& state) {
   Tensor dpost = random_device(post.shape(), DType::bf16, 25);
   Tensor dpre = Tensor::empty(post.shape(), DType::bf16, Device::cuda);
   state.SetLabel(overwrite ? "overwrite in place" : "zero + add");
-  run_timed(state, (overwrite ? 3.0 : 5.0) * post.numel() * 2, [&] {
-    if (overwrite) {
-      relu_square_backward(dpost, post, dpost, GradWrite::overwrite);
-    } else {
-      GPT_CUDA_CHECK(cudaMemsetAsync(dpre.raw(), 0, dpre.nbytes()));
-      relu_square_backward(dpost, post, dpre);
-    }
-  });
+  bench::time_bytes_with_events(
+      state,
+      [&] {
+        if (overwrite) {
+          relu_square_backward(dpost, post, dpost, GradWrite::overwrite);
+        } else {
+          GPT_CUDA_CHECK(cudaMemsetAsync(dpre.raw(), 0, dpre.nbytes()));
+          relu_square_backward(dpost, post, dpre);
+        }
+      },
+      (overwrite ? 3.0 : 5.0) * post.numel() * 2);
 }
 
 // QK-norm + rotary on one microbatch's q (49,152 × 6 × 128, paired layout). Args: fused (0: rmsnorm then rotary
@@ -278,19 +274,22 @@ void BM_QkNormRotary(benchmark::State& state) {
   Tensor rstd = Tensor::empty({kMicrobatchTokens * 6}, DType::f32, Device::cuda);
   qk_norm_rotary_forward(x, cos, sin, layout, y, rstd);
   state.SetLabel(std::string(fused ? "fused" : "rmsnorm + rotary") + (backward ? " backward" : " forward"));
-  run_timed(state, (backward ? 4.0 : 2.0) * x.numel() * 2, [&] {
-    if (!backward && fused) qk_norm_rotary_forward(x, cos, sin, layout, y, rstd);
-    if (!backward && !fused) {
-      rmsnorm_forward(x, mid, rstd);
-      rotary_forward(mid, cos, sin, layout, y);
-    }
-    if (backward && fused) qk_norm_rotary_backward(dy, x, rstd, cos, sin, layout, dx);
-    if (backward && !fused) {
-      GPT_CUDA_CHECK(cudaMemsetAsync(mid.raw(), 0, mid.nbytes()));
-      rotary_backward(dy, cos, sin, layout, mid);
-      rmsnorm_backward(mid, x, rstd, dx);
-    }
-  });
+  bench::time_bytes_with_events(
+      state,
+      [&] {
+        if (!backward && fused) qk_norm_rotary_forward(x, cos, sin, layout, y, rstd);
+        if (!backward && !fused) {
+          rmsnorm_forward(x, mid, rstd);
+          rotary_forward(mid, cos, sin, layout, y);
+        }
+        if (backward && fused) qk_norm_rotary_backward(dy, x, rstd, cos, sin, layout, dx);
+        if (backward && !fused) {
+          GPT_CUDA_CHECK(cudaMemsetAsync(mid.raw(), 0, mid.nbytes()));
+          rotary_backward(dy, cos, sin, layout, mid);
+          rmsnorm_backward(mid, x, rstd, dx);
+        }
+      },
+      (backward ? 4.0 : 2.0) * x.numel() * 2);
 }
 
 // The three §7.1 lm_head products through the op (byte transposes included) at one microbatch's rows / 8:
@@ -311,11 +310,14 @@ void BM_Fp8GemmLmHead(benchmark::State& state) {
   const double bytes = product == 0 ? kLossRows * kDim + kDim * kVocab + 2.0 * kLossRows * kVocab
                        : product == 1 ? kLossRows * kVocab + kDim * kVocab + 4.0 * kLossRows * kDim
                                       : kLossRows * kDim + kLossRows * kVocab + 4.0 * kDim * kVocab;
-  run_timed(state, bytes, [&] {
-    if (product == 0) fp8_gemm(x8, w8, sx, sw, z, {}, Fp8Accumulation::fast);
-    if (product == 1) fp8_gemm(g8, w8, sw, sw, dh, {.trans_b = true, .beta = 1.0f});
-    if (product == 2) fp8_gemm(x8, g8, sx, sw, dw, {.trans_a = true, .beta = 1.0f});
-  });
+  bench::time_bytes_with_events(
+      state,
+      [&] {
+        if (product == 0) fp8_gemm(x8, w8, sx, sw, z, {}, Fp8Accumulation::fast);
+        if (product == 1) fp8_gemm(g8, w8, sw, sw, dh, {.trans_b = true, .beta = 1.0f});
+        if (product == 2) fp8_gemm(x8, g8, sx, sw, dw, {.trans_a = true, .beta = 1.0f});
+      },
+      bytes);
   state.counters["TFLOP/s"] = benchmark::Counter(2.0 * kLossRows * kDim * kVocab * state.iterations() / 1e12,
                                                  benchmark::Counter::kIsRate);
 }
@@ -327,13 +329,15 @@ void BM_Fp8Transpose(benchmark::State& state) {
   GPT_CUDA_CHECK(cudaMemset(g8.raw(), 0x3C, g8.nbytes()));
   const int version = static_cast<int>(state.range(0));
   state.SetLabel("v" + std::to_string(version));
-  run_timed(state, 2.0 * g8.numel(), [&] { benchmark::DoNotOptimize(cuda::transpose_fp8_bytes(g8, version)); });
+  bench::time_bytes_with_events(
+      state, [&] { benchmark::DoNotOptimize(cuda::transpose_fp8_bytes(g8, version)); }, 2.0 * g8.numel());
 }
 
 void BM_AddTransposed(benchmark::State& state) {
   const Tensor src = random_device({kVocab, kDim}, DType::bf16, 20);
   Tensor dst = Tensor::zeros({kDim, kVocab}, DType::bf16, Device::cuda);
-  run_timed(state, 3.0 * src.numel() * 2, [&] { add_transposed(src, dst); });
+  bench::time_bytes_with_events(
+      state, [&] { add_transposed(src, dst); }, 3.0 * src.numel() * 2);
 }
 
 BENCHMARK(BM_EmbeddingForward)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);

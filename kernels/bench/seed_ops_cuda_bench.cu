@@ -45,29 +45,6 @@ double distinct(const std::vector<int32_t>& v) {
   return static_cast<double>(std::set<int32_t>(v.begin(), v.end()).size());
 }
 
-// Times fn with CUDA events per iteration after a warm-up call; bytes = minimal traffic of one call.
-void run_timed(benchmark::State& state, double bytes, const std::function<void()>& fn) {
-  fn();
-  GPT_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaEvent_t start, stop;
-  GPT_CUDA_CHECK(cudaEventCreate(&start));
-  GPT_CUDA_CHECK(cudaEventCreate(&stop));
-  for (auto _ : state) {
-    GPT_CUDA_CHECK(cudaEventRecord(start));
-    fn();
-    GPT_CUDA_CHECK(cudaEventRecord(stop));
-    GPT_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    GPT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    state.SetIterationTime(ms / 1e3);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  state.counters["MB"] = bytes / 1e6;
-  state.counters["GB/s"] =
-      benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
-}
-
 // One microbatch's 2T row ids (Zipf: frequent n-grams repeat) and sign rows.
 struct MicrobatchIds {
   std::vector<int32_t> rows, signs;
@@ -86,8 +63,9 @@ void BM_DeviceCopy(benchmark::State& state) {
   const int64_t bytes = int64_t{1} << 30;
   const Tensor src = Tensor::zeros({bytes}, DType::u8, Device::cuda);
   Tensor dst = Tensor::empty({bytes}, DType::u8, Device::cuda);
-  run_timed(state, 2.0 * static_cast<double>(bytes),
-            [&] { GPT_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), bytes, cudaMemcpyDeviceToDevice)); });
+  bench::time_bytes_with_events(
+      state, [&] { GPT_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), bytes, cudaMemcpyDeviceToDevice)); },
+      2.0 * static_cast<double>(bytes));
 }
 
 // Forward over the whole shard. Bytes: ids and sign ids read, each distinct table and sign row read once, Ng written.
@@ -99,7 +77,8 @@ void BM_NgramForward(benchmark::State& state) {
   Tensor out = Tensor::empty({kTokens, kDim}, DType::bf16, Device::cuda);
   const double bytes = 2 * kTokens * 8.0 + (distinct(ids.rows) + distinct(ids.signs)) * kRowBytes + kTokens * kRowBytes;
   state.SetLabel(std::to_string(static_cast<int64_t>(distinct(ids.rows))) + " rows hit");
-  run_timed(state, bytes, [&] { ngram_embed_forward(table, pool, rows, signs, out); });
+  bench::time_bytes_with_events(
+      state, [&] { ngram_embed_forward(table, pool, rows, signs, out); }, bytes);
 }
 
 // Backward into per-row f32 sums indexed by position among the microbatch's distinct rows (as the table calls it),
@@ -120,7 +99,8 @@ void BM_NgramBackward(benchmark::State& state) {
   const double bytes =
       kTokens * kRowBytes + 2 * kTokens * 8.0 + distinct(ids.signs) * kRowBytes + 2.0 * n_unique * kDim * 4;
   state.SetLabel(std::to_string(n_unique) + " distinct rows");
-  run_timed(state, bytes, [&] { ngram_embed_backward(dout, pool, rows, signs, sums); });
+  bench::time_bytes_with_events(
+      state, [&] { ngram_embed_backward(dout, pool, rows, signs, sums); }, bytes);
 }
 
 // The fp16 cycle add of one microbatch's sums into a cycle of four microbatches' rows. Bytes: slots and sums read,
@@ -133,7 +113,8 @@ void BM_NgramCycleAdd(benchmark::State& state) {
   slots.resize(static_cast<size_t>(n));
   const Tensor slots_d = device_ids(slots), sums = random_device({n, kDim}, DType::f32, 57);
   Tensor cycle = Tensor::zeros({capacity, kDim}, DType::f32, Device::cuda);
-  run_timed(state, n * 4.0 + 3.0 * n * kDim * 4, [&] { ngram_cycle_add(cycle, slots_d, sums, true); });
+  bench::time_bytes_with_events(
+      state, [&] { ngram_cycle_add(cycle, slots_d, sums, true); }, n * 4.0 + 3.0 * n * kDim * 4);
 }
 
 // The sparse Adam of one event: the distinct rows of four microbatches over the whole shard (the first call replays
@@ -160,7 +141,8 @@ void BM_NgramSparseAdam(benchmark::State& state) {
   step.eps = 1e-10;
   const double bytes = n * (4.0 + kRowBytes + 2 * kRowBytes + 2 * (4.0 + 8.0));
   state.SetLabel(std::to_string(n) + " rows");
-  run_timed(state, bytes, [&] { ngram_sparse_adam(table, moment, stamps, history, rows_d, grad, step); });
+  bench::time_bytes_with_events(
+      state, [&] { ngram_sparse_adam(table, moment, stamps, history, rows_d, grad, step); }, bytes);
 }
 
 BENCHMARK(BM_DeviceCopy)->UseManualTime()->Unit(benchmark::kMicrosecond);
