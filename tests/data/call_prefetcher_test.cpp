@@ -11,9 +11,9 @@
 namespace gpt {
 namespace {
 
-using ::testing::HasSubstr;
 using test::options_for;
 using test::ShardSet;
+using ::testing::HasSubstr;
 
 const CallShape kShort{.slice_tokens = 9, .max_doc_tokens = 100};
 const CallShape kLong{.slice_tokens = 20, .max_doc_tokens = 8};

@@ -84,7 +84,10 @@ struct ShardSet {
 };
 
 inline TrainLoaderOptions options_for(const ShardSet& set, int world, int rank, int slices = 8) {
-  return TrainLoaderOptions{.shards = set.paths, .slices_per_call = slices, .world_size = world, .rank = rank,
+  return TrainLoaderOptions{.shards = set.paths,
+                            .slices_per_call = slices,
+                            .world_size = world,
+                            .rank = rank,
                             .bigram_rows = kHeadBigramRows};
 }
 

@@ -12,9 +12,9 @@ json TensorFiles::write(const std::string& stem, const Tensor& tensor) const {
   Tensor host = tensor.to(Device::cpu);
   if (host.dtype() == DType::f64) host = host.to(DType::f32);
   const DType dtype = host.dtype();
-  GPT_CHECK(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::i32 || dtype == DType::i64 ||
-                dtype == DType::u16,
-            "tensor file ", stem, ": dtype ", dtype_name(dtype), ", expected f32, bf16, i32, i64 or u16");
+  GPT_CHECK(
+      dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::i32 || dtype == DType::i64 || dtype == DType::u16,
+      "tensor file ", stem, ": dtype ", dtype_name(dtype), ", expected f32, bf16, i32, i64 or u16");
   const std::string file = stem + "." + dtype_name(dtype);
   const std::filesystem::path path = dir_ / file;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

@@ -79,7 +79,7 @@ struct TrainingRun::Impl {
   std::unique_ptr<TrainableModel> model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<TailAverage> tail;  // §S.5 (inert unless recipe.seed.tail_average)
-  std::unique_ptr<StepRunner> runner;  // every training step of the run (warmup and timed)
+  std::unique_ptr<StepRunner> runner;                // every training step of the run (warmup and timed)
   std::optional<CanonicalMaskOptions> mask_options;  // §S.6 from recipe.seed.canonical_mask; nullopt = off
   std::optional<CanonicalMaskBuild> mask_build;      // §S.6, rank 0, from clock start to the final validation
   std::vector<std::filesystem::path> train_shards;
