@@ -31,7 +31,10 @@ StopRequestGuard::~StopRequestGuard() {
 int StopRequestGuard::received() { return g_stop_signal.load(); }
 
 void StopRequestGuard::throw_if_requested() {
-  if (const int sig = received()) GPT_FAIL("interrupted by ", signal_name(sig), " (signal ", sig, ")");
+  // An interruption is what the user asked for, not a fault of the code: its message carries no source location.
+  if (const int sig = received()) {
+    throw Error("interrupted by " + std::string(signal_name(sig)) + " (signal " + std::to_string(sig) + ")");
+  }
 }
 
 }  // namespace gpt
