@@ -35,8 +35,7 @@ std::optional<CallPrefetcher::Built> CallPrefetcher::finish_pending(bool discard
   if (discard) {
     // Let the call end (its error included: nothing consumed it), then put the loader back where it started.
     pending_.wait();
-    std::future<Built> dropped = std::move(pending_);
-    (void)dropped;
+    pending_ = {};
     loader_.seek(taken_position_);
     return std::nullopt;
   }
