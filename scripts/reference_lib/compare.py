@@ -177,6 +177,31 @@ class Table:
                 sum(1 for r in compared if r["pass"] is None))
 
 
+def bank_blocks(name, shape, num_heads):
+    """Leading-dimension blocks of a bank, one per layer's matrices, for gradient rows per layer: a fault in one
+    layer (say its attention scale) moves that layer's block by far more than it moves the whole bank's error,
+    which the other layers' rounding dominates. qk_bank holds 2·(H/2) matrices per attention layer (a head pair's
+    Q and K each), vo_bank 2 (V, O), mlp_bank one [2, 4d, d] entry per layer; padding blocks compare zeros.
+    Returns [(begin, end)], or [] for a tensor that is not a bank."""
+    per_layer = {"qk_bank": 2 * (num_heads // 2), "vo_bank": 2, "mlp_bank": 1}.get(name)
+    if not per_layer or not shape:
+        return []
+    return [(b, b + per_layer) for b in range(0, shape[0] - per_layer + 1, per_layer)]
+
+
+def mutation_evidence(rows, baseline_rows):
+    """Which failing rows of a mutated export's check show the mutation: those that measured a difference beyond
+    their tolerance and did not fail in the unmutated check of the same pair (`baseline_rows`). A row that fails
+    without the mutation too shows nothing about it. Returns (evidence, failing_anyway): lists of row names."""
+    failed_before = {r["tensor"] for r in baseline_rows if r.get("pass") is False}
+    evidence, failing_anyway = [], []
+    for r in rows:
+        if r.get("pass") is not False or r.get("rel_err") is None:
+            continue
+        (failing_anyway if r["tensor"] in failed_before else evidence).append(r["tensor"])
+    return evidence, failing_anyway
+
+
 def fmt(values):
     return "/".join("-" if v is None else f"{v:.2e}" for v in values)
 

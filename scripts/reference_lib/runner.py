@@ -11,6 +11,7 @@ The f32 run (parameters and activations in fp32, attention by the dense path) gi
 self-difference; the bf16-only fused MLP kernel is replaced by its plain math relu(x @ W1ᵀ)² @ W2, and the layer-10
 DC correction kernel, fp16/bf16 only, runs in bf16 between casts.
 """
+import contextlib
 import os
 
 FLOAT_PARAMS_F32 = {"scalars", "post_lambdas", "resid_lambdas", "_mudd_gate_scale"}  # fp32 in the reference too
@@ -139,6 +140,27 @@ def f32_stand_ins(torch, kernels):
     return {"ReLUSqrdMLP": mlp, DC_KERNEL: dc_in_bf16}
 
 
+def f32_polar_express(coefficients):
+    """RECIPE §4.3 steps 1-3 (Nesterov momentum, normalisation, the Polar Express iterations) in fp32, with the
+    signature of the reference's bf16 `polar_express`. The optimizer-alone NorMuon rows run the reference's
+    optimizer once as it is and once with this in its place: their difference is the reference's own bf16-vs-f32
+    spread, which sets those rows' tolerance as the f32 run does for every other row."""
+
+    def polar_express(grad_chunk, momentum_buffer, momentum_t, split_baddbmm=False):
+        momentum = float(momentum_t)
+        momentum_buffer.lerp_(grad_chunk, 1 - momentum)
+        x = grad_chunk.lerp_(momentum_buffer, momentum).float()
+        x = x / (x.norm(dim=(-2, -1), keepdim=True) * (1 + 2e-2) + 1e-6)
+        tall = x.size(-2) > x.size(-1)
+        for a, b, c in coefficients:
+            gram = x.mT @ x if tall else x @ x.mT
+            poly = b * gram + c * (gram @ gram)
+            x = a * x + (x @ poly if tall else poly @ x)
+        return x
+
+    return polar_express
+
+
 class ReferenceRunner:
     """The reference GPT and its optimizer (world 1), loaded with our weights in bf16 or f32."""
 
@@ -155,6 +177,16 @@ class ReferenceRunner:
         self.fp8_loss = ref.FusedSoftcappedCrossEntropy
         self.bf16_kernels = {"ReLUSqrdMLP": ref.ReLUSqrdMLP, DC_KERNEL: getattr(ref, DC_KERNEL)}
         self.f32_kernels = f32_stand_ins(torch, self.bf16_kernels)
+
+    @contextlib.contextmanager
+    def polar_express_in_f32(self):
+        """The reference's optimizer with f32_polar_express in place of its bf16 Polar Express, for the block."""
+        original = self.ref.polar_express
+        self.ref.polar_express = f32_polar_express(self.ref.polar_express_coeffs)
+        try:
+            yield
+        finally:
+            self.ref.polar_express = original
 
     def use_kernels(self, mode):
         """The reference's bf16-only Triton kernels in bf16 mode; fp32 stand-ins in f32 mode."""

@@ -114,6 +114,83 @@ class BrokenRows(unittest.TestCase):
         self.assertEqual(table.counts(), (1, 2, 0))
 
 
+class MutationEvidence(unittest.TestCase):
+    """A mutation is shown only by a row that passes without it and fails with it."""
+
+    def rows(self, *entries):
+        return [{"tensor": n, "rel_err": e, "pass": ok} for n, e, ok in entries]
+
+    def test_a_row_failing_without_the_mutation_is_no_evidence(self):
+        baseline = self.rows(("bank update", 0.05, False), ("loss", 1e-5, True))
+        mutated = self.rows(("bank update", 0.05, False), ("loss", 2e-5, True))
+        self.assertEqual(compare.mutation_evidence(mutated, baseline), ([], ["bank update"]))
+
+    def test_a_row_that_passed_and_now_fails_is_evidence(self):
+        baseline = self.rows(("bank update", 0.05, False), ("lm_head update", 2e-7, True), ("zeros", 0.0, None))
+        mutated = self.rows(("bank update", 0.05, False), ("lm_head update", 1e-2, False), ("zeros", 0.3, False))
+        self.assertEqual(compare.mutation_evidence(mutated, baseline),
+                         (["lm_head update", "zeros"], ["bank update"]))
+
+    def test_rows_that_could_not_be_compared_are_neither(self):
+        mutated = self.rows(("s0 (whole pair)", None, False))
+        self.assertEqual(compare.mutation_evidence(mutated, []), ([], []))
+
+
+class BankBlocks(unittest.TestCase):
+    def test_qk_bank_holds_a_head_pair_q_and_k_per_head_pair(self):
+        blocks = compare.bank_blocks("qk_bank", [64, 256, 768], 6)
+        self.assertEqual(blocks[0], (0, 6))
+        self.assertEqual(blocks[-1], (54, 60))
+        self.assertEqual(len(blocks), 10)
+
+    def test_vo_and_mlp_banks(self):
+        self.assertEqual(compare.bank_blocks("vo_bank", [24, 768, 768], 6)[:2], [(0, 2), (2, 4)])
+        self.assertEqual(len(compare.bank_blocks("vo_bank", [24, 768, 768], 6)), 12)
+        self.assertEqual(compare.bank_blocks("mlp_bank", [12, 2, 3072, 768], 6)[-1], (11, 12))
+
+    def test_other_tensors_have_no_blocks(self):
+        self.assertEqual(compare.bank_blocks("lm_head.weight", [768, 50304], 6), [])
+
+
+def load_reference_check():
+    from importlib.machinery import SourceFileLoader
+    return SourceFileLoader("reference_check", os.path.join(ROOT, "scripts", "reference-check")).load_module()
+
+
+class Baseline(unittest.TestCase):
+    """--baseline: the unmutated check a mutated export is judged against."""
+    manifest = {"recipe": "head", "steps": [{"step": 0}]}
+
+    def write(self, content):
+        path = os.path.join(tempfile.mkdtemp(), "reference-check.json")
+        with open(path, "w") as f:
+            f.write(content if isinstance(content, str) else json.dumps(content))
+        return path
+
+    def error(self, path):
+        with self.assertRaises(ValueError) as e:
+            load_reference_check().read_baseline(path, self.manifest)
+        return str(e.exception)
+
+    def test_required_for_a_mutation(self):
+        self.assertIn("needs --baseline", self.error(None))
+
+    def test_errors_name_the_file_and_what_was_expected(self):
+        self.assertIn("expected a reference-check.json", self.error(self.write("[1, 2]")))
+        path = self.write("{not json")
+        self.assertIn(path, self.error(path))
+        self.assertIn("itself a mutated check", self.error(self.write(
+            {"rows": [], "mutation": {"kind": "adam_lr"}, "recipe": "head", "steps": [{"step": 0}]})))
+        self.assertIn("recipe 'tiny'", self.error(self.write({"rows": [], "recipe": "tiny", "steps": [{"step": 0}]})))
+        self.assertIn("no pair at step(s) [0]", self.error(self.write(
+            {"rows": [], "recipe": "head", "steps": [{"step": 424}]})))
+
+    def test_a_matching_baseline_is_read(self):
+        path = self.write({"rows": [{"tensor": "x", "pass": True}], "recipe": "head", "mutation": None,
+                           "steps": [{"step": 0}, {"step": 424}]})
+        self.assertEqual(load_reference_check().read_baseline(path, self.manifest)["rows"][0]["tensor"], "x")
+
+
 class VerdictOnlyCommand(unittest.TestCase):
     def test_exit_status_follows_the_verdict(self):
         d = tempfile.mkdtemp()
