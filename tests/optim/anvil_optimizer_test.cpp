@@ -1,6 +1,6 @@
 // The optimizer with recipe.seed.bank_opt = "anvil" (RECIPE §S.8 on §4.1/§8): ANVIL per bank every step with the
 // recipe's values, the same result at W = 1 and W = 2 thread ranks, reset, the state in collect_state, and the
-// switch's validation. bank_opt = "normuon" keeps the optimizer tests of tests/trainer.
+// switch's validation. bank_opt = "normuon" keeps the optimizer tests of tests/optim/optimizer_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -150,7 +150,7 @@ TEST(AnvilOptimizer, CollectStateHoldsTheRailsSoResumeAndResetCoverThem) {
   EXPECT_NE(first_difference(saved, after), "");
 }
 
-// ---- world-size invariance (as tests/trainer/optimizer_test.cpp for NorMuon) -------------------------------
+// ---- world-size invariance (as optimizer_test.cpp for NorMuon) -------------------------------
 
 struct Spec {
   const char* name;

@@ -2,13 +2,13 @@
 // mechanics of RECIPE §S in CI's budget. The resume from a checkpoint taken in the middle of a table cycle (steps 8
 // and 9 pending, next event at 11) must continue bit for bit across that event, to the state after step 15 (steps
 // 12-14 pending): table, pending cycle, tail accumulators, ANVIL rails, sampler offsets. The whole full-width runs,
-// with the §S.10 warmup, are tests/seed_run_slow/ (label `slow`).
+// with the §S.10 warmup, are tests/run_slow/ (label `slow`).
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "../run/run_test_util.h"
+#include "run_test_util.h"
 #include "trainer/run/checkpoint.h"
 #include "trainer/run/training_run.h"
 #include "trainer/run/training_state.h"
