@@ -6,7 +6,7 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "base/check.h"
+#include "tests/common/error_of.h"
 
 namespace gpt {
 namespace {
@@ -52,36 +52,21 @@ TEST_F(FileReadTest, BinaryContentKeepsEveryByte) {
 TEST_F(FileReadTest, MissingFileErrorNamesWhatAndThePath) {
   const auto path = dir_ / "no_such_file.json";
   EXPECT_FALSE(try_read_file(path).has_value());
-  try {
-    read_file(path, "run summary");
-    FAIL() << "read_file of a missing file returned";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("cannot read run summary '" + path.string() + "'"), std::string::npos) << what;
-    EXPECT_NE(what.find("No such file"), std::string::npos) << what;
-  }
+  const std::string what = test::error_of([&] { read_file(path, "run summary"); });
+  EXPECT_NE(what.find("cannot read run summary '" + path.string() + "' (No such file"), std::string::npos) << what;
 }
 
 TEST_F(FileReadTest, DefaultWhatIsFile) {
   const auto path = dir_ / "gone";
-  try {
-    read_file(path);
-    FAIL() << "read_file of a missing file returned";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot read file '" + path.string() + "'"), std::string::npos) << e.what();
-  }
+  const std::string what = test::error_of([&] { read_file(path); });
+  EXPECT_NE(what.find("cannot read file '" + path.string() + "'"), std::string::npos) << what;
 }
 
 // Opening a folder succeeds on Linux; reading it fails (EISDIR). It must not read as an empty file.
 TEST_F(FileReadTest, FolderIsAnErrorNotAnEmptyText) {
   EXPECT_FALSE(try_read_file(dir_).has_value());
-  try {
-    read_file(dir_, "log file");
-    FAIL() << "read_file of a folder returned";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("cannot read log file '" + dir_.string() + "' (Is a directory)"), std::string::npos) << what;
-  }
+  const std::string what = test::error_of([&] { read_file(dir_, "log file"); });
+  EXPECT_NE(what.find("cannot read log file '" + dir_.string() + "' (Is a directory)"), std::string::npos) << what;
 }
 
 }  // namespace

@@ -5,22 +5,14 @@
 #include <gtest/gtest.h>
 
 #include "harness/commands/common.h"
-#include "base/check.h"
+#include "tests/common/error_of.h"
 #include "tests/harness/temp_dir.h"
 
 namespace gpt::harness {
 namespace {
 
+using gpt::test::error_of;
 using testing::TempDir;
-
-std::string error_of(const auto& fn) {
-  try {
-    fn();
-  } catch (const gpt::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 class SweepLifecycle : public ::testing::Test {
  protected:
