@@ -23,8 +23,8 @@
 #include "harness/record/harvest.h"
 #include "harness/store/store.h"
 #include "base/check.h"
-#include "base/utc_time.h"
 #include "base/file_read.h"
+#include "base/utc_time.h"
 
 namespace gpt::harness {
 namespace fs = std::filesystem;
@@ -262,7 +262,8 @@ int run_ingest(const NightlyOptions& o, GlobalOptions& global) {
   std::vector<IngestNight> nights;
   for (const auto& file : ingest_files(o.ingest)) {
     try {
-      IngestNight night{file, nightly::parse_google_benchmark_run(read_file(file, "benchmark JSON"), file.string()), {}};
+      IngestNight night{
+          file, nightly::parse_google_benchmark_run(read_file(file, "benchmark JSON"), file.string()), {}};
       GPT_CHECK(!night.run.context.date.empty(), file.string(), ": no context.date; cannot tell which night it is");
       night.stamp = nightly::utc_stamp_from_benchmark_date(night.run.context.date, file.string());
       nights.push_back(std::move(night));

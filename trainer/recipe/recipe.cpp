@@ -127,8 +127,8 @@ toml::table load_tree(const std::string& text, const std::string& source, const 
   GPT_CHECK(parent_name.size() <= 4096, "recipe ", source, ": inherits = \"", parent_name.substr(0, 60), "...\" is ",
             parent_name.size(), " characters long; expected a recipe name or path (at most 4096)");
   const std::filesystem::path base_path = resolve_inherited(parent_name, dir, source);
-  toml::table merged = load_tree(read_recipe_file(base_path, "recipe " + source + ": inherited recipe"), base_path.string(),
-                                 base_path.parent_path(), depth + 1);
+  toml::table merged = load_tree(read_recipe_file(base_path, "recipe " + source + ": inherited recipe"),
+                                 base_path.string(), base_path.parent_path(), depth + 1);
   tree.erase("inherits");
   merge_into(merged, tree);
   return merged;
