@@ -7,8 +7,11 @@
 #include "harness/commands/check_db.h"
 #include "harness/commands/common.h"
 #include "harness/commands/compare.h"
+#include "harness/commands/import.h"
 #include "harness/commands/nightly.h"
 #include "harness/commands/plan.h"
+#include "harness/commands/query.h"
+#include "harness/commands/record.h"
 #include "harness/commands/report.h"
 #include "harness/commands/site.h"
 #include "base/check.h"
@@ -27,8 +30,8 @@ int main(int argc, char** argv) {
   add_report_command(app, options);
   add_check_db_command(app, options);
   add_site_command(app, options);
-  commands::register_compare_command(app, options);
-  commands::register_nightly_command(app, options);
+  add_compare_command(app, options);
+  add_nightly_command(app, options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {  // compare/nightly report their verdict as an exit code

@@ -53,35 +53,4 @@ std::filesystem::path sweep_reports_dir(const GlobalOptions& options, const std:
 // --name of record, compare and import: a sweep name, checked by CLI11 with the flag named in the error.
 CLI::Option* add_sweep_name_option(CLI::App& command, std::string& name, const std::string& description);
 
-// ---- shared by the commands that run sweeps (record, compare) ----
-
-// The corpus a recipe trains on when --data is not given (data/default for tiny, data/fineweb10B otherwise).
-std::string default_data_dir(const std::string& recipe);
-// train_gpt beside the running harness binary.
-std::filesystem::path default_trainer();
-// Replaces each {key} of `values` in `text`.
-std::string substitute_placeholders(std::string text, const std::map<std::string, std::string>& values);
-// UTC time as YYYYMMDD-HHMMSS, for default sweep names.
-std::string utc_timestamp();
-
-struct SweepExecution {
-  int parallel = 1;
-  double timeout_s = 0;  // 0: none
-  int gpus = 0;          // per run; sizes CUDA_VISIBLE_DEVICES slices and Slurm jobs
-  bool quiet = false;
-  LauncherSettings launcher;
-};
-// Runs `plans` through the sweep's launcher (local slots or Slurm jobs) with progress on stderr, stopping on
-// SIGINT/SIGTERM (runs in flight are killed and stored as `killed`); every finished run is spooled, then stored.
-// Runs still spooled because the database stayed locked get one more try before returning.
-SweepRunResult execute_sweep_plans(Store& store, const SweepInfo& sweep, const std::vector<RunPlan>& plans,
-                                   const SweepExecution& execution, const std::filesystem::path& run_root);
-// What to tell the user after execute_sweep_plans: runs not started (busy folders), runs left spooled. Returns
-// how many of `plans` are still in their spool files (the caller then exits with kExitSpooled).
-int report_unstored_runs(const SweepRunResult& ran, const std::vector<RunPlan>& plans, const std::string& resume_hint);
-
-void add_record_command(CLI::App& app, GlobalOptions& options);
-void add_import_command(CLI::App& app, GlobalOptions& options);
-void add_query_command(CLI::App& app, GlobalOptions& options);
-
 }  // namespace gpt::harness

@@ -13,14 +13,16 @@
 #include "harness/commands/common.h"
 #include "harness/commands/compare_build.h"
 #include "harness/commands/recipe_target.h"
+#include "harness/commands/sweep_lifecycle.h"
 #include "harness/compare/comparison.h"
 #include "harness/launcher/safe_names.h"
 #include "harness/compare/revision_check.h"
 #include "harness/record/environment_probe.h"
 #include "harness/report/comparison_report.h"
 #include "base/check.h"
+#include "base/utc_time.h"
 
-namespace gpt::harness::commands {
+namespace gpt::harness {
 namespace fs = std::filesystem;
 namespace {
 
@@ -112,18 +114,15 @@ ArmTrainer resolve_arm(const std::string& arm, const std::string& revision, cons
   return t;
 }
 
+// The user's CMD, or each arm's train_gpt ({bin}) with the contract's flags.
 std::vector<std::string> command_template(const CompareOptions& o) {
   if (!o.command.empty()) return o.command;
-  std::vector<std::string> argv = {"{bin}", "--recipe", "{recipe}", "--data", "{data}", "--seed", "{seed}",
-                                   "--run-id", "{run_id}", "--out", "{out}"};
-  if (o.gpus > 0) argv.insert(argv.end(), {"--gpus", "{gpus}"});
-  if (!o.backend.empty()) argv.insert(argv.end(), {"--backend", o.backend});
-  for (const std::string& set : o.sets) argv.insert(argv.end(), {"--set", set});
-  return argv;
+  return trainer_command_template("{bin}", o.gpus, o.backend, o.sets);
 }
 
-void set_optional_number(Store& store, std::int64_t sweep_id, const char* key, const std::optional<double>& value) {
-  if (value) store.set_param(OwnerKind::sweep, sweep_id, key, nlohmann::json(*value).dump());
+// Figures the reports read back as JSON numbers (not SweepParams::set_number's fixed decimals).
+void set_optional_number(SweepParams& params, const char* key, const std::optional<double>& value) {
+  if (value) params.set_text(key, nlohmann::json(*value).dump());
 }
 
 // A new sweep: resolves the arms (building them), the target and the named baseline, and stores the settings
@@ -161,7 +160,7 @@ SweepInfo create_sweep(Store& store, CompareOptions& o) {
   }
 
   SweepInfo sweep;
-  sweep.name = o.name.empty() ? to_path_name("compare-" + o.recipe + "-" + utc_timestamp()) : o.name;
+  sweep.name = o.name.empty() ? to_path_name("compare-" + o.recipe + "-" + utc_compact_now()) : o.name;
   sweep.kind = "compare";
   sweep.recipe = o.recipe;
   sweep.command = nlohmann::json(command_template(o)).dump();
@@ -172,9 +171,8 @@ SweepInfo create_sweep(Store& store, CompareOptions& o) {
   sweep.environment_id = store.upsert_environment(probe_environment());
   store.create_sweep_unique(sweep);
   sweep = *store.find_sweep(std::to_string(sweep.id));
-  const auto set = [&](const std::string& key, const std::string& value) {
-    store.set_param(OwnerKind::sweep, sweep.id, key, value);
-  };
+  SweepParams params(store, sweep);
+  const auto set = [&](const std::string& key, const std::string& value) { params.set_text(key, value); };
   set("baseline", o.baseline);
   set("candidate", o.candidate);
   for (const char* arm : kArms) {
@@ -194,17 +192,15 @@ SweepInfo create_sweep(Store& store, CompareOptions& o) {
   if (!o.candidate_recipe.empty()) set("candidate_recipe", o.candidate_recipe);
   if (!o.baseline_sets.empty()) set("baseline_sets", nlohmann::json(o.baseline_sets).dump());
   if (!o.candidate_sets.empty()) set("candidate_sets", nlohmann::json(o.candidate_sets).dump());
-  set("first_seed", std::to_string(o.first_seed));
-  set("data", o.data);
-  set("timeout_s", std::to_string(o.timeout_s));
+  SweepRunSettings{o.first_seed, o.data, o.timeout_s}.save(params);
   set("preset", o.build.preset);
   if (!o.build.cmake_args.empty()) set("cmake_args", nlohmann::json(o.build.cmake_args).dump());
   if (!target_source.empty()) set("target_source", target_source);
-  set_optional_number(store, sweep.id, "fail_if_slower_pct", fail_if_slower_pct(o));
+  set_optional_number(params, "fail_if_slower_pct", fail_if_slower_pct(o));
   if (named && named->published) {
-    set_optional_number(store, sweep.id, "published_mean_val_loss", named->published->mean_val_loss);
-    set_optional_number(store, sweep.id, "published_runs", named->published->runs);
-    set_optional_number(store, sweep.id, "published_mean_train_time_s", named->published->mean_train_time_s);
+    set_optional_number(params, "published_mean_val_loss", named->published->mean_val_loss);
+    set_optional_number(params, "published_runs", named->published->runs);
+    set_optional_number(params, "published_mean_train_time_s", named->published->mean_train_time_s);
   }
   save_launcher_settings(store, sweep.id, o.launcher);
   return sweep;
@@ -212,40 +208,26 @@ SweepInfo create_sweep(Store& store, CompareOptions& o) {
 
 // --resume SWEEP [--runs N]: the sweep's stored settings; --runs can only extend it.
 SweepInfo resume_sweep(Store& store, CompareOptions& o, const fs::path& db) {
-  auto found = store.find_sweep(o.resume);
-  GPT_CHECK(found.has_value(), "--resume: no sweep '", o.resume, "' in '", db.string(), "'");
-  GPT_CHECK(found->kind == "compare", "--resume: sweep '", o.resume, "' is a ", found->kind,
-            " sweep; `harness record --resume` continues it");
-  SweepInfo sweep = *found;
-  const auto p = store.params(OwnerKind::sweep, sweep.id);
-  const auto get = [&](const std::string& key) {
-    GPT_CHECK(p.count(key), "--resume: sweep '", sweep.name, "' lacks its '", key, "' parameter");
-    return p.at(key);
-  };
-  GPT_CHECK(o.runs == 0 || 2 * o.runs >= sweep.runs_planned, "--runs ", o.runs, " with --resume: sweep '", sweep.name,
-            "' already has ", sweep.runs_planned / 2, " runs per arm; --runs can only extend it");
-  if (2 * o.runs > sweep.runs_planned) {
-    store.set_runs_planned(sweep.id, 2 * o.runs);
-    std::cerr << "sweep \"" << sweep.name << "\" extended from " << sweep.runs_planned / 2 << " to " << o.runs
-              << " runs per arm\n";
-    sweep.runs_planned = 2 * o.runs;
-  }
+  SweepInfo sweep = find_sweep_to_resume(store, o.resume, "compare", db);
+  SweepParams params(store, sweep);
+  const SweepRunSettings stored = SweepRunSettings::load(params);  // read whole before anything is changed
+  extend_planned_runs(store, sweep, o.runs, std::size(kArms));
   o.runs = static_cast<int>(sweep.runs_planned / 2);
-  o.first_seed = std::stoll(get("first_seed"));
+  o.first_seed = stored.first_seed;
   o.recipe = sweep.recipe;
-  o.data = get("data");
+  o.data = stored.data;
   o.gpus = sweep.gpus;
   const bool timeout_given = std::count(o.given.begin(), o.given.end(), "--timeout") != 0;
   if (timeout_given) {  // the remaining runs get the new limit, and so does a later --resume
-    store.set_param(OwnerKind::sweep, sweep.id, "timeout_s", std::to_string(o.timeout_s));
+    params.set_number("timeout_s", o.timeout_s);
   } else {
-    o.timeout_s = std::stod(get("timeout_s"));
+    o.timeout_s = stored.timeout_s;
   }
-  o.baseline = get("baseline");
-  o.candidate = get("candidate");
+  o.baseline = params.text("baseline");
+  o.candidate = params.text("candidate");
   o.launcher = load_launcher_settings(store, sweep.id, o.launcher, o.launcher_given);
   if (const auto pct = fail_if_slower_pct(o)) {  // a check asked for now applies to the resumed comparison
-    set_optional_number(store, sweep.id, "fail_if_slower_pct", pct);
+    set_optional_number(params, "fail_if_slower_pct", pct);
     std::cerr << "sweep \"" << sweep.name << "\": --fail-if-slower " << *pct << " applies from now on\n";
   }
   return sweep;
@@ -275,63 +257,50 @@ bool check_revisions(Store& store, const SweepInfo& sweep) {
 
 int run_compare(CompareOptions o, GlobalOptions& global) {
   if (!o.resume.empty()) {
-    std::string refused;
-    for (const auto& option : o.given) {
-      if (!applies_on_resume(option)) refused += (refused.empty() ? "" : ", ") + option;
-    }
-    GPT_CHECK(refused.empty(), "--resume: the sweep keeps its arms, trainers, command line and statistics settings, so ",
-              refused, " cannot apply; give only --resume SWEEP [--runs N], --fail-if-slower [PCT] and run options "
-              "(--parallel, --timeout, --quiet, launcher options), or start a new comparison");
+    refuse_options_on_resume(o.given, applies_on_resume,
+                             "the sweep keeps its arms, trainers, command line and statistics settings",
+                             "give only --resume SWEEP [--runs N], --fail-if-slower [PCT] and run options (--parallel, "
+                             "--timeout, --quiet, launcher options), or start a new comparison");
   }
   Store store = open_store(global);  // also stores runs an earlier harness left spooled
-  const SweepInfo sweep = o.resume.empty() ? create_sweep(store, o) : resume_sweep(store, o, resolve_db_path(global.db));
-  const auto params = store.params(OwnerKind::sweep, sweep.id);
+  const SweepInfo sweep =
+      o.resume.empty() ? create_sweep(store, o) : resume_sweep(store, o, resolve_db_path(global.db));
+  const SweepParams params(store, sweep);
   const auto argv_template = nlohmann::json::parse(sweep.command).get<std::vector<std::string>>();
   const bool default_command = !argv_template.empty() && argv_template.front() == "{bin}";
 
-  std::map<std::string, std::set<std::int64_t>> done;  // per arm: seeds stored and not killed
-  for (const auto& r : store.runs(sweep.id)) {
-    if (r.seed && r.status != RunStatus::killed) done[r.arm].insert(*r.seed);
+  std::vector<PlannedArm> arms;
+  for (const char* name : kArms) {
+    PlannedArm arm;
+    arm.name = name;
+    const std::string recipe = compare_arm_recipe(sweep, params.all(), name);  // stored: --resume runs the same
+    arm.params["arm_recipe"] = recipe;
+    arm.values = {{"bin", params.text(arm.name + "_bin")},
+                  {"recipe", recipe},
+                  {"data", fs::absolute(o.data).string()},
+                  {"gpus", std::to_string(std::max(o.gpus, 1))}};
+    if (default_command && params.has(arm.name + "_sets")) {
+      for (const auto& s : nlohmann::json::parse(params.text(arm.name + "_sets")).get<std::vector<std::string>>()) {
+        arm.extra_args.insert(arm.extra_args.end(), {"--set", s});
+      }
+    }
+    arms.push_back(std::move(arm));
   }
   const auto run_root = sweep_runs_dir(global, sweep.name);
-  std::vector<RunPlan> plans;
-  for (std::int64_t seed = o.first_seed; seed < o.first_seed + o.runs; ++seed) {
-    for (const char* arm : kArms) {  // baseline, candidate, baseline, ...: drift hits both arms alike
-      if (done[arm].count(seed)) continue;
-      const fs::path binary = params.at(std::string(arm) + "_bin");
-      GPT_CHECK(!default_command || fs::exists(binary), "compare: the ", arm, " trainer '", binary.string(),
-                "' of sweep '", sweep.name, "' is gone; rebuild it there (or start a new comparison)");
-      RunPlan plan;
-      plan.arm = arm;
-      plan.seed = seed;
-      plan.run_id = sweep.name + "-" + arm + "-seed" + std::to_string(seed);
-      plan.out_dir = run_root / plan.run_id;
-      plan.log_path = plan.out_dir / "console.log";
-      const std::string recipe = compare_arm_recipe(sweep, params, arm);  // stored: --resume runs the same
-      plan.params["arm_recipe"] = recipe;
-      const std::map<std::string, std::string> values = {{"bin", binary.string()},
-                                                         {"seed", std::to_string(seed)},
-                                                         {"run_id", plan.run_id},
-                                                         {"out", plan.out_dir.string()},
-                                                         {"recipe", recipe},
-                                                         {"data", fs::absolute(o.data).string()},
-                                                         {"gpus", std::to_string(std::max(o.gpus, 1))}};
-      for (const auto& a : argv_template) plan.argv.push_back(substitute_placeholders(a, values));
-      if (const auto sets = params.find(std::string(arm) + "_sets"); default_command && sets != params.end()) {
-        for (const auto& s : nlohmann::json::parse(sets->second).get<std::vector<std::string>>()) {
-          plan.argv.insert(plan.argv.end(), {"--set", s});
-        }
-      }
-      plans.push_back(std::move(plan));
-    }
+  const std::vector<RunPlan> plans =
+      plan_missing_runs(store, sweep, argv_template, arms, o.first_seed, o.runs, run_root);
+  for (const RunPlan& plan : plans) {  // an arm with runs still to go needs its trainer
+    const fs::path binary = params.text(plan.arm + "_bin");
+    GPT_CHECK(!default_command || fs::exists(binary), "compare: the ", plan.arm, " trainer '", binary.string(),
+              "' of sweep '", sweep.name, "' is gone; rebuild it there (or start a new comparison)");
   }
-  const SweepRunResult ran = execute_sweep_plans(
-      store, sweep, plans, SweepExecution{o.parallel, o.timeout_s, o.gpus, o.quiet, o.launcher}, run_root);
-  const int spooled = report_unstored_runs(ran, plans, "harness compare --resume " + sweep.name);
+  const SweepCall call = run_sweep_plans(
+      store, sweep, plans, SweepExecution{o.parallel, o.timeout_s, o.gpus, o.quiet, o.launcher}, run_root, "compare");
 
   const bool revision_mismatch = check_revisions(store, sweep);
   const compare::ComparisonSettings settings = stored_comparison_settings(store, sweep);
-  std::cout << "\nsweep " << sweep.name << " (" << params.at("candidate") << " vs " << params.at("baseline") << ")\n";
+  std::cout << "\nsweep " << sweep.name << " (" << params.text("candidate") << " vs " << params.text("baseline")
+            << ")\n";
   int code = kExitPass;
   try {
     const ComparisonPage page = comparison_page_from_store(store, sweep, settings);
@@ -352,17 +321,12 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
                  "the comparison does not compare what its names say\n";
     return kExitUsage;
   }
-  if (ran.interrupted) {
-    std::cerr << "interrupted: " << ran.finished << " run(s) of this call stored; continue with "
-              << "`harness compare --resume " << sweep.name << "`\n";
-    return kExitInterrupted;
-  }
-  return spooled > 0 ? kExitSpooled : code;
+  return sweep_exit_code(call, sweep, code);
 }
 
 }  // namespace
 
-void register_compare_command(CLI::App& app, GlobalOptions& global) {
+void add_compare_command(CLI::App& app, GlobalOptions& global) {
   auto o = std::make_shared<CompareOptions>();
   CLI::App* cmd = app.add_subcommand("compare", "compare a candidate revision against a baseline (interleaved, "
                                                 "same-seed runs; paired tests)");
@@ -424,11 +388,9 @@ void register_compare_command(CLI::App& app, GlobalOptions& global) {
                   "{data}, {recipe}, {gpus} are substituted");
   cmd->callback([o, cmd, &global] {
     o->launcher_given = cmd->get_option("--launcher")->count() > 0;
-    for (const CLI::Option* option : cmd->get_options()) {
-      if (option->count() > 0) o->given.push_back(option->nonpositional() ? option->get_name() : "-- CMD");
-    }
+    o->given = given_options(*cmd);
     global.exit_code = run_compare(*o, global);
   });
 }
 
-}  // namespace gpt::harness::commands
+}  // namespace gpt::harness

@@ -4,8 +4,8 @@
 
 #include "harness/commands/common.h"
 
-namespace gpt::harness::commands {
-// Adds the `compare` subcommand; its exit code (0 done, 1 too slow or undecidable, 2 usage, 130 interrupted)
-// goes to global.exit_code.
-void register_compare_command(CLI::App& app, GlobalOptions& global);
-}  // namespace gpt::harness::commands
+namespace gpt::harness {
+// Adds the `compare` subcommand; its exit code (0 done, 1 too slow or undecidable, 2 usage, 4 runs left spooled,
+// 130 interrupted) goes to options.exit_code.
+void add_compare_command(CLI::App& app, GlobalOptions& options);
+}  // namespace gpt::harness

@@ -3,7 +3,7 @@
 #include "harness/launcher/command.h"
 #include "base/check.h"
 
-namespace gpt::harness::commands {
+namespace gpt::harness {
 namespace fs = std::filesystem;
 
 std::vector<std::string> configure_command(const fs::path& tree, const fs::path& build_dir, const BuildSettings& s) {
@@ -72,4 +72,4 @@ BuiltRevision build_revision(const std::string& revision, const BuildSettings& s
   return b;
 }
 
-}  // namespace gpt::harness::commands
+}  // namespace gpt::harness

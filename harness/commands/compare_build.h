@@ -10,7 +10,7 @@
 
 #include "harness/launcher/command.h"
 
-namespace gpt::harness::commands {
+namespace gpt::harness {
 
 struct BuildSettings {
   std::string preset = "cpu";            // a configure preset of the revision's CMakePresets.json
@@ -39,4 +39,4 @@ std::string resolve_revision(const std::string& revision);
 // CommandTimedOut naming the step and --build-timeout when one runs past settings.timeout_s.
 BuiltRevision build_revision(const std::string& revision, const BuildSettings& settings, std::ostream& progress);
 
-}  // namespace gpt::harness::commands
+}  // namespace gpt::harness

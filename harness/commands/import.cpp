@@ -2,6 +2,8 @@
 // one arm per folder (named by its path below the import root), followed by the same report as `record`.
 // Each log's content hash is kept, so importing the same log again is skipped (or, when nothing is new,
 // the earlier sweep is reported). The import is one transaction: a killed import leaves nothing behind.
+#include "harness/commands/import.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -18,6 +20,7 @@
 #include "harness/report/html_report.h"
 #include "harness/report/sweep_report.h"
 #include "base/check.h"
+#include "base/file_read.h"
 
 namespace gpt::harness {
 
@@ -71,14 +74,6 @@ std::vector<LogFile> collect_logs(const std::vector<std::string>& paths) {
   return files;
 }
 
-std::string read_all(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.good(), "import: cannot read log file '", path.string(), "'");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 // Content hash -> (sweep name, path) of every log imported before.
 std::map<std::string, std::pair<std::string, std::string>> imported_hashes(Store& store) {
   auto s = store.db().prepare(
@@ -120,7 +115,7 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
   std::vector<NewLog> fresh;
   std::map<std::string, int> duplicates_by_sweep;
   for (const auto& file : files) {
-    std::string text = read_all(file.path);
+    std::string text = read_file(file.path, "log file");
     std::string hash = sha1_hex(text);  // the identity of a log across imports
     if (auto it = known.find(hash); it != known.end()) {
       ++duplicates_by_sweep[it->second.first];

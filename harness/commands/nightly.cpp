@@ -23,8 +23,10 @@
 #include "harness/record/harvest.h"
 #include "harness/store/store.h"
 #include "base/check.h"
+#include "base/file_read.h"
+#include "base/utc_time.h"
 
-namespace gpt::harness::commands {
+namespace gpt::harness {
 namespace fs = std::filesystem;
 namespace {
 
@@ -41,23 +43,6 @@ struct NightlyOptions {
   std::vector<std::string> ingest;
   nightly::RegressionOptions regression;
 };
-
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.good(), path.string(), ": cannot read");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 using nightly::Series;
 
@@ -127,7 +112,7 @@ void run_benchmarks(Store& store, Night& night, const NightlyOptions& o, const f
         night.failures.push_back({program.suite, "skipped: wrote no Google Benchmark JSON (not a Google Benchmark program?)"});
         continue;
       }
-      const auto run = nightly::parse_google_benchmark_run(read_text(json), json.string());
+      const auto run = nightly::parse_google_benchmark_run(read_file(json, "benchmark JSON"), json.string());
       store_samples(store, night, program.suite, run, night.stamp, night.revision);
       std::cerr << "nightly: " << program.suite << ": " << run.samples.size() << " measurement(s)\n";
     } catch (const gpt::Error& e) {
@@ -277,7 +262,8 @@ int run_ingest(const NightlyOptions& o, GlobalOptions& global) {
   std::vector<IngestNight> nights;
   for (const auto& file : ingest_files(o.ingest)) {
     try {
-      IngestNight night{file, nightly::parse_google_benchmark_run(read_text(file), file.string()), {}};
+      IngestNight night{
+          file, nightly::parse_google_benchmark_run(read_file(file, "benchmark JSON"), file.string()), {}};
       GPT_CHECK(!night.run.context.date.empty(), file.string(), ": no context.date; cannot tell which night it is");
       night.stamp = nightly::utc_stamp_from_benchmark_date(night.run.context.date, file.string());
       nights.push_back(std::move(night));
@@ -322,7 +308,7 @@ int run_nightly(const NightlyOptions& o, GlobalOptions& global) {
   const fs::path repo = capture_stdout({"git", "rev-parse", "--show-toplevel"}, kQuickCommandTimeoutS);
   Night night;
   night.revision = capture_stdout({"git", "rev-parse", "HEAD"}, kQuickCommandTimeoutS, repo);
-  night.stamp = utc_now();
+  night.stamp = utc_iso8601_now();
   const fs::path build = fs::absolute(repo / o.build_dir);
   const fs::path out = results_dir(global) / "runs" / "nightly" / night.stamp;
   fs::create_directories(out);
@@ -355,7 +341,7 @@ int run_nightly(const NightlyOptions& o, GlobalOptions& global) {
 
 }  // namespace
 
-void register_nightly_command(CLI::App& app, GlobalOptions& global) {
+void add_nightly_command(CLI::App& app, GlobalOptions& global) {
   auto o = std::make_shared<NightlyOptions>();
   CLI::App* cmd = app.add_subcommand("nightly", "benchmark, smoke-train and flag confirmed regressions");
   cmd->add_option("--build-dir", o->build_dir, "build directory (relative to the repository)")->capture_default_str();
@@ -391,4 +377,4 @@ void register_nightly_command(CLI::App& app, GlobalOptions& global) {
   });
 }
 
-}  // namespace gpt::harness::commands
+}  // namespace gpt::harness

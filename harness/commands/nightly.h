@@ -7,8 +7,8 @@
 
 #include "harness/commands/common.h"
 
-namespace gpt::harness::commands {
+namespace gpt::harness {
 // Adds the `nightly` subcommand (the database comes from the global --db); a confirmed regression ends
 // through CLI::RuntimeError(1).
-void register_nightly_command(CLI::App& app, GlobalOptions& global);
-}  // namespace gpt::harness::commands
+void add_nightly_command(CLI::App& app, GlobalOptions& options);
+}  // namespace gpt::harness

@@ -1,4 +1,6 @@
 // `harness query`: sweeps, runs, benchmark history, environments, or any read-only SQL.
+#include "harness/commands/query.h"
+
 #include <iostream>
 #include <map>
 #include <optional>

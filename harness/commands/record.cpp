@@ -1,12 +1,14 @@
 // `harness record`: N seeded runs of the trainer (or of any command), each stored as it finishes, then the
 // record report (one-sided t-test of the mean final val loss against the target).
+#include "harness/commands/record.h"
+
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "harness/commands/common.h"
 #include "harness/commands/recipe_target.h"
+#include "harness/commands/sweep_lifecycle.h"
 #include "harness/launcher/run_launcher.h"
 #include "harness/launcher/safe_names.h"
 #include "harness/record/environment_probe.h"
@@ -15,6 +17,7 @@
 #include "harness/report/html_report.h"
 #include "harness/report/sweep_report.h"
 #include "base/check.h"
+#include "base/utc_time.h"
 
 namespace gpt::harness {
 
@@ -42,6 +45,7 @@ struct RecordOptions {
   std::vector<std::string> command;
   LauncherSettings launcher;  // --launcher local|slurm and the --slurm-* options
   bool launcher_given = false;
+  std::vector<std::string> given;  // the options on the command line (their first long names)
 };
 
 // The command template of a new sweep: the user's CMD, or train_gpt with the contract's flags.
@@ -50,134 +54,108 @@ std::vector<std::string> command_template(const RecordOptions& o) {
   const std::filesystem::path trainer = o.trainer.empty() ? default_trainer() : std::filesystem::path(o.trainer);
   GPT_CHECK(std::filesystem::exists(trainer), "record: no trainer at '", trainer.string(),
             "' (build the train_gpt target, pass --trainer PATH, or give a command after --)");
-  std::vector<std::string> argv = {trainer.string(), "--recipe", "{recipe}", "--data", "{data}", "--seed", "{seed}",
-                                   "--run-id", "{run_id}", "--out", "{out}"};
-  if (o.gpus > 0) argv.insert(argv.end(), {"--gpus", "{gpus}"});
-  if (!o.backend.empty()) argv.insert(argv.end(), {"--backend", o.backend});
-  for (const std::string& set : o.sets) argv.insert(argv.end(), {"--set", set});
-  return argv;
+  return trainer_command_template(trainer.string(), o.gpus, o.backend, o.sets);
+}
+
+// --resume SWEEP [--runs N]: the sweep's stored settings; --runs can only extend it.
+SweepInfo resume_sweep(Store& store, RecordOptions& o, const std::filesystem::path& db) {
+  SweepInfo sweep = find_sweep_to_resume(store, o.resume, "record", db);
+  const SweepParams params(store, sweep);
+  const SweepRunSettings stored = SweepRunSettings::load(params);  // read whole before anything is changed
+  const auto early_stop_step = params.optional_integer("early_stop_step");
+  const bool track3 = params.flag("track3");
+  extend_planned_runs(store, sweep, o.runs, /*arms=*/1);
+  o.runs = sweep.runs_planned;
+  o.early_stop_step = early_stop_step.value_or(0);
+  o.first_seed = stored.first_seed;
+  o.recipe = sweep.recipe;
+  o.data = stored.data;
+  o.gpus = sweep.gpus;
+  o.timeout_s = stored.timeout_s;
+  o.track3 = track3;
+  if (sweep.target && !o.target) o.target = *sweep.target;
+  GPT_CHECK(o.target.has_value(), "--resume: sweep '", sweep.name, "' has no stored target; pass --target LOSS");
+  if (sweep.alpha) o.alpha = *sweep.alpha;
+  o.launcher = load_launcher_settings(store, sweep.id, o.launcher, o.launcher_given);
+  return sweep;
+}
+
+// A new sweep: its target (given, or the recipe's [record] target) and the settings --resume and reports need.
+SweepInfo create_sweep(Store& store, RecordOptions& o) {
+  GPT_CHECK(o.runs >= 1, "--runs: give the number of runs (>= 1), or --resume SWEEP");
+  if (o.data.empty()) o.data = default_data_dir(o.recipe);
+  const std::vector<std::string> argv_template = command_template(o);
+  std::string target_source = "--target";
+  if (!o.target) {
+    const std::filesystem::path trainer = o.trainer.empty() ? default_trainer() : std::filesystem::path(o.trainer);
+    RecipeTarget from_recipe;
+    try {
+      from_recipe = read_recipe_target(trainer, o.recipe, o.sets);
+    } catch (const gpt::Error& e) {
+      GPT_FAIL("record: no --target given, and ", e.what(), "; pass --target LOSS (or --trainer PATH)");
+    }
+    o.target = from_recipe.target;
+    target_source = "recipe " + o.recipe + " [record]: " + from_recipe.source;
+    if (!o.quiet) std::cerr << "target " << *o.target << " from " << target_source << "\n";
+  }
+  SweepInfo sweep;
+  sweep.name = o.name.empty() ? to_path_name("record-" + o.recipe + "-" + utc_compact_now()) : o.name;
+  sweep.kind = "record";
+  sweep.recipe = o.recipe;
+  sweep.command = nlohmann::json(argv_template).dump();
+  sweep.target = o.target;
+  sweep.alpha = o.alpha;
+  sweep.runs_planned = o.runs;
+  sweep.gpus = o.gpus;
+  sweep.environment_id = store.upsert_environment(probe_environment());
+  store.create_sweep_unique(sweep);  // name-2, name-3 ... when taken, decided under the write lock
+  sweep = *store.find_sweep(std::to_string(sweep.id));
+  SweepParams params(store, sweep);
+  SweepRunSettings{o.first_seed, o.data, o.timeout_s}.save(params);
+  params.set_flag("track3", o.track3);
+  params.set_text("target_source", target_source);
+  if (o.early_stop_step > 0) params.set_integer("early_stop_step", o.early_stop_step);
+  if (o.track3) store.add_tag(OwnerKind::sweep, sweep.id, "track3");
+  save_launcher_settings(store, sweep.id, o.launcher);
+  return sweep;
 }
 
 int run_record(const RecordOptions& cli, GlobalOptions& global) {
   Store store = open_store(global);  // also stores runs an earlier harness left spooled
   RecordOptions o = cli;
-  SweepInfo sweep;
-  std::vector<std::string> argv_template;
-  GPT_CHECK((o.backend.empty() && o.sets.empty()) || (o.command.empty() && o.resume.empty()),
+  GPT_CHECK((o.backend.empty() && o.sets.empty()) || o.command.empty(),
             "--backend/--set: pass them to the trainer of a new sweep only (a command after -- or a --resume sweep "
             "keeps its own command line)");
   if (!o.resume.empty()) {
-    auto found = store.find_sweep(o.resume);
-    GPT_CHECK(found.has_value(), "--resume: no sweep '", o.resume, "' in '", resolve_db_path(global.db).string(), "'");
-    GPT_CHECK(found->kind == "record", "--resume: sweep '", o.resume, "' is a ", found->kind, " sweep, not a record sweep");
-    sweep = *found;
-    const auto p = store.params(OwnerKind::sweep, sweep.id);
-    auto get = [&](const std::string& key) {
-      GPT_CHECK(p.count(key), "--resume: sweep '", sweep.name, "' lacks its '", key, "' parameter");
-      return p.at(key);
-    };
-    GPT_CHECK(o.runs == 0 || o.runs >= sweep.runs_planned, "--runs ", o.runs, " with --resume: sweep '", sweep.name,
-              "' already has ", sweep.runs_planned, " planned runs; --runs can only extend it");
-    if (o.runs > sweep.runs_planned) {
-      store.set_runs_planned(sweep.id, o.runs);
-      std::cerr << "sweep \"" << sweep.name << "\" extended from " << sweep.runs_planned << " to " << o.runs
-                << " runs\n";
-      sweep.runs_planned = o.runs;
-    }
-    o.runs = sweep.runs_planned;
-    o.early_stop_step = p.count("early_stop_step") ? std::stoll(p.at("early_stop_step")) : 0;
-    o.first_seed = std::stoll(get("first_seed"));
-    o.recipe = sweep.recipe;
-    o.data = get("data");
-    o.gpus = sweep.gpus;
-    o.timeout_s = std::stod(get("timeout_s"));
-    o.track3 = get("track3") == "1";
-    if (sweep.target && !o.target) o.target = *sweep.target;
-    GPT_CHECK(o.target.has_value(), "--resume: sweep '", sweep.name, "' has no stored target; pass --target LOSS");
-    if (sweep.alpha) o.alpha = *sweep.alpha;
-    argv_template = nlohmann::json::parse(sweep.command).get<std::vector<std::string>>();
-  } else {
-    GPT_CHECK(o.runs >= 1, "--runs: give the number of runs (>= 1), or --resume SWEEP");
-    if (o.data.empty()) o.data = default_data_dir(o.recipe);
-    argv_template = command_template(o);
-    std::string target_source = "--target";
-    if (!o.target) {
-      const std::filesystem::path trainer = o.trainer.empty() ? default_trainer() : std::filesystem::path(o.trainer);
-      RecipeTarget from_recipe;
-      try {
-        from_recipe = read_recipe_target(trainer, o.recipe, o.sets);
-      } catch (const gpt::Error& e) {
-        GPT_FAIL("record: no --target given, and ", e.what(), "; pass --target LOSS (or --trainer PATH)");
-      }
-      o.target = from_recipe.target;
-      target_source = "recipe " + o.recipe + " [record]: " + from_recipe.source;
-      if (!o.quiet) std::cerr << "target " << *o.target << " from " << target_source << "\n";
-    }
-    sweep.name = o.name.empty() ? to_path_name("record-" + o.recipe + "-" + utc_timestamp()) : o.name;
-    sweep.kind = "record";
-    sweep.recipe = o.recipe;
-    sweep.command = nlohmann::json(argv_template).dump();
-    sweep.target = o.target;
-    sweep.alpha = o.alpha;
-    sweep.runs_planned = o.runs;
-    sweep.gpus = o.gpus;
-    sweep.environment_id = store.upsert_environment(probe_environment());
-    store.create_sweep_unique(sweep);  // name-2, name-3 ... when taken, decided under the write lock
-    sweep = *store.find_sweep(std::to_string(sweep.id));
-    store.set_param(OwnerKind::sweep, sweep.id, "first_seed", std::to_string(o.first_seed));
-    store.set_param(OwnerKind::sweep, sweep.id, "data", o.data);
-    store.set_param(OwnerKind::sweep, sweep.id, "timeout_s", std::to_string(o.timeout_s));
-    store.set_param(OwnerKind::sweep, sweep.id, "track3", o.track3 ? "1" : "0");
-    store.set_param(OwnerKind::sweep, sweep.id, "target_source", target_source);
-    if (o.early_stop_step > 0) store.set_param(OwnerKind::sweep, sweep.id, "early_stop_step", std::to_string(o.early_stop_step));
-    if (o.track3) store.add_tag(OwnerKind::sweep, sweep.id, "track3");
-    save_launcher_settings(store, sweep.id, o.launcher);
+    refuse_options_on_resume(
+        o.given, [](const std::string& option) { return option != "--backend" && option != "--set"; },
+        "the sweep keeps its trainer command line (--backend and --set go to the trainer of a new sweep only)",
+        "start a new sweep to run the trainer with other flags");
   }
-  if (!o.resume.empty()) o.launcher = load_launcher_settings(store, sweep.id, o.launcher, o.launcher_given);
-
-  // Seeds already finished (anything but killed) are skipped: --resume runs only what is missing.
-  std::set<std::int64_t> done;
-  for (const auto& r : store.runs(sweep.id)) {
-    if (r.seed && r.status != RunStatus::killed) done.insert(*r.seed);
-  }
+  const SweepInfo sweep =
+      o.resume.empty() ? create_sweep(store, o) : resume_sweep(store, o, resolve_db_path(global.db));
+  const auto argv_template = nlohmann::json::parse(sweep.command).get<std::vector<std::string>>();
+  PlannedArm arm;
+  arm.values = {{"recipe", o.recipe}, {"data", o.data}, {"gpus", std::to_string(std::max(o.gpus, 1))}};
+  if (o.early_stop_step > 0) arm.early_stop_step = o.early_stop_step;
   const auto run_root = sweep_runs_dir(global, sweep.name);
-  std::vector<RunPlan> plans;
-  for (std::int64_t seed = o.first_seed; seed < o.first_seed + o.runs; ++seed) {
-    if (done.count(seed)) continue;
-    RunPlan plan;
-    plan.seed = seed;
-    plan.run_id = sweep.name + "-seed" + std::to_string(seed);
-    plan.out_dir = run_root / plan.run_id;
-    plan.log_path = plan.out_dir / "console.log";
-    const std::map<std::string, std::string> values = {
-        {"seed", std::to_string(seed)}, {"run_id", plan.run_id}, {"out", plan.out_dir.string()},
-        {"recipe", o.recipe},           {"data", o.data},        {"gpus", std::to_string(std::max(o.gpus, 1))}};
-    for (const auto& arg : argv_template) plan.argv.push_back(substitute_placeholders(arg, values));
-    if (o.early_stop_step > 0) plan.early_stop_step = o.early_stop_step;
-    plans.push_back(std::move(plan));
-  }
+  const std::vector<RunPlan> plans =
+      plan_missing_runs(store, sweep, argv_template, {arm}, o.first_seed, o.runs, run_root);
+  const SweepCall call = run_sweep_plans(
+      store, sweep, plans, SweepExecution{o.parallel, o.timeout_s, o.gpus, o.quiet, o.launcher}, run_root, "record");
 
-  const SweepRunResult ran = execute_sweep_plans(
-      store, sweep, plans, SweepExecution{o.parallel, o.timeout_s, o.gpus, o.quiet, o.launcher}, run_root);
   const SweepReport report = build_sweep_report(store, sweep, ReportOptions{*o.target, o.alpha, o.track3});
   const auto md = write_report_files(report, sweep_reports_dir(global, sweep.name));
   write_sweep_html(store, report, md.parent_path());  // report.html beside report.md
   if (o.format == "json") {
     auto doc = to_json(report);
-    doc["interrupted"] = ran.interrupted;
+    doc["interrupted"] = call.ran.interrupted;
     doc["report_path"] = md.string();
     std::cout << doc.dump(2) << "\n";
   } else {
     std::cout << render_text(report) << "report: " << md.string() << "\n";
   }
-  const int spooled = report_unstored_runs(ran, plans, "harness record --resume " + sweep.name);
-  if (ran.interrupted) {
-    std::cerr << "interrupted: " << ran.finished << " run(s) of this call stored; continue with "
-              << "`harness record --resume " << sweep.name << "`\n";
-    return kExitInterrupted;
-  }
-  if (spooled > 0) return kExitSpooled;  // not a failed check: the verdict lacks runs the database did not take
-  return report.pass ? kExitPass : kExitFail;
+  return sweep_exit_code(call, sweep, report.pass ? kExitPass : kExitFail);
 }
 
 }  // namespace
@@ -217,6 +195,7 @@ void add_record_command(CLI::App& app, GlobalOptions& global) {
                                             "{run_id}, {out}, {data}, {recipe}, {gpus}");
   sub->callback([opts, sub, &global] {
     opts->launcher_given = sub->get_option("--launcher")->count() > 0;
+    opts->given = given_options(*sub);
     global.exit_code = run_record(*opts, global);
   });
 }

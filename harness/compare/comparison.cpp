@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "base/check.h"
+#include "base/file_read.h"
 
 namespace gpt::harness::compare {
 
@@ -43,11 +44,7 @@ Baseline parse_baseline(std::string_view toml_text, std::string_view name, std::
 std::optional<Baseline> find_baseline(const std::filesystem::path& dir, std::string_view name) {
   const std::filesystem::path path = dir / (std::string(name) + ".toml");
   if (!std::filesystem::is_regular_file(path)) return std::nullopt;
-  std::ifstream in(path);
-  GPT_CHECK(in.good(), path.string(), ": cannot read baseline file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_baseline(text.str(), name, path.string());
+  return parse_baseline(read_file(path, "baseline file"), name, path.string());
 }
 
 std::string_view to_string(Arm arm) { return arm == Arm::baseline ? "baseline" : "candidate"; }

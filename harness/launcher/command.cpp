@@ -10,6 +10,8 @@
 #include <sstream>
 #include <thread>
 
+#include "base/file_read.h"
+
 namespace gpt::harness {
 namespace {
 
@@ -31,12 +33,7 @@ class CaptureFile {
   CaptureFile(const CaptureFile&) = delete;
   CaptureFile& operator=(const CaptureFile&) = delete;
   const std::filesystem::path& path() const { return path_; }
-  std::string read() const {
-    std::ifstream in(path_, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
+  std::string read() const { return try_read_file(path_).value_or(""); }
 
  private:
   std::filesystem::path path_;

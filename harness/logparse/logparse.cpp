@@ -9,6 +9,7 @@
 
 #include "harness/store/run_checks.h"
 #include "base/check.h"
+#include "base/file_read.h"
 
 namespace gpt::harness {
 
@@ -289,11 +290,7 @@ std::vector<ParsedLog> parse_log(std::string_view text, const LogParseOptions& o
 }
 
 std::vector<ParsedLog> parse_log_file(const std::filesystem::path& path, const LogParseOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.good(), "cannot read log file '", path.string(), "'");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return parse_log(buffer.str(), options);
+  return parse_log(read_file(path, "log file"), options);
 }
 
 }  // namespace gpt::harness

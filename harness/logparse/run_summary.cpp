@@ -8,6 +8,7 @@
 
 #include "harness/store/run_checks.h"
 #include "base/check.h"
+#include "base/file_read.h"
 
 namespace gpt::harness {
 
@@ -140,11 +141,7 @@ RunSummary parse_run_summary(const std::string& text, const std::string& source)
 }
 
 RunSummary read_run_summary(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.good(), "cannot read run summary '", path.string(), "'");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return parse_run_summary(buffer.str(), path.string());
+  return parse_run_summary(read_file(path, "run summary"), path.string());
 }
 
 }  // namespace gpt::harness

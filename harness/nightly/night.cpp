@@ -11,6 +11,7 @@
 #include "harness/nightly/tracked_night.h"
 #include "harness/report/history_chart.h"
 #include "base/check.h"
+#include "base/utc_time.h"
 
 namespace gpt::harness::nightly {
 
@@ -105,12 +106,7 @@ std::string utc_stamp_from_benchmark_date(const std::string& date, const std::st
   tm.tm_hour = h;
   tm.tm_min = mi;
   tm.tm_sec = s;
-  const std::time_t utc = timegm(&tm) - offset_s;
-  std::tm out{};
-  gmtime_r(&utc, &out);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &out);
-  return buf;
+  return utc_iso8601(timegm(&tm) - offset_s);
 }
 
 namespace {

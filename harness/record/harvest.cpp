@@ -8,6 +8,7 @@
 
 #include "harness/logparse/run_summary.h"
 #include "base/check.h"
+#include "base/file_read.h"
 
 namespace gpt::harness {
 
@@ -68,11 +69,7 @@ std::optional<std::string> summary_log_conflict(const ParsedLog& log, const RunS
 }
 
 std::string last_output_line(const std::filesystem::path& path, std::size_t max_chars) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  std::string text = buffer.str();
+  std::string text = try_read_file(path).value_or("");
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
   const auto nl = text.find_last_of('\n');
   std::string line = nl == std::string::npos ? text : text.substr(nl + 1);

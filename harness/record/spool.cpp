@@ -8,6 +8,7 @@
 
 #include "harness/launcher/atomic_file.h"
 #include "base/check.h"
+#include "base/file_read.h"
 
 namespace gpt::harness {
 
@@ -82,12 +83,9 @@ void write_spool(const std::filesystem::path& path, const RunRecord& r) {
 }
 
 RunRecord read_spool(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.good(), "cannot read spool file '", path.string(), "'");
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text = read_file(path, "spool file");
   try {
-    const json doc = json::parse(text.str());
+    const json doc = json::parse(text);
     RunRecord r;
     r.sweep_id = doc.at("sweep_id").get<std::int64_t>();
     r.arm = doc.value("arm", "");

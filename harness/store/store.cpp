@@ -7,6 +7,7 @@
 #include "harness/store/run_checks.h"
 #include "harness/store/schema.h"
 #include "base/check.h"
+#include "base/fnv1a.h"
 
 namespace gpt::harness {
 
@@ -90,11 +91,7 @@ std::string run_checksum(const RunRecord& r, const std::vector<ValPoint>& points
     real(p.val_loss);
     real(p.train_time_ms);
   }
-  std::uint64_t hash = 1469598103934665603ull;
-  for (const unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
-  return hex;
+  return fnv1a64_hex(text, kFnv1a64StoredHashBasis);  // existing databases hold checksums made with it
 }
 
 SweepInfo read_sweep(const sql::Statement& s) {
@@ -125,19 +122,14 @@ RunStatus parse_run_status(std::string_view text) {
 
 std::string Environment::fingerprint() const {
   // FNV-1a over the fields, separated by a byte that cannot occur in them.
-  std::uint64_t hash = 1469598103934665603ull;
-  auto mix = [&](std::string_view field) {
-    for (unsigned char c : field) hash = (hash ^ c) * 1099511628211ull;
-    hash = (hash ^ 0x1fu) * 1099511628211ull;
-  };
+  std::uint64_t hash = kFnv1a64StoredHashBasis;  // environment rows are found by the fingerprints stored before
+  auto mix = [&](std::string_view field) { hash = fnv1a64("\x1f", fnv1a64(field, hash)); };
   for (const std::string* f : {&gpu, &driver, &cuda, &nccl, &cpu_model, &compiler, &build_flags, &git_commit,
                                &hostname}) {
     mix(*f);
   }
   mix(git_dirty ? "dirty" : "clean");
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(hash));
-  return buf;
+  return hex64(hash);
 }
 
 Store Store::open(const std::filesystem::path& path, const sql::OpenOptions& options) {

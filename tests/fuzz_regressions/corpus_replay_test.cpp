@@ -15,6 +15,7 @@
 #include "harness/logparse/run_summary.h"
 #include "harness/nightly/regression.h"
 #include "base/check.h"
+#include "base/fnv1a.h"
 #include "source_dir.h"
 #include "trainer/run/checkpoint.h"
 
@@ -76,9 +77,7 @@ std::string error_reading_checkpoint_with_shape(uint8_t dtype, const std::vector
   put<uint8_t>(bytes, static_cast<uint8_t>(dims.size()));
   for (const int64_t d : dims) put<int64_t>(bytes, d);
   put<uint64_t>(bytes, 0);
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const char c : bytes) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
-  put<uint64_t>(bytes, h);
+  put<uint64_t>(bytes, fnv1a64(bytes));
   const auto path = std::filesystem::temp_directory_path() / ("overflow_" + std::to_string(::getpid()) + ".ckpt");
   std::ofstream(path, std::ios::binary) << bytes;
   const std::string msg = error_of([&] { read_checkpoint(path); });

@@ -332,7 +332,7 @@ TEST_F(CompareE2E, BadInputIsAUsageError) {
   EXPECT_EQ(r.output.find(".cpp:"), std::string::npos) << r.output;
   r = harness({"--log-level", "debug", "compare", "--resume", "nosuch"});
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("harness/commands/compare.cpp:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("harness/commands/sweep_lifecycle.cpp:"), std::string::npos) << r.output;
   args = compare_args(base, base, 1);
   r = harness(args);
   EXPECT_EQ(r.code, 2) << r.output;

@@ -139,6 +139,34 @@ TEST_F(RecordE2E, NonZeroExitIsFailedWithLastOutputLine) {
   EXPECT_NE(stored[0].reason.find("synthetic failure at step 10"), std::string::npos) << stored[0].reason;
 }
 
+// A stored setting that does not parse (a database edited by hand, or damaged) stops --resume with one clear error
+// naming the sweep, its id and the key, instead of a bare "stoll" or a silently misread number.
+TEST_F(RecordE2E, ResumeRefusesAMalformedStoredParameter) {
+  ASSERT_EQ(record(1, {"--mean", "3.2"}, {"--quiet"}).code, 1);  // one run: the t-test cannot pass
+  std::int64_t id = 0;
+  {
+    Store store = Store::open(db());
+    id = store.find_sweep("sweep")->id;
+    store.set_param(OwnerKind::sweep, id, "first_seed", "zero");
+  }
+  Result r = harness({"record", "--resume", "sweep", "--runs", "2", "--quiet"});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("sweep 'sweep' (id " + std::to_string(id) +
+                          "): its stored parameter 'first_seed' is 'zero', expected an integer"),
+            std::string::npos)
+      << r.output;
+  {
+    Store store = Store::open(db());
+    store.set_param(OwnerKind::sweep, id, "first_seed", "0");
+    store.set_param(OwnerKind::sweep, id, "timeout_s", "30s");  // stod read "30s" as 30
+  }
+  r = harness({"record", "--resume", "sweep", "--runs", "2", "--quiet"});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("its stored parameter 'timeout_s' is '30s', expected a number"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(runs().size(), 1u);  // nothing ran
+}
+
 TEST_F(RecordE2E, InterruptThenResumeCompletesTheSweep) {
   std::vector<std::string> args = {"record", "--runs", "4", "--name", "sweep", "--quiet", "--"};
   for (auto& a : synthetic({"--step-sleep-ms", "25", "--mean", "3.2"})) args.push_back(a);

@@ -193,6 +193,43 @@ TEST(Store, EnvironmentsAreDeduplicatedByFingerprint) {
   EXPECT_FALSE(store.environment(12345));
 }
 
+// The environment fingerprint keys stored environment rows: its FNV-1a 64 value (fields each followed by 0x1f, from
+// kFnv1a64StoredHashBasis) must stay what databases already hold. Expected value computed independently.
+TEST(Store, EnvironmentFingerprintKeepsItsStoredValue) {
+  Environment e;
+  e.gpu = "NVIDIA H100";
+  e.driver = "550.54";
+  e.cuda = "12.4";
+  e.nccl = "2.21";
+  e.cpu_model = "AMD EPYC";
+  e.compiler = "gcc 12";
+  e.build_flags = "-O2";
+  e.git_commit = "abc123";
+  e.hostname = "node1";
+  e.git_dirty = true;
+  EXPECT_EQ(e.fingerprint(), "ae0612430ed27c62");
+}
+
+// Each run row's checksum is stored and recomputed by `harness check-db`: a run stored before must still match.
+// Expected value: FNV-1a 64 from kFnv1a64StoredHashBasis over the columns and validation points, each followed by
+// 0x1f (doubles as %.17g), computed independently.
+TEST(Store, RunChecksumKeepsItsStoredValue) {
+  TempDir dir;
+  Store store = Store::open(dir / "r.db");
+  const auto sweep = store.create_sweep(sweep_named("s", "record"));
+  ASSERT_EQ(sweep, 1);
+  RunRecord r = sample_run(sweep, 7);
+  r.final_val_loss = 3.25;
+  r.train_time_ms = 1000;
+  r.val_points = {{0, 10.75, 0.0}, {1390, 3.25, 1000.0}};
+  const auto id = store.add_run(r);
+  const auto rows = store.db().query("SELECT checksum FROM runs WHERE id = " + std::to_string(id));
+  ASSERT_EQ(rows.rows.size(), 1u);
+  EXPECT_EQ(sql::to_string(rows.rows[0][0]), "2890f27a8423bd26");
+  const auto report = store.check_run_checksums();
+  EXPECT_EQ(report.checked, 1);
+}
+
 TEST(Store, BenchmarkHistoryIsOrderedByTime) {
   TempDir dir;
   Store store = Store::open(dir / "r.db");

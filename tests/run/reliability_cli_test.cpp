@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "run_test_util.h"
+#include "base/fnv1a.h"
 #include "source_dir.h"
 #include "trainer/data/synthetic.h"
 
@@ -58,8 +59,7 @@ TEST(ReliabilityCli, ResumeCheckpointWithAnOverflowingShapeIsRefused) {
   const std::string corpus = read_text(std::filesystem::path(SPEEDRUN_SOURCE_DIR) / "tests" / "fuzz" / "corpus" /
                                        "checkpoint" / "regress_zero_extent_overflow.bin");
   std::string bytes = corpus.substr(1);  // the fuzz input's first byte asks for the checksum to be appended
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (const char c : bytes) h = (h ^ static_cast<std::uint8_t>(c)) * 0x100000001b3ull;
+  const std::uint64_t h = fnv1a64(bytes);
   bytes.append(reinterpret_cast<const char*>(&h), sizeof h);
   const auto ckpt = scratch.root() / "overflow.ckpt";
   std::ofstream(ckpt, std::ios::binary) << bytes;

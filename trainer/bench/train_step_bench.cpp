@@ -32,6 +32,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/utc_time.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/gemm.h"
 #include "trainer/build_info.h"
@@ -330,15 +331,6 @@ nlohmann::json google_benchmark_entries(const nlohmann::json& row, const std::st
   return entries;
 }
 
-std::string utc_now_iso8601() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -425,7 +417,7 @@ int main(int argc, char** argv) {
     // `context` and `benchmarks` follow Google Benchmark's JSON; `results` keeps the full rows.
     nlohmann::json doc = {
         {"context",
-         {{"date", utc_now_iso8601()}, {"host_name", host}, {"executable", "train_step_bench"},
+         {{"date", utc_iso8601_now()}, {"host_name", host}, {"executable", "train_step_bench"},
           {"git_commit", build.git_commit + (build.git_dirty ? "-dirty" : "")}, {"gpu", prop.name},
           {"cuda_driver_version", driver}, {"build_type", build.build_type}}},
         {"device", prop.name},

@@ -1,20 +1,8 @@
 #include "trainer/data/corpus_fingerprint.h"
 
-#include <cstdio>
-
 #include "base/check.h"
 
 namespace gpt {
-
-namespace {
-
-std::string hex64(std::uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
-}  // namespace
 
 void CorpusFingerprint::add_shard(const std::filesystem::path& path, std::int64_t token_count) {
   std::error_code ec;
@@ -22,7 +10,7 @@ void CorpusFingerprint::add_shard(const std::filesystem::path& path, std::int64_
   // One record per shard; the separators (0x1f, 0x1e) cannot occur in the decimal numbers around them.
   const std::string record = path.filename().string() + '\x1f' + std::to_string(ec ? 0 : bytes) + '\x1f' +
                              std::to_string(token_count) + '\x1e';
-  for (const char c : record) digest = (digest ^ static_cast<std::uint8_t>(c)) * 0x100000001b3ull;
+  digest = fnv1a64(record, digest);
   ++shards;
   tokens += token_count;
 }

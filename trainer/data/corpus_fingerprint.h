@@ -8,13 +8,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/fnv1a.h"
+
 namespace gpt {
 
 struct CorpusFingerprint {
   std::string dir;  // --data as given (for messages; the digest does not depend on where the folder is)
   std::int64_t shards = 0;
   std::int64_t tokens = 0;
-  std::uint64_t digest = 0xcbf29ce484222325ull;  // FNV-1a 64 offset basis: no shard yet
+  std::uint64_t digest = kFnv1a64OffsetBasis;  // no shard yet
 
   // Folds in one shard (its file name, size on disk and token count), in the order the loaders read them.
   void add_shard(const std::filesystem::path& path, std::int64_t token_count);

@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include "base/check.h"
+#include "base/fnv1a.h"
+#include "base/file_read.h"
 #include "trainer/recipe/recipe_reader.h"
 #include "source_dir.h"
 
@@ -46,7 +48,7 @@ toml::table parse_text(const std::string& text, const std::string& source) {
 
 // Reads a recipe file; anything but a regular file (a FIFO, a device, a folder) is refused before opening, since
 // reading one could block forever or never end.
-std::string read_file(const std::filesystem::path& path, const std::string& what) {
+std::string read_recipe_file(const std::filesystem::path& path, const std::string& what) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   GPT_CHECK(!ec && std::filesystem::exists(status), what, " ", path.string(), " does not exist");
@@ -55,12 +57,9 @@ std::string read_file(const std::filesystem::path& path, const std::string& what
   const std::uintmax_t bytes = std::filesystem::file_size(path, ec);
   GPT_CHECK(!ec, what, " ", path.string(), " cannot be read (", ec.message(), ")");
   check_recipe_size(bytes, what + " " + path.string());
-  std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.good(), what, " ", path.string(), " cannot be read");
-  std::ostringstream os;
-  os << in.rdbuf();
-  GPT_CHECK(!in.bad(), what, " ", path.string(), " cannot be read");
-  return os.str();
+  std::optional<std::string> text = try_read_file(path);
+  GPT_CHECK(text.has_value(), what, " ", path.string(), " cannot be read");
+  return std::move(*text);
 }
 
 bool names_a_path(const std::string& name_or_path) {
@@ -128,8 +127,8 @@ toml::table load_tree(const std::string& text, const std::string& source, const 
   GPT_CHECK(parent_name.size() <= 4096, "recipe ", source, ": inherits = \"", parent_name.substr(0, 60), "...\" is ",
             parent_name.size(), " characters long; expected a recipe name or path (at most 4096)");
   const std::filesystem::path base_path = resolve_inherited(parent_name, dir, source);
-  toml::table merged = load_tree(read_file(base_path, "recipe " + source + ": inherited recipe"), base_path.string(),
-                                 base_path.parent_path(), depth + 1);
+  toml::table merged = load_tree(read_recipe_file(base_path, "recipe " + source + ": inherited recipe"),
+                                 base_path.string(), base_path.parent_path(), depth + 1);
   tree.erase("inherits");
   merge_into(merged, tree);
   return merged;
@@ -555,14 +554,7 @@ std::string Recipe::canonical() const {
 }
 
 std::string Recipe::hash() const {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a 64 offset basis
-  for (unsigned char c : canonical()) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  return fnv1a64_hex(canonical(), kFnv1a64StoredHashBasis);  // stored with every run: never changes
 }
 
 std::filesystem::path default_recipe_dir() { return std::filesystem::path(SPEEDRUN_SOURCE_DIR) / "trainer" / "recipes"; }
@@ -585,7 +577,7 @@ Recipe load_recipe(const std::string& name_or_path, const std::vector<std::strin
   std::error_code ec;
   GPT_CHECK(std::filesystem::exists(path, ec), "recipe '", name_or_path, "' not found (looked for ", path.string(), ")");
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : recipe_dir;
-  return parse_recipe(read_file(path, "recipe file"), path.string(), overrides, dir);
+  return parse_recipe(read_recipe_file(path, "recipe file"), path.string(), overrides, dir);
 }
 
 }  // namespace gpt

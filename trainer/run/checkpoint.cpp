@@ -7,21 +7,15 @@
 #include <sstream>
 #include <string>
 
+#include "base/file_read.h"
+#include "base/fnv1a.h"
+
 namespace gpt {
 
 namespace {
 
 constexpr char kMagic[8] = {'G', 'P', 'T', 'C', 'K', 'P', 'T', '\0'};
 constexpr uint8_t kMaxDims = 8;
-
-uint64_t fnv1a(const char* data, size_t size) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < size; ++i) {
-    h ^= static_cast<uint8_t>(data[i]);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 template <typename T>
 void put(std::string& out, T value) {
@@ -98,7 +92,7 @@ void write_checkpoint(const std::filesystem::path& path, const nlohmann::json& m
     put<uint64_t>(out, host.nbytes());
     out.append(static_cast<const char*>(host.raw()), host.nbytes());
   }
-  put<uint64_t>(out, fnv1a(out.data(), out.size()));
+  put<uint64_t>(out, fnv1a64(out));
   write_file_atomically(path, out);
 }
 
@@ -110,11 +104,9 @@ CheckpointData read_checkpoint(const std::filesystem::path& path) {
   GPT_CHECK(!ec && std::filesystem::exists(status), "cannot read checkpoint '", file, "': no such file");
   GPT_CHECK(std::filesystem::is_regular_file(status), "checkpoint '", file,
             "' is not a regular file (a FIFO, device or folder cannot be a checkpoint)");
-  std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.good(), "cannot read checkpoint '", file, "'");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string bytes = buffer.str();
+  const std::optional<std::string> read = try_read_file(path);
+  GPT_CHECK(read.has_value(), "cannot read checkpoint '", file, "'");
+  const std::string& bytes = *read;
   GPT_CHECK(bytes.size() >= sizeof(kMagic) + sizeof(uint32_t) + sizeof(uint64_t) &&
                 std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) == 0,
             "'", file, "' is not a train_gpt checkpoint (bad magic)");
@@ -127,7 +119,8 @@ CheckpointData read_checkpoint(const std::filesystem::path& path) {
   const auto version = cur.get<uint32_t>("version");
   GPT_CHECK(version == kCheckpointVersion, "checkpoint '", file, "' has format version ", version,
             ", this build reads version ", kCheckpointVersion);
-  GPT_CHECK(fnv1a(bytes.data(), body) == stored_sum, "checkpoint '", file, "' is corrupt (checksum mismatch)");
+  GPT_CHECK(fnv1a64(std::string_view(bytes).substr(0, body)) == stored_sum, "checkpoint '", file,
+            "' is corrupt (checksum mismatch)");
 
   CheckpointData data;
   const auto meta_size = cur.get<uint64_t>("metadata length");

@@ -5,17 +5,14 @@
 #include <limits>
 
 #include "base/check.h"
+#include "base/fnv1a.h"
 
 namespace gpt {
 namespace {
 
 // FNV-1a over the bytes with a final avalanche; token strings are short (mean ~6 bytes).
 uint64_t hash_bytes(std::string_view bytes) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (const char c : bytes) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 0x100000001b3ULL;
-  }
+  uint64_t h = fnv1a64(bytes);
   h ^= h >> 29;
   h *= 0xbf58476d1ce4e5b9ULL;
   h ^= h >> 32;

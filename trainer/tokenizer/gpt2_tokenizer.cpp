@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "base/check.h"
+#include "base/file_read.h"
 #include "trainer/comm/comm.h"
 #include "trainer/tokenizer/pretokenizer.h"
 #include "source_dir.h"
@@ -49,19 +50,16 @@ std::optional<std::string> decode_base64(std::string_view text) {
   return bytes;
 }
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.good(), "cannot open GPT-2 ranks file ", path, " (", kFetchHint, ")");
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  GPT_CHECK(!in.bad(), "error reading GPT-2 ranks file ", path);
-  return std::move(contents).str();
+std::string read_ranks_file(const std::filesystem::path& path) {
+  std::optional<std::string> contents = try_read_file(path);
+  GPT_CHECK(contents.has_value(), "cannot read GPT-2 ranks file ", path, " (", kFetchHint, ")");
+  return std::move(*contents);
 }
 
 }  // namespace
 
 Gpt2Tokenizer Gpt2Tokenizer::load(const std::filesystem::path& ranks_file) {
-  const std::string contents = read_file(ranks_file);
+  const std::string contents = read_ranks_file(ranks_file);
   Gpt2Tokenizer tok;
   std::vector<bool> rank_seen(kMergeableTokens, false);
   size_t pos = 0;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "base/file_read.h"
 #include "trainer/data/corpus_builder.h"
 #include "trainer/data/synthetic.h"
 #include "trainer/tokenizer/gpt2_tokenizer.h"
@@ -37,14 +38,6 @@ bool is_jsonl(const ShardsOptions& options, const std::filesystem::path& path) {
   if (options.format == "text") return false;
   const std::string ext = path.extension().string();
   return ext == ".jsonl" || ext == ".ndjson";
-}
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  GPT_CHECK(in.good(), "shards: cannot read input ", path.string());
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  GPT_CHECK(!in.bad(), "shards: error reading ", path.string());
-  return text;
 }
 
 class DocumentSink {
@@ -121,7 +114,7 @@ void run_shards(const ShardsOptions& options) {
       read_jsonl(options, path, sink);
     } else {
       // A plain text file is one document named by its path as given.
-      sink.add(path.stem().string(), input, read_file(path));
+      sink.add(path.stem().string(), input, read_file(path, "shards input"));
     }
   }
   const nlohmann::json report = builder.finish();
