@@ -98,7 +98,7 @@ CLI::Option* add_sweep_name_option(CLI::App& command, std::string& name, const s
 }
 
 std::string default_data_dir(const std::string& recipe) {
-  if (recipe == "tiny" || recipe == "tiny-seed") return "data/default";  // the CPU recipes
+  if (recipe == "tiny" || recipe == "tiny-ext") return "data/default";  // the CPU recipes
   return "data/fineweb10B";
 }
 
