@@ -1,3 +1,5 @@
+// Loading a recipe (RECIPE §0.2): files and their size limit, `inherits`, merging, `--set` overrides and the renamed
+// names; the typed reading against the schema and the canonical text are in recipe_read.cpp.
 #include "trainer/recipe/recipe.h"
 
 #include <toml++/toml.h>

@@ -2,7 +2,7 @@
 // The recipe schema: every key a recipe may hold, declared once (recipe_keys.cpp) with its field, type, range or
 // allowed values, default, canonical-text rule and a one-line description. Reading a recipe, its canonical text,
 // which keys `--set` may add, and the key table of docs/recipes.md (`train_gpt --list-keys`) all come from these
-// lists. Checks that relate several keys (model.num_heads × head_dim = model_dim, …) stay in recipe.cpp.
+// lists. Checks that relate several keys (model.num_heads × head_dim = model_dim, …) are in recipe_read.cpp.
 #include <cstdint>
 #include <string>
 #include <string_view>
