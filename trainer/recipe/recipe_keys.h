@@ -30,11 +30,11 @@ struct KeySpec {
 
   std::string_view name;  // dotted path inside the owner's table, as written in recipes and `--set`
   Field field;
-  int64_t int_lo = 0, int_hi = 0;         // integers and integer lists: [int_lo, int_hi]
-  double lo = 0, hi = 0;                  // numbers and number lists
-  bool open_lo = false, open_hi = false;  // numbers: (lo, … and …, hi)
+  int64_t int_lo = 0, int_hi = 0;           // integers and integer lists: [int_lo, int_hi]
+  double lo = 0, hi = 0;                    // numbers and number lists
+  bool open_lo = false, open_hi = false;    // numbers: (lo, … and …, hi)
   std::vector<std::string_view> choices{};  // strings: the allowed values (empty: any non-empty string)
-  bool optional = false;                  // may be left out (the default is Owner{}'s value); `--set` may add it
+  bool optional = false;                    // may be left out (the default is Owner{}'s value); `--set` may add it
   InCanonical canonical = InCanonical::always;
   std::string_view canonical_name{};  // the key's spelling in the canonical text when it differs from `name`
   std::string_view doc;
