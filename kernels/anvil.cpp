@@ -30,7 +30,8 @@ AnvilRails anvil_rails(const AnvilArgs& args) {
   GPT_CHECK(args.total_steps > 0 && args.step >= 0 && args.step < args.total_steps, "anvil: step ", args.step,
             " outside [0, total_steps = ", args.total_steps, ")");
   GPT_CHECK(args.rail_warmup > 0 && args.rail_taper > 0 && args.fast_switch >= 0,
-            "anvil: seed.anvil_rail_warmup and seed.anvil_rail_taper must be > 0 and seed.anvil_fast_switch >= 0, got ",
+            "anvil: extensions.anvil_rail_warmup and extensions.anvil_rail_taper must be > 0 and "
+            "extensions.anvil_fast_switch >= 0, got ",
             args.rail_warmup, ", ", args.rail_taper, ", ", args.fast_switch);
   const double s = static_cast<double>(args.step);
   const double span = kAnvilRailPeak - kAnvilRailStart;

@@ -1,5 +1,5 @@
 #pragma once
-// ANVIL, the bank optimizer of the seed profile (RECIPE §S.8), for a stack of independent matrices (a bank, or a
+// ANVIL, the bank optimizer of the `ext` profile (RECIPE §S.8), for a stack of independent matrices (a bank, or a
 // rank's chunk of one). It shares NorMuon's equalizer, learning-rate multipliers and mantissa tracking
 // (kernels/normuon.h) and differs in the momentum, the orthogonalisation and the decay gate.
 //
@@ -44,12 +44,12 @@ struct AnvilArgs {
   int64_t step = 0;              // s, 0 ≤ s < total_steps
   int64_t total_steps = 0;       // N
   double lr = 0;                 // bank_lr·η(s)
-  double weight_decay = 2.25;    // recipe seed.anvil_wd
+  double weight_decay = 2.25;    // recipe extensions.anvil_wd
   double beta2 = 0.9;            // equalizer decay (recipe optimizer.bank_beta2)
-  int64_t rail_warmup = 240;     // seed.anvil_rail_warmup
-  int64_t fast_switch = 514;     // seed.anvil_fast_switch
-  int64_t rail_taper = 50;       // seed.anvil_rail_taper
-  double fast_weight = 0.4385;   // seed.anvil_fast_weight (w from fast_switch on)
+  int64_t rail_warmup = 240;     // extensions.anvil_rail_warmup
+  int64_t fast_switch = 514;     // extensions.anvil_fast_switch
+  int64_t rail_taper = 50;       // extensions.anvil_rail_taper
+  double fast_weight = 0.4385;   // extensions.anvil_fast_weight (w from fast_switch on)
   double odd_matrix_lr_mul = 1;  // mat_mult of odd global matrix indices (2 for mlp_bank's W2)
   int64_t first_matrix = 0;      // global index of the stack's first matrix (a rank's chunk offset)
 };

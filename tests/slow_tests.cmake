@@ -36,6 +36,6 @@ foreach(test_name IN LISTS SPEEDRUN_SLOW_TESTS)
   set_tests_properties("${test_name}" PROPERTIES LABELS "cpu;slow" COST 100)
 endforeach()
 
-# tests/run_slow: three whole tiny-seed runs (one with the §S.10 warmup) and five reads of 750 MB checkpoints,
+# tests/run_slow: three whole tiny-ext runs (one with the §S.10 warmup) and five reads of 750 MB checkpoints,
 # 811 s in CI's ASan build (2026-12-05): a quarter of CI's budget on its own.
 set_tests_properties(${SPEEDRUN_LONG_SLOW_TESTS} PROPERTIES COST 1000 TIMEOUT 2400)

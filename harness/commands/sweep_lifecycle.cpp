@@ -15,7 +15,7 @@
 namespace gpt::harness {
 
 std::string default_data_dir(const std::string& recipe) {
-  if (recipe == "tiny" || recipe == "tiny-seed") return "data/default";  // the CPU recipes
+  if (recipe == "tiny" || recipe == "tiny-ext") return "data/default";  // the CPU recipes
   return "data/fineweb10B";
 }
 

@@ -1,4 +1,4 @@
-// Google Benchmark cases for the CUDA ops of the hashed n-gram table (RECIPE §S.2) at `mini-seed`'s shapes: the
+// Google Benchmark cases for the CUDA ops of the hashed n-gram table (RECIPE §S.2) at `mini-ext`'s shapes: the
 // embedding forward and backward of one stage-2 microbatch (T = 49,152, d = 768, bf16), the cycle add and the sparse
 // Adam of an event over the one-shard table (10,575,360 rows), and a device-to-device copy as the yardstick.
 // Each iteration is timed with CUDA events (manual time); the GB/s counter counts the fewest bytes the op must move
@@ -25,7 +25,7 @@ namespace gpt {
 namespace {
 
 constexpr int64_t kTokens = 49152, kDim = 768, kPoolRows = 8192;
-constexpr int64_t kTableRows = 10575360;  // mini-seed: one shard of the n-gram table
+constexpr int64_t kTableRows = 10575360;  // mini-ext: one shard of the n-gram table
 constexpr double kRowBytes = kDim * 2.0;  // one bf16 row
 
 // Uniform values in [-1, 1) written on the device (the table holds 8·10^9 values: no host copy).

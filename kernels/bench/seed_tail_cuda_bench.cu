@@ -1,4 +1,4 @@
-// CUDA kernels of four §S op families at the `seed` / `mini-seed` shapes: the sampled softmax's column gather and
+// CUDA kernels of four §S op families at the `ext` / `mini-ext` shapes: the sampled softmax's column gather and
 // scatter-add of lm_head (RECIPE §S.4, P per stage), the masked validation rows (§S.6), the tail-average ops (§S.5)
 // over the 50304×768 table and one rank's 1/8 shard of it, and the ANVIL steps (§S.8) on the bank stacks. Each case
 // reports bytes_per_second: every tensor element the op must read counted once and every element it writes once (the
@@ -104,7 +104,7 @@ void BM_MaskedValidationRows(benchmark::State& state) {
 }
 BENCHMARK(BM_MaskedValidationRows)->Arg(1024)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
-// ---- §S.5: arg 1 = the whole 50304×768 table (mini-seed), 8 = one rank's shard at W = 8 (seed) ----
+// ---- §S.5: arg 1 = the whole 50304×768 table (mini-ext), 8 = one rank's shard at W = 8 (ext) ----
 
 struct TailTensors {
   Tensor w, acc;

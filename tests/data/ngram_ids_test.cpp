@@ -12,7 +12,7 @@
 namespace gpt {
 namespace {
 
-constexpr int64_t kSeedRows = 84'602'880;  // Vng of the seed profile
+constexpr int64_t kSeedRows = 84'602'880;  // Vng of the `ext` profile
 
 // int32 two's-complement wrap of an exact product, computed in int64.
 int64_t wrap32(int64_t x) {

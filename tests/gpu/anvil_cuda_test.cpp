@@ -1,5 +1,5 @@
-// CUDA ANVIL steps (kernels/anvil.h, RECIPE §S.8) against the CPU reference on the bank shapes of the `seed` and
-// `mini-seed` profiles (768×768, 3072×768 and the wide 768×3072, for per-row and per-column statistics):
+// CUDA ANVIL steps (kernels/anvil.h, RECIPE §S.8) against the CPU reference on the bank shapes of the `ext` and
+// `mini-ext` profiles (768×768, 3072×768 and the wide 768×3072, for per-row and per-column statistics):
 //  - momentum of the two rails and the trace scaling are bit-exact on random data (elementwise math and a serial
 //    trace in the CPU's order);
 //  - the update is bit-exact where its statistics sum exactly in any order, and within the per-dtype tolerances of

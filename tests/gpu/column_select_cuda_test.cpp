@@ -1,6 +1,6 @@
 // CUDA column gather and scatter-add (kernels/column_select.h, RECIPE §S.4) against the CPU reference: copies and
 // single adds, so bit for bit. Small cases with repeated and unsorted columns (the in-order path), and lm_head of the
-// `seed` / `mini-seed` profiles (768 × 50304) with the stage sizes P = 10240, 14336, 24576 of sorted distinct columns
+// `ext` / `mini-ext` profiles (768 × 50304) with the stage sizes P = 10240, 14336, 24576 of sorted distinct columns
 // (the candidate sets: the parallel path). Gather outputs are NaN-poisoned first. The whole sampled head (gather,
 // loss over C, scatter of the gradient) runs in tests/gpu/model_cuda_test.cpp (ModelCuda.SampledSoftmax*).
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // CUDA masked validation loss (kernels/masked_validation_loss.h, RECIPE §S.6) against the CPU reference, on a small
-// vocabulary and on the `seed` / `mini-seed` head (d = 768, V = 50304, a mask of V rows of ⌈V/8⌉ bytes).
+// vocabulary and on the `ext` / `mini-ext` head (d = 768, V = 50304, a mask of V rows of ⌈V/8⌉ bytes).
 // Tolerances: the per-row losses differ by the fixed shift 23 against a running max, the summation order and the
 // device's exp/log, a few fp32 ulp of a loss of order 10 each; the rows are added in double in the same order on both
 // backends, so the sum is held to 1e-5 relative (f32 accumulation; f64 inputs: 1e-12). An all-zero mask must give the

@@ -119,7 +119,7 @@ TEST_P(NgramEmbedCuda, ForwardAndBackwardMatchCpuBitwise) {
   EXPECT_TRUE(same_bits(grad_gpu, grad_again)) << "backward must be deterministic";
 }
 
-// Small shapes in every dtype (d = 13: the unpacked path), a `seed` microbatch of stage 0 and `mini-seed`'s
+// Small shapes in every dtype (d = 13: the unpacked path), an `ext` microbatch of stage 0 and `mini-ext`'s
 // largest microbatch (T = 49,152, d = 768, the 8192-row pool) with the table reduced to 2^18 rows.
 INSTANTIATE_TEST_SUITE_P(Shapes, NgramEmbedCuda,
                          ::testing::Values(EmbedCase{DType::f64, 64, 24, 50, 16}, EmbedCase{DType::f32, 64, 24, 50, 16},
@@ -334,7 +334,7 @@ TEST(NgramTableCuda, MatchesCpuTableBitwise) {
   for (DType dtype : {DType::bf16, DType::f32}) compare_tables(4096, 64, 512, dtype, {1, 2, 1, 3, 1, 2});
 }
 
-// `mini-seed`'s stage-0 microbatch (T = 16,384, d = 768, bf16) with the table reduced to 2^20 rows (1.5 GB).
+// `mini-ext`'s stage-0 microbatch (T = 16,384, d = 768, bf16) with the table reduced to 2^20 rows (1.5 GB).
 TEST(NgramTableCuda, MiniSeedShapeMatchesCpu) {
   GPT_REQUIRE_CUDA_DEVICE();
   compare_tables(1 << 20, 768, 16384, DType::bf16, {2, 1, 2, 1});

@@ -1,6 +1,6 @@
-// CUDA tail-average ops (kernels/tail_average.h, RECIPE §S.5) against the CPU reference, with the `seed` profile's
+// CUDA tail-average ops (kernels/tail_average.h, RECIPE §S.5) against the CPU reference, with the `ext` profile's
 // rates and ship factors, on a small odd shape, one rank's 1/8 shard of the embedding (seed: W = 8) and the whole
-// 50304×768 table (mini-seed: W = 1). The elementwise ops must give the CPU's bits (outputs NaN-poisoned first where
+// 50304×768 table (mini-ext: W = 1). The elementwise ops must give the CPU's bits (outputs NaN-poisoned first where
 // the op overwrites); sum_of_squares sums in another fixed order: each backend's double sum of n non-negative terms
 // is within a few √n·2^-53 of the exact value in practice (≈1e-12 at n = 4·10^7), so 1e-11 relative separates order
 // from error, and terms whose every partial sum is exact must give the CPU's bits.
@@ -23,8 +23,9 @@ using gpu_testing::tolerance_for;
 
 const Shape kShapes[] = {{7, 13}, {6288, 768}, {50304, 768}};
 
-constexpr double kRates[] = {0.006688963210702341, 0.07547169811320754, 0.02666666666666667};  // seed.tail_*_rate
-constexpr double kShipFactors[] = {0.65, 0.55, 0.3493, 1.0};  // seed ships; 1 stores the accumulator itself
+// extensions.tail_ema_rate, tail_avg_rate, bank_blend_rate
+constexpr double kRates[] = {0.006688963210702341, 0.07547169811320754, 0.02666666666666667};
+constexpr double kShipFactors[] = {0.65, 0.55, 0.3493, 1.0};  // ext ships; 1 stores the accumulator itself
 
 constexpr double kSumTolerance = 1e-11;
 

@@ -131,7 +131,7 @@ TEST(NgramModel, TableGradientMatchesFiniteDifferencesThroughTheModel) {
 
 TEST(NgramModel, GptTrainableOwnsTheTableAndTheOptimizerNeedsNoGroup) {
   Recipe recipe = load_recipe("tiny", {"model.bigram_rows=4096", "fp8=false"});
-  recipe.seed.ngram_rows = 2048;
+  recipe.extensions.ngram_rows = 2048;
   recipe.optimizer.adam.erase("bigram_embed");  // a missing group must not matter: the table is no parameter
   GptTrainable model(recipe, 1, 1, DType::f32, Device::cpu);
   ASSERT_NE(model.ngram_table(), nullptr);
@@ -142,7 +142,7 @@ TEST(NgramModel, GptTrainableOwnsTheTableAndTheOptimizerNeedsNoGroup) {
   const StepSchedule s = schedule.at(1);
   model.set_schedule(s);
   Microbatch mb = make_microbatch({40, 25}, 50304, 4096, 50256, 3, 128);
-  add_ngram_products(mb, recipe.seed.ngram_rows);
+  add_ngram_products(mb, recipe.extensions.ngram_rows);
   const double loss = model.train_microbatch(mb, 1.0);
   EXPECT_TRUE(std::isfinite(loss));
   EXPECT_FALSE(model.ngram_table()->cycle_rows().empty());

@@ -1,4 +1,4 @@
-// The optimizer with recipe.seed.bank_opt = "anvil" (RECIPE §S.8 on §4.1/§8): ANVIL per bank every step with the
+// The optimizer with recipe.extensions.bank_opt = "anvil" (RECIPE §S.8 on §4.1/§8): ANVIL per bank every step with the
 // recipe's values, the same result at W = 1 and W = 2 thread ranks, reset, the state in collect_state, and the
 // switch's validation. bank_opt = "normuon" keeps the optimizer tests of tests/optim/optimizer_test.cpp.
 #include <gtest/gtest.h>
@@ -21,11 +21,11 @@ namespace {
 // tiny with ANVIL and rail boundaries scaled into its 26 steps, so 20 steps cross every branch.
 Recipe tiny_anvil() {
   Recipe r = load_recipe("tiny");
-  r.seed.bank_opt = "anvil";
-  r.seed.anvil_rail_warmup = 6;
-  r.seed.anvil_fast_switch = 10;
-  r.seed.anvil_rail_taper = 8;
-  r.seed.anvil_fast_weight = 0.4385;
+  r.extensions.bank_opt = "anvil";
+  r.extensions.anvil_rail_warmup = 6;
+  r.extensions.anvil_fast_switch = 10;
+  r.extensions.anvil_rail_taper = 8;
+  r.extensions.anvil_fast_weight = 0.4385;
   return r;
 }
 
@@ -94,7 +94,7 @@ TEST(AnvilOptimizer, NorMuonIsTheDefault) {
 
 TEST(AnvilOptimizer, UnknownBankOptimizerIsRefused) {
   Recipe r = load_recipe("tiny");
-  r.seed.bank_opt = "adamw";
+  r.extensions.bank_opt = "adamw";
   ParameterSet ps;
   ps.add("vo_bank", Tensor::zeros({2, 4, 4}, DType::bf16), ParamKind::bank);
   auto comm = make_single_rank_comm();
@@ -102,7 +102,7 @@ TEST(AnvilOptimizer, UnknownBankOptimizerIsRefused) {
     Optimizer opt(ps, r, *comm);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("seed.bank_opt = 'adamw'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("extensions.bank_opt = 'adamw'"), std::string::npos) << e.what();
   }
 }
 

@@ -20,7 +20,7 @@ namespace {
 
 Recipe seed_recipe() {
   Recipe r = load_recipe("tiny");
-  r.seed.tail_average = true;
+  r.extensions.tail_average = true;
   return r;
 }
 

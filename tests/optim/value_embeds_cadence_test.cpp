@@ -1,5 +1,5 @@
 // §S.3: value_embeds on the n-gram table's cadence. Updated only at event steps, by Adam on the gradient summed
-// over the cycle (rank-averaged), with the early betas/wd before seed.ngram_late_step and the squared betas and
+// over the cycle (rank-averaged), with the early betas/wd before extensions.ngram_late_step and the squared betas and
 // late wd from it, against an independent f64 Adam written here.
 #include <gtest/gtest.h>
 
@@ -19,10 +19,10 @@ constexpr int64_t kSteps = 14;
 
 Recipe cadence_recipe() {
   Recipe r = load_recipe("tiny");
-  r.seed.ngram_rows = 1000;
-  r.seed.value_embeds_on_cadence = true;
-  r.seed.ngram_late_step = kLateStep;
-  r.seed.ngram_wd_mul_late = 10;
+  r.extensions.ngram_rows = 1000;
+  r.extensions.value_embeds_on_cadence = true;
+  r.extensions.ngram_late_step = kLateStep;
+  r.extensions.ngram_wd_mul_late = 10;
   r.optimizer.adam["value_embeds"] = AdamGroupConfig{.beta1 = 0.75, .beta2 = 0.95, .lr_mul = 70, .wd_mul = 5, .sharded = true};
   return r;
 }
@@ -145,7 +145,7 @@ TEST(ValueEmbedsCadence, TwoThreadRanksAverageTheCycleSums) { run_and_check(2); 
 
 TEST(ValueEmbedsCadence, OffKeepsTheOddStepAdam) {
   Recipe r = cadence_recipe();
-  r.seed.value_embeds_on_cadence = false;
+  r.extensions.value_embeds_on_cadence = false;
   ParameterSet ps;
   Parameter& ve = ps.add("value_embeds", Tensor::from_doubles(normal(32, 7, 0, 0.5), {8, 4}, DType::f64), ParamKind::adam);
   auto comm = make_single_rank_comm();
@@ -161,7 +161,7 @@ TEST(ValueEmbedsCadence, OffKeepsTheOddStepAdam) {
 
 TEST(ValueEmbedsCadence, NeedsTheNgramTable) {
   Recipe r = cadence_recipe();
-  r.seed.ngram_rows = 0;
+  r.extensions.ngram_rows = 0;
   ParameterSet ps;
   ps.add("value_embeds", Tensor::zeros({8, 4}, DType::f64), ParamKind::adam);
   auto comm = make_single_rank_comm();
@@ -169,7 +169,7 @@ TEST(ValueEmbedsCadence, NeedsTheNgramTable) {
     Optimizer opt(ps, r, *comm);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("seed.value_embeds_on_cadence"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("extensions.value_embeds_on_cadence"), std::string::npos) << e.what();
   }
 }
 

@@ -49,7 +49,7 @@ TEST(MemoryEstimate, ParametersAndGradientsFollowTheParameterTable) {
   // bf16 on CUDA: smaller, never larger.
   EXPECT_LT(estimate_run_memory(tiny, Device::cuda, 1).part("parameters")->bytes, 4 * count);
   // The §S.2 table is counted where the recipe has one, and shrinks with the ranks that share it.
-  const Recipe seed = load_recipe("tiny-seed");
+  const Recipe seed = load_recipe("tiny-ext");
   ASSERT_NE(estimate_run_memory(seed, Device::cpu, 1).part("n-gram table"), nullptr);
   EXPECT_GT(estimate_run_memory(tiny, Device::cpu, 1).total(), 0);
   EXPECT_EQ(format_bytes(1536), "1.5 KiB");

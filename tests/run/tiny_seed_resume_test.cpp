@@ -1,4 +1,4 @@
-// `tiny-seed` at a narrower width (d = 48, 6 heads of 8, an 8,192-row n-gram table), its first 15 steps: the run-loop
+// `tiny-ext` at a narrower width (d = 48, 6 heads of 8, an 8,192-row n-gram table), its first 15 steps: the run-loop
 // mechanics of RECIPE §S in CI's budget. The resume from a checkpoint taken in the middle of a table cycle (steps 8
 // and 9 pending, next event at 11) must continue bit for bit across that event, to the state after step 15 (steps
 // 12-14 pending): table, pending cycle, tail accumulators, ANVIL rails, sampler offsets. The whole full-width runs,
@@ -21,9 +21,13 @@ using test::val_losses;
 
 RunOptions narrow_tiny_seed(const RunScratch& scratch, const std::string& run_id) {
   RunOptions o;
-  o.recipe = "tiny-seed";
-  o.overrides = {"seed.canonical_mask=tier0", "schedule.warmup=false", "model.model_dim=48", "model.head_dim=8",
-                 "model.mlp_hidden=192",      "seed.ngram_rows=8192"};
+  o.recipe = "tiny-ext";
+  o.overrides = {"extensions.canonical_mask=tier0",
+                 "schedule.warmup=false",
+                 "model.model_dim=48",
+                 "model.head_dim=8",
+                 "model.mlp_hidden=192",
+                 "extensions.ngram_rows=8192"};
   o.data_dir = scratch.data();
   o.seed = 5;
   o.run_id = run_id;

@@ -1,4 +1,4 @@
-// The `tiny-seed` recipe end to end on the CPU (RECIPE §S at tiny scale): every §S switch on in one run loop —
+// The `tiny-ext` recipe end to end on the CPU (RECIPE §S at tiny scale): every §S switch on in one run loop —
 // n-gram table events, value_embeds on the table cadence, sampled softmax, ANVIL, tail averaging shipped at the
 // final validation, the canonical mask (tier 0 here: tier 1's build takes minutes under the sanitizers; its own
 // tests cover it), the bucketed prefix table, the §S.10 warmup list and reset, thinned log lines.
@@ -22,8 +22,8 @@ using test::val_losses;
 
 RunOptions tiny_seed_run(const RunScratch& scratch, const std::string& run_id) {
   RunOptions o;
-  o.recipe = "tiny-seed";
-  o.overrides = {"seed.canonical_mask=tier0"};
+  o.recipe = "tiny-ext";
+  o.overrides = {"extensions.canonical_mask=tier0"};
   o.data_dir = scratch.data();
   o.seed = 3;
   o.run_id = run_id;
@@ -51,7 +51,7 @@ TEST(TinySeedRun, WarmupLeavesNoTraceAndResumeMidCycleIsBitExact) {
   ASSERT_EQ(a.status, RunStatus::finished) << a.error;
   ASSERT_EQ(a.steps, 32);
   ASSERT_EQ(a.val_history.size(), 2u);  // steps 0 and 32 (the synthetic corpus is not learnable in 32 steps:
-                                        // docs/seed-profile.md's tiny-seed run on data/default shows it)
+                                        // docs/ext-profile.md's tiny-ext run on data/default shows it)
 
   RunOptions warm = tiny_seed_run(scratch, "warm");
   warm.final_checkpoint = true;

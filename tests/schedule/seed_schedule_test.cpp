@@ -1,5 +1,5 @@
-// The seed profile's schedule (RECIPE §S.1, §S.2 cadence, §S.4 P, §S.10 warmup, §S.11 log lines) for seed
-// (N = 1194) and tiny-seed. Expected values are §S's figures or formulas evaluated here, not by the schedule.
+// The `ext` profile's schedule (RECIPE §S.1, §S.2 cadence, §S.4 P, §S.10 warmup, §S.11 log lines) for ext
+// (N = 1194) and tiny-ext. Expected values are §S's figures or formulas evaluated here, not by the schedule.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,7 +24,7 @@ std::vector<int64_t> range(int64_t lo, int64_t hi_inclusive) {
 
 class SeedSchedule : public ::testing::Test {
  protected:
-  Schedule sched{load_recipe("seed")};
+  Schedule sched{load_recipe("ext")};
 };
 
 TEST_F(SeedSchedule, StageBoundariesWithGrowthAndTaper) {
@@ -107,7 +107,7 @@ TEST_F(SeedSchedule, NgramEventCadence) {
     EXPECT_TRUE(s < 336 ? s % 2 == 1 : s % 4 == 3) << s;
   }
   // Off with the table.
-  const Schedule off(load_recipe("seed", {"seed.ngram_rows=0", "seed.value_embeds_on_cadence=false"}));
+  const Schedule off(load_recipe("ext", {"extensions.ngram_rows=0", "extensions.value_embeds_on_cadence=false"}));
   for (int64_t s = 0; s <= 1194; ++s) EXPECT_FALSE(off.is_ngram_event(s)) << s;
 }
 
@@ -120,9 +120,9 @@ TEST_F(SeedSchedule, WarmupStepsOfSectionS10) {
   ASSERT_EQ(expected.size(), 25u);
   EXPECT_EQ(sched.warmup_steps(), expected);
   // Without the switch: §9.1's list (stage starts only); without warmup: none.
-  const Schedule plain(load_recipe("seed", {"seed.seed_warmup=false"}));
+  const Schedule plain(load_recipe("ext", {"extensions.warmup_list=false"}));
   EXPECT_EQ(plain.warmup_steps().size(), 18u);
-  EXPECT_TRUE(Schedule(load_recipe("seed", {"schedule.warmup=false"})).warmup_steps().empty());
+  EXPECT_TRUE(Schedule(load_recipe("ext", {"schedule.warmup=false"})).warmup_steps().empty());
 }
 
 TEST_F(SeedSchedule, GraphKeysAreCoveredByTheWarmup) {
@@ -141,7 +141,7 @@ TEST_F(SeedSchedule, GraphKeysAreCoveredByTheWarmup) {
 
 TEST_F(SeedSchedule, WarmupOfMoreThan40StepsIsAnError) {
   const Schedule many(
-      load_recipe("seed", {"schedule.stages.0.sampled_softmax=[2048, 4096, 2048, 4096, 2048, 4096, 2048, 4096]"}));
+      load_recipe("ext", {"schedule.stages.0.sampled_softmax=[2048, 4096, 2048, 4096, 2048, 4096, 2048, 4096]"}));
   const std::string msg = error_of([&] { (void)many.warmup_steps(); });
   EXPECT_NE(msg.find("more than 40"), std::string::npos) << msg;
 }
@@ -181,11 +181,11 @@ TEST_F(SeedSchedule, SplitValidationAndSegmentCap) {
 
 // growth_stage picks the first stage end that grows: from stage 3 only the taper's end moves.
 TEST(SeedScheduleGrowth, GrowthStageSelectsTheEndsThatMove) {
-  const Schedule s(load_recipe("seed", {"schedule.growth_stage=3"}));
+  const Schedule s(load_recipe("ext", {"schedule.growth_stage=3"}));
   EXPECT_EQ(s.stage_end(2), 1055);
   EXPECT_EQ(s.stage_end(3), 1174);
   EXPECT_EQ(s.total_steps(), 1194);
-  const Schedule none(load_recipe("seed", {"schedule.growth_steps=0"}));
+  const Schedule none(load_recipe("ext", {"schedule.growth_steps=0"}));
   EXPECT_EQ(none.stage_end(2), 1055);
   EXPECT_EQ(none.total_steps(), 1142);
   EXPECT_EQ(static_cast<int64_t>(std::floor(1122 * 0.2)), 224);
@@ -209,7 +209,7 @@ TEST(SeedScheduleHead, SwitchesOffLeaveHeadUnchanged) {
 }
 
 TEST(TinySeedSchedule, EveryFeatureHappensWithinTheRun) {
-  const Schedule s(load_recipe("tiny-seed"));
+  const Schedule s(load_recipe("tiny-ext"));
   EXPECT_EQ(s.total_steps(), 32);
   const int64_t begins[] = {0, 7, 16, 26, 28}, ends[] = {7, 16, 26, 28, 32};
   for (int i = 0; i < 5; ++i) {

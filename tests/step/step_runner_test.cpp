@@ -240,7 +240,7 @@ TEST(StepRunner, ProbesFireInStreamOrder) {
 
 // §S.2: the table's event runs inside the optimizer step of exactly the event steps of the schedule.
 TEST(StepRunner, TableEventsFireOnTheScheduleEventSteps) {
-  Fixture f("tiny-seed");
+  Fixture f("tiny-ext");
   NgramTableOptions o;
   o.rows = 64;
   o.dim = 8;

@@ -120,7 +120,7 @@ TEST(CanonicalMaskBuild, RecipeSettings) {
     canonical_mask_options("tier2");
     ADD_FAILURE() << "tier2 accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("seed.canonical_mask"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("extensions.canonical_mask"), std::string::npos) << e.what();
   }
 }
 

@@ -2,8 +2,10 @@
 //   train_gpt --recipe NAME|FILE --data DIR --seed N --run-id ID --out DIR [--backend cpu|cuda] [--gpus N | --ranks N]
 //             [--set key=value]... [--resume CHECKPOINT] [--checkpoint-every K] [--threads N]
 //   train_gpt --print-recipe --recipe NAME|FILE [--set key=value]...
+//   train_gpt --list-keys
 // --print-recipe writes the resolved recipe's name, hash and [record] target as one JSON object on stdout and
-// exits (the harness reads a recipe's record target this way; it never links the trainer).
+// exits (the harness reads a recipe's record target this way; it never links the trainer). --list-keys prints the
+// recipe key table (the schema of trainer/recipe/recipe_keys.cpp) as Markdown, as docs/recipes.md shows it.
 // --gpus N (CUDA) starts N local processes, one per GPU, with NCCL between them; --ranks N (CPU) starts N local
 // processes under mpirun; either way the ranks are also started by mpirun, srun or torchrun directly.
 // Exit status: 0 finished, 3 diverged (summary written), 2 bad input or usage, 1 other failure.
@@ -23,6 +25,7 @@
 
 #include "trainer/comm/local_launcher.h"
 #include "trainer/comm/rank_status.h"
+#include "trainer/recipe/recipe_keys.h"
 #include "trainer/run/backend.h"
 #include "trainer/run/training_run.h"
 
@@ -98,11 +101,17 @@ int print_recipe(const gpt::RunOptions& options) {
 int main(int argc, char** argv) {
   gpt::RunOptions options;
   CLI::App app{"NanoGPT speedrun trainer (docs/RECIPE.md); writes OUT/ID.txt and OUT/ID.json"};
-  // A run needs all of these; printing the recipe needs only --recipe (and any --set).
-  const bool printing = std::any_of(argv + 1, argv + argc, [](const char* a) { return std::string(a) == "--print-recipe"; });
-  bool print_only = false;
+  // A run needs all of these; printing the recipe needs only --recipe (and any --set), listing the keys nothing.
+  const auto given = [&](const char* flag) {
+    return std::any_of(argv + 1, argv + argc, [flag](const char* a) { return std::string(a) == flag; });
+  };
+  const bool listing = given("--list-keys");
+  const bool printing = given("--print-recipe") || listing;
+  bool print_only = false, list_keys = false;
   app.add_flag("--print-recipe", print_only, "print the resolved recipe's name, hash and record target as JSON, then exit");
-  app.add_option("--recipe", options.recipe, "recipe name (trainer/recipes) or path to a .toml file")->required();
+  app.add_flag("--list-keys", list_keys, "print the recipe key table (Markdown, as in docs/recipes.md), then exit");
+  app.add_option("--recipe", options.recipe, "recipe name (trainer/recipes) or path to a .toml file")
+      ->required(!listing);
   app.add_option("--data", options.data_dir, "directory with train_*/val_* (or fineweb_*) shards")->required(!printing);
   app.add_option("--seed", options.seed, "initialisation seed")->required(!printing);
   app.add_option("--run-id", options.run_id, "run name: OUT/ID.txt and OUT/ID.json")->required(!printing);
@@ -126,6 +135,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::cerr << "train_gpt: " << e.what() << " (see --help)" << std::endl;
     return kExitUsage;
+  }
+  if (list_keys) {
+    std::cout << gpt::recipe_key_table_markdown();
+    return 0;
   }
   if (print_only) return print_recipe(options);
 

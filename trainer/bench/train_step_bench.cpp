@@ -233,7 +233,7 @@ class Bench {
     lo.shards = find_split_shards(options.data_dir, ShardSplit::train);
     lo.slices_per_call = static_cast<int>(recipe.slices_per_call);
     lo.bigram_rows = static_cast<int32_t>(recipe.model.bigram_rows);
-    lo.ngram_rows = recipe.seed.ngram_rows;
+    lo.ngram_rows = recipe.extensions.ngram_rows;
     lo.prefetch = false;
     TrainLoader loader(lo);
     return loader.next(call_shape(s));

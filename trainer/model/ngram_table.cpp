@@ -68,19 +68,19 @@ int64_t max_count(const Tensor& counts) {
 
 }  // namespace
 
-NgramTableOptions NgramTableOptions::from_recipe(const SeedConfig& seed, int64_t dim, DType dtype) {
+NgramTableOptions NgramTableOptions::from_recipe(const ExtensionsConfig& ext, int64_t dim, DType dtype) {
   NgramTableOptions o;
-  o.rows = seed.ngram_rows;
+  o.rows = ext.ngram_rows;
   o.dim = dim;
   o.dtype = dtype;
-  o.lr = seed.ngram_lr;
-  o.lr_mul = seed.ngram_lr_mul;
-  o.wd = seed.ngram_wd;
-  o.eps = seed.ngram_eps;
-  o.beta2 = seed.ngram_beta2;
-  o.wd_mul_early = seed.ngram_wd_mul_early;
-  o.wd_mul_late = seed.ngram_wd_mul_late;
-  o.late_step = seed.ngram_late_step;
+  o.lr = ext.ngram_lr;
+  o.lr_mul = ext.ngram_lr_mul;
+  o.wd = ext.ngram_wd;
+  o.eps = ext.ngram_eps;
+  o.beta2 = ext.ngram_beta2;
+  o.wd_mul_early = ext.ngram_wd_mul_early;
+  o.wd_mul_late = ext.ngram_wd_mul_late;
+  o.late_step = ext.ngram_late_step;
   return o;
 }
 
@@ -89,7 +89,7 @@ NgramTable::NgramTable(NgramTableOptions options, Tensor sign_pool, Comm& comm)
   const int64_t V = options_.rows, d = options_.dim;
   const int W = comm_.world_size();
   GPT_CHECK(V >= 4 && V % 2 == 0 && V <= std::numeric_limits<int32_t>::max(),
-            "ngram table: recipe.seed.ngram_rows must be even, >= 4 and below 2^31, got ", V);
+            "ngram table: recipe.extensions.ngram_rows must be even, >= 4 and below 2^31, got ", V);
   GPT_CHECK(V % W == 0, "ngram table: ngram_rows ", V, " must be divisible by the world size ", W);
   GPT_CHECK(d > 0, "ngram table: dim must be positive, got ", d);
   GPT_CHECK(is_floating(options_.dtype), "ngram table: dtype must be f64, f32 or bf16, got ",

@@ -59,7 +59,7 @@ struct NgramTableOptions {
   // Decay every owned row's second moment at every event instead of lazily (tests: the two agree bitwise).
   bool eager_decay = false;
 
-  static NgramTableOptions from_recipe(const SeedConfig& seed, int64_t dim, DType dtype);
+  static NgramTableOptions from_recipe(const ExtensionsConfig& ext, int64_t dim, DType dtype);
 };
 
 class NgramTable {

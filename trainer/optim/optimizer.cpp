@@ -20,15 +20,16 @@ Optimizer::Optimizer(ParameterSet& params, const Recipe& recipe, Comm& comm)
     : params_(params), recipe_(recipe), comm_(comm) {
   const int world = comm_.world_size();
   const int rank = comm_.rank();
-  const std::string& bank_opt = recipe_.seed.bank_opt;
+  const std::string& bank_opt = recipe_.extensions.bank_opt;
   GPT_CHECK(bank_opt == "normuon" || bank_opt == "anvil", "optimizer: recipe '", recipe_.name,
-            "' has seed.bank_opt = '", bank_opt, "', expected 'normuon' or 'anvil'");
+            "' has extensions.bank_opt = '", bank_opt, "', expected 'normuon' or 'anvil'");
   if (bank_opt == "anvil") {
     bank_optimizer_ = BankOptimizer::anvil;
     total_steps_ = Schedule(recipe_).total_steps();
   }
-  GPT_CHECK(!recipe_.seed.value_embeds_on_cadence || recipe_.seed.ngram_rows > 0, "recipe '", recipe_.name,
-            "': seed.value_embeds_on_cadence needs the n-gram table (seed.ngram_rows > 0), whose events it follows");
+  GPT_CHECK(!recipe_.extensions.value_embeds_on_cadence || recipe_.extensions.ngram_rows > 0, "recipe '", recipe_.name,
+            "': extensions.value_embeds_on_cadence needs the n-gram table (extensions.ngram_rows > 0), whose events it "
+            "follows");
   for (Parameter& p : params_.all()) {
     if (p.kind == ParamKind::bank) {
       auto it = recipe_.optimizer.banks.find(p.name);
@@ -94,7 +95,7 @@ const Optimizer::AdamState& Optimizer::adam_state(const std::string& name) const
 
 const NorMuonState& Optimizer::bank_state(const std::string& name) const {
   GPT_CHECK(bank_optimizer_ == BankOptimizer::normuon, "optimizer: bank '", name,
-            "' is updated by ANVIL (seed.bank_opt = anvil): read anvil_state, not bank_state");
+            "' is updated by ANVIL (extensions.bank_opt = anvil): read anvil_state, not bank_state");
   for (const BankSlot& s : banks_) {
     if (s.param->name == name) return s.state;
   }
@@ -103,7 +104,7 @@ const NorMuonState& Optimizer::bank_state(const std::string& name) const {
 
 const AnvilState& Optimizer::anvil_state(const std::string& name) const {
   GPT_CHECK(bank_optimizer_ == BankOptimizer::anvil, "optimizer: bank '", name,
-            "' is updated by NorMuon (seed.bank_opt = normuon): read bank_state, not anvil_state");
+            "' is updated by NorMuon (extensions.bank_opt = normuon): read bank_state, not anvil_state");
   for (const BankSlot& s : banks_) {
     if (s.param->name == name) return s.anvil;
   }
@@ -124,7 +125,7 @@ void Optimizer::restore_counters(const std::map<std::string, int64_t>& adam_step
 }
 
 bool Optimizer::on_table_cadence(const AdamSlot& slot) const {
-  return recipe_.seed.value_embeds_on_cadence && slot.param->name == "value_embeds";
+  return recipe_.extensions.value_embeds_on_cadence && slot.param->name == "value_embeds";
 }
 
 void Optimizer::begin_step(const StepSchedule& s) {
@@ -289,17 +290,17 @@ NorMuonArgs Optimizer::normuon_args(const BankSlot& slot, const StepSchedule& s)
 }
 
 AnvilArgs Optimizer::anvil_args(const BankSlot& slot, const StepSchedule& s) const {
-  const SeedConfig& seed = recipe_.seed;
+  const ExtensionsConfig& ext = recipe_.extensions;
   AnvilArgs args;
   args.step = s.step;
   args.total_steps = total_steps_;
   args.lr = recipe_.optimizer.bank_lr * s.lr_mult;
-  args.weight_decay = seed.anvil_wd;
+  args.weight_decay = ext.anvil_wd;
   args.beta2 = recipe_.optimizer.bank_beta2;
-  args.rail_warmup = seed.anvil_rail_warmup;
-  args.fast_switch = seed.anvil_fast_switch;
-  args.rail_taper = seed.anvil_rail_taper;
-  args.fast_weight = seed.anvil_fast_weight;
+  args.rail_warmup = ext.anvil_rail_warmup;
+  args.fast_switch = ext.anvil_fast_switch;
+  args.rail_taper = ext.anvil_rail_taper;
+  args.fast_weight = ext.anvil_fast_weight;
   args.odd_matrix_lr_mul = slot.config.odd_matrix_lr_mul;
   args.first_matrix = comm_.rank() * slot.per_rank;
   return args;
@@ -308,14 +309,14 @@ AnvilArgs Optimizer::anvil_args(const BankSlot& slot, const StepSchedule& s) con
 // §S.3: value_embeds on the n-gram table's cadence. Its gradient buffer has summed every step since the last
 // event (nothing else clears it); the update is §4.5 Adam on the rank-averaged sum, dense over the owned rows.
 // From the Adam group optimizer.adam.value_embeds: beta1, beta2, lr_mul and wd_mul (the seed recipes set
-// (0.75, 0.95), 70, 5). From the seed table: from step seed.ngram_late_step on, one event stands for two steps, so
-// both betas are squared and wd_mul becomes seed.ngram_wd_mul_late.
+// (0.75, 0.95), 70, 5). From the seed table: from step extensions.ngram_late_step on, one event stands for two steps,
+// so both betas are squared and wd_mul becomes extensions.ngram_wd_mul_late.
 AdamGroupConfig Optimizer::table_cadence_group(const AdamSlot& slot, const StepSchedule& s) const {
   AdamGroupConfig group = slot.group;
-  if (s.step >= recipe_.seed.ngram_late_step) {
+  if (s.step >= recipe_.extensions.ngram_late_step) {
     group.beta1 *= group.beta1;
     group.beta2 *= group.beta2;
-    group.wd_mul = recipe_.seed.ngram_wd_mul_late;
+    group.wd_mul = recipe_.extensions.ngram_wd_mul_late;
   }
   return group;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // The optimizer step of RECIPE §4 with the distributed semantics of §8:
 //  - banks (ParamKind::bank): every step, reduce-scatter (avg) along the matrix axis, NorMuon (§4.3) or, with
-//    recipe.seed.bank_opt = "anvil", ANVIL (§S.8) on the rank's chunk of count/W matrices (state for that chunk
+//    recipe.extensions.bank_opt = "anvil", ANVIL (§S.8) on the rank's chunk of count/W matrices (state for that chunk
 //    only), all-gather the bank, clear the gradient;
 //  - Adam parameters: only on odd steps, on the gradient accumulated over the two steps; groups from the
 //    recipe's optimizer.adam table; `sharded` groups reduce-scatter rows (avg), update the rank's rows (state for
@@ -9,7 +9,7 @@
 //  - tied embedding (§4.6) while step ≤ split: grad(lm_head) += grad(embed)ᵀ, only lm_head is reduced and
 //    updated, then embed ← lm_headᵀ; at the end of the split step embed takes lm_head's Adam state transposed
 //    (same step counter) and the two are untied;
-//  - §S.3 (recipe.seed.value_embeds_on_cadence): value_embeds leaves the odd-step Adam and is updated at the
+//  - §S.3 (recipe.extensions.value_embeds_on_cadence): value_embeds leaves the odd-step Adam and is updated at the
 //    n-gram event steps (StepSchedule::ngram_event) on its gradient summed over the cycle (see step_table_cadence).
 //
 // Communication schedule (as the record runs it): a step's gradient reductions (reduce-scatter or all-reduce) are
@@ -61,7 +61,7 @@ class Optimizer {
 
   bool tied() const { return tied_; }
 
-  // The bank optimizer the recipe selects (recipe.seed.bank_opt); its state is the only one allocated.
+  // The bank optimizer the recipe selects (recipe.extensions.bank_opt); its state is the only one allocated.
   enum class BankOptimizer { normuon, anvil };
   BankOptimizer bank_optimizer() const { return bank_optimizer_; }
 

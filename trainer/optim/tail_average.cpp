@@ -41,16 +41,16 @@ const char* tail_accumulator_name(TailAccumulator a) {
 
 TailAverage::TailAverage(ParameterSet& params, const Recipe& recipe, const Comm& comm)
     : params_(params),
-      config_(recipe.seed),
+      config_(recipe.extensions),
       adam_groups_(recipe.optimizer.adam),
       rank_(comm.rank()),
       world_(comm.world_size()),
-      enabled_(recipe.seed.tail_average) {
+      enabled_(recipe.extensions.tail_average) {
   if (!enabled_) return;
-  const SeedConfig& c = config_;
+  const ExtensionsConfig& c = config_;
   GPT_CHECK(c.tail_avg_every > 0 && c.bank_blend_every > 0, "recipe '", recipe.name,
-            "': seed.tail_avg_every and seed.bank_blend_every must be positive, got ", c.tail_avg_every, " and ",
-            c.bank_blend_every);
+            "': extensions.tail_avg_every and extensions.bank_blend_every must be positive, got ", c.tail_avg_every,
+            " and ", c.bank_blend_every);
   accumulators_[static_cast<int>(TailAccumulator::tail_ema)].window = c.tail_ema_window;
   accumulators_[static_cast<int>(TailAccumulator::tail_avg)].window = c.tail_avg_window;
   accumulators_[static_cast<int>(TailAccumulator::value_embed_avg)].window = c.value_embed_avg_window;
@@ -89,7 +89,7 @@ Tensor TailAverage::shard_of(const Parameter& p) const {
 Tensor TailAverage::owned_shard(const std::string& weight) const { return shard_of(params_.get(weight)); }
 
 TailAverage::Fire TailAverage::rule(TailAccumulator a, int64_t step, int64_t n, bool ngram_event) const {
-  const SeedConfig& c = config_;
+  const ExtensionsConfig& c = config_;
   if (step < n - accumulators_[static_cast<int>(a)].window) return {};
   switch (a) {
     case TailAccumulator::tail_ema: {

@@ -21,7 +21,7 @@
 // accumulator reads that value and averages the embedding the model actually used; with N = 1194 the tail-ema
 // window (from step 896) starts before the split (1175), so the tie is not assumed away.
 //
-// Weights absent from the parameter set are left out; the whole object is inert when recipe.seed.tail_average is
+// Weights absent from the parameter set are left out; the whole object is inert when recipe.extensions.tail_average is
 // off (no ticks, no ship, no checkpoint tensors), which keeps runs without it unchanged.
 #include <array>
 #include <map>
@@ -94,7 +94,7 @@ class TailAverage {
   bool is_sharded(const Parameter& p) const;
 
   ParameterSet& params_;
-  SeedConfig config_;
+  ExtensionsConfig config_;
   std::map<std::string, AdamGroupConfig> adam_groups_;
   int rank_ = 0, world_ = 1;
   bool enabled_ = false;

@@ -1,10 +1,11 @@
 #pragma once
 // A training recipe (RECIPE §0.2, §5.1, §R, §S): every number the trainer needs that is not hard-wired to the
-// 11-layer topology. Recipes are TOML files under trainer/recipes/ (`head`, `tiny`, `mini`, `track1` = head, `seed`,
-// `mini-seed`, `tiny-seed`); a recipe may start from another with `inherits = "NAME"` and override only what
-// differs. Every key can be overridden from the command line with `--set dotted.key=value` (array elements by index,
-// e.g. `schedule.stages.1.lmax=1024`; a bare word is a string). All keys are required after inheritance except the
-// optional ones ([data], [seed], the §S schedule and stage keys), which `--set` may also add; unknown keys are errors.
+// 11-layer topology. Recipes are TOML files under trainer/recipes/ (`head`, `tiny`, `mini`, `track1` = head, and the
+// §S profile `ext`, `mini-ext`, `tiny-ext`); a recipe may start from another with `inherits = "NAME"` and override
+// only what differs. Every key can be overridden from the command line with `--set dotted.key=value` (array elements
+// by index, e.g. `schedule.stages.1.lmax=1024`; a bare word is a string). Each key — its type, range, default, whether
+// it is optional and how it enters the canonical text — is declared once in recipe_keys.cpp (docs/recipes.md shows
+// the table, `train_gpt --list-keys` prints it); unknown keys are errors.
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -94,9 +95,9 @@ struct ValidationConfig {
   int64_t cu_rows = 0;        // cu_seqlens rows of a validation forward
 };
 
-// §S seed extensions (the [seed] table; optional: every switch defaults to off, and the table is left out of the
-// canonical text when it equals its defaults, so recipes written before it keep their hash).
-struct SeedConfig {
+// RECIPE §S extensions (the [extensions] table; optional: every switch defaults to off, and each key is left out of
+// the canonical text while it equals its default, so recipes written before it keep their hash).
+struct ExtensionsConfig {
   // §S.2 hashed n-gram table replacing bigram_embed: total rows Vng (even; 0 = off, bigram_embed of §2.5).
   int64_t ngram_rows = 0;
   int64_t ngram_late_step = 336;      // cadence: odd steps before it; s mod max_cycle = max_cycle−1 from it
@@ -119,8 +120,8 @@ struct SeedConfig {
   int64_t anvil_rail_warmup = 240, anvil_fast_switch = 514, anvil_rail_taper = 50;
   double anvil_fast_weight = 0.4385, anvil_wd = 2.25;
   int64_t log_every = 1;                 // §S.11: training lines when (s+1) mod this = 0 or s+1 ≥ N−1
-  bool seed_warmup = false;              // §S.10 warmup step list (P changes, split+1..3) instead of §9.1's
-  friend bool operator==(const SeedConfig&, const SeedConfig&) = default;
+  bool warmup_list = false;              // §S.10 warmup step list (P changes, split+1..3) instead of §9.1's
+  friend bool operator==(const ExtensionsConfig&, const ExtensionsConfig&) = default;
 };
 
 // Training data handling (the [data] table; optional, every key defaults to off).
@@ -145,15 +146,15 @@ struct Recipe {
   OptimizerConfig optimizer;
   ValidationConfig validation;
   DataConfig data;
-  SeedConfig seed;
+  ExtensionsConfig extensions;  // RECIPE §S switches (RECIPE names the profile that turns them on `seed`)
   int64_t slices_per_call = 0;  // slices per loader call; T = B / slices_per_call
   bool fp8 = false;
   RecordTarget record;
 
-  // Canonical TOML text of the resolved recipe (sorted keys, every value present; the [data] table only when it
-  // differs from its defaults, and the §S keys — [seed] keys, schedule.growth_steps/growth_stage/segment_cap, stage
-  // prefix_steps/sampled_softmax — only where they differ from theirs, so recipes written before them keep their hash). The record target keeps its old
-  // key `target_loss` there (the source text is left out), so recipes whose target did not change keep their hash.
+  // Canonical TOML text of the resolved recipe (sorted keys). Each key's rule is declared with it (recipe_keys.cpp):
+  // required keys always; optional keys ([data], [extensions], the §S schedule and stage keys) only where they differ
+  // from their defaults, so recipes written before them keep their hash; some keep the spelling they had when the
+  // hashes were first recorded (`target_loss` for record.target, the `seed` table for [extensions]).
   std::string canonical() const;
   // FNV-1a 64 of canonical(), as 16 hex digits: identifies the resolved configuration in run summaries.
   std::string hash() const;

@@ -1,6 +1,6 @@
 #pragma once
 // Internal to trainer/recipe: typed reading of a recipe's TOML tree with strict key checks, shared by the files
-// that read its tables (recipe.cpp, seed_recipe.cpp). Not part of the recipe API.
+// that load and read it (recipe.cpp, recipe_read.cpp). Not part of the recipe API.
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -52,12 +52,14 @@ class Reader {
     return v;
   }
 
-  double number(const std::string& key, double lo, double hi, bool open_hi = false) {
+  // A number in [lo, hi], or (lo, … with open_lo, …, hi) with open_hi.
+  double number(const std::string& key, double lo, double hi, bool open_hi = false, bool open_lo = false) {
     const toml::node& n = get(key);
     GPT_CHECK(n.is_number(), where(key), " must be a number, got ", node_type_name(n));
     const double v = as_double(n, key);
-    const bool ok = std::isfinite(v) && v >= lo && (open_hi ? v < hi : v <= hi);
-    GPT_CHECK(ok, where(key), " must be a number in [", lo, ", ", hi, open_hi ? ")" : "]", ", got ", v);
+    const bool ok = std::isfinite(v) && (open_lo ? v > lo : v >= lo) && (open_hi ? v < hi : v <= hi);
+    GPT_CHECK(ok, where(key), " must be a number in ", open_lo ? "(" : "[", lo, ", ", hi, open_hi ? ")" : "]", ", got ",
+              v);
     return v;
   }
 
@@ -94,21 +96,11 @@ class Reader {
     return out;
   }
 
-  // Optional keys: the value when present, else `fallback` (checked the same way as the required getters).
-  int64_t integer_or(const std::string& key, int64_t fallback, int64_t lo, int64_t hi = INT64_MAX) {
-    return has(key) ? integer(key, lo, hi) : fallback;
-  }
-  double number_or(const std::string& key, double fallback, double lo, double hi, bool open_hi = false) {
-    return has(key) ? number(key, lo, hi, open_hi) : fallback;
-  }
-  bool boolean_or(const std::string& key, bool fallback) { return has(key) ? boolean(key) : fallback; }
-
   // A string that must be one of `choices`; the error names the key and lists them.
-  std::string choice_or(const std::string& key, const std::string& fallback, const std::vector<std::string>& choices) {
-    if (!has(key)) return fallback;
+  std::string choice(const std::string& key, const std::vector<std::string_view>& choices) {
     const toml::node& n = get(key);
     std::string list;
-    for (const std::string& c : choices) list += (list.empty() ? "" : " | ") + c;
+    for (const std::string_view c : choices) list += (list.empty() ? "" : " | ") + std::string(c);
     GPT_CHECK(n.is_string(), where(key), " must be one of ", list, ", got ", node_type_name(n));
     const std::string v = n.value<std::string>().value();
     GPT_CHECK(std::find(choices.begin(), choices.end(), v) != choices.end(), where(key), " must be one of ", list,
@@ -181,9 +173,13 @@ class Reader {
   std::set<std::string> used_;
 };
 
-// The [seed] table (§S; every key optional, defaults of SeedConfig) and its canonical form (only the keys that differ
-// from their defaults, so recipes without §S keep their hash). Defined in seed_recipe.cpp.
-SeedConfig read_seed_table(Reader r);
-toml::table seed_canonical_table(const SeedConfig& seed);
+// The typed reading of a merged, overridden recipe tree against the schema (recipe_keys.h), with the checks that
+// relate several keys. Defined in recipe_read.cpp.
+Recipe read_recipe(const toml::table& tree, const std::string& name, const std::string& source,
+                   const Overrides& overrides);
+
+// Whether `--set` may create the missing key parts[0..i] (a table on the way, or the key itself): only on the way
+// to an optional key of the schema. Defined in recipe_read.cpp.
+bool may_create(const std::vector<std::string>& parts, size_t i);
 
 }  // namespace gpt::recipe_detail

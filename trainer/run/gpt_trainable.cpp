@@ -10,7 +10,7 @@ namespace gpt {
 namespace {
 ModelDims recipe_dims(const Recipe& recipe) {
   ModelDims d = model_dims(recipe.model, 1);
-  d.ngram_rows = recipe.seed.ngram_rows;
+  d.ngram_rows = recipe.extensions.ngram_rows;
   return d;
 }
 }  // namespace
@@ -48,7 +48,7 @@ GptTrainable::GptTrainable(const Recipe& recipe, uint64_t seed, int64_t accumula
       ngram_comm_ = make_single_rank_comm();
       ngram_comm = ngram_comm_.get();
     }
-    ngram_ = std::make_unique<NgramTable>(NgramTableOptions::from_recipe(recipe.seed, dims_.model_dim, dtype),
+    ngram_ = std::make_unique<NgramTable>(NgramTableOptions::from_recipe(recipe.extensions, dims_.model_dim, dtype),
                                           weights_.bigram_sign_table, *ngram_comm);
     model_->set_ngram_table(ngram_.get());
   }

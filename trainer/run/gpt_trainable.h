@@ -57,7 +57,7 @@ class GptTrainable final : public TrainableModel {
   // ℓ_t of §3.4 for every position of the window (f64 from the evaluation forward's raw logits): the
   // reference check compares them position by position (trainer/run/reference_export.h).
   std::vector<double> validation_losses(const Microbatch& window);
-  // §S.2 hashed n-gram table (recipe.seed.ngram_rows > 0), else nullptr. The step runner calls
+  // §S.2 hashed n-gram table (recipe.extensions.ngram_rows > 0), else nullptr. The step runner calls
   // ngram_table()->apply_event(s.step, s.lr_mult) inside the optimizer step of every event step.
   NgramTable* ngram_table() override { return ngram_.get(); }
   bool uses_prefix_table() const override;

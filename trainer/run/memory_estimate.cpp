@@ -64,7 +64,7 @@ const MemoryEstimate::Part* MemoryEstimate::part(const std::string& what) const 
 MemoryEstimate estimate_run_memory(const Recipe& recipe, Device device, int world_size) {
   const int64_t w = std::max(1, world_size);
   ModelDims dims = model_dims(recipe.model, w);
-  dims.ngram_rows = recipe.seed.ngram_rows;
+  dims.ngram_rows = recipe.extensions.ngram_rows;
   const int64_t value_bytes = static_cast<int64_t>(dtype_size(model_dtype(device)));
   int64_t parameter_bytes = 0, adam_elements = 0, bank_elements = 0;
   for (const ParameterInfo& p : parameter_table(dims)) {
@@ -92,13 +92,13 @@ MemoryEstimate estimate_run_memory(const Recipe& recipe, Device device, int worl
                      "schedule.stages.N.batch_tokens / slices_per_call, model.model_dim, model.mlp_hidden, "
                      "model.vocab_size",
                      saturating_mul(slice_tokens, per_token)});
-  if (recipe.seed.ngram_rows > 0) {
+  if (recipe.extensions.ngram_rows > 0) {
     // §S.2: each rank owns rows/W rows of d values and their fp32 second moment; at W > 1 also its row cache.
-    const int64_t owned = recipe.seed.ngram_rows / w;
+    const int64_t owned = recipe.extensions.ngram_rows / w;
     int64_t bytes = saturating_mul(owned, saturating_add(saturating_mul(dims.model_dim, value_bytes), 4));
     if (w > 1)
-      bytes = saturating_add(bytes, saturating_mul(recipe.seed.ngram_cache_rows, dims.model_dim * value_bytes));
-    e.parts.push_back({"n-gram table", "seed.ngram_rows, seed.ngram_cache_rows, model.model_dim", bytes});
+      bytes = saturating_add(bytes, saturating_mul(recipe.extensions.ngram_cache_rows, dims.model_dim * value_bytes));
+    e.parts.push_back({"n-gram table", "extensions.ngram_rows, extensions.ngram_cache_rows, model.model_dim", bytes});
   }
   return e;
 }

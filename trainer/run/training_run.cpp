@@ -78,9 +78,9 @@ struct TrainingRun::Impl {
   std::unique_ptr<Comm> comm;
   std::unique_ptr<TrainableModel> model;
   std::unique_ptr<Optimizer> optimizer;
-  std::unique_ptr<TailAverage> tail;  // §S.5 (inert unless recipe.seed.tail_average)
+  std::unique_ptr<TailAverage> tail;                 // §S.5 (inert unless recipe.extensions.tail_average)
   std::unique_ptr<StepRunner> runner;                // every training step of the run (warmup and timed)
-  std::optional<CanonicalMaskOptions> mask_options;  // §S.6 from recipe.seed.canonical_mask; nullopt = off
+  std::optional<CanonicalMaskOptions> mask_options;  // §S.6 from recipe.extensions.canonical_mask; nullopt = off
   std::optional<CanonicalMaskBuild> mask_build;      // §S.6, rank 0, from clock start to the final validation
   std::vector<std::filesystem::path> train_shards;
   CorpusFingerprint corpus;  // train and val shards, recorded in checkpoints: --resume must read the same data
@@ -100,7 +100,7 @@ struct TrainingRun::Impl {
       : options(std::move(opts)),
         recipe(load_recipe(options.recipe, options.overrides, options.recipe_dir)),
         schedule(recipe),
-        mask_options(canonical_mask_options(recipe.seed.canonical_mask)) {
+        mask_options(canonical_mask_options(recipe.extensions.canonical_mask)) {
     check_flags();
     launch = detect_launch_env();
     check_world_size();
@@ -220,7 +220,7 @@ struct TrainingRun::Impl {
     vo.rank = comm->rank();
     vo.cu_seqlens_rows = static_cast<int32_t>(recipe.validation.cu_rows);
     vo.bigram_rows = static_cast<int32_t>(recipe.model.bigram_rows);
-    vo.ngram_rows = recipe.seed.ngram_rows;
+    vo.ngram_rows = recipe.extensions.ngram_rows;
     val_loader = std::make_unique<ValLoader>(vo);
     if (!options.dump_batches.empty()) {
       GPT_CHECK(comm->world_size() == 1, "--set debug.dump_batches: a run of one rank only (this one has ",
@@ -279,7 +279,7 @@ struct TrainingRun::Impl {
     lo.rank = comm->rank();
     lo.bigram_rows = static_cast<int32_t>(recipe.model.bigram_rows);
     lo.cycle_shards = recipe.data.cycle_train_shards;
-    lo.ngram_rows = recipe.seed.ngram_rows;
+    lo.ngram_rows = recipe.extensions.ngram_rows;
     return TrainLoader(lo, start);
   }
 
@@ -485,7 +485,7 @@ struct TrainingRun::Impl {
     if (model->uses_prefix_table()) {
       // §3.2 on the clock; §S.7: by buckets over the ranks and an all-reduce(MAX).
       const std::vector<int64_t> table =
-          recipe.seed.prefix_bucketed
+          recipe.extensions.prefix_bucketed
               ? build_prefix_table_bucketed(*tokenizer, *comm, backend_device(options.backend), recipe.model.vocab_size)
               : build_prefix_table(*tokenizer, recipe.model.vocab_size);
       model->set_prefix_table(table);

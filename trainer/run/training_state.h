@@ -4,7 +4,7 @@
 // checkpoint after an even step holds half of the next update). One list serves the warmup snapshot/reset, the
 // bitwise reset test and checkpoints.
 // Names: "param/NAME", "grad/NAME", "buffer/NAME", "adam/NAME/m|v", "bank/NAME/momentum|second_moment|mantissa"
-// (NorMuon) or "bank/NAME/fast_rail|slow_rail|second_moment|mantissa" (ANVIL, recipe.seed.bank_opt = anvil).
+// (NorMuon) or "bank/NAME/fast_rail|slow_rail|second_moment|mantissa" (ANVIL, recipe.extensions.bank_opt = anvil).
 #include <cstdint>
 #include <map>
 #include <string>

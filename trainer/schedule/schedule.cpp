@@ -141,7 +141,7 @@ int64_t Schedule::sampled_softmax_size(int64_t step) const {
 
 bool Schedule::is_ngram_event(int64_t step) const {
   check_step(step, true);
-  const SeedConfig& sd = recipe_.seed;
+  const ExtensionsConfig& sd = recipe_.extensions;
   if (sd.ngram_rows == 0 || step == total_steps_) return false;
   if (step < sd.ngram_late_step) return step % 2 == 1;
   return step % sd.ngram_max_cycle_steps == sd.ngram_max_cycle_steps - 1;
@@ -149,7 +149,7 @@ bool Schedule::is_ngram_event(int64_t step) const {
 
 bool Schedule::logs_training_line(int64_t step) const {
   check_step(step, false);
-  return (step + 1) % recipe_.seed.log_every == 0 || step + 1 >= total_steps_ - 1;
+  return (step + 1) % recipe_.extensions.log_every == 0 || step + 1 >= total_steps_ - 1;
 }
 
 bool Schedule::is_validation_step(int64_t step) const {
@@ -194,7 +194,7 @@ std::optional<YarnEvent> Schedule::yarn_event(int64_t step) const {
 
 std::vector<int64_t> Schedule::warmup_steps() const {
   if (!recipe_.schedule.warmup) return {};
-  if (recipe_.seed.seed_warmup) return seed_warmup_steps();
+  if (recipe_.extensions.warmup_list) return seed_warmup_steps();
   std::set<int64_t> steps{0, 1};
   for (int i = 1; i < num_stages(); ++i) {
     for (int64_t d = -2; d <= 1; ++d) steps.insert(begins_[static_cast<size_t>(i)] + d);

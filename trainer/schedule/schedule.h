@@ -81,7 +81,7 @@ class Schedule {
   ValidationWindows validation_windows(int64_t step) const;
   std::vector<YarnEvent> yarn_events() const;  // at stage starts where the long window changes
   std::optional<YarnEvent> yarn_event(int64_t step) const;
-  // §9.1, or §S.10 when recipe.seed.seed_warmup: {0,1} ∪ {b−2…b+1} for every stage start and sampled-softmax
+  // §9.1, or §S.10 when recipe.extensions.warmup_list: {0,1} ∪ {b−2…b+1} for every stage start and sampled-softmax
   // change b ∪ {split+1…split+3} ∪ each graph key's first step and the next; ascending, in [0, N); at most 40 (else
   // an error). Empty when schedule.warmup is false.
   std::vector<int64_t> warmup_steps() const;
@@ -91,10 +91,10 @@ class Schedule {
   // §S.4 P(s), stepped like prefix_steps over the stage's sampled_softmax list; 0 = full softmax (stages without a
   // list, and s = N).
   int64_t sampled_softmax_size(int64_t step) const;
-  // §S.2 is_update_step(s): odd s before seed.ngram_late_step, then s mod c = c−1 (c = seed.ngram_max_cycle_steps);
-  // false when the table is off (seed.ngram_rows = 0) and at s = N.
+  // §S.2 is_update_step(s): odd s before extensions.ngram_late_step, then s mod c = c−1 (c =
+  // extensions.ngram_max_cycle_steps); false when the table is off (extensions.ngram_rows = 0) and at s = N.
   bool is_ngram_event(int64_t step) const;
-  // §S.11: the training line after step s (s < N) is written when (s+1) mod seed.log_every = 0 or s+1 ≥ N−1.
+  // §S.11: the training line after step s (s < N) is written when (s+1) mod extensions.log_every = 0 or s+1 ≥ N−1.
   bool logs_training_line(int64_t step) const;
   StepGraphKey graph_key(int64_t step) const;        // §S.9, for s < N
   int64_t main_steps() const { return main_steps_; }  // num_scheduled + growth_steps (the cooldown's span end)

@@ -67,7 +67,7 @@ class TrainableModel {
   virtual double validation_loss(const Microbatch& window) = 0;
 
   // Whether the loss reads the prefix table (§3.2); if so, the run builds it inside the timed region.
-  // §S.2 hashed n-gram table when the model has one (recipe.seed.ngram_rows > 0), else nullptr.
+  // §S.2 hashed n-gram table when the model has one (recipe.extensions.ngram_rows > 0), else nullptr.
   virtual NgramTable* ngram_table() { return nullptr; }
   virtual bool uses_prefix_table() const = 0;
   virtual void set_prefix_table(std::span<const int64_t> table) = 0;

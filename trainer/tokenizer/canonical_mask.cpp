@@ -260,7 +260,7 @@ std::optional<CanonicalMaskOptions> canonical_mask_options(std::string_view sett
   if (setting == "off") return std::nullopt;
   if (setting == "tier0") return CanonicalMaskOptions{.tier0 = true, .tier1 = false};
   if (setting == "tier1") return CanonicalMaskOptions{.tier0 = true, .tier1 = true};
-  GPT_FAIL("seed.canonical_mask must be off, tier0 or tier1, got '", setting, "'");
+  GPT_FAIL("extensions.canonical_mask must be off, tier0 or tier1, got '", setting, "'");
 }
 
 CanonicalMask build_canonical_mask(const Gpt2Tokenizer& tok, const CanonicalMaskOptions& options,

@@ -61,7 +61,7 @@ struct CanonicalMaskOptions {
   bool tier1 = true;  // pair mask
 };
 
-// The recipe's seed.canonical_mask setting: "off" → nullopt (no build), "tier0" → padding columns only, "tier1" →
+// The recipe's extensions.canonical_mask setting: "off" → nullopt (no build), "tier0" → padding columns only, "tier1" →
 // tier 0 plus the pair mask (the seed default). Anything else throws naming the key and the accepted values.
 std::optional<CanonicalMaskOptions> canonical_mask_options(std::string_view setting);
 
