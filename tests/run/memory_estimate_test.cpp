@@ -113,8 +113,6 @@ class OutOfMemoryAtThirdMicrobatch final : public TrainableModel {
     return inner_.train_microbatch(batch, loss_scale);
   }
   double validation_loss(const Microbatch& window) override { return inner_.validation_loss(window); }
-  bool uses_prefix_table() const override { return inner_.uses_prefix_table(); }
-  void set_prefix_table(std::span<const int64_t> table) override { inner_.set_prefix_table(table); }
 
  private:
   StandinModel inner_;

@@ -35,6 +35,7 @@
 #include "trainer/run/train_clock.h"
 #include "trainer/run/training_state.h"
 #include "trainer/schedule/schedule.h"
+#include "trainer/step/model_extensions.h"
 #include "trainer/step/step_runner.h"
 #include "trainer/tokenizer/canonical_mask.h"
 #include "trainer/tokenizer/gpt2_tokenizer.h"
@@ -369,7 +370,7 @@ struct TrainingRun::Impl {
 
   std::vector<NamedTensor> checkpoint_state() {
     std::vector<NamedTensor> out = live_state();
-    if (const NgramTable* table = model->ngram_table()) {
+    if (const NgramTable* table = ngram_table_of(*model)) {
       for (NamedTensor& t : table->checkpoint_tensors()) out.push_back(std::move(t));
     }
     return out;
@@ -379,7 +380,7 @@ struct TrainingRun::Impl {
     std::vector<NamedTensor> table_part, rest;
     for (const NamedTensor& t : saved) (t.name.starts_with("ngram/") ? table_part : rest).push_back(t);
     restore_state(live_state(), rest, what);
-    NgramTable* table = model->ngram_table();
+    NgramTable* table = ngram_table_of(*model);
     GPT_CHECK(table != nullptr || table_part.empty(), what, ": holds an n-gram table, this run's recipe has none");
     if (table != nullptr) table->restore_checkpoint(table_part);
   }
@@ -424,7 +425,7 @@ struct TrainingRun::Impl {
     for (size_t i = 0; i < steps.size(); ++i) {
       StepSchedule s = schedule.at(steps[i]);
       // §S.10: during warmup the table events run on every Adam step (the warmup steps are not consecutive).
-      if (model->ngram_table() != nullptr) s.ngram_event = s.adam_step;
+      if (ngram_table_of(*model) != nullptr) s.ngram_event = s.adam_step;
       runner->apply_schedule(s);
       (void)model->validation_loss(val_window);
       std::optional<StepSchedule> next;
@@ -437,7 +438,7 @@ struct TrainingRun::Impl {
     optimizer->reset();
     // §S.10 additions: the table's shard, second moments and pending cycle are zeroed in place; the tail
     // accumulators are unseeded (the sampler's offsets are a model buffer, restored with the snapshot).
-    if (NgramTable* table = model->ngram_table()) table->reset();
+    if (NgramTable* table = ngram_table_of(*model)) table->reset();
     tail->reset();
     model->parameters().zero_grads();
     model->after_state_restore();
@@ -450,7 +451,8 @@ struct TrainingRun::Impl {
     if (tail->enabled()) tail->ship(*comm);
     if (mask_options) {
       const Device device = backend_device(options.backend);
-      model->set_canonical_mask(broadcast_canonical_mask(mask_build ? &*mask_build : nullptr, *comm, device));
+      require_extensions(*model, "canonical-mask validation (RECIPE §S.6)")
+          .set_canonical_mask(broadcast_canonical_mask(mask_build ? &*mask_build : nullptr, *comm, device));
       mask_build.reset();  // its 316 MB are on the model's device now
     }
   }
@@ -462,7 +464,7 @@ struct TrainingRun::Impl {
     int64_t start_step = 0;
     LoaderPosition start_position{};
     std::optional<Gpt2Tokenizer> tokenizer;
-    if (model->uses_prefix_table() || mask_options) tokenizer = Gpt2Tokenizer::load_default();  // off the clock
+    if (uses_prefix_table(*model) || mask_options) tokenizer = Gpt2Tokenizer::load_default();  // off the clock
     if (resume_meta) {
       restore_checkpoint_state(checkpoint->tensors, "--resume '" + options.resume.string() + "'");
       optimizer->restore_counters(resume_meta->counters.adam_steps, resume_meta->counters.tied);
@@ -482,13 +484,13 @@ struct TrainingRun::Impl {
     clock.start();
     // §S.6: rank 0 builds the canonical mask in a thread from clock start; the final validation waits for it.
     if (mask_options && comm->rank() == 0) mask_build.emplace(*tokenizer, *mask_options);
-    if (model->uses_prefix_table()) {
+    if (uses_prefix_table(*model)) {
       // §3.2 on the clock; §S.7: by buckets over the ranks and an all-reduce(MAX).
       const std::vector<int64_t> table =
           recipe.seed.prefix_bucketed
               ? build_prefix_table_bucketed(*tokenizer, *comm, backend_device(options.backend), recipe.model.vocab_size)
               : build_prefix_table(*tokenizer, recipe.model.vocab_size);
-      model->set_prefix_table(table);
+      require_extensions(*model, "prefix table (RECIPE §3.2)").set_prefix_table(table);
     }
     r.status = RunStatus::finished;
     timed_loop = true;
