@@ -63,12 +63,16 @@ void poison_parameters(TrainableModel& model) {
 
 }  // namespace
 
-std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options, Comm& comm) {
-  if (options.model == "standin") return std::make_unique<StandinModel>(StandinDims{}, options.seed);
+std::unique_ptr<GptTrainable> make_gpt_model(const Recipe& recipe, const RunOptions& options, Comm& comm) {
   // A = slices per call / W microbatches per step (§1.3); the CPU computes in fp32 (§R.1), CUDA in bf16 (§0.4).
   const Device device = backend_device(options.backend);
   return std::make_unique<GptTrainable>(recipe, options.seed, recipe.slices_per_call / options.world_size,
                                         model_dtype(device), device, &comm);
+}
+
+std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options, Comm& comm) {
+  if (options.model == "standin") return std::make_unique<StandinModel>(StandinDims{}, options.seed);
+  return make_gpt_model(recipe, options, comm);
 }
 
 struct TrainingRun::Impl {
@@ -573,7 +577,6 @@ TrainingRun::TrainingRun(RunOptions options, ModelFactory factory)
 TrainingRun::~TrainingRun() = default;
 const Recipe& TrainingRun::recipe() const { return impl_->recipe; }
 const Schedule& TrainingRun::schedule() const { return impl_->schedule; }
-TrainableModel& TrainingRun::model() { return *impl_->model; }
 Optimizer& TrainingRun::optimizer() { return *impl_->optimizer; }
 StepRunner& TrainingRun::step_runner() { return *impl_->runner; }
 const ValLoader& TrainingRun::val_loader() const { return *impl_->val_loader; }
