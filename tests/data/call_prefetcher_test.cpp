@@ -115,5 +115,24 @@ TEST(CallPrefetcher, DestroyingWithACallInFlightWaitsForIt) {
   SUCCEED();
 }
 
+// The prefetcher reuses a built call only for an equal shape: equality must see each field, so that shapes that
+// differ in any one of them (a stage change of T, Lmax, R or the §S.1 cap alone) are different calls.
+TEST(CallShape, EqualityComparesEveryField) {
+  const CallShape base{.slice_tokens = 64, .max_doc_tokens = 100, .cu_seqlens_rows = 4, .segment_cap = 32};
+  EXPECT_EQ(base, (CallShape{.slice_tokens = 64, .max_doc_tokens = 100, .cu_seqlens_rows = 4, .segment_cap = 32}));
+  CallShape other = base;
+  other.slice_tokens = 65;
+  EXPECT_NE(other, base);
+  other = base;
+  other.max_doc_tokens = 99;
+  EXPECT_NE(other, base);
+  other = base;
+  other.cu_seqlens_rows = 5;
+  EXPECT_NE(other, base);
+  other = base;
+  other.segment_cap = 0;
+  EXPECT_NE(other, base);
+}
+
 }  // namespace
 }  // namespace gpt

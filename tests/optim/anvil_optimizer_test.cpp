@@ -115,8 +115,6 @@ class BankOnlyModel : public TrainableModel {
   void set_schedule(const StepSchedule&) override {}
   double train_microbatch(const Microbatch&, double) override { return 0; }
   double validation_loss(const Microbatch&) override { return 0; }
-  bool uses_prefix_table() const override { return false; }
-  void set_prefix_table(std::span<const int64_t>) override {}
   ParameterSet params;
 };
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <new>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 
@@ -113,8 +114,6 @@ class OutOfMemoryAtThirdMicrobatch final : public TrainableModel {
     return inner_.train_microbatch(batch, loss_scale);
   }
   double validation_loss(const Microbatch& window) override { return inner_.validation_loss(window); }
-  bool uses_prefix_table() const override { return inner_.uses_prefix_table(); }
-  void set_prefix_table(std::span<const int64_t> table) override { inner_.set_prefix_table(table); }
 
  private:
   StandinModel inner_;
@@ -156,6 +155,35 @@ TEST(MemoryEstimate, BadAllocWhileBuildingTheModelSaysWhatAndHowLarge) {
   EXPECT_TRUE(is_out_of_memory(std::bad_alloc()));
   EXPECT_TRUE(is_out_of_memory(Error("CUDA error cudaErrorMemoryAllocation at tensor.cu")));
   EXPECT_FALSE(is_out_of_memory(Error("recipe x: key 'y' must be an integer")));
+}
+
+// RunMemory (the run's accounting): an allocation failure gets the context of the activity it interrupted, any
+// other failure keeps its own message.
+TEST(MemoryEstimate, RunMemoryNamesTheActivityOfAnAllocationFailureOnly) {
+  RunMemory memory(load_recipe("tiny"), Device::cpu, 1, /*check_fits=*/true);
+  const std::string start = memory.failure_message(std::bad_alloc());
+  EXPECT_EQ(start.rfind("out of memory while starting the run (the run needs at least an estimated ", 0), 0u) << start;
+  memory.set_activity("training at step 7");
+  const std::string during = memory.failure_message(std::bad_alloc());
+  EXPECT_EQ(during.rfind("out of memory while training at step 7 (the run needs at least an estimated ", 0), 0u)
+      << during;
+  EXPECT_NE(during.find("parameters "), std::string::npos) << during;  // the estimate's breakdown
+  EXPECT_EQ(memory.failure_message(Error("recipe x: key 'y' must be an integer")),
+            "recipe x: key 'y' must be an integer");
+
+  std::string built;
+  try {
+    memory.allocating("building the test's tensors", [] { throw std::bad_alloc(); });
+  } catch (const Error& e) {
+    built = e.what();
+  }
+  EXPECT_NE(built.find("out of memory while building the test's tensors (the run needs at least an estimated "),
+            std::string::npos)
+      << built;
+  EXPECT_THROW(memory.allocating("x", [] { throw std::runtime_error("not memory"); }), std::runtime_error);
+  bool ran = false;
+  memory.allocating("x", [&] { ran = true; });
+  EXPECT_TRUE(ran);
 }
 
 }  // namespace

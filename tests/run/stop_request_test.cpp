@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/check.h"
 #include "run_test_util.h"
 
 namespace gpt {
@@ -54,6 +55,32 @@ TEST(StopRequest, TrainGptExitsWithTheSignalsStatusAfterWritingTheSummary) {
   EXPECT_EQ(j.at("status"), "failed");
   EXPECT_EQ(j.at("error"), "interrupted by SIGTERM (signal 15)");
   EXPECT_NE(read_text(log).find("failed: interrupted by SIGTERM"), std::string::npos);
+}
+
+// The run's stop requests: a one-rank run's guard turns SIGTERM into an error before the next step and reports
+// the signal; a rank of a multi-rank run installs nothing (its communicator handles signals), so a request left
+// from an earlier one-rank run in the same process neither stops it nor is reported as its interruption.
+TEST(StopRequest, RunStopRequestsGuardOneRankRunsOnly) {
+  {
+    const RunStopRequests one_rank(1);
+    EXPECT_NO_THROW(one_rank.throw_if_requested());
+    EXPECT_EQ(one_rank.interrupted_by(), 0);
+    ::raise(SIGTERM);
+    EXPECT_EQ(one_rank.interrupted_by(), SIGTERM);
+    try {
+      one_rank.throw_if_requested();
+      ADD_FAILURE() << "a SIGTERM did not stop the one-rank run";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "interrupted by SIGTERM (signal 15)");
+    }
+  }
+  ASSERT_EQ(StopRequestGuard::received(), SIGTERM);  // the earlier request is still remembered
+  const RunStopRequests rank_of_two(2);
+  EXPECT_NO_THROW(rank_of_two.throw_if_requested());
+  EXPECT_EQ(rank_of_two.interrupted_by(), 0);
+  struct sigaction now {};
+  sigaction(SIGTERM, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);  // no handler of a guard installed
 }
 
 }  // namespace

@@ -161,8 +161,6 @@ class SlowValidationModel final : public TrainableModel {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     return inner_.validation_loss(w);
   }
-  bool uses_prefix_table() const override { return false; }
-  void set_prefix_table(std::span<const int64_t>) override {}
 
  private:
   StandinModel inner_;

@@ -20,6 +20,7 @@
 #include "trainer/recipe/recipe.h"
 #include "trainer/run/standin_model.h"
 #include "trainer/schedule/schedule.h"
+#include "trainer/step/model_extensions.h"
 
 namespace gpt {
 namespace {
@@ -30,7 +31,8 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
 
 // The standin model, recording what the runner asks of it: per microbatch whether gradients_final was wired, every
 // FP8 refresh with its form, the order of the probes. `report` (when not empty) is what the wired backward reports.
-class RecordingModel final : public TrainableModel {
+// It has the extensions (model_extensions.h), so that the runner's FP8 refreshes and table events reach it.
+class RecordingModel final : public TrainableModel, public ModelExtensions {
  public:
   explicit RecordingModel(uint64_t seed) : inner_(StandinDims{}, seed) {}
   std::string description() const override { return "recording " + inner_.description(); }
@@ -51,11 +53,13 @@ class RecordingModel final : public TrainableModel {
   }
   void set_gradients_final(GradientsFinal r) override { gradients_final_ = std::move(r); }
   void set_after_forward(std::function<void()> probe) override { after_forward_ = std::move(probe); }
-  void refresh_fp8(bool bootstrap) override { refreshes.push_back(bootstrap); }
   double validation_loss(const Microbatch& w) override { return inner_.validation_loss(w); }
+  ModelExtensions* extensions() override { return this; }
+  void refresh_fp8(bool bootstrap) override { refreshes.push_back(bootstrap); }
   NgramTable* ngram_table() override { return table; }
   bool uses_prefix_table() const override { return false; }
   void set_prefix_table(std::span<const int64_t>) override {}
+  void set_canonical_mask(const Tensor&) override {}
 
   bool gradients_final_wired() const { return static_cast<bool>(gradients_final_); }
   bool after_forward_wired() const { return static_cast<bool>(after_forward_); }
@@ -272,6 +276,69 @@ TEST(StepRunner, CallShapeCarriesTheScheduleOfTheStep) {
   EXPECT_EQ(c.max_doc_tokens, 512);
   EXPECT_EQ(c.cu_seqlens_rows, 40);
   EXPECT_EQ(c.segment_cap, 256);
+}
+
+// Only TrainableModel's own pure methods: no extensions (FP8, prefix and n-gram tables, masked validation) and
+// none of the optional wiring. That this class is not abstract is part of the test: the generic interface must
+// not ask a model for any recipe feature it does not have.
+class GenericOnlyModel final : public TrainableModel {
+ public:
+  explicit GenericOnlyModel(uint64_t seed) : inner_(StandinDims{}, seed) {}
+  std::string description() const override { return "generic-only " + inner_.description(); }
+  ParameterSet& parameters() override { return inner_.parameters(); }
+  std::vector<NamedTensor> buffers() override { return inner_.buffers(); }
+  void set_schedule(const StepSchedule& s) override { inner_.set_schedule(s); }
+  double train_microbatch(const Microbatch& b, double scale) override { return inner_.train_microbatch(b, scale); }
+  double validation_loss(const Microbatch& w) override { return inner_.validation_loss(w); }
+
+ private:
+  StandinModel inner_;
+};
+
+// The runner drives a model without extensions through whole steps, §S.2 event steps of the schedule included:
+// every step is applied and moves the parameters, and the runner asks for no table and no FP8 refresh.
+TEST(StepRunner, AModelWithoutExtensionsTrainsThroughEventSteps) {
+  const Recipe recipe = load_recipe("tiny");
+  const Schedule schedule(load_recipe("tiny-ext"));
+  std::unique_ptr<Comm> comm = make_single_rank_comm();
+  GenericOnlyModel model(7);
+  ASSERT_EQ(model.extensions(), nullptr);
+  Optimizer optimizer(model.parameters(), recipe, *comm);
+  TailAverage tail(model.parameters(), recipe, *comm);
+  StepRunner runner(model, optimizer, tail, *comm, Device::cpu, schedule.total_steps());
+  int64_t event_steps = 0;
+  for (int64_t s = 0; s < 8; ++s) {
+    const StepSchedule at = schedule.at(s);
+    std::vector<Tensor> before;
+    for (const Parameter& p : model.parameters().all()) before.push_back(p.value.clone());
+    runner.apply_schedule(at);
+    const StepOutcome outcome = runner.step(at, microbatches(2, 300 + static_cast<uint64_t>(s)));
+    EXPECT_TRUE(outcome.applied) << "step " << s;
+    EXPECT_TRUE(std::isfinite(outcome.loss)) << "step " << s;
+    size_t moved = 0, i = 0;
+    for (const Parameter& p : model.parameters().all()) moved += bitwise_equal(before[i++], p.value) ? 0 : 1;
+    EXPECT_GT(moved, 0u) << "step " << s << " left every parameter unchanged";
+    event_steps += at.ngram_event ? 1 : 0;
+  }
+  EXPECT_GT(event_steps, 0) << "the schedule's first steps hold no §S.2 event step: the test shows nothing";
+}
+
+// The run's queries of a model without extensions: no table, no prefix table, and one error naming the model and
+// the feature where the recipe asks for one it lacks (the §S.6 masked validation).
+TEST(ModelExtensions, AModelWithoutThemHasNoTablesAndRequiringThemNamesTheFeature) {
+  GenericOnlyModel generic(1);
+  EXPECT_EQ(ngram_table_of(generic), nullptr);
+  EXPECT_FALSE(uses_prefix_table(generic));
+  try {
+    (void)require_extensions(generic, "canonical-mask validation (RECIPE §S.6)");
+    ADD_FAILURE() << "require_extensions returned for a model without extensions";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("generic-only standin"), std::string::npos) << what;
+    EXPECT_NE(what.find(": this model has no canonical-mask validation (RECIPE §S.6)"), std::string::npos) << what;
+  }
+  RecordingModel recording(1);
+  EXPECT_EQ(&require_extensions(recording, "anything"), static_cast<ModelExtensions*>(&recording));
 }
 
 }  // namespace

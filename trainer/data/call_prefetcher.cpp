@@ -4,11 +4,6 @@
 
 namespace gpt {
 
-bool same_call_shape(const CallShape& a, const CallShape& b) {
-  return a.slice_tokens == b.slice_tokens && a.max_doc_tokens == b.max_doc_tokens &&
-         a.cu_seqlens_rows == b.cu_seqlens_rows && a.segment_cap == b.segment_cap;
-}
-
 CallPrefetcher::CallPrefetcher(TrainLoader loader) : loader_(std::move(loader)), taken_position_(loader_.position()) {}
 
 CallPrefetcher::~CallPrefetcher() {
@@ -17,7 +12,7 @@ CallPrefetcher::~CallPrefetcher() {
 }
 
 void CallPrefetcher::prefetch(const CallShape& shape) {
-  if (pending_shape_ && same_call_shape(*pending_shape_, shape)) return;
+  if (pending_shape_ == shape) return;
   finish_pending(/*discard=*/true);
   pending_shape_ = shape;
   // Only this thread touches the loader until the future is collected: take() and prefetch() wait for it first.
@@ -43,7 +38,7 @@ std::optional<CallPrefetcher::Built> CallPrefetcher::finish_pending(bool discard
 }
 
 std::vector<Microbatch> CallPrefetcher::take(const CallShape& shape) {
-  const bool matches = pending_shape_ && same_call_shape(*pending_shape_, shape);
+  const bool matches = pending_shape_ == shape;
   if (std::optional<Built> built = finish_pending(/*discard=*/!matches)) {
     ++prefetched_calls_;
     taken_position_ = built->after;

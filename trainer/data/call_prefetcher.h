@@ -54,6 +54,4 @@ class CallPrefetcher {
   int64_t direct_calls_ = 0;
 };
 
-bool same_call_shape(const CallShape& a, const CallShape& b);
-
 }  // namespace gpt

@@ -24,6 +24,7 @@ struct CallShape {
   std::int64_t max_doc_tokens = 0;   // Lmax: a document keeps only its first Lmax tokens
   std::int32_t cu_seqlens_rows = 0;  // R; 0 = default_cu_seqlens_rows(T)
   std::int64_t segment_cap = 0;      // §S.1 attention segment cap; 0 = none
+  friend bool operator==(const CallShape&, const CallShape&) = default;
 };
 
 // A contiguous run [begin, end) of shard tokens starting at a BOS.

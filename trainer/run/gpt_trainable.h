@@ -1,5 +1,6 @@
 #pragma once
-// The GPT of RECIPE §2 (trainer/model/model.h) behind the run loop's TrainableModel interface: owns the weights,
+// The GPT of RECIPE §2 (trainer/model/model.h) behind the run loop's TrainableModel interface, with the recipe
+// features of ModelExtensions (FP8, prefix table, §S.2 n-gram table, §S.6 masked validation): owns the weights,
 // the parameter set, the rotary tables with their YaRN history (§2.11, §5.4, §5.5), the prefix table and the
 // per-step StepConfig.
 //
@@ -25,6 +26,7 @@
 #include "trainer/model/ngram_table.h"
 #include "trainer/model/weights.h"
 #include "trainer/recipe/recipe.h"
+#include "trainer/step/model_extensions.h"
 #include "trainer/step/trainable_model.h"
 #include "trainer/schedule/schedule.h"
 
@@ -33,7 +35,7 @@ namespace gpt {
 // ModelDims of a recipe's [model] table (world size sets the bank padding).
 ModelDims model_dims(const ModelConfig& config, int64_t world_size);
 
-class GptTrainable final : public TrainableModel {
+class GptTrainable final : public TrainableModel, public ModelExtensions {
  public:
   // `accumulation` = A microbatches per step; `dtype` = storage of the bf16 parameters (f32 on the CPU).
   // `ngram_comm`: the run's ranks, over which the §S.2 n-gram table is sharded (it must outlive the model); null =
@@ -50,25 +52,29 @@ class GptTrainable final : public TrainableModel {
   void set_gradients_final(GradientsFinal report) override { config_.gradients_final = std::move(report); }
   // StepConfig::after_forward (model.h): the step bench's forward/backward boundary.
   void set_after_forward(std::function<void()> probe) override { config_.after_forward = std::move(probe); }
-  // §7.2 (a no-op with recipe.fp8 off).
-  void refresh_fp8(bool bootstrap) override;
   void after_state_restore() override;
   double validation_loss(const Microbatch& window) override;
-  // ℓ_t of §3.4 for every position of the window (f64 from the evaluation forward's raw logits): the
-  // reference check compares them position by position (trainer/run/reference_export.h).
-  std::vector<double> validation_losses(const Microbatch& window);
+  ModelExtensions* extensions() override { return this; }
+
+  // ModelExtensions. §7.2 (a no-op with recipe.fp8 off).
+  void refresh_fp8(bool bootstrap) override;
   // §S.2 hashed n-gram table (recipe.extensions.ngram_rows > 0), else nullptr. The step runner calls
   // ngram_table()->apply_event(s.step, s.lr_mult) inside the optimizer step of every event step.
   NgramTable* ngram_table() override { return ngram_.get(); }
   bool uses_prefix_table() const override;
   void set_prefix_table(std::span<const int64_t> table) override;
+  // Copies the mask to the model's device; validation_loss is masked from then on (undefined: unmasked again).
+  // validation_losses (the per-position reference check) stays unmasked.
+  void set_canonical_mask(const Tensor& mask) override;
+
+  // The GPT's own, for the reference check (trainer/run/reference_export.h) and the tests.
+  // ℓ_t of §3.4 for every position of the window (f64 from the evaluation forward's raw logits): the
+  // reference check compares them position by position.
+  std::vector<double> validation_losses(const Microbatch& window);
   // §S.4 candidate builder (offsets per slice index); reset() also happens through the buffers' restore.
   CandidateSampler& candidate_sampler() { return candidate_sampler_; }
   // Whether any stage of the recipe trains on a sampled softmax (the offsets are then a buffer).
   bool uses_sampled_softmax() const;
-  // Copies the mask to the model's device; validation_loss is masked from then on (undefined: unmasked again).
-  // validation_losses (the per-position reference check) stays unmasked.
-  void set_canonical_mask(const Tensor& mask) override;
   // The objective (1/A)·Σ_t ℓ_t of `batch` with the lm_head loss in FP8 (§7.1) and the MLP as configured, forward
   // only (no gradient changes): the reference check compares it with the reference's own FP8 loss kernel.
   double fp8_lm_head_objective(const Microbatch& batch);

@@ -160,4 +160,23 @@ std::string format_bytes(int64_t bytes) {
   return text;
 }
 
+RunMemory::RunMemory(const Recipe& recipe, Device device, int world_size, bool check_fits)
+    : estimate_(estimate_run_memory(recipe, device, world_size)), budget_(memory_budget(device)) {
+  if (check_fits) check_memory_fits(estimate_, budget_);
+}
+
+void RunMemory::allocating(const std::string& what, const std::function<void()>& allocate) const {
+  try {
+    allocate();
+  } catch (const std::exception& e) {
+    if (!is_out_of_memory(e)) throw;
+    GPT_FAIL(out_of_memory_context(what, estimate_, budget_), ": ", e.what());
+  }
+}
+
+std::string RunMemory::failure_message(const std::exception& e) const {
+  if (!is_out_of_memory(e)) return e.what();
+  return out_of_memory_context(activity_, estimate_, budget_) + ": " + e.what();
+}
+
 }  // namespace gpt

@@ -5,8 +5,11 @@
 // The estimate counts what must exist at once (parameters and gradients §2.2, optimizer state §4, the
 // activations of one microbatch §1.3, the §S.2 n-gram table); it is a floor, so a refusal is never spurious.
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/tensor.h"
@@ -53,5 +56,31 @@ bool is_out_of_memory(const std::exception& e);
 
 // 1536 -> "1.5 KiB", 3 << 30 -> "3.0 GiB".
 std::string format_bytes(int64_t bytes);
+
+// One run's memory accounting (trainer/run/training_run.cpp): this rank's estimate and the device's budget, taken
+// before anything is allocated, and what the run is doing now, so that an allocation failure anywhere in the run
+// names the sizes, the limit and the activity it interrupted.
+class RunMemory {
+ public:
+  // `check_fits`: refuse the run (check_memory_fits) when the estimate exceeds the budget; the estimate describes
+  // the GPT model, so a run of another model passes false.
+  RunMemory(const Recipe& recipe, Device device, int world_size, bool check_fits);
+
+  // Runs `allocate`; an allocation failure in it is rethrown as gpt::Error with the out-of-memory context of
+  // `what` ("allocating the parameters, ..."). Other errors pass unchanged.
+  void allocating(const std::string& what, const std::function<void()>& allocate) const;
+
+  // What the run does from now on ("training at step 12"); "starting the run" until the first call.
+  void set_activity(std::string activity) { activity_ = std::move(activity); }
+
+  // The message of a failure of the run: an allocation failure's is preceded by the out-of-memory context of the
+  // current activity, any other is e.what() as it is.
+  std::string failure_message(const std::exception& e) const;
+
+ private:
+  MemoryEstimate estimate_;              // this rank's share, from the recipe
+  std::optional<MemoryBudget> budget_;   // what the device offered at the start
+  std::string activity_ = "starting the run";
+};
 
 }  // namespace gpt

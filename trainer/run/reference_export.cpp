@@ -203,13 +203,20 @@ fs::path write_reference_export(ReferenceExportOptions options) {
   }
   options.run.echo = false;
   GPT_CHECK(!options.run.out_dir.empty(), "--out: expected the export folder");
-  TrainingRun run(options.run);
+  // The run's own constructor builds the GPT (through this factory) and owns it; the export keeps its typed handle
+  // for the checks only the GPT offers (per-position validation losses, the FP8 objective, the mutation proof).
+  GptTrainable* model = nullptr;
+  TrainingRun run(options.run, [&model](const Recipe& recipe, const RunOptions& run_options, Comm& comm) {
+    GPT_CHECK(run_options.model == "gpt", "reference export: needs the GPT model (debug.model=gpt), got debug.model=",
+              run_options.model);
+    std::unique_ptr<GptTrainable> gpt = make_gpt_model(recipe, run_options, comm);
+    model = gpt.get();
+    return std::unique_ptr<TrainableModel>(std::move(gpt));
+  });
   const Recipe& recipe = run.recipe();
   const Schedule& schedule = run.schedule();
   if (options.steps.empty() && options.checkpoint.empty()) options.steps = default_reference_steps(schedule);
   if (!options.steps.empty()) check_steps(options.steps, schedule);
-  auto* model = dynamic_cast<GptTrainable*>(&run.model());
-  GPT_CHECK(model != nullptr, "reference export: needs the GPT model (debug.model=gpt)");
   Optimizer& optimizer = run.optimizer();
   // Every schedule application, forward/backward and optimizer step below is the run's own (step_runner.h).
   StepRunner& runner = run.step_runner();

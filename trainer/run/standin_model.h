@@ -32,8 +32,6 @@ class StandinModel final : public TrainableModel {
   void set_schedule(const StepSchedule& s) override;
   double train_microbatch(const Microbatch& batch, double loss_scale) override;
   double validation_loss(const Microbatch& window) override;
-  bool uses_prefix_table() const override { return false; }
-  void set_prefix_table(std::span<const int64_t> table) override { (void)table; }
 
  private:
   // Mean loss over the batch; with `loss_scale` > 0 also adds the scaled gradients.

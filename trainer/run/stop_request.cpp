@@ -37,4 +37,14 @@ void StopRequestGuard::throw_if_requested() {
   }
 }
 
+RunStopRequests::RunStopRequests(int world_size) {
+  if (world_size == 1) guard_.emplace();
+}
+
+void RunStopRequests::throw_if_requested() const {
+  if (guard_) StopRequestGuard::throw_if_requested();
+}
+
+int RunStopRequests::interrupted_by() const { return guard_ ? StopRequestGuard::received() : 0; }
+
 }  // namespace gpt

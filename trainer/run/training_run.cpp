@@ -1,13 +1,9 @@
 #include "trainer/run/training_run.h"
 
-#include <signal.h>
-
 #include <chrono>
-#include <cstdlib>
-#include <iostream>
 #include <cmath>
 #include <exception>
-#include <limits>
+#include <iostream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -15,19 +11,21 @@
 #include "trainer/build_info.h"
 #include "trainer/comm/comm.h"
 #include "trainer/comm/comm_factory.h"
+#include "trainer/comm/launch_env.h"
 #include "trainer/comm/rank_status.h"
 #include "trainer/data/call_prefetcher.h"
 #include "trainer/data/train_loader.h"
 #include "trainer/data/val_loader.h"
-#include "trainer/run/batch_dump.h"
-#include "trainer/optim/optimizer.h"
-#include "trainer/run/backend.h"
 #include "trainer/model/ngram_table.h"
+#include "trainer/optim/optimizer.h"
 #include "trainer/optim/tail_average.h"
+#include "trainer/run/backend.h"
+#include "trainer/run/batch_dump.h"
 #include "trainer/run/checkpoint.h"
+#include "trainer/run/debug_faults.h"
 #include "trainer/run/gpt_trainable.h"
 #include "trainer/run/memory_estimate.h"
-#include "trainer/comm/launch_env.h"
+#include "trainer/run/rank_places.h"
 #include "trainer/run/run_log.h"
 #include "trainer/run/run_summary.h"
 #include "trainer/run/standin_model.h"
@@ -35,6 +33,7 @@
 #include "trainer/run/train_clock.h"
 #include "trainer/run/training_state.h"
 #include "trainer/schedule/schedule.h"
+#include "trainer/step/model_extensions.h"
 #include "trainer/step/step_runner.h"
 #include "trainer/tokenizer/canonical_mask.h"
 #include "trainer/tokenizer/gpt2_tokenizer.h"
@@ -51,23 +50,18 @@ std::string join_steps(const std::vector<int64_t>& steps) {
   return out.str();
 }
 
-// Writes one NaN into lm_head (or the first parameter): every logit row then has a NaN and so does the loss.
-void poison_parameters(TrainableModel& model) {
-  ParameterSet& params = model.parameters();
-  Tensor& value = params.contains("lm_head") ? params.get("lm_head").value : params.all().front().value;
-  std::vector<double> values = value.to_doubles();
-  values[0] = std::numeric_limits<double>::quiet_NaN();
-  value.copy_from(Tensor::from_doubles(values, value.shape(), value.dtype(), value.device()));
-}
-
 }  // namespace
 
-std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options, Comm& comm) {
-  if (options.model == "standin") return std::make_unique<StandinModel>(StandinDims{}, options.seed);
+std::unique_ptr<GptTrainable> make_gpt_model(const Recipe& recipe, const RunOptions& options, Comm& comm) {
   // A = slices per call / W microbatches per step (§1.3); the CPU computes in fp32 (§R.1), CUDA in bf16 (§0.4).
   const Device device = backend_device(options.backend);
   return std::make_unique<GptTrainable>(recipe, options.seed, recipe.slices_per_call / options.world_size,
                                         model_dtype(device), device, &comm);
+}
+
+std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options, Comm& comm) {
+  if (options.model == "standin") return std::make_unique<StandinModel>(StandinDims{}, options.seed);
+  return make_gpt_model(recipe, options, comm);
 }
 
 struct TrainingRun::Impl {
@@ -92,9 +86,7 @@ struct TrainingRun::Impl {
   RunEnvironment environment;
   std::filesystem::path log_path, summary_path;
   std::string nonfinite_where;  // the ranks of the last non-finite training loss (W > 1)
-  MemoryEstimate memory;        // this rank's share, from the recipe (checked before allocating)
-  std::optional<MemoryBudget> budget;         // what the device offered at the start
-  std::string activity = "starting the run";  // what an out-of-memory error happened during
+  std::optional<RunMemory> memory;  // estimate, budget and activity: the context of an out-of-memory error
 
   Impl(RunOptions opts, const ModelFactory& factory)
       : options(std::move(opts)),
@@ -107,26 +99,20 @@ struct TrainingRun::Impl {
     comm = make_comm_from_env(backend_device(options.backend));
     options.world_size = comm->world_size();
     const Device device = backend_device(options.backend);
-    memory = estimate_run_memory(recipe, device, comm->world_size());
-    budget = memory_budget(device);
-    if (options.model != "standin") check_memory_fits(memory, budget);  // the estimate describes the GPT model
+    memory.emplace(recipe, device, comm->world_size(), /*check_fits=*/options.model != "standin");
     open_data();
     if (!options.resume.empty()) read_resume_parts();
-    try {
+    memory->allocating("allocating the parameters, gradients and optimizer state", [&] {
       model = factory(recipe, options, *comm);
       if (comm->world_size() > 1) broadcast_initial_state();
       optimizer = std::make_unique<Optimizer>(model->parameters(), recipe, *comm);
       tail = std::make_unique<TailAverage>(model->parameters(), recipe, *comm);
-    } catch (const std::exception& e) {
-      if (!is_out_of_memory(e)) throw;
-      GPT_FAIL(out_of_memory_context("allocating the parameters, gradients and optimizer state", memory, budget), ": ",
-               e.what());
-    }
+    });
     runner = std::make_unique<StepRunner>(*model, *optimizer, *tail, *comm, backend_device(options.backend),
                                           schedule.total_steps());
     environment = describe_environment(options.backend, options.threads);
     environment.world_size = comm->world_size();
-    environment.ranks = gather_rank_places();
+    environment.ranks = gather_rank_places(*comm, options.backend, options.threads, launch.local_rank);
     log_path = options.out_dir / (options.run_id + ".txt");
     summary_path = options.out_dir / (options.run_id + ".json");
   }
@@ -167,35 +153,6 @@ struct TrainingRun::Impl {
   void broadcast_initial_state() {
     for (Parameter& p : model->parameters().all()) comm->broadcast(p.value, 0);
     for (NamedTensor& b : model->buffers()) comm->broadcast(b.tensor, 0);
-  }
-
-  // Every rank's host and device, gathered (in rank order) as fixed-size text records.
-  std::vector<RankPlace> gather_rank_places() {
-    static constexpr int64_t kRecord = 256;
-    const Device device = backend_device(options.backend);
-    std::string mine = describe_environment(options.backend, options.threads).hostname + '\t' +
-                       device_description(device);
-    if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr && device == Device::cuda)
-      mine += std::string(" CUDA_VISIBLE_DEVICES=") + visible;
-    if (device == Device::cuda) mine += " local_rank=" + std::to_string(launch.local_rank);
-    mine.resize(kRecord, '\0');
-    const std::vector<double> codes(mine.begin(), mine.end());
-    Tensor local = Tensor::from_doubles(codes, {kRecord}, DType::f32, device);  // character codes, exact in f32
-    Tensor all = Tensor::zeros({kRecord * comm->world_size()}, DType::f32, device);
-    comm->all_gather(local, all);
-    const std::vector<double> gathered = all.to_doubles();
-    std::vector<RankPlace> places;
-    for (int q = 0; q < comm->world_size(); ++q) {
-      std::string text;
-      for (int64_t i = 0; i < kRecord; ++i) {
-        const char c = static_cast<char>(gathered[static_cast<size_t>(q * kRecord + i)]);
-        if (c == '\0') break;
-        text += c;
-      }
-      const size_t tab = text.find('\t');
-      places.push_back({q, text.substr(0, tab), tab == std::string::npos ? "" : text.substr(tab + 1)});
-    }
-    return places;
   }
 
   void open_data() {
@@ -261,8 +218,8 @@ struct TrainingRun::Impl {
               "' hash ", meta.recipe_hash, ", this run resolves recipe '", recipe.name, "' hash ", recipe.hash());
     GPT_CHECK(!meta.data || meta.data->same_data(corpus), "--resume '", file, "': trained on ", meta.data->describe(),
               ", this run's --data is ", corpus.describe());
-    GPT_CHECK(meta.seed == options.seed, "--resume '", file, "': written with --seed ", meta.seed, ", this run has --seed ",
-              options.seed);
+    GPT_CHECK(meta.seed == options.seed, "--resume '", file, "': written with --seed ", meta.seed,
+              ", this run has --seed ", options.seed);
     GPT_CHECK(meta.world_size == comm->world_size(), "--resume '", file, "': written with world size ",
               meta.world_size, ", this run has ", comm->world_size());
     GPT_CHECK(meta.next_step >= 0 && meta.next_step <= schedule.total_steps(), "--resume '", file, "': next step ",
@@ -316,12 +273,6 @@ struct TrainingRun::Impl {
     return outcome.loss;
   }
 
-  void inject_fault() {
-    if (options.fault_kind == "nan") poison_parameters(*model);
-    if (options.fault_kind == "error") GPT_FAIL("debug.fault: injected error");
-    if (options.fault_kind == "kill") ::raise(SIGKILL);
-  }
-
   void write_header(RunLog& log) const {
     log.line("run_id: " + options.run_id + " seed: " + std::to_string(options.seed));
     log.line("recipe: " + recipe.name + " hash: " + recipe.hash());
@@ -336,7 +287,8 @@ struct TrainingRun::Impl {
     log.line("model: " + model->description());
     if (recipe.data.cycle_train_shards) {
       log.line("train data: " + std::to_string(train_shards.size()) +
-               " shard(s), cycled when they run out (data.cycle_train_shards = true: a proxy-corpus run, not a record)");
+               " shard(s), cycled when they run out (data.cycle_train_shards = true: a proxy-corpus run, "
+               "not a record)");
     }
     log.line("resolved config:");
     std::istringstream config(recipe.canonical());
@@ -369,7 +321,7 @@ struct TrainingRun::Impl {
 
   std::vector<NamedTensor> checkpoint_state() {
     std::vector<NamedTensor> out = live_state();
-    if (const NgramTable* table = model->ngram_table()) {
+    if (const NgramTable* table = ngram_table_of(*model)) {
       for (NamedTensor& t : table->checkpoint_tensors()) out.push_back(std::move(t));
     }
     return out;
@@ -379,7 +331,7 @@ struct TrainingRun::Impl {
     std::vector<NamedTensor> table_part, rest;
     for (const NamedTensor& t : saved) (t.name.starts_with("ngram/") ? table_part : rest).push_back(t);
     restore_state(live_state(), rest, what);
-    NgramTable* table = model->ngram_table();
+    NgramTable* table = ngram_table_of(*model);
     GPT_CHECK(table != nullptr || table_part.empty(), what, ": holds an n-gram table, this run's recipe has none");
     if (table != nullptr) table->restore_checkpoint(table_part);
   }
@@ -424,7 +376,7 @@ struct TrainingRun::Impl {
     for (size_t i = 0; i < steps.size(); ++i) {
       StepSchedule s = schedule.at(steps[i]);
       // §S.10: during warmup the table events run on every Adam step (the warmup steps are not consecutive).
-      if (model->ngram_table() != nullptr) s.ngram_event = s.adam_step;
+      if (ngram_table_of(*model) != nullptr) s.ngram_event = s.adam_step;
       runner->apply_schedule(s);
       (void)model->validation_loss(val_window);
       std::optional<StepSchedule> next;
@@ -437,7 +389,7 @@ struct TrainingRun::Impl {
     optimizer->reset();
     // §S.10 additions: the table's shard, second moments and pending cycle are zeroed in place; the tail
     // accumulators are unseeded (the sampler's offsets are a model buffer, restored with the snapshot).
-    if (NgramTable* table = model->ngram_table()) table->reset();
+    if (NgramTable* table = ngram_table_of(*model)) table->reset();
     tail->reset();
     model->parameters().zero_grads();
     model->after_state_restore();
@@ -450,19 +402,20 @@ struct TrainingRun::Impl {
     if (tail->enabled()) tail->ship(*comm);
     if (mask_options) {
       const Device device = backend_device(options.backend);
-      model->set_canonical_mask(broadcast_canonical_mask(mask_build ? &*mask_build : nullptr, *comm, device));
+      require_extensions(*model, "canonical-mask validation (RECIPE §S.6)")
+          .set_canonical_mask(broadcast_canonical_mask(mask_build ? &*mask_build : nullptr, *comm, device));
       mask_build.reset();  // its 316 MB are on the model's device now
     }
   }
 
-  RunResult timed_run(RunLog& log, const RunHooks& hooks) {
+  RunResult timed_run(RunLog& log, const RunHooks& hooks, const RunStopRequests& stop_requests) {
     RunResult r;
     const int64_t total = schedule.total_steps();
     r.total_steps = total;
     int64_t start_step = 0;
     LoaderPosition start_position{};
     std::optional<Gpt2Tokenizer> tokenizer;
-    if (model->uses_prefix_table() || mask_options) tokenizer = Gpt2Tokenizer::load_default();  // off the clock
+    if (uses_prefix_table(*model) || mask_options) tokenizer = Gpt2Tokenizer::load_default();  // off the clock
     if (resume_meta) {
       restore_checkpoint_state(checkpoint->tensors, "--resume '" + options.resume.string() + "'");
       optimizer->restore_counters(resume_meta->counters.adam_steps, resume_meta->counters.tied);
@@ -482,24 +435,24 @@ struct TrainingRun::Impl {
     clock.start();
     // §S.6: rank 0 builds the canonical mask in a thread from clock start; the final validation waits for it.
     if (mask_options && comm->rank() == 0) mask_build.emplace(*tokenizer, *mask_options);
-    if (model->uses_prefix_table()) {
+    if (uses_prefix_table(*model)) {
       // §3.2 on the clock; §S.7: by buckets over the ranks and an all-reduce(MAX).
       const std::vector<int64_t> table =
           recipe.extensions.prefix_bucketed
               ? build_prefix_table_bucketed(*tokenizer, *comm, backend_device(options.backend), recipe.model.vocab_size)
               : build_prefix_table(*tokenizer, recipe.model.vocab_size);
-      model->set_prefix_table(table);
+      require_extensions(*model, "prefix table (RECIPE §3.2)").set_prefix_table(table);
     }
     r.status = RunStatus::finished;
     timed_loop = true;
     for (int64_t step = start_step; step <= total; ++step) {
-      StopRequestGuard::throw_if_requested();
+      stop_requests.throw_if_requested();
       const StepSchedule s = schedule.at(step);
       runner->apply_schedule(s);
       if (s.validation) {
         if (step == total) prepare_final_validation();  // on the clock (§S.11)
         clock.stop();
-        activity = "validating at step " + std::to_string(step);
+        memory->set_activity("validating at step " + std::to_string(step));
         const double val_loss = validate();
         r.train_time_ms = clock.elapsed_ms();
         r.val_history.push_back({step, val_loss, r.train_time_ms});
@@ -515,9 +468,8 @@ struct TrainingRun::Impl {
       if (step == total) break;
       if (r.stage_times.empty() || r.stage_times.back().stage != s.stage) r.stage_times.push_back({s.stage, step});
       const double before_step_ms = clock.elapsed_ms();
-      if (step == options.inject_nan_step) poison_parameters(*model);
-      if (step == options.fault_step && comm->rank() == options.fault_rank) inject_fault();
-      activity = "training at step " + std::to_string(step);
+      inject_debug_faults(options, step, comm->rank(), *model);
+      memory->set_activity("training at step " + std::to_string(step));
       std::optional<StepSchedule> next;
       if (step + 1 < total) next = schedule.at(step + 1);
       const double loss = train_step(s, loader, next);
@@ -571,7 +523,6 @@ TrainingRun::TrainingRun(RunOptions options, ModelFactory factory)
 TrainingRun::~TrainingRun() = default;
 const Recipe& TrainingRun::recipe() const { return impl_->recipe; }
 const Schedule& TrainingRun::schedule() const { return impl_->schedule; }
-TrainableModel& TrainingRun::model() { return *impl_->model; }
 Optimizer& TrainingRun::optimizer() { return *impl_->optimizer; }
 StepRunner& TrainingRun::step_runner() { return *impl_->runner; }
 const ValLoader& TrainingRun::val_loader() const { return *impl_->val_loader; }
@@ -586,13 +537,12 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
   // A rank's failure ends every rank: it tells the others (their collectives throw PeerFailure naming it), rank 0
   // writes the summary, then the job ends with the failing rank's status.
   bool rank_failed = false;
-  std::optional<StopRequestGuard> stop_request;  // ranks of a multi-rank run: their communicator handles signals
-  if (m.comm->world_size() == 1) stop_request.emplace();
+  const RunStopRequests stop_requests(m.comm->world_size());
   try {
     log.emplace(m.log_path, master, !m.options.resume.empty(), m.options.echo);
     m.write_header(*log);
     m.warmup_and_reset(*log, hooks);
-    result = m.timed_run(*log, hooks);
+    result = m.timed_run(*log, hooks, stop_requests);
   } catch (const PeerFailure& e) {
     rank_failed = true;
     result.status = e.exit_code() == exit_code(RunStatus::diverged) ? RunStatus::diverged : RunStatus::failed;
@@ -600,9 +550,8 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
     if (log) log->line(std::string("failed: ") + e.what());
   } catch (const std::exception& e) {
     result.status = RunStatus::failed;
-    result.error = is_out_of_memory(e) ? out_of_memory_context(m.activity, m.memory, m.budget) + ": " + e.what()
-                                       : std::string(e.what());
-    if (stop_request) result.interrupted_by = StopRequestGuard::received();
+    result.error = m.memory->failure_message(e);
+    result.interrupted_by = stop_requests.interrupted_by();
     if (m.comm->world_size() > 1) {
       rank_failed = true;
       m.comm->notify_failure(exit_code(result.status), result.error);

@@ -17,6 +17,7 @@
 namespace gpt {
 
 class Comm;
+class GptTrainable;
 class Optimizer;
 class StepRunner;
 class ValLoader;
@@ -101,6 +102,9 @@ struct RunResult {
 using ModelFactory = std::function<std::unique_ptr<TrainableModel>(const Recipe&, const RunOptions&, Comm&)>;
 // The model named by options.model, initialised from options.seed.
 std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options, Comm& comm);
+// The GPT (trainer/run/gpt_trainable.h) that make_model builds for options.model = gpt: for drivers that need its
+// own methods besides TrainableModel's (the reference export builds its run with it).
+std::unique_ptr<GptTrainable> make_gpt_model(const Recipe& recipe, const RunOptions& options, Comm& comm);
 
 // Observation points for tests: the complete state (training_state.h) at each moment.
 struct RunHooks {
@@ -125,9 +129,9 @@ class TrainingRun {
 
   const Recipe& recipe() const;
 
-  // The constructed parts, for tools that drive single steps outside run() (trainer/run/reference_export.h).
+  // The constructed parts, for tools that drive single steps outside run() (trainer/run/reference_export.h). Such
+  // a tool reaches the model through the handle its own ModelFactory kept of what it built.
   const Schedule& schedule() const;
-  TrainableModel& model();
   Optimizer& optimizer();
   StepRunner& step_runner();  // the run's own step (trainer/step/step_runner.h)
   const ValLoader& val_loader() const;

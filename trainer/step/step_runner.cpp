@@ -4,6 +4,7 @@
 
 #include "base/check.h"
 #include "trainer/model/ngram_table.h"
+#include "trainer/step/model_extensions.h"
 
 namespace gpt {
 
@@ -99,11 +100,11 @@ double StepRunner::forward_backward(const StepSchedule& s, std::span<const Micro
 void StepRunner::optimizer_step(const StepSchedule& s) {
   optimizer_.step(s);
   // §S.2: the n-gram table's event belongs to the optimizer step of its event step (collective at W > 1).
-  if (NgramTable* table = model_.ngram_table(); table != nullptr && s.ngram_event) {
+  if (NgramTable* table = ngram_table_of(model_); table != nullptr && s.ngram_event) {
     table->apply_event(s.step, s.lr_mult);
   }
   tail_.after_optimizer_step(s, total_steps_);
-  model_.refresh_fp8(fp8_bootstrap(s));
+  if (ModelExtensions* extensions = model_.extensions()) extensions->refresh_fp8(fp8_bootstrap(s));
 }
 
 void StepRunner::abandon_step() { optimizer_.abandon_step(); }

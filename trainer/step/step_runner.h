@@ -10,7 +10,8 @@
 //   3. the mean loss over the ranks (rank order); a non-finite loss abandons the step on every rank;
 //   4. the optimizer step (NorMuon every step, Adam on odd steps, §4.1), then the §S.2 table event of an event step
 //      (inside the optimizer step: collective at W > 1), the §S.5 tail-average tick, and the §7.2 FP8 refresh
-//      (bootstrap after the steps s < kFp8BootstrapSteps).
+//      (bootstrap after the steps s < kFp8BootstrapSteps). The table event and the FP8 refresh are asked of the
+//      model's extensions (model_extensions.h); a model without them gets the generic step alone.
 // The finer pieces (apply_schedule, forward_backward, optimizer_step) are public for drivers that need the state
 // between them (the reference export writes gradients before the optimizer step).
 #include <cstdint>

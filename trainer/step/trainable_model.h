@@ -2,14 +2,13 @@
 // What the step runner and the run loop need from a model (RECIPE §9): the trained parameters, the rest of its
 // mutable state, one schedule update per step, a training forward/backward per microbatch and a validation loss per
 // window. The step runner (trainer/step/step_runner.h) owns a step's ordering and the optimizer, the run loop owns
-// timing and data; the model owns the math.
+// timing and data; the model owns the math. Recipe features only some models have (FP8, the prefix and n-gram
+// tables, the masked validation) are not part of this interface: such a model returns them from extensions().
 #include <cstdint>
 #include <functional>
-#include <span>
 #include <string>
 #include <vector>
 
-#include "base/check.h"
 #include "kernels/tensor.h"
 #include "trainer/data/train_loader.h"
 #include "trainer/model/named_tensor.h"
@@ -18,7 +17,7 @@
 
 namespace gpt {
 
-class NgramTable;
+class ModelExtensions;
 
 class TrainableModel {
  public:
@@ -55,10 +54,6 @@ class TrainableModel {
   // gradient) is done, before the backward. A model without that boundary never calls it.
   virtual void set_after_forward(std::function<void()> probe) { (void)probe; }
 
-  // §7.2, after each optimizer step: rebuild the FP8 weight copies; `bootstrap` (the step runner's rule: the first
-  // steps) also re-derives their scales. Models without FP8 state ignore it.
-  virtual void refresh_fp8(bool bootstrap) { (void)bootstrap; }
-
   // Called after the run restored parameters and buffers (warmup reset, resume): rebuild anything derived from
   // them (FP8 weight copies and scales, §9.1 step 3).
   virtual void after_state_restore() {}
@@ -66,19 +61,9 @@ class TrainableModel {
   // Mean validation loss (§3.4) over one validation window; no gradient, no state change.
   virtual double validation_loss(const Microbatch& window) = 0;
 
-  // Whether the loss reads the prefix table (§3.2); if so, the run builds it inside the timed region.
-  // §S.2 hashed n-gram table when the model has one (recipe.extensions.ngram_rows > 0), else nullptr.
-  virtual NgramTable* ngram_table() { return nullptr; }
-  virtual bool uses_prefix_table() const = 0;
-  virtual void set_prefix_table(std::span<const int64_t> table) = 0;
-
-  // §S.6: from now on validation_loss masks the logits with the canonical mask (u8 [V, V/8] on the host,
-  // trainer/tokenizer/canonical_mask.h); an undefined tensor removes it. The run sets it right before the final
-  // validation only. Models without a masked validation throw.
-  virtual void set_canonical_mask(const Tensor& mask) {
-    (void)mask;
-    GPT_FAIL(description(), ": this model has no canonical-mask validation (RECIPE §S.6)");
-  }
+  // The recipe features beyond the generic step (§7.2 FP8, §3.2 prefix table, §S.2 n-gram table, §S.6 masked
+  // validation; model_extensions.h), nullptr for a model without them. The same object for the model's lifetime.
+  virtual ModelExtensions* extensions() { return nullptr; }
 };
 
 }  // namespace gpt

@@ -12,8 +12,9 @@
 // CanonicalMaskBuild runs the build on a background thread so that it overlaps training (§S.6 timing). Run loop:
 //   clock start, rank 0 only:  std::optional<CanonicalMaskBuild> build; build.emplace(tokenizer);
 //   before the final validation, every rank (on the clock):
-//     model.set_canonical_mask(broadcast_canonical_mask(build ? &*build : nullptr, comm, Device::cpu));
-//   (set_canonical_mask copies it to the model's device), then the validation passes as usual.
+//     extensions.set_canonical_mask(broadcast_canonical_mask(build ? &*build : nullptr, comm, Device::cpu));
+//   (the model's ModelExtensions::set_canonical_mask copies it to the model's device), then the validation passes
+//   as usual.
 #include <atomic>
 #include <cstdint>
 #include <exception>
