@@ -22,8 +22,8 @@ class ModelExtensions {
   // steps) also re-derives their scales. A no-op when the recipe has FP8 off.
   virtual void refresh_fp8(bool bootstrap) = 0;
 
-  // §S.2 hashed n-gram table when the recipe has one (recipe.seed.ngram_rows > 0), else nullptr. The step runner
-  // applies its event inside the optimizer step of every event step; the run resets, saves and restores it.
+  // §S.2 hashed n-gram table when the recipe has one (recipe.extensions.ngram_rows > 0), else nullptr. The step
+  // runner applies its event inside the optimizer step of every event step; the run resets, saves and restores it.
   virtual NgramTable* ngram_table() = 0;
 
   // Whether the loss reads the prefix table (§3.2); if so, the run builds it inside the timed region and hands it
