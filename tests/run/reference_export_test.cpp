@@ -324,6 +324,12 @@ TEST(ReferenceExport, BadStepsAndWindowsAreRejectedNamingTheFlag) {
   o.perturbed_attention_layer = 11;  // tiny keeps head's 11 layers
   expect_rejected(o, "--perturb-attention-layer 11: expected a layer in [0, 10]");
   o = tiny_export(scratch);
+  o.perturbed_attention_layer = 0;
+  o.mutation_factor = 1;
+  expect_rejected(o, "--mutation-factor 1: expected a factor in (0, 10] other than 1");
+  o.mutation_factor = -2;
+  expect_rejected(o, "--mutation-factor -2: expected a factor in (0, 10] other than 1");
+  o = tiny_export(scratch);
   o.checkpoint = scratch.root() / "missing.ckpt";
   expect_rejected(o, "missing.ckpt");
   o = tiny_export(scratch);
@@ -371,6 +377,7 @@ TEST(ReferenceExport, PerturbedAttentionScaleChangesTheResultsAndIsRecorded) {
       export_with_and_without(scratch, o, [](ReferenceExportOptions& p) { p.perturbed_attention_layer = 0; });
   EXPECT_EQ(e.perturbed["mutation"]["kind"], "attention_scale");
   EXPECT_EQ(e.perturbed["mutation"]["layer"], 0);
+  EXPECT_EQ(e.perturbed["mutation"]["factor"], 1.01);  // the default size: a 1% error
   const json& a = e.plain["steps"][0];
   const json& b = e.perturbed["steps"][0];
   EXPECT_NE(read_floats(e.plain_dir, a["validation"]["losses"]),
@@ -384,20 +391,24 @@ TEST(ReferenceExport, PerturbedAttentionScaleChangesTheResultsAndIsRecorded) {
             read_floats(e.perturbed_dir, by_name(e.perturbed["initial"], "qk_bank")));
 }
 
-// The second mutation switch: one Adam group's learning rate × 1.01 scales that group's odd-step update by 1.01
-// and leaves the others as they were (lm_head: its gradient is never zero at initialisation, unlike the MUDD
-// weights behind zero-initialised output rows).
+// The second mutation switch, at a chosen size: one Adam group's learning rate × 1.05 scales that group's odd-step
+// update by 1.05 and leaves the others as they were (lm_head: its gradient is never zero at initialisation, unlike
+// the MUDD weights behind zero-initialised output rows).
 TEST(ReferenceExport, PerturbedAdamLearningRateScalesOneGroupsUpdate) {
   test::RunScratch scratch;
   ReferenceExportOptions o = tiny_export(scratch);
   o.microbatches = 1;
   const ExportPair e =
-      export_with_and_without(scratch, o, [](ReferenceExportOptions& p) { p.perturbed_adam_group = "lm_head"; });
+      export_with_and_without(scratch, o, [](ReferenceExportOptions& p) {
+        p.perturbed_adam_group = "lm_head";
+        p.mutation_factor = 1.05;
+      });
   const json& plain = e.plain;
   const json& perturbed = e.perturbed;
   const fs::path& plain_dir = e.plain_dir;
   EXPECT_EQ(perturbed["mutation"]["kind"], "adam_lr");
   EXPECT_EQ(perturbed["mutation"]["group"], "lm_head");
+  EXPECT_EQ(perturbed["mutation"]["factor"], 1.05);
   auto update = [&](const fs::path& dir, const json& m, const std::string& name) {
     std::vector<double> after =
         read_floats(dir, by_name(m["steps"][0]["microbatches"][0]["after_odd"]["tensors"], name));
@@ -409,7 +420,7 @@ TEST(ReferenceExport, PerturbedAdamLearningRateScalesOneGroupsUpdate) {
   double dot = 0, aa = 0;
   for (size_t i = 0; i < a.size(); ++i) dot += a[i] * b[i], aa += a[i] * a[i];
   ASSERT_GT(aa, 0);
-  EXPECT_NEAR(dot / aa, 1.01, 2e-3);  // the least-squares ratio of the two updates
+  EXPECT_NEAR(dot / aa, 1.05, 2e-3);  // the least-squares ratio of the two updates
   EXPECT_EQ(update(plain_dir, plain, "scalars"), update(e.perturbed_dir, perturbed, "scalars"));
 
   o.perturbed_adam_group = "no_such_group";

@@ -3,7 +3,7 @@
 // an odd optimizer step) for `scripts/reference-check` (trainer/run/reference_export.h).
 //   reference_export --recipe NAME|FILE --data DIR --seed N --out DIR [--backend cpu|cuda] [--steps S,S...]
 //                    [--microbatches M] [--checkpoint CKPT] [--perturb-attention-layer L | --perturb-adam-lr GROUP]
-//                    [--val-tokens N]
+//                    [--mutation-factor F] [--val-tokens N]
 //                    [--set key=value]... [--threads N]
 // Exit status: 0 written, 2 bad input or usage, 1 other failure.
 #include <omp.h>
@@ -39,10 +39,13 @@ int main(int argc, char** argv) {
                  "a one-rank checkpoint of the same recipe (train_gpt --set debug.stop_after_step=K): adds the pair "
                  "(K, K + 1) on its trained weights");
   app.add_option("--perturb-attention-layer", options.perturbed_attention_layer,
-                 "mutation proof: multiply this layer's attention scale by 1.01 (the check must fail)")
+                 "mutation proof: multiply this layer's attention scale by the mutation factor (the check must fail)")
       ->capture_default_str();
   app.add_option("--perturb-adam-lr", options.perturbed_adam_group,
-                 "mutation proof: multiply this Adam group's lr_mul by 1.01 (the check must fail)");
+                 "mutation proof: multiply this Adam group's lr_mul by the mutation factor (the check must fail)");
+  app.add_option("--mutation-factor", options.mutation_factor,
+                 "size of the mutation: 1.01 is a 1% error; larger ones show how far the check is from seeing it")
+      ->capture_default_str();
   app.add_option("--set", options.run.overrides, "override a recipe key: dotted.key=value (repeatable)");
   int threads = 0;
   app.add_option("--threads", threads, "CPU threads (0: one per core)")->capture_default_str();

@@ -52,7 +52,8 @@ Var attention_sublayer(Forward& f, int layer, AttentionInputs in) {
 
   // Step 7: core attention (+ DC correction on layer 10).
   const int64_t window = plan.long_window ? f.config.window_long : f.config.window_short;
-  const double perturbation = layer == f.config.perturbed_attention_layer ? 1.01 : 1.0;  // reference check only
+  // The reference check's mutation proof only.
+  const double perturbation = layer == f.config.perturbed_attention_layer ? f.config.perturbed_attention_factor : 1.0;
   const auto scale = static_cast<float>(f.config.attention_scale * perturbation);
   Var y = taped::attention(tape, q, k, v, f.batch.cu_seqlens, f.batch.cu_seqlens_doubled, plan.paired, window, scale);
   if (layer == 10) y = taped::dc_attention(tape, q, k, v, f.batch.cu_seqlens, f.post_gate, {29, 35}, y, scale);

@@ -26,9 +26,10 @@ struct StepConfig {
   int64_t window_short = 0;      // tokens (§5.4)
   int64_t window_long = 0;       // tokens, layers 3 and 10
   double attention_scale = 0.1;  // τ (§2.11)
-  // Mutation proof of the reference check (scripts/reference-check): this layer's attention scale is τ × 1.01, a 1%
-  // error in one op that the check must detect. −1 (always, outside that check): no layer is perturbed.
+  // Mutation proof of the reference check (scripts/reference-check): this layer's attention scale is τ × the factor
+  // (1.01: a 1% error in one op that the check must detect). −1 (always, outside that check): no layer is perturbed.
   int perturbed_attention_layer = -1;
+  double perturbed_attention_factor = 1.0;
   // Rotary tables [P, head_dim/4] in the activation dtype on the model's device, P ≥ 2T (shared by the normal
   // and paired layouts, kernels/rotary.h).
   Tensor rotary_cos, rotary_sin;

@@ -79,7 +79,10 @@ class GptTrainable final : public TrainableModel, public ModelExtensions {
   // only (no gradient changes): the reference check compares it with the reference's own FP8 loss kernel.
   double fp8_lm_head_objective(const Microbatch& batch);
   // The reference check's mutation proof (StepConfig::perturbed_attention_layer): −1 turns it off.
-  void perturb_attention_scale(int layer) { config_.perturbed_attention_layer = layer; }
+  void perturb_attention_scale(int layer, double factor) {
+    config_.perturbed_attention_layer = layer;
+    config_.perturbed_attention_factor = factor;
+  }
 
  private:
   void rebuild_rotary(int64_t events);

@@ -180,8 +180,6 @@ PairStart checkpoint_start(const fs::path& path, const std::vector<NamedTensor>&
 
 // Draws per pair: each writes a full set of gradients and weights (gigabytes at `head`'s sizes).
 constexpr int64_t kMaxMicrobatches = 16;
-// The mutation proofs perturb one op of ours by 1%.
-constexpr double kMutationFactor = 1.01;
 
 fs::path write_reference_export(ReferenceExportOptions options) {
   // FP8 off on our side (the check compares against the reference with DISABLE_FP8 and an exact loss GEMM).
@@ -189,6 +187,9 @@ fs::path write_reference_export(ReferenceExportOptions options) {
   if (options.run.run_id.empty()) options.run.run_id = "reference-export";
   GPT_CHECK(options.perturbed_adam_group.empty() || options.perturbed_attention_layer < 0,
             "--perturb-adam-lr and --perturb-attention-layer: one mutation at a time");
+  const double factor = options.mutation_factor;
+  GPT_CHECK(std::isfinite(factor) && factor > 0 && factor != 1 && factor <= 10, "--mutation-factor ", factor,
+            ": expected a factor in (0, 10] other than 1");
   json mutation;
   if (!options.perturbed_adam_group.empty()) {
     const std::string& group = options.perturbed_adam_group;
@@ -197,9 +198,9 @@ fs::path write_reference_export(ReferenceExportOptions options) {
     GPT_CHECK(it != plain.optimizer.adam.end(), "--perturb-adam-lr ", group, ": not an Adam group of recipe '",
               plain.name, "'");
     char value[64];
-    std::snprintf(value, sizeof(value), "%.17g", it->second.lr_mul * kMutationFactor);
+    std::snprintf(value, sizeof(value), "%.17g", it->second.lr_mul * factor);
     options.run.overrides.push_back("optimizer.adam." + group + ".lr_mul=" + value);
-    mutation = {{"kind", "adam_lr"}, {"group", group}, {"factor", kMutationFactor}};
+    mutation = {{"kind", "adam_lr"}, {"group", group}, {"factor", factor}};
   }
   options.run.echo = false;
   GPT_CHECK(!options.run.out_dir.empty(), "--out: expected the export folder");
@@ -232,9 +233,9 @@ fs::path write_reference_export(ReferenceExportOptions options) {
   GPT_CHECK(options.perturbed_attention_layer >= -1 && options.perturbed_attention_layer < recipe.model.num_layers,
             "--perturb-attention-layer ", options.perturbed_attention_layer, ": expected a layer in [0, ",
             recipe.model.num_layers - 1, "] (or -1: none)");
-  model->perturb_attention_scale(options.perturbed_attention_layer);
+  model->perturb_attention_scale(options.perturbed_attention_layer, factor);
   if (options.perturbed_attention_layer >= 0) {
-    mutation = {{"kind", "attention_scale"}, {"layer", options.perturbed_attention_layer}, {"factor", kMutationFactor}};
+    mutation = {{"kind", "attention_scale"}, {"layer", options.perturbed_attention_layer}, {"factor", factor}};
   }
 
   TensorFiles files(options.run.out_dir);

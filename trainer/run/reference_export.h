@@ -28,11 +28,14 @@ struct ReferenceExportOptions {
   // A checkpoint of a run of the same recipe (train_gpt --set debug.stop_after_step=K writes one): adds the pair
   // (K, K + 1) started from its parameters and buffers, with a fresh optimizer state, on the loader's data at K.
   std::filesystem::path checkpoint;
-  // Mutation proof: layer L's attention scale × 1.01 in every forward of the export (GptTrainable::
+  // Mutation proof: layer L's attention scale × mutation_factor in every forward of the export (GptTrainable::
   // perturb_attention_scale); the check must then fail. −1: none.
   int perturbed_attention_layer = -1;
-  // Mutation proof: this Adam group's lr_mul × 1.01 (a recipe override of ours; the reference keeps its own).
+  // Mutation proof: this Adam group's lr_mul × mutation_factor (a recipe override of ours; the reference keeps its
+  // own).
   std::string perturbed_adam_group;
+  // How large the mutation is: 1.01 (1%) by default; larger ones measure how far the check is from seeing it.
+  double mutation_factor = 1.01;
 };
 
 // Two even steps in different stages: 0 and the first even step of stage 1 (the first window change).
