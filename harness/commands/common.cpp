@@ -12,6 +12,9 @@
 #include "harness/launcher/safe_names.h"
 #include "harness/record/spool.h"
 #include "base/check.h"
+#include "base/log.h"
+
+#include <spdlog/spdlog.h>
 
 namespace gpt::harness {
 
@@ -21,9 +24,7 @@ void add_global_options(CLI::App& app, GlobalOptions& options) {
           ->configurable(false);
   app.add_option("--db-timeout", options.db_timeout_ms, "milliseconds to wait for a locked database")
       ->check(CLI::Range(0, std::numeric_limits<int>::max()));  // not NonNegativeNumber: its message prints DBL_MAX
-  app.add_option("--log-level", options.log_level, "info, or debug: errors also name the source line that raised them")
-      ->check(CLI::IsMember({"info", "debug"}))
-      ->configurable(false);
+  gpt::log::add_log_flags(app, options.log);
 }
 
 namespace {
@@ -43,8 +44,8 @@ bool is_source_location(std::string_view text) {
 
 }  // namespace
 
-std::string user_error_message(const std::string& what, const std::string& log_level) {
-  if (log_level == "debug") return what;
+std::string user_error_message(const std::string& what, bool keep_source_locations) {
+  if (keep_source_locations) return what;
   // GPT_CHECK appends " [path/file.cpp:LINE]"; nested errors carry theirs inside the message.
   std::string out;
   size_t at = 0;
@@ -64,8 +65,14 @@ Store open_store(const GlobalOptions& options, bool read_only) {
   GPT_CHECK(!(options.db_option != nullptr && options.db_option->count() > 0 && options.db.empty()),
             "--db: the path is empty; give a database file, or leave --db out to use $SPEEDRUN_DB or ",
             kDefaultDbPath);
-  Store store = Store::open(resolve_db_path(options.db), sql::OpenOptions{read_only, options.db_timeout_ms});
-  if (!read_only) store_spooled_runs(store, results_dir(options) / "runs", &std::cerr);
+  const std::filesystem::path path = resolve_db_path(options.db);
+  spdlog::debug("database {} ({}, waiting up to {} ms while locked)", path.string(),
+                read_only ? "read-only" : "read-write", options.db_timeout_ms);
+  Store store = Store::open(path, sql::OpenOptions{read_only, options.db_timeout_ms});
+  if (!read_only) {
+    store_spooled_runs(store, results_dir(options) / "runs",
+                       gpt::log::enabled(spdlog::level::info) ? &std::cerr : nullptr);
+  }
   return store;
 }
 
@@ -136,11 +143,13 @@ SweepRunResult execute_sweep_plans(Store& store, const SweepInfo& sweep, const s
     run_options.device_partitions = device_partitions(e.parallel, std::max(e.gpus, 1), std::getenv("CUDA_VISIBLE_DEVICES"));
   }
   run_options.environment_id = sweep.environment_id;
-  if (!e.quiet) {
+  // The command's --quiet or the global --quiet / --log-level above info: no progress.
+  const bool progress = !e.quiet && gpt::log::enabled(spdlog::level::info);
+  if (progress) {
     run_options.progress = &std::cerr;
     run_options.progress_is_tty = ::isatty(STDERR_FILENO) != 0;
-    std::cerr << "sweep " << sweep.id << " \"" << sweep.name << "\": " << plans.size() << " run(s) to go of "
-              << sweep.runs_planned << ", outputs in " << run_root.string() << "\n";
+    spdlog::info("sweep {} \"{}\": {} run(s) to go of {}, outputs in {}", sweep.id, sweep.name, plans.size(),
+                 sweep.runs_planned, run_root.string());
   }
   SweepRunResult ran;
   {
@@ -150,7 +159,7 @@ SweepRunResult execute_sweep_plans(Store& store, const SweepInfo& sweep, const s
   if (ran.spooled > 0) {
     // The lock may have cleared while the report was due: one more try before reporting.
     try {
-      store_spooled_runs(store, run_root.parent_path(), e.quiet ? nullptr : &std::cerr);
+      store_spooled_runs(store, run_root.parent_path(), progress ? &std::cerr : nullptr);
     } catch (const sql::BusyError&) {
       // Still locked: the runs stay spooled for the next command; the report covers what is stored.
     }
@@ -160,21 +169,24 @@ SweepRunResult execute_sweep_plans(Store& store, const SweepInfo& sweep, const s
 
 int report_unstored_runs(const SweepRunResult& ran, const std::vector<RunPlan>& plans, const std::string& resume_hint) {
   if (ran.busy > 0) {
-    std::cerr << ran.busy << " run(s) not started: their folders are in use by live processes (see above); `"
-              << resume_hint << "` starts them once those have ended\n";
+    spdlog::warn(
+        "{} run(s) not started: their folders are in use by live processes (see above); `{}` starts them "
+        "once those have ended",
+        ran.busy, resume_hint);
   }
   int spooled = 0;
   for (const auto& plan : plans) {
     if (std::filesystem::exists(plan.out_dir / kSpoolFileName)) {
       ++spooled;
-      std::cerr << "run " << plan.run_id << " is kept in its spool file (database locked); the next harness "
-                << "command stores it\n";
+      spdlog::warn("run {} is kept in its spool file (database locked); the next harness command stores it",
+                   plan.run_id);
     }
   }
   if (spooled > 0) {
-    std::cerr << "spooled: " << spooled << " finished run(s) are kept in spool files because the database was busy; "
-              << "the result above leaves them out. `" << resume_hint << "` stores them (exit " << kExitSpooled
-              << ")\n";
+    spdlog::warn(
+        "spooled: {} finished run(s) are kept in spool files because the database was busy; the result "
+        "above leaves them out. `{}` stores them (exit {})",
+        spooled, resume_hint, kExitSpooled);
   }
   return spooled;
 }

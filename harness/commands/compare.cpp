@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include <spdlog/spdlog.h>
+
 #include "harness/commands/common.h"
 #include "harness/commands/compare_build.h"
 #include "harness/commands/recipe_target.h"
@@ -19,6 +21,7 @@
 #include "harness/record/environment_probe.h"
 #include "harness/report/comparison_report.h"
 #include "base/check.h"
+#include "base/log.h"
 
 namespace gpt::harness::commands {
 namespace fs = std::filesystem;
@@ -103,7 +106,7 @@ ArmTrainer resolve_arm(const std::string& arm, const std::string& revision, cons
   } else if (arm == "baseline" && named && !named->binary.empty()) {
     t.binary = fs::absolute(named->binary);
   } else {
-    const BuiltRevision built = build_revision(named && arm == "baseline" ? named->revision : revision, build, std::cerr);
+    const BuiltRevision built = build_revision(named && arm == "baseline" ? named->revision : revision, build);
     t.sha = built.sha;
     t.binary = built.binary;
   }
@@ -155,7 +158,7 @@ SweepInfo create_sweep(Store& store, CompareOptions& o) {
       o.target = t.target;
       target_source = "recipe " + recipe + " [record]: " + t.source;
     } catch (const gpt::Error& e) {
-      if (!o.quiet) std::cerr << "no record check: " << e.what() << " (pass --target LOSS for one)\n";
+      if (!o.quiet) spdlog::info("no record check: {} (pass --target LOSS for one)", e.what());
       target_source.clear();
     }
   }
@@ -226,8 +229,7 @@ SweepInfo resume_sweep(Store& store, CompareOptions& o, const fs::path& db) {
             "' already has ", sweep.runs_planned / 2, " runs per arm; --runs can only extend it");
   if (2 * o.runs > sweep.runs_planned) {
     store.set_runs_planned(sweep.id, 2 * o.runs);
-    std::cerr << "sweep \"" << sweep.name << "\" extended from " << sweep.runs_planned / 2 << " to " << o.runs
-              << " runs per arm\n";
+    spdlog::info("sweep \"{}\" extended from {} to {} runs per arm", sweep.name, sweep.runs_planned / 2, o.runs);
     sweep.runs_planned = 2 * o.runs;
   }
   o.runs = static_cast<int>(sweep.runs_planned / 2);
@@ -246,7 +248,7 @@ SweepInfo resume_sweep(Store& store, CompareOptions& o, const fs::path& db) {
   o.launcher = load_launcher_settings(store, sweep.id, o.launcher, o.launcher_given);
   if (const auto pct = fail_if_slower_pct(o)) {  // a check asked for now applies to the resumed comparison
     set_optional_number(store, sweep.id, "fail_if_slower_pct", pct);
-    std::cerr << "sweep \"" << sweep.name << "\": --fail-if-slower " << *pct << " applies from now on\n";
+    spdlog::info("sweep \"{}\": --fail-if-slower {} applies from now on", sweep.name, *pct);
   }
   return sweep;
 }
@@ -344,7 +346,7 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
     if (page.report.too_slow) code = kExitFail;
   } catch (const gpt::Error& e) {
     // Too few finished runs for the tests: the runs are stored and listed by `harness query runs`.
-    std::cout << "no comparison: " << user_error_message(e.what(), global.log_level) << "\n";
+    std::cout << "no comparison: " << user_error_message(e.what(), gpt::log::enabled(spdlog::level::debug)) << "\n";
     code = kExitFail;
   }
   if (revision_mismatch) {
@@ -353,8 +355,8 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
     return kExitUsage;
   }
   if (ran.interrupted) {
-    std::cerr << "interrupted: " << ran.finished << " run(s) of this call stored; continue with "
-              << "`harness compare --resume " << sweep.name << "`\n";
+    spdlog::warn("interrupted: {} run(s) of this call stored; continue with `harness compare --resume {}`",
+                 ran.finished, sweep.name);
     return kExitInterrupted;
   }
   return spooled > 0 ? kExitSpooled : code;

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include <spdlog/spdlog.h>
+
 #include "harness/commands/common.h"
 #include "harness/commands/recipe_target.h"
 #include "harness/launcher/run_launcher.h"
@@ -80,8 +82,7 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
               "' already has ", sweep.runs_planned, " planned runs; --runs can only extend it");
     if (o.runs > sweep.runs_planned) {
       store.set_runs_planned(sweep.id, o.runs);
-      std::cerr << "sweep \"" << sweep.name << "\" extended from " << sweep.runs_planned << " to " << o.runs
-                << " runs\n";
+      spdlog::info("sweep \"{}\" extended from {} to {} runs", sweep.name, sweep.runs_planned, o.runs);
       sweep.runs_planned = o.runs;
     }
     o.runs = sweep.runs_planned;
@@ -111,7 +112,7 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
       }
       o.target = from_recipe.target;
       target_source = "recipe " + o.recipe + " [record]: " + from_recipe.source;
-      if (!o.quiet) std::cerr << "target " << *o.target << " from " << target_source << "\n";
+      if (!o.quiet) spdlog::info("target {} from {}", *o.target, target_source);
     }
     sweep.name = o.name.empty() ? to_path_name("record-" + o.recipe + "-" + utc_timestamp()) : o.name;
     sweep.kind = "record";
@@ -172,8 +173,8 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
   }
   const int spooled = report_unstored_runs(ran, plans, "harness record --resume " + sweep.name);
   if (ran.interrupted) {
-    std::cerr << "interrupted: " << ran.finished << " run(s) of this call stored; continue with "
-              << "`harness record --resume " << sweep.name << "`\n";
+    spdlog::warn("interrupted: {} run(s) of this call stored; continue with `harness record --resume {}`", ran.finished,
+                 sweep.name);
     return kExitInterrupted;
   }
   if (spooled > 0) return kExitSpooled;  // not a failed check: the verdict lacks runs the database did not take
