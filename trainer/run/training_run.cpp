@@ -4,13 +4,13 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <iostream>
 #include <cmath>
 #include <exception>
 #include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "trainer/build_info.h"
 #include "trainer/comm/comm.h"
@@ -588,6 +588,10 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
   bool rank_failed = false;
   std::optional<StopRequestGuard> stop_request;  // ranks of a multi-rank run: their communicator handles signals
   if (m.comm->world_size() == 1) stop_request.emplace();
+  if (master) {
+    spdlog::info("run {}: recipe {}, {} step(s) on {} rank(s); log {}", m.options.run_id, m.recipe.name,
+                 result.total_steps, m.comm->world_size(), m.log_path.string());
+  }
   try {
     log.emplace(m.log_path, master, !m.options.resume.empty(), m.options.echo);
     m.write_header(*log);
@@ -608,7 +612,7 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
       m.comm->notify_failure(exit_code(result.status), result.error);
       result.error = "rank " + std::to_string(m.comm->rank()) + ": " + result.error;
       // Only rank 0 writes the log; another rank's failure reaches the log through rank 0.
-      if (!master) std::cerr << "train_gpt: " << result.error << std::endl;
+      if (!master) spdlog::error("{}", result.error);
     }
     try {
       if (log) log->line("failed: " + result.error);
@@ -623,6 +627,8 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
       result.status = RunStatus::failed;
       result.error += std::string(result.error.empty() ? "" : "; ") + e.what();
     }
+    spdlog::info("run {} {} after {} step(s); summary {}", m.options.run_id, status_name(result.status), result.steps,
+                 m.summary_path.string());
   }
   // The launcher of `--ranks N` learns from this how the rank ended (the job may end before main returns).
   record_rank_end(exit_code(result.status), result.error);
