@@ -61,6 +61,10 @@ std::string user_error_message(const std::string& what, bool keep_source_locatio
   return out;
 }
 
+void quiet_progress_if(bool quiet) {
+  if (quiet && gpt::log::enabled(spdlog::level::info)) gpt::log::set_level(spdlog::level::warn);
+}
+
 Store open_store(const GlobalOptions& options, bool read_only) {
   GPT_CHECK(!(options.db_option != nullptr && options.db_option->count() > 0 && options.db.empty()),
             "--db: the path is empty; give a database file, or leave --db out to use $SPEEDRUN_DB or ",
@@ -69,10 +73,7 @@ Store open_store(const GlobalOptions& options, bool read_only) {
   spdlog::debug("database {} ({}, waiting up to {} ms while locked)", path.string(),
                 read_only ? "read-only" : "read-write", options.db_timeout_ms);
   Store store = Store::open(path, sql::OpenOptions{read_only, options.db_timeout_ms});
-  if (!read_only) {
-    store_spooled_runs(store, results_dir(options) / "runs",
-                       gpt::log::enabled(spdlog::level::info) ? &std::cerr : nullptr);
-  }
+  if (!read_only) store_spooled_runs(store, results_dir(options) / "runs");
   return store;
 }
 
@@ -144,8 +145,7 @@ SweepRunResult execute_sweep_plans(Store& store, const SweepInfo& sweep, const s
   }
   run_options.environment_id = sweep.environment_id;
   // The command's --quiet or the global --quiet / --log-level above info: no progress.
-  const bool progress = !e.quiet && gpt::log::enabled(spdlog::level::info);
-  if (progress) {
+  if (!e.quiet && gpt::log::enabled(spdlog::level::info)) {
     run_options.progress = &std::cerr;
     run_options.progress_is_tty = ::isatty(STDERR_FILENO) != 0;
     spdlog::info("sweep {} \"{}\": {} run(s) to go of {}, outputs in {}", sweep.id, sweep.name, plans.size(),
@@ -159,7 +159,7 @@ SweepRunResult execute_sweep_plans(Store& store, const SweepInfo& sweep, const s
   if (ran.spooled > 0) {
     // The lock may have cleared while the report was due: one more try before reporting.
     try {
-      store_spooled_runs(store, run_root.parent_path(), progress ? &std::cerr : nullptr);
+      store_spooled_runs(store, run_root.parent_path());
     } catch (const sql::BusyError&) {
       // Still locked: the runs stay spooled for the next command; the report covers what is stored.
     }

@@ -42,6 +42,8 @@ std::string user_error_message(const std::string& what, const char*) = delete;  
 // Adds --db, --db-timeout, --log-level and --quiet to `app` (the top-level app: they are accepted before or after
 // the subcommand; a subcommand's own --quiet, where it has one, takes that flag after it).
 void add_global_options(CLI::App& app, GlobalOptions& options);
+// A command's own --quiet (record, compare): as the global --quiet, only warnings and errors from here on.
+void quiet_progress_if(bool quiet);
 // Opens the database. Reading commands (read_only) refuse a missing file instead of creating one; writing
 // commands first store any run an earlier harness left in a spool file under `<db folder>/runs`.
 Store open_store(const GlobalOptions& options, bool read_only = false);

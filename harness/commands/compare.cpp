@@ -425,6 +425,7 @@ void register_compare_command(CLI::App& app, GlobalOptions& global) {
                   "after --: trainer command for both arms; {bin} (the arm's train_gpt), {seed}, {run_id}, {out}, "
                   "{data}, {recipe}, {gpus} are substituted");
   cmd->callback([o, cmd, &global] {
+    quiet_progress_if(o->quiet);
     o->launcher_given = cmd->get_option("--launcher")->count() > 0;
     for (const CLI::Option* option : cmd->get_options()) {
       if (option->count() > 0) o->given.push_back(option->nonpositional() ? option->get_name() : "-- CMD");

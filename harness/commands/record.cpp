@@ -217,6 +217,7 @@ void add_record_command(CLI::App& app, GlobalOptions& global) {
   sub->add_option("command", opts->command, "command to run instead of train_gpt (after --); may use {seed}, "
                                             "{run_id}, {out}, {data}, {recipe}, {gpus}");
   sub->callback([opts, sub, &global] {
+    quiet_progress_if(opts->quiet);
     opts->launcher_given = sub->get_option("--launcher")->count() > 0;
     global.exit_code = run_record(*opts, global);
   });

@@ -32,17 +32,24 @@ TEST_F(RecordE2E, QuietHidesImportProgressButNotTheReport) {
 }
 
 TEST_F(RecordE2E, GlobalQuietHidesSweepProgress) {
-  std::vector<std::string> args = {"--quiet", "record", "--runs", "1", "--name", "sweep", "--target", "3.28", "--"};
+  std::vector<std::string> args = {"--quiet", "record", "--runs", "2", "--name", "sweep", "--target", "3.28", "--"};
   for (auto& a : synthetic({"--mean", "3.2"})) args.push_back(a);
   const Result quiet = harness(args);
   ASSERT_EQ(quiet.code, 0) << quiet.output;
   EXPECT_THAT(quiet.output, Not(HasSubstr("run(s) to go")));
   EXPECT_THAT(quiet.output, HasSubstr("report: "));  // the result on stdout
 
-  const Result loud = harness({"record", "--resume", "sweep", "--runs", "2"});
+  const Result loud = harness({"record", "--resume", "sweep", "--runs", "3"});
   ASSERT_EQ(loud.code, 0) << loud.output;
-  EXPECT_THAT(loud.output, HasSubstr("harness: sweep \"sweep\" extended from 1 to 2 runs\n"));
-  EXPECT_THAT(loud.output, HasSubstr("harness: sweep 1 \"sweep\": 1 run(s) to go of 2, outputs in "));
+  EXPECT_THAT(loud.output, HasSubstr("harness: sweep \"sweep\" extended from 2 to 3 runs\n"));
+  EXPECT_THAT(loud.output, HasSubstr("harness: sweep 1 \"sweep\": 1 run(s) to go of 3, outputs in "));
+
+  // record's own --quiet (after the command name) is the global one: no progress, no notes.
+  const Result hushed = harness({"record", "--resume", "sweep", "--runs", "4", "--quiet"});
+  ASSERT_EQ(hushed.code, 0) << hushed.output;
+  EXPECT_THAT(hushed.output, Not(HasSubstr("extended from")));
+  EXPECT_THAT(hushed.output, Not(HasSubstr("run(s) to go")));
+  EXPECT_THAT(hushed.output, HasSubstr("report: "));
 }
 
 TEST_F(RecordE2E, DebugLevelNamesTheDatabase) {
