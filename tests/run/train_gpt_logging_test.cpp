@@ -77,7 +77,7 @@ TEST(TrainGptLogging, UnknownLogLevelIsAUsageError) {
   const Outcome both =
       test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "bad") + " --quiet --log-level debug");
   EXPECT_EQ(both.exit_code, 2) << both.stderr_text;
-  EXPECT_THAT(both.stderr_text, HasSubstr("--quiet excludes --log-level"));
+  EXPECT_THAT(both.stderr_text, HasSubstr("--log-level excludes --quiet"));
 }
 
 }  // namespace
