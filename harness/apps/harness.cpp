@@ -1,6 +1,7 @@
 // The `harness` program: seeded sweeps and record checks, imports and queries over the results database.
 // Exit codes are documented in harness/commands/common.h.
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 
 #include <iostream>
 
@@ -15,9 +16,11 @@
 #include "harness/commands/report.h"
 #include "harness/commands/site.h"
 #include "base/check.h"
+#include "base/log.h"
 
 int main(int argc, char** argv) {
   using namespace gpt::harness;
+  gpt::log::start("harness");
   CLI::App app{"harness: reproducibility and benchmarking for the NanoGPT speedrun trainer"};
   app.require_subcommand(1);
   app.fallthrough();
@@ -39,11 +42,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : kExitUsage;
-  } catch (const gpt::Error& e) {
-    std::cerr << "harness: error: " << user_error_message(e.what(), options.log_level) << "\n";
+  } catch (const gpt::Error& e) {  // the failure that decides the exit status: printed at every log level
+    std::cerr << "harness: error: " << user_error_message(e.what(), gpt::log::enabled(spdlog::level::debug)) << "\n";
     return kExitUsage;
   } catch (const std::exception& e) {
-    std::cerr << "harness: error: " << user_error_message(e.what(), options.log_level) << "\n";
+    std::cerr << "harness: error: " << user_error_message(e.what(), gpt::log::enabled(spdlog::level::debug)) << "\n";
     return kExitFail;
   }
   return options.exit_code;

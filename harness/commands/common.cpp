@@ -12,6 +12,9 @@
 #include "harness/launcher/safe_names.h"
 #include "harness/record/spool.h"
 #include "base/check.h"
+#include "base/log.h"
+
+#include <spdlog/spdlog.h>
 
 namespace gpt::harness {
 
@@ -21,9 +24,7 @@ void add_global_options(CLI::App& app, GlobalOptions& options) {
           ->configurable(false);
   app.add_option("--db-timeout", options.db_timeout_ms, "milliseconds to wait for a locked database")
       ->check(CLI::Range(0, std::numeric_limits<int>::max()));  // not NonNegativeNumber: its message prints DBL_MAX
-  app.add_option("--log-level", options.log_level, "info, or debug: errors also name the source line that raised them")
-      ->check(CLI::IsMember({"info", "debug"}))
-      ->configurable(false);
+  gpt::log::add_log_flags(app, options.log);
 }
 
 namespace {
@@ -43,8 +44,8 @@ bool is_source_location(std::string_view text) {
 
 }  // namespace
 
-std::string user_error_message(const std::string& what, const std::string& log_level) {
-  if (log_level == "debug") return what;
+std::string user_error_message(const std::string& what, bool keep_source_locations) {
+  if (keep_source_locations) return what;
   // GPT_CHECK appends " [path/file.cpp:LINE]"; nested errors carry theirs inside the message.
   std::string out;
   size_t at = 0;
@@ -60,12 +61,19 @@ std::string user_error_message(const std::string& what, const std::string& log_l
   return out;
 }
 
+void quiet_progress_if(bool quiet) {
+  if (quiet && gpt::log::enabled(spdlog::level::info)) gpt::log::set_level(spdlog::level::warn);
+}
+
 Store open_store(const GlobalOptions& options, bool read_only) {
   GPT_CHECK(!(options.db_option != nullptr && options.db_option->count() > 0 && options.db.empty()),
             "--db: the path is empty; give a database file, or leave --db out to use $SPEEDRUN_DB or ",
             kDefaultDbPath);
-  Store store = Store::open(resolve_db_path(options.db), sql::OpenOptions{read_only, options.db_timeout_ms});
-  if (!read_only) store_spooled_runs(store, results_dir(options) / "runs", &std::cerr);
+  const std::filesystem::path path = resolve_db_path(options.db);
+  spdlog::debug("database {} ({}, waiting up to {} ms while locked)", path.string(),
+                read_only ? "read-only" : "read-write", options.db_timeout_ms);
+  Store store = Store::open(path, sql::OpenOptions{read_only, options.db_timeout_ms});
+  if (!read_only) store_spooled_runs(store, results_dir(options) / "runs");
   return store;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/log_flags.h"
 #include "harness/launcher/run_launcher.h"
 #include "harness/record/sweep_runner.h"
 #include "harness/store/store.h"
@@ -30,15 +31,19 @@ struct GlobalOptions {
   const CLI::Option* db_option = nullptr;
   int db_timeout_ms = 5000;    // --db-timeout
   int exit_code = kExitPass;   // set by the subcommand that ran
-  std::string log_level = "info";  // --log-level: "debug" also shows where in the source an error was raised
+  gpt::log::LogFlags log;      // --log-level, --quiet (diagnostics on stderr)
 };
 
 // An error for the user: the message without the source locations (" [harness/x.cpp:54]") the checks append,
-// which only `--log-level debug` keeps.
-std::string user_error_message(const std::string& what, const std::string& log_level);
+// which only `--log-level debug` (or trace) keeps: pass keep_source_locations = gpt::log::enabled(debug).
+std::string user_error_message(const std::string& what, bool keep_source_locations);
+std::string user_error_message(const std::string& what, const char*) = delete;  // a level name is no flag
 
-// Adds --db and --db-timeout to `app` (the top-level app: they are accepted before or after the subcommand).
+// Adds --db, --db-timeout, --log-level and --quiet to `app` (the top-level app: they are accepted before or after
+// the subcommand; a subcommand's own --quiet, where it has one, takes that flag after it).
 void add_global_options(CLI::App& app, GlobalOptions& options);
+// A command's own --quiet (record, compare): as the global --quiet, only warnings and errors from here on.
+void quiet_progress_if(bool quiet);
 // Opens the database. Reading commands (read_only) refuse a missing file instead of creating one; writing
 // commands first store any run an earlier harness left in a spool file under `<db folder>/runs`.
 Store open_store(const GlobalOptions& options, bool read_only = false);

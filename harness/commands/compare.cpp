@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include <spdlog/spdlog.h>
+
 #include "harness/commands/common.h"
 #include "harness/commands/compare_build.h"
 #include "harness/commands/recipe_target.h"
@@ -105,7 +107,7 @@ ArmTrainer resolve_arm(const std::string& arm, const std::string& revision, cons
   } else if (arm == "baseline" && named && !named->binary.empty()) {
     t.binary = fs::absolute(named->binary);
   } else {
-    const BuiltRevision built = build_revision(named && arm == "baseline" ? named->revision : revision, build, std::cerr);
+    const BuiltRevision built = build_revision(named && arm == "baseline" ? named->revision : revision, build);
     t.sha = built.sha;
     t.binary = built.binary;
   }
@@ -154,7 +156,7 @@ SweepInfo create_sweep(Store& store, CompareOptions& o) {
       o.target = t.target;
       target_source = "recipe " + recipe + " [record]: " + t.source;
     } catch (const gpt::Error& e) {
-      if (!o.quiet) std::cerr << "no record check: " << e.what() << " (pass --target LOSS for one)\n";
+      if (!o.quiet) spdlog::info("no record check: {} (pass --target LOSS for one)", e.what());
       target_source.clear();
     }
   }
@@ -228,7 +230,7 @@ SweepInfo resume_sweep(Store& store, CompareOptions& o, const fs::path& db) {
   o.launcher = load_launcher_settings(store, sweep.id, o.launcher, o.launcher_given);
   if (const auto pct = fail_if_slower_pct(o)) {  // a check asked for now applies to the resumed comparison
     set_optional_number(params, "fail_if_slower_pct", pct);
-    std::cerr << "sweep \"" << sweep.name << "\": --fail-if-slower " << *pct << " applies from now on\n";
+    spdlog::info("sweep \"{}\": --fail-if-slower {} applies from now on", sweep.name, *pct);
   }
   return sweep;
 }
@@ -313,7 +315,7 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
     if (page.report.too_slow) code = kExitFail;
   } catch (const gpt::Error& e) {
     // Too few finished runs for the tests: the runs are stored and listed by `harness query runs`.
-    std::cout << "no comparison: " << user_error_message(e.what(), global.log_level) << "\n";
+    std::cout << "no comparison: " << user_error_message(e.what(), gpt::log::enabled(spdlog::level::debug)) << "\n";
     code = kExitFail;
   }
   if (revision_mismatch) {
@@ -387,6 +389,7 @@ void add_compare_command(CLI::App& app, GlobalOptions& global) {
                   "after --: trainer command for both arms; {bin} (the arm's train_gpt), {seed}, {run_id}, {out}, "
                   "{data}, {recipe}, {gpus} are substituted");
   cmd->callback([o, cmd, &global] {
+    quiet_progress_if(o->quiet);
     o->launcher_given = cmd->get_option("--launcher")->count() > 0;
     o->given = given_options(*cmd);
     global.exit_code = run_compare(*o, global);

@@ -1,5 +1,7 @@
 #include "harness/commands/compare_build.h"
 
+#include <spdlog/spdlog.h>
+
 #include "harness/launcher/command.h"
 #include "base/check.h"
 
@@ -27,7 +29,7 @@ std::string resolve_revision(const std::string& revision) {
   }
 }
 
-BuiltRevision build_revision(const std::string& revision, const BuildSettings& s, std::ostream& progress) {
+BuiltRevision build_revision(const std::string& revision, const BuildSettings& s) {
   GPT_CHECK(!s.preset.empty(), "--preset: the preset name is empty");
   std::string repo_text;
   try {
@@ -57,8 +59,8 @@ BuiltRevision build_revision(const std::string& revision, const BuildSettings& s
   b.build_dir = b.tree / ("build-compare-" + s.preset);
   b.binary = b.build_dir / "bin" / "train_gpt";
   const fs::path configure_log = b.tree / "harness-configure.log", log = b.tree / "harness-build.log";
-  progress << "building " << revision << " (" << b.sha.substr(0, 12) << ") with preset " << s.preset << " in "
-           << b.build_dir.string() << " (log " << log.string() << ")\n";
+  spdlog::info("building {} ({}) with preset {} in {} (log {})", revision, b.sha.substr(0, 12), s.preset,
+               b.build_dir.string(), log.string());
   const std::vector<std::string> configure = configure_command(b.tree, b.build_dir, s);
   const CommandResult configured = run_command({configure, s.timeout_s, "--build-timeout", b.tree, configure_log, true});
   GPT_CHECK(configured.succeeded(), "compare: configuring ", revision, " failed (", configured.exit.describe(), ": ",

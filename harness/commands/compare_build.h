@@ -4,7 +4,6 @@
 // configure arguments, into build-compare-<preset>/. Builds are incremental: a second comparison of the same
 // revision only relinks what changed.
 #include <filesystem>
-#include <ostream>
 #include <string>
 #include <vector>
 
@@ -35,8 +34,8 @@ std::vector<std::string> configure_command(const std::filesystem::path& tree, co
 std::string resolve_revision(const std::string& revision);
 
 // Resolves `revision` in the repository around the current directory, checks it out (once) and builds its
-// train_gpt; progress lines go to `progress`. Throws gpt::Error naming the step and its log on failure, and
+// train_gpt, saying so at info level. Throws gpt::Error naming the step and its log on failure, and
 // CommandTimedOut naming the step and --build-timeout when one runs past settings.timeout_s.
-BuiltRevision build_revision(const std::string& revision, const BuildSettings& settings, std::ostream& progress);
+BuiltRevision build_revision(const std::string& revision, const BuildSettings& settings);
 
 }  // namespace gpt::harness

@@ -11,6 +11,8 @@
 #include <map>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "harness/commands/common.h"
 #include "harness/launcher/safe_names.h"
 #include "harness/logparse/experiment.h"
@@ -119,12 +121,12 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
     std::string hash = sha1_hex(text);  // the identity of a log across imports
     if (auto it = known.find(hash); it != known.end()) {
       ++duplicates_by_sweep[it->second.first];
-      std::cerr << "skipped '" << file.path.string() << "': the same log was imported before (sweep \""
-                << it->second.first << "\", " << it->second.second << ")\n";
+      spdlog::info("skipped '{}': the same log was imported before (sweep \"{}\", {})", file.path.string(),
+                   it->second.first, it->second.second);
       continue;
     }
     if (std::any_of(fresh.begin(), fresh.end(), [&](const NewLog& n) { return n.hash == hash; })) {
-      std::cerr << "skipped '" << file.path.string() << "': a copy of another log in this import\n";
+      spdlog::info("skipped '{}': a copy of another log in this import", file.path.string());
       continue;
     }
     fresh.push_back({file, std::move(hash), std::move(text)});
@@ -134,8 +136,7 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
     const auto most = std::max_element(duplicates_by_sweep.begin(), duplicates_by_sweep.end(),
                                        [](const auto& a, const auto& b) { return a.second < b.second; });
     GPT_CHECK(most != duplicates_by_sweep.end(), "import: no new logs");
-    std::cerr << "import: all " << files.size() << " log(s) were imported before; reporting sweep \"" << most->first
-              << "\"\n";
+    spdlog::info("import: all {} log(s) were imported before; reporting sweep \"{}\"", files.size(), most->first);
     return report_sweep(store, *store.find_sweep(most->first), o, global);
   }
 
@@ -151,7 +152,7 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
       try {
         log.summary = read_run_summary(summary_path);
       } catch (const gpt::Error& e) {
-        std::cerr << "ignored the run summary beside '" << log.file.path.string() << "': " << e.what() << "\n";
+        spdlog::warn("ignored the run summary beside '{}': {}", log.file.path.string(), e.what());
       }
     }
     const std::string code = log_code_hash(log.text);
@@ -160,7 +161,7 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
     }
   }
   const ExperimentArms arms = experiment_arms(keys);
-  for (const auto& note : arms.notes) std::cerr << note << "\n";
+  for (const auto& note : arms.notes) spdlog::info("{}", note);
   SweepInfo sweep;
   int imported = 0;
   {
@@ -207,10 +208,9 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
     all.commit();
   }
   sweep = *store.find_sweep(std::to_string(sweep.id));
-  std::cerr << "imported " << imported << " run(s) from " << fresh.size() << " file(s) into sweep " << sweep.id
-            << " \"" << sweep.name << "\"";
-  if (fresh.size() < files.size()) std::cerr << "; " << files.size() - fresh.size() << " file(s) skipped as duplicates";
-  std::cerr << "\n";
+  const size_t duplicates = files.size() - fresh.size();
+  spdlog::info("imported {} run(s) from {} file(s) into sweep {} \"{}\"{}", imported, fresh.size(), sweep.id,
+               sweep.name, duplicates > 0 ? "; " + std::to_string(duplicates) + " file(s) skipped as duplicates" : "");
   return report_sweep(store, sweep, o, global);
 }
 

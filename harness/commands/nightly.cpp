@@ -15,6 +15,8 @@
 #include <set>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "harness/launcher/command.h"
 #include "harness/launcher/process.h"
 #include "harness/nightly/night.h"
@@ -114,9 +116,9 @@ void run_benchmarks(Store& store, Night& night, const NightlyOptions& o, const f
       }
       const auto run = nightly::parse_google_benchmark_run(read_file(json, "benchmark JSON"), json.string());
       store_samples(store, night, program.suite, run, night.stamp, night.revision);
-      std::cerr << "nightly: " << program.suite << ": " << run.samples.size() << " measurement(s)\n";
+      spdlog::info("nightly: {}: {} measurement(s)", program.suite, run.samples.size());
     } catch (const gpt::Error& e) {
-      night.failures.push_back({program.suite, user_error_message(e.what(), "info")});
+      night.failures.push_back({program.suite, user_error_message(e.what(), /*keep_source_locations=*/false)});
     }
   }
 }
@@ -268,7 +270,7 @@ int run_ingest(const NightlyOptions& o, GlobalOptions& global) {
       night.stamp = nightly::utc_stamp_from_benchmark_date(night.run.context.date, file.string());
       nights.push_back(std::move(night));
     } catch (const gpt::Error& e) {
-      all.failures.push_back({file.string(), user_error_message(e.what(), "info")});
+      all.failures.push_back({file.string(), user_error_message(e.what(), /*keep_source_locations=*/false)});
     }
   }
   // Oldest night first: the history is stored in the order it was measured, whatever the files are called.
@@ -282,16 +284,15 @@ int run_ingest(const NightlyOptions& o, GlobalOptions& global) {
       const size_t already = store_night(store, all, night);
       if (all.measured.size() == measured_before && already > 0) {
         ++skipped;
-        std::cerr << where << "already stored (night " << night.stamp << "), skipped\n";
+        spdlog::info("{}already stored (night {}), skipped", where, night.stamp);
         continue;
       }
       newest = std::max(newest, night.stamp);
-      std::cerr << where << night.run.samples.size() << " measurement(s) for night " << night.stamp
-                << (night.run.context.host_name.empty() ? "" : " on " + night.run.context.host_name)
-                << (already ? "; " + std::to_string(already) + " benchmark(s) already stored for it were skipped" : "")
-                << "\n";
+      spdlog::info("{}{} measurement(s) for night {}{}{}", where, night.run.samples.size(), night.stamp,
+                   night.run.context.host_name.empty() ? "" : " on " + night.run.context.host_name,
+                   already ? "; " + std::to_string(already) + " benchmark(s) already stored for it were skipped" : "");
     } catch (const gpt::Error& e) {
-      all.failures.push_back({night.file.string(), user_error_message(e.what(), "info")});
+      all.failures.push_back({night.file.string(), user_error_message(e.what(), /*keep_source_locations=*/false)});
     }
   }
   if (all.measured.empty() && all.failures.empty() && skipped > 0) {

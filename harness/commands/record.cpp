@@ -6,6 +6,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include <spdlog/spdlog.h>
+
 #include "harness/commands/common.h"
 #include "harness/commands/recipe_target.h"
 #include "harness/commands/sweep_lifecycle.h"
@@ -96,7 +98,7 @@ SweepInfo create_sweep(Store& store, RecordOptions& o) {
     }
     o.target = from_recipe.target;
     target_source = "recipe " + o.recipe + " [record]: " + from_recipe.source;
-    if (!o.quiet) std::cerr << "target " << *o.target << " from " << target_source << "\n";
+    if (!o.quiet) spdlog::info("target {} from {}", *o.target, target_source);
   }
   SweepInfo sweep;
   sweep.name = o.name.empty() ? to_path_name("record-" + o.recipe + "-" + utc_compact_now()) : o.name;
@@ -194,6 +196,7 @@ void add_record_command(CLI::App& app, GlobalOptions& global) {
   sub->add_option("command", opts->command, "command to run instead of train_gpt (after --); may use {seed}, "
                                             "{run_id}, {out}, {data}, {recipe}, {gpus}");
   sub->callback([opts, sub, &global] {
+    quiet_progress_if(opts->quiet);
     opts->launcher_given = sub->get_option("--launcher")->count() > 0;
     opts->given = given_options(*sub);
     global.exit_code = run_record(*opts, global);

@@ -4,6 +4,8 @@
 
 #include <iostream>
 
+#include <spdlog/spdlog.h>
+
 #include "harness/report/site.h"
 
 namespace gpt::harness {
@@ -16,7 +18,7 @@ void add_site_command(CLI::App& app, GlobalOptions& global) {
   sub->callback([out, &global] {
     Store store = open_store(global, /*read_only=*/true);
     const SiteSummary site = write_site(store, *out);
-    for (const auto& note : site.notes) std::cerr << "site: " << note << "\n";
+    for (const auto& note : site.notes) spdlog::warn("site: {}", note);
     std::cout << "site: " << site.pages.size() << " page(s), " << site.sweeps << " sweep(s), " << site.benchmarks
               << " benchmark(s)\nindex: " << site.pages.front().string() << "\n";
     global.exit_code = kExitPass;

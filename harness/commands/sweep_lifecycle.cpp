@@ -11,6 +11,9 @@
 #include "harness/commands/common.h"
 #include "harness/record/spool.h"
 #include "base/check.h"
+#include "base/log.h"
+
+#include <spdlog/spdlog.h>
 
 namespace gpt::harness {
 
@@ -148,8 +151,7 @@ void extend_planned_runs(Store& store, SweepInfo& sweep, int runs_per_arm, int a
             unit, "; --runs can only extend it");
   if (arms * runs_per_arm > sweep.runs_planned) {
     store.set_runs_planned(sweep.id, arms * runs_per_arm);
-    std::cerr << "sweep \"" << sweep.name << "\" extended from " << planned_per_arm << " to " << runs_per_arm << unit
-              << "\n";
+    spdlog::info("sweep \"{}\" extended from {} to {}{}", sweep.name, planned_per_arm, runs_per_arm, unit);
     sweep.runs_planned = arms * runs_per_arm;
   }
 }
@@ -201,11 +203,12 @@ SweepRunResult execute_sweep_plans(Store& store, const SweepInfo& sweep, const s
         device_partitions(e.parallel, std::max(e.gpus, 1), std::getenv("CUDA_VISIBLE_DEVICES"));
   }
   run_options.environment_id = sweep.environment_id;
-  if (!e.quiet) {
+  // The command's --quiet or the global --quiet / --log-level above info: no progress.
+  if (!e.quiet && gpt::log::enabled(spdlog::level::info)) {
     run_options.progress = &std::cerr;
     run_options.progress_is_tty = ::isatty(STDERR_FILENO) != 0;
-    std::cerr << "sweep " << sweep.id << " \"" << sweep.name << "\": " << plans.size() << " run(s) to go of "
-              << sweep.runs_planned << ", outputs in " << run_root.string() << "\n";
+    spdlog::info("sweep {} \"{}\": {} run(s) to go of {}, outputs in {}", sweep.id, sweep.name, plans.size(),
+                 sweep.runs_planned, run_root.string());
   }
   SweepRunResult ran;
   {
@@ -215,7 +218,7 @@ SweepRunResult execute_sweep_plans(Store& store, const SweepInfo& sweep, const s
   if (ran.spooled > 0) {
     // The lock may have cleared while the report was due: one more try before reporting.
     try {
-      store_spooled_runs(store, run_root.parent_path(), e.quiet ? nullptr : &std::cerr);
+      store_spooled_runs(store, run_root.parent_path());
     } catch (const sql::BusyError&) {
       // Still locked: the runs stay spooled for the next command; the report covers what is stored.
     }
@@ -227,21 +230,24 @@ SweepRunResult execute_sweep_plans(Store& store, const SweepInfo& sweep, const s
 // their spool files.
 int report_unstored_runs(const SweepRunResult& ran, const std::vector<RunPlan>& plans, const std::string& resume_hint) {
   if (ran.busy > 0) {
-    std::cerr << ran.busy << " run(s) not started: their folders are in use by live processes (see above); `"
-              << resume_hint << "` starts them once those have ended\n";
+    spdlog::warn(
+        "{} run(s) not started: their folders are in use by live processes (see above); `{}` starts them "
+        "once those have ended",
+        ran.busy, resume_hint);
   }
   int spooled = 0;
   for (const auto& plan : plans) {
     if (std::filesystem::exists(plan.out_dir / kSpoolFileName)) {
       ++spooled;
-      std::cerr << "run " << plan.run_id << " is kept in its spool file (database locked); the next harness "
-                << "command stores it\n";
+      spdlog::warn("run {} is kept in its spool file (database locked); the next harness command stores it",
+                   plan.run_id);
     }
   }
   if (spooled > 0) {
-    std::cerr << "spooled: " << spooled << " finished run(s) are kept in spool files because the database was busy; "
-              << "the result above leaves them out. `" << resume_hint << "` stores them (exit " << kExitSpooled
-              << ")\n";
+    spdlog::warn(
+        "spooled: {} finished run(s) are kept in spool files because the database was busy; the result "
+        "above leaves them out. `{}` stores them (exit {})",
+        spooled, resume_hint, kExitSpooled);
   }
   return spooled;
 }
@@ -264,8 +270,8 @@ SweepCall run_sweep_plans(Store& store, const SweepInfo& sweep, const std::vecto
 
 int sweep_exit_code(const SweepCall& call, const SweepInfo& sweep, int verdict) {
   if (call.ran.interrupted) {
-    std::cerr << "interrupted: " << call.ran.finished << " run(s) of this call stored; continue with `"
-              << resume_hint(call.command, sweep) << "`\n";
+    spdlog::warn("interrupted: {} run(s) of this call stored; continue with `{}`", call.ran.finished,
+                 resume_hint(call.command, sweep));
     return kExitInterrupted;
   }
   return call.spooled > 0 ? kExitSpooled : verdict;

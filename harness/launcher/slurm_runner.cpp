@@ -8,6 +8,8 @@
 #include <optional>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "harness/launcher/atomic_file.h"
 #include "harness/launcher/safe_files.h"
 #include "harness/launcher/slurm_launcher.h"
@@ -35,7 +37,7 @@ struct JobFile {
       const auto j = nlohmann::json::parse(in);
       return JobFile{j.at("job_id").get<std::string>(), j.value("attempt", 1), j.value("harvested", false)};
     } catch (const std::exception& e) {
-      std::cerr << "warning: ignoring unreadable " << path(plan).string() << " (" << e.what() << ")\n";
+      spdlog::warn("ignoring unreadable {} ({})", path(plan).string(), e.what());
       return std::nullopt;
     }
   }

@@ -6,6 +6,8 @@
 #include <sstream>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "harness/launcher/atomic_file.h"
 #include "base/check.h"
 #include "base/file_read.h"
@@ -137,7 +139,7 @@ bool spool_and_store(Store& store, const std::filesystem::path& out_dir, const R
   return true;
 }
 
-int store_spooled_runs(Store& store, const std::filesystem::path& runs_root, std::ostream* note) {
+int store_spooled_runs(Store& store, const std::filesystem::path& runs_root) {
   std::error_code ec;
   if (!std::filesystem::is_directory(runs_root, ec)) return 0;
   int stored = 0;
@@ -150,19 +152,18 @@ int store_spooled_runs(Store& store, const std::filesystem::path& runs_root, std
         const RunRecord run = read_spool(spool);
         const auto sweep = store.find_sweep(std::to_string(run.sweep_id));
         if (!sweep || sweep->name != sweep_dir.path().filename().string()) {
-          if (note) *note << "spooled run '" << spool.string() << "' belongs to sweep " << run.sweep_id
-                          << ", which this database does not hold; left in place\n";
+          spdlog::warn("spooled run '{}' belongs to sweep {}, which this database does not hold; left in place",
+                       spool.string(), run.sweep_id);
           continue;
         }
         store.add_run(run, /*replace=*/true);
         std::filesystem::remove(spool);
         ++stored;
-        if (note) *note << "stored spooled run " << run.run_id << " (" << to_string(run.status) << ") from '"
-                        << spool.string() << "'\n";
+        spdlog::info("stored spooled run {} ({}) from '{}'", run.run_id, to_string(run.status), spool.string());
       } catch (const sql::BusyError&) {
         throw;
       } catch (const gpt::Error& e) {
-        if (note) *note << "could not store spooled run '" << spool.string() << "': " << e.what() << "\n";
+        spdlog::warn("could not store spooled run '{}': {}", spool.string(), e.what());
       }
     }
   }

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
-#include <ostream>
 #include <string>
 
 #include "harness/store/store.h"
@@ -35,8 +34,8 @@ bool spool_and_store(Store& store, const std::filesystem::path& out_dir, const R
                      const InsertRetry& retry = {});
 
 // Stores every spool file found in `runs_root/<sweep>/<run>/` whose sweep still exists, removing each file
-// once stored; notes each on `note`. Returns how many runs were stored. A spool file that cannot be read
-// is reported and left in place.
-int store_spooled_runs(Store& store, const std::filesystem::path& runs_root, std::ostream* note);
+// once stored; logs each (info; a file left in place: warn). Returns how many runs were stored. A spool file that
+// cannot be read is reported and left in place.
+int store_spooled_runs(Store& store, const std::filesystem::path& runs_root);
 
 }  // namespace gpt::harness

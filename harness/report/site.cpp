@@ -77,7 +77,8 @@ SweepRow sweep_row(Store& store, const SweepInfo& sweep, const fs::path& out, Si
     }
     row.has_page = true;
   } catch (const gpt::Error& e) {
-    summary.notes.push_back("sweep '" + sweep.name + "': no page (" + user_error_message(e.what(), "info") + ")");
+    summary.notes.push_back("sweep '" + sweep.name + "': no page (" +
+                            user_error_message(e.what(), /*keep_source_locations=*/false) + ")");
   }
   return row;
 }

@@ -406,8 +406,7 @@ TEST(StoreTrust, SpooledRunsAreStoredAndRemoved) {
   // A spool of another database's sweep (same id, other name) is left alone.
   std::filesystem::create_directories(dir / "runs" / "other" / "o-seed0");
   write_spool(dir / "runs" / "other" / "o-seed0" / kSpoolFileName, r);
-  std::ostringstream note;
-  EXPECT_EQ(store_spooled_runs(store, dir / "runs", &note), 1);
+  EXPECT_EQ(store_spooled_runs(store, dir / "runs"), 1);
   EXPECT_EQ(store.runs(s.id).size(), 1u);
   EXPECT_FALSE(std::filesystem::exists(dir / "runs" / "sw" / "sw-seed0" / kSpoolFileName));
   EXPECT_TRUE(std::filesystem::exists(dir / "runs" / "other" / "o-seed0" / kSpoolFileName));

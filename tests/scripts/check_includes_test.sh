@@ -43,6 +43,8 @@ plant tests/gpu/attention_gpu_test.cpp '#include "kernels/cuda/ladder/attention_
 # Allowed arrows in the same places pass.
 rm -rf "$work/ok" && mkdir -p "$work/ok/harness" "$work/ok/trainer/model" "$work/ok/kernels"
 printf '#include "base/check.h"\n#include <vector>\n' > "$work/ok/harness/a.cpp"
+mkdir -p "$work/ok/base"
+printf '#include "base/check.h"\n#include <spdlog/spdlog.h>\n' > "$work/ok/base/log.cpp"
 printf '#include "kernels/tensor.h"\n#include "trainer/comm/comm.h"\n' > "$work/ok/trainer/model/m.cpp"
 mkdir -p "$work/ok/trainer/step" "$work/ok/trainer/run"
 printf '#include "trainer/optim/optimizer.h"\n#include "trainer/model/model.h"\n' > "$work/ok/trainer/step/s.cpp"

@@ -3,6 +3,8 @@
 //             [--set key=value]... [--resume CHECKPOINT] [--checkpoint-every K] [--threads N]
 //   train_gpt --print-recipe --recipe NAME|FILE [--set key=value]...
 //   train_gpt --list-keys
+//   each form also takes [--log-level trace|debug|info|warn|error|off | --quiet]: diagnostics on stderr only (the
+//   run log and its step lines on stdout are unaffected).
 // --print-recipe writes the resolved recipe's name, hash and [record] target as one JSON object on stdout and
 // exits (the harness reads a recipe's record target this way; it never links the trainer). --list-keys prints the
 // recipe key table (the schema of trainer/recipe/recipe_keys.cpp) as Markdown, as docs/recipes.md shows it.
@@ -22,6 +24,10 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "base/log.h"
+#include "base/log_flags.h"
 
 #include "trainer/comm/local_launcher.h"
 #include "trainer/comm/rank_status.h"
@@ -46,7 +52,10 @@ int default_threads() {
       break;
     }
   }
-  return std::max(1, omp_get_num_procs() / local_ranks);
+  const int threads = std::max(1, omp_get_num_procs() / local_ranks);
+  spdlog::debug("CPU threads: {} ({} core(s) shared by {} local rank(s); --threads overrides)", threads,
+                omp_get_num_procs(), local_ranks);
+  return threads;
 }
 
 // `--gpus N` / `--ranks N` with N > 1: checks what can be checked once (world size, backend, devices, the recipe's
@@ -99,6 +108,7 @@ int print_recipe(const gpt::RunOptions& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gpt::log::start("train_gpt");
   gpt::RunOptions options;
   CLI::App app{"NanoGPT speedrun trainer (docs/RECIPE.md); writes OUT/ID.txt and OUT/ID.json"};
   // A run needs all of these; printing the recipe needs only --recipe (and any --set), listing the keys nothing.
@@ -128,6 +138,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   options.threads = 0;
   app.add_option("--threads", options.threads, "CPU threads (0: one per core)")->capture_default_str();
+  gpt::log::LogFlags log_flags;
+  gpt::log::add_log_flags(app, log_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -157,7 +169,11 @@ int main(int argc, char** argv) {
   std::unique_ptr<gpt::TrainingRun> run;
   try {
     gpt::take_debug_switches(options);
-    if (options.threads <= 0) options.threads = default_threads();
+    if (options.threads <= 0) {
+      options.threads = default_threads();
+    } else {
+      spdlog::debug("CPU threads: {} (--threads)", options.threads);
+    }
     apply_threads(options.threads);
     keep_freed_memory();
     run = std::make_unique<gpt::TrainingRun>(options);

@@ -1,12 +1,14 @@
 #include "trainer/run/training_run.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <exception>
 #include <iostream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "trainer/build_info.h"
 #include "trainer/comm/comm.h"
@@ -538,6 +540,10 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
   // writes the summary, then the job ends with the failing rank's status.
   bool rank_failed = false;
   const RunStopRequests stop_requests(m.comm->world_size());
+  if (master) {
+    spdlog::info("run {}: recipe {}, {} step(s) on {} rank(s); log {}", m.options.run_id, m.recipe.name,
+                 result.total_steps, m.comm->world_size(), m.log_path.string());
+  }
   try {
     log.emplace(m.log_path, master, !m.options.resume.empty(), m.options.echo);
     m.write_header(*log);
@@ -557,7 +563,7 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
       m.comm->notify_failure(exit_code(result.status), result.error);
       result.error = "rank " + std::to_string(m.comm->rank()) + ": " + result.error;
       // Only rank 0 writes the log; another rank's failure reaches the log through rank 0.
-      if (!master) std::cerr << "train_gpt: " << result.error << std::endl;
+      if (!master) spdlog::error("{}", result.error);
     }
     try {
       if (log) log->line("failed: " + result.error);
@@ -572,6 +578,8 @@ RunResult TrainingRun::run(const RunHooks& hooks) {
       result.status = RunStatus::failed;
       result.error += std::string(result.error.empty() ? "" : "; ") + e.what();
     }
+    spdlog::info("run {} {} after {} step(s); summary {}", m.options.run_id, status_name(result.status), result.steps,
+                 m.summary_path.string());
   }
   // The launcher of `--ranks N` learns from this how the rank ended (the job may end before main returns).
   record_rank_end(exit_code(result.status), result.error);
