@@ -24,8 +24,7 @@ std::string read_file(const std::filesystem::path& path, std::string_view what) 
   std::optional<std::string> bytes = try_read_file(path);
   if (!bytes) {
     const int error = errno;
-    GPT_FAIL("cannot read ", what, " '", path.string(), "' (", error != 0 ? std::strerror(error) : "read error",
-             ")");
+    GPT_FAIL("cannot read ", what, " '", path.string(), "' (", error != 0 ? std::strerror(error) : "read error", ")");
   }
   return std::move(*bytes);
 }

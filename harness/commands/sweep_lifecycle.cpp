@@ -51,8 +51,7 @@ std::vector<std::string> trainer_command_template(const std::string& trainer, in
 // ---- SweepParams ----
 
 SweepParams::SweepParams(Store& store, const SweepInfo& sweep)
-    : store_(&store), sweep_id_(sweep.id), sweep_name_(sweep.name),
-      values_(store.params(OwnerKind::sweep, sweep.id)) {}
+    : store_(&store), sweep_id_(sweep.id), sweep_name_(sweep.name), values_(store.params(OwnerKind::sweep, sweep.id)) {}
 
 std::string SweepParams::text(const std::string& key) const {
   const auto it = values_.find(key);
@@ -147,8 +146,8 @@ void extend_planned_runs(Store& store, SweepInfo& sweep, int runs_per_arm, int a
   const char* unit = arms == 1 ? " runs" : " runs per arm";
   const int planned_per_arm = sweep.runs_planned / arms;
   GPT_CHECK(runs_per_arm == 0 || arms * runs_per_arm >= sweep.runs_planned, "--runs ", runs_per_arm,
-            " with --resume: sweep '", sweep.name, "' already has ", planned_per_arm, arms == 1 ? " planned" : "",
-            unit, "; --runs can only extend it");
+            " with --resume: sweep '", sweep.name, "' already has ", planned_per_arm, arms == 1 ? " planned" : "", unit,
+            "; --runs can only extend it");
   if (arms * runs_per_arm > sweep.runs_planned) {
     store.set_runs_planned(sweep.id, arms * runs_per_arm);
     spdlog::info("sweep \"{}\" extended from {} to {}{}", sweep.name, planned_per_arm, runs_per_arm, unit);

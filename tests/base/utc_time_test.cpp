@@ -29,7 +29,10 @@ TEST(UtcTime, IndependentOfTheLocalTimeZone) {
   ::setenv("TZ", "America/New_York", 1);
   ::tzset();
   const std::string iso = utc_iso8601(1000000000);
-  if (old) ::setenv("TZ", saved.c_str(), 1); else ::unsetenv("TZ");
+  if (old)
+    ::setenv("TZ", saved.c_str(), 1);
+  else
+    ::unsetenv("TZ");
   ::tzset();
   EXPECT_EQ(iso, "2001-09-09T01:46:40Z");
 }

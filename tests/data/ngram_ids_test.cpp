@@ -34,10 +34,9 @@ Expected reference(const std::vector<int32_t>& x, int64_t total_rows) {
   for (size_t t = 0; t < n; ++t) {
     const int64_t p = t == 1 ? m : (t >= 2 ? x[t - 1] : 0);
     e.rows[t] = t == 0 ? m : floor_mod(wrap32(36313LL * x[t]) ^ wrap32(27191LL * p), m);
-    e.rows[n + t] = t < 2 ? half + m
-                          : half + floor_mod(wrap32(17351LL * x[t]) ^ wrap32(60961LL * x[t - 1]) ^
-                                                 wrap32(45259LL * x[t - 2]),
-                                             m);
+    e.rows[n + t] =
+        t < 2 ? half + m
+              : half + floor_mod(wrap32(17351LL * x[t]) ^ wrap32(60961LL * x[t - 1]) ^ wrap32(45259LL * x[t - 2]), m);
     e.signs[t] = t >= 1 ? (wrap32(30011LL * x[t - 1]) ^ wrap32(48271LL * x[t])) & 8191 : 0;
     e.signs[n + t] =
         t >= 2 ? (wrap32(26801LL * x[t - 2]) ^ wrap32(39779LL * x[t - 1]) ^ wrap32(58699LL * x[t])) & 8191 : 0;

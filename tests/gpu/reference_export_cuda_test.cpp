@@ -39,8 +39,7 @@ TEST(ReferenceExportCuda, BanksAfterEachStepCarryTheirMantissa) {
   ReferenceExportOptions o;
   o.run.recipe = "tiny";
   // The CUDA attention kernel takes the recipe's head dimension only (128): `tiny` widened to 6 × 128.
-  o.run.overrides = {"model.bigram_rows=4096", "model.model_dim=768", "model.head_dim=128",
-                     "model.init_bound=0.03125"};
+  o.run.overrides = {"model.bigram_rows=4096", "model.model_dim=768", "model.head_dim=128", "model.init_bound=0.03125"};
   o.run.backend = "cuda";
   o.run.data_dir = scratch.data();
   o.run.seed = 5;

@@ -115,7 +115,7 @@ TEST_F(SweepLifecycle, FindSweepToResumeChecksExistenceAndKind) {
 
 TEST_F(SweepLifecycle, ExtendPlannedRunsGrowsNeverShrinks) {
   SweepInfo sweep = new_sweep("cmp", "compare", 4);  // 2 runs per arm
-  extend_planned_runs(store, sweep, 0, 2);              // --runs not given
+  extend_planned_runs(store, sweep, 0, 2);           // --runs not given
   EXPECT_EQ(sweep.runs_planned, 4);
   extend_planned_runs(store, sweep, 3, 2);
   EXPECT_EQ(sweep.runs_planned, 6);
@@ -132,8 +132,9 @@ TEST_F(SweepLifecycle, ExtendPlannedRunsGrowsNeverShrinks) {
 TEST_F(SweepLifecycle, RefusedOptionsAreNamedTogether) {
   const auto only_runs = [](const std::string& option) { return option == "--runs"; };
   EXPECT_NO_THROW(refuse_options_on_resume({"--runs"}, only_runs, "why", "instead"));
-  const std::string e =
-      error_of([&] { refuse_options_on_resume({"--alpha", "--runs", "--target"}, only_runs, "it keeps X", "do Y"); });
+  const std::string e = error_of([&] {
+    refuse_options_on_resume({"--alpha", "--runs", "--target"}, only_runs, "it keeps X", "do Y");
+  });
   EXPECT_NE(e.find("--resume: it keeps X, so --alpha, --target cannot apply; do Y"), std::string::npos) << e;
 }
 

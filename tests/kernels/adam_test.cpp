@@ -17,7 +17,8 @@ struct RefAdam {
     for (size_t i = 0; i < p.size(); ++i) {
       m[i] = a.beta1 * m[i] + (1 - a.beta1) * g[i];
       v[i] = a.beta2 * v[i] + (1 - a.beta2) * g[i] * g[i];
-      double u = m[i] / (std::sqrt(v[i]) + a.eps) * (a.lr * std::sqrt(1 - std::pow(a.beta2, k)) / (1 - std::pow(a.beta1, k)));
+      double u =
+          m[i] / (std::sqrt(v[i]) + a.eps) * (a.lr * std::sqrt(1 - std::pow(a.beta2, k)) / (1 - std::pow(a.beta1, k)));
       if (u * p[i] > 0) u += a.lr * a.lr * a.weight_decay * p[i];
       p[i] -= u;
     }
@@ -56,9 +57,8 @@ TEST(Adam, F64MatchesHandComputedOverSteps) {
   RefAdam ref{p0, std::vector<double>(6, 0.0), std::vector<double>(6, 0.0)};
   Tensor p = Tensor::from_doubles(p0, {2, 3}, DType::f64);
   Tensor m = Tensor::zeros({2, 3}, DType::f64), v = Tensor::zeros({2, 3}, DType::f64);
-  const std::vector<std::vector<double>> grads{{0.1, -0.3, 0.02, 0.5, -0.4, 0.2},
-                                               {-0.2, -0.1, 0.3, 0.5, 0.1, -0.2},
-                                               {0.0, 0.4, -0.3, -0.1, 0.2, 0.3}};
+  const std::vector<std::vector<double>> grads{
+      {0.1, -0.3, 0.02, 0.5, -0.4, 0.2}, {-0.2, -0.1, 0.3, 0.5, 0.1, -0.2}, {0.0, 0.4, -0.3, -0.1, 0.2, 0.3}};
   for (int64_t k = 1; k <= 3; ++k) {
     const auto& gv = grads[static_cast<size_t>(k - 1)];
     Tensor g = Tensor::from_doubles(gv, {2, 3}, DType::f64);
@@ -93,7 +93,8 @@ TEST(Adam, F32AndBf16Paths) {
     }
     const auto pp = p.to_doubles();
     for (size_t i = 0; i < 8; ++i) {
-      const double tol = dt == DType::f32 ? 1e-6 * (1 + std::fabs(ref.p[i])) : std::ldexp(std::fabs(ref.p[i]), -8) + 1e-30;
+      const double tol =
+          dt == DType::f32 ? 1e-6 * (1 + std::fabs(ref.p[i])) : std::ldexp(std::fabs(ref.p[i]), -8) + 1e-30;
       EXPECT_NEAR(pp[i], ref.p[i], tol) << dtype_name(dt) << " element " << i;
     }
   }

@@ -19,7 +19,6 @@ using test::Mat;
 
 constexpr int64_t kN = 1194;  // the seed schedule's total steps
 
-
 // §S.8 step 1 with the seed's numbers written out: {β_r, β_f, w}.
 struct RefRails {
   double rail, fast_beta, weight;
@@ -330,7 +329,8 @@ TEST(Anvil, Bf16UpdateIsTheFp32MasterComputationTruncated) {
   for (int e = 0; e < 16; ++e) {
     const float want = p_f32.data<float>()[e];
     EXPECT_EQ(std::bit_cast<uint32_t>(join_master(p_bf.data<bf16>()[e], mant.data<uint16_t>()[e])),
-              std::bit_cast<uint32_t>(want)) << "element " << e;
+              std::bit_cast<uint32_t>(want))
+        << "element " << e;
     EXPECT_EQ(p_bf.data<bf16>()[e].bits, static_cast<uint16_t>(std::bit_cast<uint32_t>(want) >> 16));
     EXPECT_NE(want, masters[e]);
   }

@@ -27,8 +27,8 @@ TEST(Mix, ForwardMatchesHandComputedResidualMix) {
                                       {bg, Coef::of_lane(gate, 1)}};
   mix_forward(terms, out);
   // row 0: 0.5·x + 2·a + 0.5·x0 − 1·bg; row 1: 0.5·x + 2·a + 2·x0 + 0.25·bg
-  EXPECT_EQ(out.to_doubles(), (std::vector<double>{0.5 + 20 + 0.5 - 5, 1 + 40 + 0.5 - 6, 1.5 + 60 + 4 + 1.75,
-                                                   2 + 80 + 4 + 2}));
+  EXPECT_EQ(out.to_doubles(),
+            (std::vector<double>{0.5 + 20 + 0.5 - 5, 1 + 40 + 0.5 - 6, 1.5 + 60 + 4 + 1.75, 2 + 80 + 4 + 2}));
 }
 
 TEST(Mix, GroupsOffsetAndSigmoidScalar) {
@@ -83,8 +83,8 @@ TEST(Mix, Bf16SumIsRoundedOnce) {
   Tensor one = Tensor::from_doubles(std::vector<double>{1.0}, {1, 1}, DType::bf16);
   Tensor small = Tensor::from_doubles(std::vector<double>{e}, {1, 1}, DType::bf16);
   Tensor out = Tensor::empty({1, 1}, DType::bf16);
-  const std::vector<MixTerm> terms = {{one, Coef::one()}, {small, Coef::one()}, {small, Coef::one()},
-                                      {small, Coef::one()}};
+  const std::vector<MixTerm> terms = {
+      {one, Coef::one()}, {small, Coef::one()}, {small, Coef::one()}, {small, Coef::one()}};
   mix_forward(terms, out);
   EXPECT_EQ(out.to_doubles()[0], 1.0 + 1.0 / 128);
 }
@@ -159,8 +159,8 @@ TEST(Mix, OverwritingTermsIgnoreWhatTheirDxHeldAndLaterTermsAddOnTop) {
   Tensor x = Tensor::from_doubles(std::vector<double>{3, 4}, {1, 2}, DType::f64);
   Tensor dx = Tensor::from_doubles(std::vector<double>{99, -99}, {1, 2}, DType::f64);
   Tensor da = Tensor::from_doubles(std::vector<double>{7, 7}, {1, 2}, DType::f64);
-  const std::vector<MixTerm> terms = {{x, Coef::of_scalar(scalar(0.5))}, {x, Coef::of_scalar(scalar(3.0))},
-                                      {x, Coef::one()}};
+  const std::vector<MixTerm> terms = {
+      {x, Coef::of_scalar(scalar(0.5))}, {x, Coef::of_scalar(scalar(3.0))}, {x, Coef::one()}};
   const std::vector<MixGrad> grads = {{.dx = dx, .overwrite_dx = true}, {.dx = dx}, {.dx = da, .overwrite_dx = true}};
   mix_backward(dout, terms, grads);
   EXPECT_EQ(dx.to_doubles(), (std::vector<double>{3.5, 7.0}));

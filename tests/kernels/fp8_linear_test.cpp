@@ -17,7 +17,9 @@ using testing::random_tensor;
 float value(const Tensor& scalar) { return static_cast<float>(scalar.to_doubles()[0]); }
 
 // max |a − b| relative to max |b|, for products whose operands went through fp8.
-double rel_error(const Tensor& a, const Tensor& b) { return testing::max_relative_error(a.to_doubles(), b.to_doubles()); }
+double rel_error(const Tensor& a, const Tensor& b) {
+  return testing::max_relative_error(a.to_doubles(), b.to_doubles());
+}
 
 TEST(LmHeadFp8, ScalesFollowRecipe) {
   const LmHeadFp8Scales s = LmHeadFp8Scales::make(4);

@@ -21,18 +21,18 @@ TEST(Fp8E4m3, EncodesPublishedValues) {
   EXPECT_EQ(float_to_e4m3(-0.0f), 0x80);
   EXPECT_EQ(float_to_e4m3(1.0f), 0x38);
   EXPECT_EQ(float_to_e4m3(-2.0f), 0xC0);
-  EXPECT_EQ(float_to_e4m3(448.0f), 0x7E);             // max finite
-  EXPECT_EQ(float_to_e4m3(0.015625f), 0x08);          // 2^-6, smallest normal
-  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -9)), 0x01);  // smallest subnormal
+  EXPECT_EQ(float_to_e4m3(448.0f), 0x7E);                    // max finite
+  EXPECT_EQ(float_to_e4m3(0.015625f), 0x08);                 // 2^-6, smallest normal
+  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -9)), 0x01);      // smallest subnormal
   EXPECT_EQ(float_to_e4m3(7 * std::ldexp(1.0f, -9)), 0x07);  // largest subnormal
 }
 
 TEST(Fp8E4m3, RoundsToNearestTiesToEven) {
-  EXPECT_EQ(float_to_e4m3(1.0625f), 0x38);                    // 1 + 1/16: tie between 1 and 1.125 -> 1 (even)
-  EXPECT_EQ(float_to_e4m3(1.1875f), 0x3A);                    // tie between 1.125 and 1.25 -> 1.25 (even)
-  EXPECT_EQ(float_to_e4m3(1.07f), 0x39);                      // above the tie -> 1.125
-  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -10)), 0x00);      // half the smallest subnormal -> 0 (even)
-  EXPECT_EQ(float_to_e4m3(3 * std::ldexp(1.0f, -10)), 0x02);  // tie between 1 and 2 subnormal steps -> 2
+  EXPECT_EQ(float_to_e4m3(1.0625f), 0x38);                     // 1 + 1/16: tie between 1 and 1.125 -> 1 (even)
+  EXPECT_EQ(float_to_e4m3(1.1875f), 0x3A);                     // tie between 1.125 and 1.25 -> 1.25 (even)
+  EXPECT_EQ(float_to_e4m3(1.07f), 0x39);                       // above the tie -> 1.125
+  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -10)), 0x00);       // half the smallest subnormal -> 0 (even)
+  EXPECT_EQ(float_to_e4m3(3 * std::ldexp(1.0f, -10)), 0x02);   // tie between 1 and 2 subnormal steps -> 2
   EXPECT_EQ(float_to_e4m3(15 * std::ldexp(1.0f, -10)), 0x08);  // rounds up out of the subnormals into 2^-6
 }
 

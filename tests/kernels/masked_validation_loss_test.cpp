@@ -86,8 +86,7 @@ Case random_case(int64_t rows, int64_t d, int64_t vocab, uint64_t seed) {
 
 double masked_sum(const Tensor& h, const Tensor& w, const Case& c, int64_t chunk) {
   Tensor sum = Tensor::empty({1}, stat_dtype(h.dtype()));
-  masked_validation_loss(h, w, i32_tensor(c.inputs), i64_tensor(c.targets), mask_tensor(c.masked, c.vocab), chunk,
-                         sum);
+  masked_validation_loss(h, w, i32_tensor(c.inputs), i64_tensor(c.targets), mask_tensor(c.masked, c.vocab), chunk, sum);
   return sum.to_doubles()[0];
 }
 
@@ -147,8 +146,9 @@ TEST(MaskedValidationLoss, RejectsBadArguments) {
   EXPECT_THROW(masked_validation_loss(h, w, i32_tensor({0, 16}), i64_tensor({0, 1}), mask, 4, sum), Error);
   EXPECT_THROW(masked_validation_loss(h, w, i32_tensor({0, 1}), i64_tensor({0, 16}), mask, 4, sum), Error);
   EXPECT_THROW(masked_validation_loss(h, w, i32_tensor({0, 1}), i64_tensor({0, 1}), Tensor(), 4, sum), Error);
-  EXPECT_THROW(masked_validation_loss(h, w, i32_tensor({0, 1}), i64_tensor({0, 1}), Tensor::zeros({16, 2}, DType::f32), 4, sum),
-               Error);
+  EXPECT_THROW(
+      masked_validation_loss(h, w, i32_tensor({0, 1}), i64_tensor({0, 1}), Tensor::zeros({16, 2}, DType::f32), 4, sum),
+      Error);
   EXPECT_THROW(masked_validation_loss(h, w, i32_tensor({0, 1}), i64_tensor({0, 1}), mask, 0, sum), Error);
   const Tensor narrow = Tensor::zeros({16, 1}, DType::u8);  // 8 columns < V = 16
   EXPECT_THROW(masked_validation_loss(h, w, i32_tensor({0, 1}), i64_tensor({0, 1}), narrow, 4, sum), Error);

@@ -104,7 +104,12 @@ void check_f64(int64_t count, int64_t rows, int64_t cols, double odd_mul, int64_
   Tensor p = to_tensor(p0, rows, cols, DType::f64);
   NorMuonState st = NorMuonState::zeros(p);
   const int64_t stats = rows >= cols ? rows : cols;
-  RefNorMuon ref{count, rows, cols, false, p0, std::vector<Mat>(count, Mat(rows * cols, 0.0)),
+  RefNorMuon ref{count,
+                 rows,
+                 cols,
+                 false,
+                 p0,
+                 std::vector<Mat>(count, Mat(rows * cols, 0.0)),
                  std::vector<Mat>(count, Mat(stats, 0.0))};
   for (int step = 0; step < 3; ++step) {
     const auto g = random_stack(count, rows, cols, 100 + step, 1.0 + step);
@@ -122,9 +127,9 @@ void check_f64(int64_t count, int64_t rows, int64_t cols, double odd_mul, int64_
   }
 }
 
-TEST(NorMuon, F64WideMatchesReference) { check_f64(3, 4, 6, 1.0, 0); }          // qk-like: per-column stats
-TEST(NorMuon, F64SquareMatchesReference) { check_f64(2, 5, 5, 1.0, 0); }        // vo-like: per-row stats
-TEST(NorMuon, F64TallMatchesReference) { check_f64(4, 8, 2, 2.0, 0); }          // mlp-like: XᵀX, shape_mult 2
+TEST(NorMuon, F64WideMatchesReference) { check_f64(3, 4, 6, 1.0, 0); }    // qk-like: per-column stats
+TEST(NorMuon, F64SquareMatchesReference) { check_f64(2, 5, 5, 1.0, 0); }  // vo-like: per-row stats
+TEST(NorMuon, F64TallMatchesReference) { check_f64(4, 8, 2, 2.0, 0); }    // mlp-like: XᵀX, shape_mult 2
 TEST(NorMuon, F64OddMatrixMultiplierFollowsGlobalIndex) { check_f64(3, 8, 2, 2.0, 5); }
 
 TEST(NorMuon, UpdateMagnitudeFollowsLrEff) {
@@ -189,7 +194,12 @@ void check_bf16(int64_t count, int64_t rows, int64_t cols) {
   for (int64_t k = 0; k < count; ++k) start[k].assign(pv.begin() + k * rows * cols, pv.begin() + (k + 1) * rows * cols);
   NorMuonState st = NorMuonState::zeros(p);
   const int64_t stats = rows >= cols ? rows : cols;
-  RefNorMuon ref{count, rows, cols, true, start, std::vector<Mat>(count, Mat(rows * cols, 0.0)),
+  RefNorMuon ref{count,
+                 rows,
+                 cols,
+                 true,
+                 start,
+                 std::vector<Mat>(count, Mat(rows * cols, 0.0)),
                  std::vector<Mat>(count, Mat(stats, 0.0))};
   for (int step = 0; step < 2; ++step) {
     Tensor gt = to_tensor(random_stack(count, rows, cols, 200 + step, 0.01), rows, cols, DType::bf16);

@@ -50,7 +50,8 @@ struct ReferenceSampler {
       }
       const int64_t stride = std::max<int64_t>(1, static_cast<int64_t>(free.size()) / need);
       kept.clear();
-      for (size_t i = 0; i < free.size() && static_cast<int64_t>(kept.size()) < need; i += static_cast<size_t>(stride)) {
+      for (size_t i = 0; i < free.size() && static_cast<int64_t>(kept.size()) < need;
+           i += static_cast<size_t>(stride)) {
         kept.push_back(free[i]);
       }
       last_fallback = true;
@@ -179,9 +180,9 @@ TEST(CandidateSampler, TooManyDistinctTargetsIsAnErrorNamingBothCounts) {
     EXPECT_NE(what.find(std::to_string(distinct.size()) + " distinct targets"), std::string::npos) << what;
     EXPECT_NE(what.find("P = 2048"), std::string::npos) << what;
   }
-  EXPECT_EQ(sampler.offset(0), 0);  // a failed build leaves the state alone
-  EXPECT_THROW(sampler.build(std::vector<int64_t>{1, 2}, 2048, 8), Error);       // slice outside [0, 8)
-  EXPECT_THROW(sampler.build(std::vector<int64_t>{1, kVocab}, 2048, 0), Error);  // target outside the vocabulary
+  EXPECT_EQ(sampler.offset(0), 0);                                          // a failed build leaves the state alone
+  EXPECT_THROW(sampler.build(std::vector<int64_t>{1, 2}, 2048, 8), Error);  // slice outside [0, 8)
+  EXPECT_THROW(sampler.build(std::vector<int64_t>{1, kVocab}, 2048, 0), Error);   // target outside the vocabulary
   EXPECT_THROW(sampler.build(std::vector<int64_t>{1, 2}, kVocab + 1, 0), Error);  // P > V
 }
 

@@ -98,7 +98,8 @@ TEST(NgramModel, TableGradientMatchesFiniteDifferencesThroughTheModel) {
   std::vector<int32_t> rows;
   std::vector<double> grad;
   for (const NamedTensor& t : table.checkpoint_tensors()) {
-    if (t.name == "ngram/cycle_rows") rows.assign(t.tensor.data<int32_t>(), t.tensor.data<int32_t>() + t.tensor.numel());
+    if (t.name == "ngram/cycle_rows")
+      rows.assign(t.tensor.data<int32_t>(), t.tensor.data<int32_t>() + t.tensor.numel());
     if (t.name == "ngram/cycle_grad") grad = t.tensor.to_doubles();
   }
   const std::vector<int32_t> touched = table.cycle_rows();

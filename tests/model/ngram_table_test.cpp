@@ -81,8 +81,9 @@ struct DenseReference {
       const int32_t row = b.rows[static_cast<size_t>(j)];
       touched.insert(row);
       for (int64_t c = 0; c < kDim; ++c) {
-        cycle[static_cast<size_t>(row * kDim + c)] += static_cast<double>(b.dout[static_cast<size_t>((j % kTokens) * kDim + c)]) *
-                                                      pool[static_cast<size_t>(b.signs[static_cast<size_t>(j)] * kDim + c)];
+        cycle[static_cast<size_t>(row * kDim + c)] +=
+            static_cast<double>(b.dout[static_cast<size_t>((j % kTokens) * kDim + c)]) *
+            pool[static_cast<size_t>(b.signs[static_cast<size_t>(j)] * kDim + c)];
       }
     }
   }
@@ -153,7 +154,8 @@ void compare_with_reference(DType dtype, double tolerance) {
   const std::vector<float> v = table.settled_second_moment();
   double largest = 0;
   for (int64_t i = 0; i < kRows * kDim; ++i) {
-    EXPECT_NEAR(p[static_cast<size_t>(i)], ref.p[static_cast<size_t>(i)], tolerance * (1 + std::abs(ref.p[static_cast<size_t>(i)])))
+    EXPECT_NEAR(p[static_cast<size_t>(i)], ref.p[static_cast<size_t>(i)],
+                tolerance * (1 + std::abs(ref.p[static_cast<size_t>(i)])))
         << "entry " << i;
     largest = std::max(largest, std::abs(ref.p[static_cast<size_t>(i)]));
   }

@@ -89,9 +89,8 @@ LossRun run_loss(const Problem& p, StepConfig config, bool sampled, bool with_pr
     std::copy(p.prefix.begin(), p.prefix.end(), config.prefix_table.data<int64_t>());
   }
   if (sampled) {
-    config.sampled_softmax = sampled_softmax_inputs(p.candidates, p.targets, with_prefix ? p.prefix
-                                                                                         : std::vector<int64_t>{},
-                                                    Device::cpu);
+    config.sampled_softmax =
+        sampled_softmax_inputs(p.candidates, p.targets, with_prefix ? p.prefix : std::vector<int64_t>{}, Device::cpu);
   }
   BatchTensors batch;
   batch.tokens = p.tokens;
@@ -124,7 +123,8 @@ double reference_loss(const Problem& p, const std::vector<float>& mtp, float pre
     double m = -INFINITY;
     for (int64_t c : p.candidates) {
       double raw = 0;
-      for (int64_t i = 0; i < p.dim; ++i) raw += h[static_cast<size_t>(t * p.dim + i)] * w[static_cast<size_t>(i * p.vocab + c)];
+      for (int64_t i = 0; i < p.dim; ++i)
+        raw += h[static_cast<size_t>(t * p.dim + i)] * w[static_cast<size_t>(i * p.vocab + c)];
       z[static_cast<size_t>(c)] = 23.0 / (1.0 + std::exp(-(raw + 5.0) / 7.5));
       m = std::max(m, z[static_cast<size_t>(c)]);
     }

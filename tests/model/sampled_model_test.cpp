@@ -38,7 +38,7 @@ TEST(SampledSoftmaxModel, TinyStepTrainsOnCandidateColumnsAndValidatesOnTheFullS
   const Microbatch mb = make_microbatch({40, 30, 59}, 50304, 4096, kBos, 3);
   StepSchedule step = Schedule(recipe).at(0);
   ASSERT_EQ(step.sampled_softmax, kP);  // the schedule reads the stage's list
-  step.sampled_softmax = 0;              // the full model trains on the whole vocabulary
+  step.sampled_softmax = 0;             // the full model trains on the whole vocabulary
   full.set_schedule(step);
   step.sampled_softmax = kP;
   sampled.set_schedule(step);
@@ -60,7 +60,8 @@ TEST(SampledSoftmaxModel, TinyStepTrainsOnCandidateColumnsAndValidatesOnTheFullS
   const int64_t d = grad.size(0), vocab = grad.size(1);
   std::vector<char> column_used(static_cast<size_t>(vocab), 0);
   for (int64_t i = 0; i < d; ++i) {
-    for (int64_t v = 0; v < vocab; ++v) column_used[static_cast<size_t>(v)] |= g[static_cast<size_t>(i * vocab + v)] != 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      column_used[static_cast<size_t>(v)] |= g[static_cast<size_t>(i * vocab + v)] != 0;
   }
   std::vector<int64_t> used;
   for (int64_t v = 0; v < vocab; ++v) {

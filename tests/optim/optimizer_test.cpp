@@ -52,7 +52,7 @@ TEST(Optimizer, AdamOnlyOnOddStepsOnThePairSum) {
   add_to_grad(sc, g0.to_doubles());
   opt.step(sched.at(0));
   EXPECT_TRUE(bitwise_equal(sc.value, start));  // even step: no update...
-  EXPECT_TRUE(bitwise_equal(sc.grad, g0));       // ...and the gradient is kept
+  EXPECT_TRUE(bitwise_equal(sc.grad, g0));      // ...and the gradient is kept
   add_to_grad(sc, g1.to_doubles());
   Tensor expect_grad = sc.grad.clone();
   opt.step(sched.at(1));
@@ -60,8 +60,12 @@ TEST(Optimizer, AdamOnlyOnOddStepsOnThePairSum) {
   Tensor m = Tensor::zeros({8}, DType::f32), v = Tensor::zeros({8}, DType::f32);
   const AdamGroupConfig& g = tiny().optimizer.adam.at("scalars");
   adam_update(expect, expect_grad, m, v,
-              AdamArgs{.lr = 0.008 * sched.lr_mult(1) * g.lr_mul, .beta1 = g.beta1, .beta2 = g.beta2, .eps = 1e-10,
-                       .weight_decay = 0.005 * g.wd_mul, .step = 1});
+              AdamArgs{.lr = 0.008 * sched.lr_mult(1) * g.lr_mul,
+                       .beta1 = g.beta1,
+                       .beta2 = g.beta2,
+                       .eps = 1e-10,
+                       .weight_decay = 0.005 * g.wd_mul,
+                       .step = 1});
   EXPECT_TRUE(bitwise_equal(sc.value, expect));
   EXPECT_FALSE(bitwise_equal(sc.value, start));
   EXPECT_EQ(opt.adam_state("scalars").steps, 1);
@@ -105,7 +109,8 @@ TEST(Optimizer, TiedEmbeddingThenSplit) {
   Tensor lm_sum = Tensor::zeros({8, 24}, DType::bf16);
   const Tensor lm_start = lm.value.clone();
   for (int64_t s = 0; s < 2; ++s) {
-    const Tensor gl = random_values({8, 24}, DType::bf16, 20 + s, 0.1), ge = random_values({24, 8}, DType::bf16, 30 + s, 0.1);
+    const Tensor gl = random_values({8, 24}, DType::bf16, 20 + s, 0.1),
+                 ge = random_values({24, 8}, DType::bf16, 30 + s, 0.1);
     add_to_grad(lm, gl.to_doubles());
     add_to_grad(em, ge.to_doubles());
     opt.step(sched.at(s));
@@ -129,8 +134,12 @@ TEST(Optimizer, TiedEmbeddingThenSplit) {
     Tensor m = Tensor::zeros({8, 24}, DType::f32), v = Tensor::zeros({8, 24}, DType::f32);
     const AdamGroupConfig& g = tiny().optimizer.adam.at("lm_head");
     adam_update(expect, gl, m, v,
-                AdamArgs{.lr = 0.008 * sched.lr_mult(1) * g.lr_mul, .beta1 = g.beta1, .beta2 = g.beta2,
-                         .eps = 1e-10, .weight_decay = 0.005 * g.wd_mul, .step = 1});
+                AdamArgs{.lr = 0.008 * sched.lr_mult(1) * g.lr_mul,
+                         .beta1 = g.beta1,
+                         .beta2 = g.beta2,
+                         .eps = 1e-10,
+                         .weight_decay = 0.005 * g.wd_mul,
+                         .step = 1});
     EXPECT_TRUE(bitwise_equal(lm.value, expect));
   }
   Tensor lm_t = Tensor::zeros({24, 8}, DType::bf16);
@@ -162,8 +171,12 @@ TEST(Optimizer, TiedEmbeddingThenSplit) {
   opt.step(sched.at(19));
   const AdamGroupConfig& g = tiny().optimizer.adam.at("embed");
   adam_update(em_expect, ge, m, v,
-              AdamArgs{.lr = 0.008 * sched.lr_mult(19) * g.lr_mul, .beta1 = g.beta1, .beta2 = g.beta2, .eps = 1e-10,
-                       .weight_decay = 0.005 * g.wd_mul, .step = 10});
+              AdamArgs{.lr = 0.008 * sched.lr_mult(19) * g.lr_mul,
+                       .beta1 = g.beta1,
+                       .beta2 = g.beta2,
+                       .eps = 1e-10,
+                       .weight_decay = 0.005 * g.wd_mul,
+                       .step = 10});
   EXPECT_TRUE(bitwise_equal(em.value, em_expect));
   transpose(lm.value, lm_t);
   EXPECT_FALSE(bitwise_equal(em.value, lm_t));
@@ -211,15 +224,15 @@ struct Spec {
   ParamKind kind;
 };
 const std::vector<Spec> kSpecs = {
-    {"qk_bank", {8, 4, 12}, DType::bf16, ParamKind::bank},       // wide
-    {"vo_bank", {8, 6, 6}, DType::bf16, ParamKind::bank},        // square
-    {"mlp_bank", {4, 2, 12, 6}, DType::bf16, ParamKind::bank},   // tall, W2 at odd indices
-    {"lm_head", {8, 32}, DType::bf16, ParamKind::adam},          // sharded rows, tied
-    {"embed", {32, 8}, DType::bf16, ParamKind::adam},            // sharded rows after the split
-    {"value_embeds", {16, 8}, DType::bf16, ParamKind::adam},     // sharded rows
-    {"scalars", {8}, DType::f32, ParamKind::adam},               // replicated
-    {"smear_gate", {1, 4}, DType::bf16, ParamKind::adam},        // replicated
-    {"resid_lambdas", {11, 2}, DType::f32, ParamKind::adam},     // replicated
+    {"qk_bank", {8, 4, 12}, DType::bf16, ParamKind::bank},      // wide
+    {"vo_bank", {8, 6, 6}, DType::bf16, ParamKind::bank},       // square
+    {"mlp_bank", {4, 2, 12, 6}, DType::bf16, ParamKind::bank},  // tall, W2 at odd indices
+    {"lm_head", {8, 32}, DType::bf16, ParamKind::adam},         // sharded rows, tied
+    {"embed", {32, 8}, DType::bf16, ParamKind::adam},           // sharded rows after the split
+    {"value_embeds", {16, 8}, DType::bf16, ParamKind::adam},    // sharded rows
+    {"scalars", {8}, DType::f32, ParamKind::adam},              // replicated
+    {"smear_gate", {1, 4}, DType::bf16, ParamKind::adam},       // replicated
+    {"resid_lambdas", {11, 2}, DType::f32, ParamKind::adam},    // replicated
 };
 
 using test::slice_grad;  // exact sums over slices, ranks and the tied transpose
@@ -265,7 +278,8 @@ TEST(Optimizer, WorldSizes1248GiveBitwiseEqualParameters) {
   const int64_t steps = 20;
   const std::vector<Tensor> reference = run_world(1, steps);
   std::vector<Tensor> start;
-  for (size_t i = 0; i < kSpecs.size(); ++i) start.push_back(random_values(kSpecs[i].shape, kSpecs[i].dtype, 1000 + i, 0.05));
+  for (size_t i = 0; i < kSpecs.size(); ++i)
+    start.push_back(random_values(kSpecs[i].shape, kSpecs[i].dtype, 1000 + i, 0.05));
   for (size_t i = 0; i < kSpecs.size(); ++i) {
     EXPECT_FALSE(bitwise_equal(reference[i], start[i])) << kSpecs[i].name << " never moved";
   }

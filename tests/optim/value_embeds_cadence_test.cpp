@@ -23,7 +23,8 @@ Recipe cadence_recipe() {
   r.extensions.value_embeds_on_cadence = true;
   r.extensions.ngram_late_step = kLateStep;
   r.extensions.ngram_wd_mul_late = 10;
-  r.optimizer.adam["value_embeds"] = AdamGroupConfig{.beta1 = 0.75, .beta2 = 0.95, .lr_mul = 70, .wd_mul = 5, .sharded = true};
+  r.optimizer.adam["value_embeds"] =
+      AdamGroupConfig{.beta1 = 0.75, .beta2 = 0.95, .lr_mul = 70, .wd_mul = 5, .sharded = true};
   return r;
 }
 
@@ -63,7 +64,8 @@ struct ReferenceAdam {
   void update(std::vector<double>& p, const std::vector<double>& g, double lr, double b1, double b2, double wd) {
     if (m.empty()) m.assign(p.size(), 0.0), v.assign(p.size(), 0.0);
     ++k;
-    const double step = lr * std::sqrt(1 - std::pow(b2, static_cast<double>(k))) / (1 - std::pow(b1, static_cast<double>(k)));
+    const double step =
+        lr * std::sqrt(1 - std::pow(b2, static_cast<double>(k))) / (1 - std::pow(b1, static_cast<double>(k)));
     for (size_t i = 0; i < p.size(); ++i) {
       m[i] = b1 * m[i] + (1 - b1) * g[i];
       v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
@@ -147,7 +149,8 @@ TEST(ValueEmbedsCadence, OffKeepsTheOddStepAdam) {
   Recipe r = cadence_recipe();
   r.extensions.value_embeds_on_cadence = false;
   ParameterSet ps;
-  Parameter& ve = ps.add("value_embeds", Tensor::from_doubles(normal(32, 7, 0, 0.5), {8, 4}, DType::f64), ParamKind::adam);
+  Parameter& ve =
+      ps.add("value_embeds", Tensor::from_doubles(normal(32, 7, 0, 0.5), {8, 4}, DType::f64), ParamKind::adam);
   auto comm = make_single_rank_comm();
   Optimizer opt(ps, r, *comm);
   for (int64_t s = 0; s < 10; ++s) {

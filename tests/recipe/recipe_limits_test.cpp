@@ -62,15 +62,15 @@ TEST(RecipeLimits, ShippedRecipesStayWithinTheLimits) {
 
 TEST(RecipeLimits, UnknownOptimizerTablesAreRejected) {
   std::string msg = error_of([] {
-    parse_recipe("inherits = \"tiny\"\n[optimizer.adam.lm_haed]\nbeta1 = 0.5\nbeta2 = 0.95\nlr_mul = 1.0\n"
-                 "wd_mul = 1.0\nsharded = true\n",
-                 "typo.toml");
+    parse_recipe(
+        "inherits = \"tiny\"\n[optimizer.adam.lm_haed]\nbeta1 = 0.5\nbeta2 = 0.95\nlr_mul = 1.0\n"
+        "wd_mul = 1.0\nsharded = true\n",
+        "typo.toml");
   });
   EXPECT_NE(msg.find("optimizer.adam.lm_haed"), std::string::npos) << msg;
   EXPECT_NE(msg.find("lm_head"), std::string::npos) << msg;  // lists the known names
-  msg = error_of([] {
-    parse_recipe("inherits = \"tiny\"\n[optimizer.banks.qk_bnak]\nodd_matrix_lr_mul = 1.0\n", "typo.toml");
-  });
+  msg = error_of(
+      [] { parse_recipe("inherits = \"tiny\"\n[optimizer.banks.qk_bnak]\nodd_matrix_lr_mul = 1.0\n", "typo.toml"); });
   EXPECT_NE(msg.find("optimizer.banks.qk_bnak"), std::string::npos) << msg;
 }
 

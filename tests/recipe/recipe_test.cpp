@@ -53,7 +53,7 @@ TEST(Recipe, TinyInheritsAndOverrides) {
   EXPECT_EQ(r.model.bigram_rows, 50304);
   EXPECT_NEAR(r.model.init_bound, std::sqrt(3.0) * 0.5 / std::sqrt(96.0), 1e-16);
   EXPECT_EQ(r.schedule.stages[0].batch_tokens, 512);
-  EXPECT_DOUBLE_EQ(r.schedule.stages[1].lr_mul, 1.52);               // inherited element-wise
+  EXPECT_DOUBLE_EQ(r.schedule.stages[1].lr_mul, 1.52);  // inherited element-wise
   EXPECT_EQ(r.schedule.stages[0].mtp_start.size(), 3u);
   EXPECT_FALSE(r.fp8);
   EXPECT_EQ(r.slices_per_call, 1);
@@ -79,9 +79,9 @@ TEST(Recipe, HashIsStableAndSensitive) {
 }
 
 TEST(Recipe, Overrides) {
-  const Recipe r = load_recipe("head", {"schedule.stages.1.lmax=1024", "optimizer.adam.lm_head.beta1=0.6",
-                                        "record.target=3", "fp8=false", "schedule.stage_durations=[1, 2, 1]",
-                                        "validation.every=0"});
+  const Recipe r =
+      load_recipe("head", {"schedule.stages.1.lmax=1024", "optimizer.adam.lm_head.beta1=0.6", "record.target=3",
+                           "fp8=false", "schedule.stage_durations=[1, 2, 1]", "validation.every=0"});
   EXPECT_EQ(r.schedule.stages[1].lmax, 1024);
   EXPECT_EQ(r.schedule.stages[0].lmax, 896);
   EXPECT_DOUBLE_EQ(r.optimizer.adam.at("lm_head").beta1, 0.6);

@@ -398,11 +398,10 @@ TEST(ReferenceExport, PerturbedAdamLearningRateScalesOneGroupsUpdate) {
   test::RunScratch scratch;
   ReferenceExportOptions o = tiny_export(scratch);
   o.microbatches = 1;
-  const ExportPair e =
-      export_with_and_without(scratch, o, [](ReferenceExportOptions& p) {
-        p.perturbed_adam_group = "lm_head";
-        p.mutation_factor = 1.05;
-      });
+  const ExportPair e = export_with_and_without(scratch, o, [](ReferenceExportOptions& p) {
+    p.perturbed_adam_group = "lm_head";
+    p.mutation_factor = 1.05;
+  });
   const json& plain = e.plain;
   const json& perturbed = e.perturbed;
   const fs::path& plain_dir = e.plain_dir;

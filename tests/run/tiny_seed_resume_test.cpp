@@ -57,7 +57,7 @@ TEST(TinySeedResume, MidCycleCheckpointContinuesBitExactlyAcrossAnEvent) {
   EXPECT_GT(table_tensors, 0);
   EXPECT_EQ(pending_cycle, 1);  // steps 8 and 9 wait for the event at 11
   EXPECT_GT(tail_tensors, 0);
-  EXPECT_EQ(rails, 3);          // ANVIL state of the three banks
+  EXPECT_EQ(rails, 3);  // ANVIL state of the three banks
 
   RunOptions resumed = narrow_tiny_seed(scratch, "resumed");
   resumed.resume = checkpoint;

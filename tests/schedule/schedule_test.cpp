@@ -112,10 +112,10 @@ TEST_F(HeadSchedule, LearningRateMultiplier) {
   EXPECT_DOUBLE_EQ(sched.lr_mult(422), 1.0);
   EXPECT_DOUBLE_EQ(sched.lr_mult(423), 1.52);
   EXPECT_DOUBLE_EQ(sched.lr_mult(507), 1.52);
-  EXPECT_DOUBLE_EQ(sched.lr_mult(508), 1.52);                    // c0 = 508: t = 0
+  EXPECT_DOUBLE_EQ(sched.lr_mult(508), 1.52);                       // c0 = 508: t = 0
   EXPECT_NEAR(sched.lr_mult(846), 1.52 - 1.37 * 338 / 762, 1e-15);  // 0.912310
   EXPECT_NEAR(sched.lr_mult(846), 0.9123097, 1e-7);
-  EXPECT_NEAR(sched.lr_mult(847), 1.0270866, 1e-7);              // jumps to 1.73 at the stage start
+  EXPECT_NEAR(sched.lr_mult(847), 1.0270866, 1e-7);  // jumps to 1.73 at the stage start
   EXPECT_NEAR(sched.lr_mult(1269), 0.1520735, 1e-7);
   EXPECT_DOUBLE_EQ(sched.lr_mult(1270), 0.15);
   EXPECT_DOUBLE_EQ(sched.lr_mult(1284), 0.15);

@@ -86,8 +86,8 @@ TEST_F(SeedSchedule, SteppedPrefixWeight) {
 
 TEST_F(SeedSchedule, SampledSoftmaxSize) {
   const std::vector<std::pair<int64_t, int64_t>> expected = {
-      {0, 10240},     {319, 10240},   {320, 10240}, {680, 10240}, {681, 14336}, {964, 14336},
-      {965, 24576},   {1106, 24576},  {1107, 0},    {1173, 0},    {1174, 0},    {1193, 0},  {1194, 0}};
+      {0, 10240},    {319, 10240}, {320, 10240}, {680, 10240}, {681, 14336}, {964, 14336}, {965, 24576},
+      {1106, 24576}, {1107, 0},    {1173, 0},    {1174, 0},    {1193, 0},    {1194, 0}};
   for (const auto& [s, p] : expected) {
     EXPECT_EQ(sched.sampled_softmax_size(s), p) << s;
     EXPECT_EQ(sched.at(s).sampled_softmax, p) << s;

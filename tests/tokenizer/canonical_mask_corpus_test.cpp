@@ -1,6 +1,6 @@
 // RECIPE §S.6 on the whole mask (each test builds it once: slow under ASan, hence this `slow` folder): the regression
-// counts of the independent implementation, and no pair that real text produces is masked. Every adjacent pair (p, x) of the
-// token stream of each corpus split is looked up; none may be set.
+// counts of the independent implementation, and no pair that real text produces is masked. Every adjacent pair (p, x)
+// of the token stream of each corpus split is looked up; none may be set.
 //
 // BOS (50256) pairs are scanned like any other: the final validation masks the logits of every position, including
 // a position whose input is BOS (first token of a document) and one whose target is BOS (last token before the next
@@ -42,8 +42,8 @@ void scan_pairs(const CanonicalMask& mask, std::span<const uint16_t> tokens, Pai
     ++scan.pairs;
     if (p == kBosToken || x == kBosToken) ++scan.bos_pairs;
     if (mask.test(p, x)) {
-      if (++scan.violations <= 10) scan.first_violations += std::to_string(p) + " " + std::to_string(x) + " at " +
-                                                            std::to_string(i) + "; ";
+      if (++scan.violations <= 10)
+        scan.first_violations += std::to_string(p) + " " + std::to_string(x) + " at " + std::to_string(i) + "; ";
     }
   }
 }
@@ -58,8 +58,8 @@ void expect_no_masked_pair(const fs::path& dir) {
       scan_pairs(mask, shard.tokens(), scan);
       EXPECT_GT(scan.pairs, 0) << path;
       EXPECT_EQ(scan.violations, 0) << path << ": " << scan.first_violations;
-      std::cout << path.string() << ": " << scan.pairs << " adjacent pairs (" << scan.bos_pairs
-                << " with BOS), " << scan.violations << " masked\n";
+      std::cout << path.string() << ": " << scan.pairs << " adjacent pairs (" << scan.bos_pairs << " with BOS), "
+                << scan.violations << " masked\n";
     }
   }
 }
@@ -94,7 +94,7 @@ TEST(CanonicalMask, RegressionCountsAndTierZeroColumns) {
     EXPECT_FALSE(mask.test(v, Gpt2Tokenizer::kEndOfText)) << v;
   }
   // Byte layout: bit x of row p in byte x/8, bit x mod 8.
-  EXPECT_EQ(mask.bytes()[static_cast<size_t>(kCanonicalMaskRowBytes - 1)], 0xFF);  // row 0, columns 50296..50303
+  EXPECT_EQ(mask.bytes()[static_cast<size_t>(kCanonicalMaskRowBytes - 1)], 0xFF);         // row 0, columns 50296..50303
   EXPECT_EQ(mask.bytes()[static_cast<size_t>(Gpt2Tokenizer::kEndOfText / 8)] & 0x01, 0);  // column 50256
   EXPECT_EQ(mask.bytes()[static_cast<size_t>(Gpt2Tokenizer::kEndOfText / 8)] & 0xFE, 0xFE);
   const Tensor t = mask.to_tensor();

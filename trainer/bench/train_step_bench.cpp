@@ -415,17 +415,20 @@ int main(int argc, char** argv) {
       for (nlohmann::json& entry : google_benchmark_entries(row, data_kind)) benchmarks.push_back(std::move(entry));
     }
     // `context` and `benchmarks` follow Google Benchmark's JSON; `results` keeps the full rows.
-    nlohmann::json doc = {
-        {"context",
-         {{"date", utc_iso8601_now()}, {"host_name", host}, {"executable", "train_step_bench"},
-          {"git_commit", build.git_commit + (build.git_dirty ? "-dirty" : "")}, {"gpu", prop.name},
-          {"cuda_driver_version", driver}, {"build_type", build.build_type}}},
-        {"device", prop.name},
-        {"data", options.data_dir.empty() ? "synthetic" : options.data_dir},
-        {"measured_gemm_bf16_tflop_s", gemm_tflops},
-        {"datasheet_bf16_tflop_s", kDatasheetBf16TflopS},
-        {"results", results},
-        {"benchmarks", benchmarks}};
+    nlohmann::json doc = {{"context",
+                           {{"date", utc_iso8601_now()},
+                            {"host_name", host},
+                            {"executable", "train_step_bench"},
+                            {"git_commit", build.git_commit + (build.git_dirty ? "-dirty" : "")},
+                            {"gpu", prop.name},
+                            {"cuda_driver_version", driver},
+                            {"build_type", build.build_type}}},
+                          {"device", prop.name},
+                          {"data", options.data_dir.empty() ? "synthetic" : options.data_dir},
+                          {"measured_gemm_bf16_tflop_s", gemm_tflops},
+                          {"datasheet_bf16_tflop_s", kDatasheetBf16TflopS},
+                          {"results", results},
+                          {"benchmarks", benchmarks}};
     if (!options.json_path.empty()) std::ofstream(options.json_path) << doc.dump(2) << "\n";
     return 0;
   } catch (const std::exception& e) {

@@ -78,8 +78,8 @@ class RunMemory {
   std::string failure_message(const std::exception& e) const;
 
  private:
-  MemoryEstimate estimate_;              // this rank's share, from the recipe
-  std::optional<MemoryBudget> budget_;   // what the device offered at the start
+  MemoryEstimate estimate_;             // this rank's share, from the recipe
+  std::optional<MemoryBudget> budget_;  // what the device offered at the start
   std::string activity_ = "starting the run";
 };
 
