@@ -22,6 +22,7 @@
 #include "harness/record/environment_probe.h"
 #include "harness/report/comparison_report.h"
 #include "base/check.h"
+#include "base/log.h"
 #include "base/utc_time.h"
 
 namespace gpt::harness {
