@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/log.h"
 #include "harness/commands/common.h"
 #include "tests/common/error_of.h"
 #include "tests/harness/temp_dir.h"
@@ -190,6 +191,7 @@ TEST_F(SweepLifecycle, ExitCodeInterruptedBeforeSpooledBeforeVerdict) {
   call.spooled = 1;
   EXPECT_EQ(sweep_exit_code(call, sweep, kExitPass), kExitSpooled);
   call.ran.interrupted = true;
+  gpt::log::start("harness");  // the programs' stderr logger, as harness main() makes it
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(sweep_exit_code(call, sweep, kExitPass), kExitInterrupted);
   const std::string err = ::testing::internal::GetCapturedStderr();
