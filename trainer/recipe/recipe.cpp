@@ -8,11 +8,8 @@
 #include <array>
 #include <cctype>
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 #include <functional>
 #include <set>
-#include <sstream>
 
 #include "base/check.h"
 #include "base/fnv1a.h"
