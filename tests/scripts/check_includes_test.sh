@@ -37,6 +37,10 @@ plant trainer/optim/optimizer.cpp '#include "trainer/run/training_run.h"' "train
 plant trainer/optim/optimizer.cpp '#include "trainer/step/step_runner.h"' "trainer/optim/ sits below the step runner"
 plant trainer/model/model.cpp '#include "trainer/step/trainable_model.h"' "trainer/model/ sits below"
 plant trainer/step/step_runner.cpp '#include "trainer/run/training_run.h"' "trainer/step/ sits below the run loop"
+plant trainer/step/step_runner.cpp '#include "trainer/gpt/gpt_trainable.h"' "trainer/step/ sits below the run loop"
+plant trainer/gpt/gpt_trainable.cpp '#include "trainer/run/training_run.h"' "trainer/gpt/ sits below the run loop"
+plant trainer/export/batch_dump.cpp '#include "trainer/run/training_run.h"' "trainer/export/ sits below"
+plant trainer/run/training_run.cpp '#include "trainer/tools/reference_export.h"' "trainer/run/ sits below the programs"
 plant kernels/cuda/attention/forward.cu '#include "kernels/cuda/ladder/attention_versions.h"' "include the kernel ladder"
 plant tests/gpu/attention_gpu_test.cpp '#include "kernels/cuda/ladder/attention_versions.h"' "include the kernel ladder"
 # Inside harness/, an include up or sideways (between folders of one level) fails.

@@ -43,7 +43,7 @@
 #include "trainer/optim/optimizer.h"
 #include "trainer/optim/tail_average.h"
 #include "trainer/recipe/recipe.h"
-#include "trainer/run/gpt_trainable.h"
+#include "trainer/gpt/gpt_trainable.h"
 #include "trainer/schedule/schedule.h"
 #include "trainer/step/step_runner.h"
 
