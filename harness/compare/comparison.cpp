@@ -47,11 +47,10 @@ std::optional<Baseline> find_baseline(const std::filesystem::path& dir, std::str
   return parse_baseline(read_file(path, "baseline file"), name, path.string());
 }
 
-std::string_view to_string(Arm arm) { return arm == Arm::baseline ? "baseline" : "candidate"; }
-
-std::vector<Arm> interleaved_order(size_t runs_per_arm) {
-  std::vector<Arm> order;
-  for (size_t i = 0; i < runs_per_arm; ++i) order.insert(order.end(), {Arm::baseline, Arm::candidate});
+std::vector<InterleavedRun> interleaved_order(size_t arms, size_t runs_per_arm) {
+  std::vector<InterleavedRun> order;
+  for (size_t seed = 0; seed < runs_per_arm; ++seed)
+    for (size_t arm = 0; arm < arms; ++arm) order.push_back({seed, arm});
   return order;
 }
 

@@ -11,12 +11,14 @@
 namespace gpt::harness::compare {
 namespace {
 
-TEST(Interleave, AlternatesStartingWithTheBaseline) {
-  const auto order = interleaved_order(3);
-  ASSERT_EQ(order.size(), 6u);
-  for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], i % 2 == 0 ? Arm::baseline : Arm::candidate);
-  EXPECT_TRUE(interleaved_order(0).empty());
-  EXPECT_EQ(to_string(Arm::candidate), "candidate");
+TEST(Interleave, SeedBySeedAndArmByArmWithinASeed) {
+  const std::vector<InterleavedRun> two_arms = interleaved_order(2, 3);
+  const std::vector<InterleavedRun> abab = {{0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 0}, {2, 1}};
+  EXPECT_EQ(two_arms, abab);
+  const std::vector<InterleavedRun> one_arm = {{0, 0}, {1, 0}};
+  EXPECT_EQ(interleaved_order(1, 2), one_arm);
+  EXPECT_TRUE(interleaved_order(2, 0).empty());
+  EXPECT_TRUE(interleaved_order(0, 3).empty());
 }
 
 ComparisonSettings settings_with_target(double target = 3.28) {
