@@ -24,6 +24,9 @@ Baseline parse_baseline(std::string_view toml_text, std::string_view name, std::
   b.revision = table["revision"].value_or(std::string());
   b.binary = table["binary"].value_or(std::string());
   b.recipe = table["recipe"].value_or(std::string());
+  b.baseline_recipe = table["baseline_recipe"].value_or(std::string());
+  GPT_CHECK(!table.contains("baseline_recipe") || !b.baseline_recipe.empty(), source,
+            ": 'baseline_recipe' must be a non-empty string (the recipe's name in the baseline's trainer)");
   GPT_CHECK(b.revision.empty() != b.binary.empty(), source,
             ": expected exactly one of 'revision' (git revision) or 'binary' (trainer path)");
   GPT_CHECK(!b.recipe.empty(), source, ": 'recipe' (a string naming the recipe) is required");

@@ -26,10 +26,13 @@ struct Baseline {
   std::string revision;
   std::string binary;
   std::string recipe;
+  // The name the baseline's own trainer gives `recipe`, where the recipe was renamed after it (its arm runs this name,
+  // as with --baseline-recipe); empty: `recipe`.
+  std::string baseline_recipe;
   std::optional<PublishedFigures> published;
 };
 
-// Parses baseline TOML; `source` names the file in errors. Keys: revision | binary, recipe,
+// Parses baseline TOML; `source` names the file in errors. Keys: revision | binary, recipe, optional baseline_recipe,
 // [published] runs, mean_val_loss, optional mean_train_time_s.
 Baseline parse_baseline(std::string_view toml_text, std::string_view name, std::string_view source);
 // Loads `<dir>/<name>.toml`; nullopt when there is no such file (the name is then a git revision).
