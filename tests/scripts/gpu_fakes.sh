@@ -74,7 +74,8 @@ EOF
 #!/usr/bin/env bash
 fake-record nvidia-smi "$@"
 case "$*" in
-  *noheader*) echo "NVIDIA H100 80GB HBM3" ;;
+  *--query-gpu=name\ *noheader*) echo "NVIDIA H100 80GB HBM3" ;;
+  *--query-gpu=driver_version\ *noheader*) echo "580.159.04" ;;
   *) echo "name, driver_version"; echo "NVIDIA H100 80GB HBM3, 580.159.04" ;;
 esac
 EOF
@@ -136,11 +137,14 @@ fi
 echo "100% tests passed, 0 tests failed out of 2"
 EOF
 
-  # ncu … --csv PROGRAM ARGS: runs nothing; prints the duration rows of a reference GEMM and two step kernels.
+  # ncu OPTIONS PROGRAM ARGS: runs the program (so that its flags are checked) and prints the duration rows of a
+  # reference GEMM and two step kernels.
   cat > "$fakebin/ncu" << 'EOF'
 #!/usr/bin/env bash
 fake-record ncu "$@"
 fake-failing ncu && { echo "==ERROR== profiling failed" >&2; exit 1; }
+while (($#)) && [[ $1 != build-cuda/* ]]; do shift; done
+(($#)) && { "$@" > /dev/null || exit 1; }
 echo '==PROF== Connected to process'
 echo '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"'
 echo '"0","sm90_xmma_gemm_bf16(params)","gpu__time_duration.sum","ns","2,000,000"'
@@ -175,7 +179,8 @@ if ((${#sources[@]})); then
     if [[ $a == --* ]] && ! grep -rqsE -- "(add_option|add_flag)\(\"$a\"|== \"$a\"" "${sources[@]}"; then
       echo "UNKNOWN FLAG $name $a" | tee -a "$FAKE_CALLS/$name" >&2; exit 2
     fi
-    if [[ $prev == --set ]] && ! grep -qF "\"${a%%=*}\"" "$src/trainer/recipe/recipe_keys.cpp"; then
+    if [[ $prev == --set ]] &&
+       ! grep -qF "\"${a%%=*}\"" "$src/trainer/recipe/recipe_keys.cpp" "$src/trainer/run/run_options.cpp"; then
       echo "UNKNOWN FLAG $name --set ${a%%=*}" | tee -a "$FAKE_CALLS/$name" >&2; exit 2
     fi
     prev=$a
@@ -207,6 +212,7 @@ JSON
   train_step_bench)
     fails bench && { echo "train_step_bench: CUDA error: out of memory" >&2; exit 1; }
     json=$(value --json "$@"); only=$(value --only "$@"); fp8=$(value --fp8 "$@")
+    only=${only:-stage2,stage0} fp8=${fp8:-both}  # its defaults
     rows=""
     for stage in ${only//,/ }; do
       for f in true false; do
