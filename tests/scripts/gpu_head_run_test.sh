@@ -22,7 +22,8 @@ expect_call cmake "--target train_gpt harness gpu_tests train_step_bench"
 expect_call ctest "--test-dir build-cuda -L gpu -LE bench -R Attention"
 expect_call ctest "--test-dir build-cuda -L gpu -LE bench -E Attention"
 expect_call harness "--db $HEAD_RUN_DIR/speedrun.db record --runs 1 --recipe head --backend cuda --data data/proxy"
-expect_call harness "--set data.cycle_train_shards=true --set validation.tokens=262144 --set schedule.cu_rows_multiplier=4"
+expect_call harness \
+  "--set data.cycle_train_shards=true --set validation.tokens=262144 --set schedule.cu_rows_multiplier=4"
 grep -q "detached" "$calls/harness-detached" 2>/dev/null || fail "harness record did not run detached (setsid)"
 expect_output "started harness record"
 expect_output "the run is still going: run scripts/gpu-head-run wait again"
@@ -34,16 +35,20 @@ run_script gpu-head-run start 1
 expect_failed
 expect_output "a run is already going"
 
-# wait: to the end of the run, the summary under its dated name, the run's per-stage step times, then the bench.
-run_script gpu-head-run wait 200 bench
+# wait: to the end of the run, the summary under its dated name, the run's per-stage step times, then the GPU tests
+# (cut to the seconds left) and the bench.
+reset_calls
+run_script gpu-head-run wait 200 tests bench
 expect_status 0
+expect_call ctest "-L gpu -LE bench -E Attention -j 8 --output-on-failure --timeout 240 --stop-time"
 summary=$OUT/$(date -u +%Y-%m-%d)-h100-0123456-head-proxy.json
 [[ -f $summary ]] || fail "no summary $summary; \$OUT: $(ls "$OUT")"
 expect_output "summary: $summary"
 expect_output "head-proxy-seed0: finished, 1285/1285 steps, final val loss 7.8490, train time 648.6 s"
 expect_output "stage 0: steps 0-422, 274.0 ms/step"
 expect_output "stage 2: steps 847-1284, 759.6 ms/step"
-expect_call train_step_bench "--data data/proxy --cu-rows-multiplier 4 --only stage0,stage1,stage2 --fp8 on --json $OUT/train-step-bench.json"
+expect_call train_step_bench \
+  "--data data/proxy --cu-rows-multiplier 4 --only stage0,stage1,stage2 --fp8 on --json $OUT/train-step-bench.json"
 python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["benchmarks"]' "$OUT/train-step-bench.json" ||
   fail "train-step-bench.json is not Google Benchmark JSON"
 expect_output "stage0 fp8=on: 500.0 ms/step \(forward 150.0, backward 330.0, optimizer 20.0\)"
