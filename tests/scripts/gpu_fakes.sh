@@ -134,8 +134,14 @@ fake-record ctest "$@"
 what=ctest
 [[ " $* " == *" -R Attention "* ]] && what=ctest-attention
 if fake-failing "$what"; then
-  echo "  1/2 Test   1: AttentionGpu.Forward ...***Failed    1.00 sec"
+  h='#'  # ctest's own format (the test number after a hash)
+  echo "1/2 Test ${h}1: AttentionGpu.Forward .............***Failed    0.02 sec"
+  echo "2/2 Test ${h}2: ModelCuda.Loss ...................   Passed    0.02 sec"
+  echo
   echo "50% tests passed, 1 tests failed out of 2"
+  echo
+  echo "The following tests FAILED:"
+  printf '\t%3d - %s (Failed)\n' 1 AttentionGpu.Forward
   exit 8
 fi
 echo "100% tests passed, 0 tests failed out of 2"
