@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2016,SC2031  # the commands given to `lib` expand in its subshell, on purpose
 # scripts/lib/gpu-build.sh with stand-ins (tests/scripts/gpu_fakes.sh): gpu_setup makes $OUT (the caller's default
-# unless OUT is set), keeps NVLink multicast off and unpacks .device-carry/debs through scripts/device-env only
+# unless OUT is set), keeps NVLink multicast off and unpacks .gpu-extras/debs through scripts/device-env only
 # where that folder exists; gpu_machine_info names the GPU and the SPEEDRUN_REVISION commit; gpu_build configures
 # preset `cuda` for the whole project and builds the targets named (all without a name), and a failed configure or
 # build returns 1 with the error lines and BUILD FAILED.
@@ -28,13 +28,13 @@ lib "unset OUT; gpu_setup $work/default-out; echo \"OUT=\$OUT\""
 expect_output "^OUT=$work/default-out$"
 [[ -d $work/default-out ]] || fail "gpu_setup did not make its default \$OUT"
 
-# With .device-carry/debs the packages are unpacked into the private prefix and CMake looks there.
-mkdir -p "$tree/.device-carry/debs" && touch "$tree/.device-carry/debs/libgtest-dev.deb"
+# With .gpu-extras/debs the packages are unpacked into the private prefix and CMake looks there.
+mkdir -p "$tree/.gpu-extras/debs" && touch "$tree/.gpu-extras/debs/libgtest-dev.deb"
 lib 'gpu_setup /tmp/unused; echo "CMAKE_PREFIX_PATH=$CMAKE_PREFIX_PATH"'
 expect_status 0
-expect_call dpkg "-x $tree/.device-carry/debs/libgtest-dev.deb $SPEEDRUN_DEPS_PREFIX"
+expect_call dpkg "-x $tree/.gpu-extras/debs/libgtest-dev.deb $SPEEDRUN_DEPS_PREFIX"
 expect_output "^CMAKE_PREFIX_PATH=$SPEEDRUN_DEPS_PREFIX/usr"
-rm -rf "$tree/.device-carry"
+rm -rf "$tree/.gpu-extras"
 
 # gpu_machine_info: the GPU, the toolkit and the commit.
 lib 'gpu_machine_info'

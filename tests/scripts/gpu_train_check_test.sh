@@ -12,7 +12,7 @@ source "$source_dir/tests/scripts/gpu_fakes.sh"
 fakes_setup "$source_dir"
 
 # Shards with only their 256 x int32 header (magic, version, token count): the script reads no more.
-corpus=$tree/.device-carry/data
+corpus=$tree/.gpu-extras/data
 mkdir -p "$corpus"
 python3 - "$corpus" << 'PY'
 import struct, sys
@@ -27,7 +27,7 @@ expect_call gpu_tests "--gtest_filter=ModelCuda.*"
 expect_call ctest "--test-dir build-cuda -L gpu -LE bench -E ModelCuda -j 4"
 expect_call attention_bench "--benchmark_out=$OUT/attention-bench.json --benchmark_out_format=json"
 expect_call train_step_bench "--json $OUT/train-step-bench.json"
-expect_call train_gpt "--recipe mini --backend cuda --data .device-carry/data --seed 0 --run-id mini-cuda \
+expect_call train_gpt "--recipe mini --backend cuda --data .gpu-extras/data --seed 0 --run-id mini-cuda \
 --out build-cuda/mini-run --set schedule.num_scheduled=69 --set schedule.num_extension=15 \
 --set validation.tokens=262144 --set validation.batch_tokens=262144"
 [[ -s $OUT/mini-cuda.txt && -s $OUT/mini-cuda.json ]] || fail "the mini run's log and summary are not in \$OUT"
@@ -45,7 +45,7 @@ expect_output "^mini +FAILED exit 1"
 
 # No corpus: the run is skipped, the rest passes.
 reset_calls
-rm -rf "$tree/.device-carry"
+rm -rf "$tree/.gpu-extras"
 run_script gpu-train-check
 expect_status 0
 expect_output "^mini +skipped \(no corpus"
