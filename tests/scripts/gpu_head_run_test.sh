@@ -86,6 +86,19 @@ FAKE_FAIL=harness-run TESTS=0 run_script gpu-head-run start 10
 expect_failed
 expect_output "the run left no summary"
 
+# stop: ends a run that is still going; it left no summary, so the call fails saying so.
+reset_calls
+FAKE_RUN_SECONDS=30 TESTS=0 run_script gpu-head-run start 1
+expect_output "the run is still going"
+pid=$(cat "$HEAD_RUN_DIR/harness.pid")
+run_script gpu-head-run stop
+expect_failed
+expect_output "the run has ended"
+expect_output "the run left no summary"
+# (An ended process nobody has reaped yet still answers kill -0: its state, the third field of stat, is Z.)
+read -r -a stat < "/proc/$pid/stat" 2> /dev/null
+[[ ${stat[2]:-Z} == Z ]] || fail "stop left the harness (pid $pid) running"
+
 # `wait` on a machine without a run, and an unknown action.
 rm -rf "$HEAD_RUN_DIR"
 run_script gpu-head-run wait 10
