@@ -184,7 +184,8 @@ value() {  # value FLAG ARGS...: the argument after FLAG
   while (($#)); do [[ $1 == "$flag" ]] && { echo "$2"; return; }; shift; done
 }
 if ((${#sources[@]})); then
-  declared=" $(grep -rhosE -- '(add_option|add_flag)\("--[A-Za-z0-9-]+"|== "--[A-Za-z0-9-]+"' "${sources[@]}" |
+  # CLI11's names may list aliases ("-r,--runs"); train_step_bench compares each argument.
+  declared=" $(grep -rhosE -- '(add_option|add_flag)\("[^"]*"|== "--[A-Za-z0-9-]+"' "${sources[@]}" |
                grep -oE -- '--[A-Za-z0-9-]+' | tr '\n' ' ')"
   prev=""
   for a in "$@"; do
