@@ -111,7 +111,59 @@ class BrokenRows(unittest.TestCase):
         table.add("s0 (whole pair)", None, None, False, "error: 'after_even'")
         table.info("note", "skipped")
         self.assertEqual([r["tensor"] for r in table.broken()], ["s0 (whole pair)"])
-        self.assertEqual(table.counts(), (1, 2, 0))
+        self.assertEqual(table.counts(), (1, 2, 0, 0))
+
+
+def emitted(errors, selfs, fixed=None, zeros=None, k=4.0):
+    """The row Table.emit writes for synthetic draws (no torch: the errors are given)."""
+    table = compare.Table(k, 0.0, 2e-2)
+    zeros = zeros or [False] * len(errors)
+    table.emit("row", "l2", [{"err": e, "self": s, "zero": z, "worst": []} for e, s, z in zip(errors, selfs, zeros)],
+               fixed)
+    return table, table.rows[-1]
+
+
+class Judging(unittest.TestCase):
+    """Each draw against its own self-difference; a tolerance that all-zeros would pass is no pass."""
+
+    def test_a_tolerance_that_passes_all_zeros_is_uninformative(self):
+        # `step101 update scalars` on trained weights: self 0.60 gave a tolerance of 2.41, so our side all zeros
+        # (error 1) would have passed.
+        table, row = emitted([1.0, 1.0, 1.0], [0.0, 0.6, 0.43])
+        self.assertEqual(row["verdict"], "uninformative")
+        self.assertEqual(row["draw_verdicts"], ["uninformative"] * 3)  # draw 0 borrows the median, 4 · 0.43
+        self.assertIsNone(row["pass"])
+        self.assertEqual(table.counts(), (0, 0, 0, 1))
+
+    def test_half_the_size_of_the_compared_result_is_already_uninformative(self):
+        self.assertEqual(emitted([0.01], [0.125])[1]["verdict"], "uninformative")  # tolerance exactly 0.5
+        self.assertEqual(emitted([0.01], [0.124])[1]["verdict"], "pass")
+
+    def test_a_bad_draw_is_not_hidden_by_another_draws_self_difference(self):
+        # err 0.118 against its own self-difference 1.35e-3, the row's largest self-difference 0.118
+        table, row = emitted([0.118, 0.05, 2e-3], [1.35e-3, 0.118, 2e-3])
+        self.assertEqual(row["verdict"], "fail")
+        self.assertEqual(row["worst_draw"], 0)
+        self.assertEqual(row["draw_verdicts"], ["fail", "pass", "pass"])
+        self.assertAlmostEqual(row["tolerance"], 4 * 2e-3)
+
+    def test_the_floor_is_the_rows_measured_spread_not_a_constant(self):
+        # a 0.05% loss difference against a reference spread of 2e-5 (a fixed floor of 1e-3 passed it)
+        self.assertEqual(emitted([5e-4] * 3, [2e-5, 1e-5, 3e-5])[1]["verdict"], "fail")
+        self.assertEqual(emitted([5e-5] * 3, [2e-5, 1e-5, 3e-5])[1]["verdict"], "pass")
+
+    def test_a_draw_whose_f32_run_agreed_exactly_borrows_the_rows_median(self):
+        row = emitted([3e-3, 2e-3, 2e-3], [0.0, 1e-3, 1e-3])[1]
+        self.assertEqual(row["verdict"], "pass")
+        self.assertEqual(row["tolerances"], [4e-3, 4e-3, 4e-3])
+
+    def test_fixed_tolerances_and_zero_rows(self):
+        self.assertEqual(emitted([1e-2], [None], fixed=1e-3)[1]["verdict"], "fail")
+        self.assertEqual(emitted([2e-7], [None], fixed=1e-3)[1]["verdict"], "pass")
+        table, row = emitted([0.0, 0.0], [0.0, 0.0], zeros=[True, True])
+        self.assertEqual((row["verdict"], table.counts()), ("zero", (0, 0, 1, 0)))
+        # zero draws measure no spread: the live draw's own self-difference sets its tolerance
+        self.assertAlmostEqual(emitted([0.0, 0.01], [0.0, 0.01], zeros=[True, False])[1]["tolerance"], 0.04)
 
 
 class MutationEvidence(unittest.TestCase):
