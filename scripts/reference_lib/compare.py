@@ -13,6 +13,7 @@ A draw whose tolerance reaches UNINFORMATIVE passes even when our side is all ze
 feature that is off at initialisation, say) is listed apart as no evidence (`zero`): it neither passes nor fails.
 """
 import math
+import re
 
 WORST_ENTRIES = 5
 
@@ -299,17 +300,54 @@ def bank_blocks(name, shape, num_heads):
     return [(b, b + per_layer) for b in range(0, shape[0] - per_layer + 1, per_layer)]
 
 
-def mutation_evidence(rows, baseline_rows):
-    """Which failing rows of a mutated export's check show the mutation: those that measured a difference beyond
-    their tolerance and did not fail in the unmutated check of the same pair (`baseline_rows`). A row that fails
-    without the mutation too shows nothing about it. Returns (evidence, failing_anyway): lists of row names."""
-    failed_before = {r["tensor"] for r in baseline_rows if r.get("pass") is False}
-    evidence, failing_anyway = [], []
+# RECIPE §4.6: embed is lm_head's transpose while the two are tied (before the split), so their rows measure one
+# tensor. A mutation's evidence counts them once; after the split they are two tensors, and counting them once
+# then only understates the evidence.
+TIED = {"embed.weight": "lm_head.weight"}
+
+
+def evidence_unit(name):
+    """The tensor a row measures, tied tensors under one name (RECIPE §4.6)."""
+    names = "|".join(re.escape(n) for pair in TIED.items() for n in pair)
+    return re.sub(rf"(?<![\w.])({names})(?![\w.])", lambda m: next(
+        f"{owner} (tied: {alias})" for alias, owner in TIED.items() if m.group(1) in (alias, owner)), name, count=1)
+
+
+def mutation_evidence(rows, baseline_rows, k):
+    """Which rows of a mutated export's check show the mutation, against the unmutated check of the same pair
+    (`baseline_rows`). The draws are the first microbatches of the pair's call, so draw i of both checks is the
+    same microbatch; only the draws both measured are compared. A row shows the mutation when, in some such draw,
+    the baseline's draw passed with an informative tolerance (judged by judge_draws) and the error moved up by more
+    than that tolerance (the reference's own spread there): a row failing both times, a row absent from the
+    baseline, an error that moved less than the spread, or a baseline draw that could not tell a result from zeros
+    shows nothing. Returns {rows: evidence row names, tensors: the same with tied tensors once, draws: {row: draw
+    indices}, failing_anyway: failing rows whose baseline failed too, unmoved: failing rows whose error did not move
+    beyond the baseline's spread, unmatched: failing rows the baseline did not measure}."""
+    base = {r["tensor"]: r for r in baseline_rows if isinstance(r.get("errors"), list)}
+    out = {"rows": [], "tensors": [], "draws": {}, "failing_anyway": [], "unmoved": [], "unmatched": []}
     for r in rows:
-        if r.get("pass") is not False or r.get("rel_err") is None:
+        name, errs = r["tensor"], r.get("errors")
+        if not isinstance(errs, list) or r.get("rel_err") is None:
             continue
-        (failing_anyway if r["tensor"] in failed_before else evidence).append(r["tensor"])
-    return evidence, failing_anyway
+        b = base.get(name)
+        if b is None:
+            if verdict_of(r) == "fail":
+                out["unmatched"].append(name)
+            continue
+        fixed = b.get("tolerance") if "fixed tolerance" in (b.get("note") or "") else None
+        bselfs = b.get("self_differences") or [None] * len(b["errors"])
+        jb = judge_draws(b["errors"], bselfs, k, fixed, b.get("zero_draws"))
+        moved = [i for i in range(min(len(errs), len(b["errors"])))
+                 if jb["draw_verdicts"][i] == "pass" and errs[i] - b["errors"][i] > jb["tolerances"][i]]
+        if moved:
+            out["rows"].append(name)
+            out["draws"][name] = moved
+            unit = evidence_unit(name)
+            if unit not in out["tensors"]:
+                out["tensors"].append(unit)
+        elif verdict_of(r) == "fail":
+            out["failing_anyway" if "fail" in jb["draw_verdicts"] else "unmoved"].append(name)
+    return out
 
 
 def fmt(values):

@@ -166,26 +166,74 @@ class Judging(unittest.TestCase):
         self.assertAlmostEqual(emitted([0.0, 0.01], [0.0, 0.01], zeros=[True, False])[1]["tolerance"], 0.04)
 
 
-class MutationEvidence(unittest.TestCase):
-    """A mutation is shown only by a row that passes without it and fails with it."""
+def measured(name, errors, selfs, verdict=None, fixed=None):
+    """A JSON row as the check writes it for measured draws (judged by the current rule unless `verdict`)."""
+    row = {"tensor": name, "metric": "l2", "errors": errors, "self_differences": selfs,
+           "rel_err": max(errors), "note": "fixed tolerance" if fixed is not None else "", "tolerance": fixed}
+    j = compare.judge_draws(errors, selfs, 4.0, fixed)
+    row["verdict"] = verdict or j["verdict"]
+    row["pass"] = {"pass": True, "fail": False}.get(row["verdict"])
+    return row
 
-    def rows(self, *entries):
-        return [{"tensor": n, "rel_err": e, "pass": ok} for n, e, ok in entries]
+
+class MutationEvidence(unittest.TestCase):
+    """A mutation is shown only by a row measured on the same draws as its baseline whose error moved beyond the
+    baseline's spread there; tied tensors count once."""
+
+    def evidence(self, mutated, baseline):
+        return compare.mutation_evidence(mutated, baseline, 4.0)
 
     def test_a_row_failing_without_the_mutation_is_no_evidence(self):
-        baseline = self.rows(("bank update", 0.05, False), ("loss", 1e-5, True))
-        mutated = self.rows(("bank update", 0.05, False), ("loss", 2e-5, True))
-        self.assertEqual(compare.mutation_evidence(mutated, baseline), ([], ["bank update"]))
+        baseline = [measured("bank update", [0.05], [1e-3]), measured("loss", [1e-5], [1e-5])]
+        mutated = [measured("bank update", [0.09], [1e-3]), measured("loss", [2e-5], [1e-5])]
+        e = self.evidence(mutated, baseline)
+        self.assertEqual((e["rows"], e["failing_anyway"]), ([], ["bank update"]))
 
-    def test_a_row_that_passed_and_now_fails_is_evidence(self):
-        baseline = self.rows(("bank update", 0.05, False), ("lm_head update", 2e-7, True), ("zeros", 0.0, None))
-        mutated = self.rows(("bank update", 0.05, False), ("lm_head update", 1e-2, False), ("zeros", 0.3, False))
-        self.assertEqual(compare.mutation_evidence(mutated, baseline),
-                         (["lm_head update", "zeros"], ["bank update"]))
+    def test_an_error_that_did_not_move_is_no_evidence(self):
+        # the baseline row passed on a maximum over draws but its draw 0 is the same error, measured the same way
+        baseline = [measured("s0 step1 update ve_gate_bank", [0.118, 0.05, 0.04], [1.35e-3, 0.118, 0.1],
+                             verdict="pass")]
+        mutated = [measured("s0 step1 update ve_gate_bank", [0.118], [1.35e-3])]
+        self.assertEqual(mutated[0]["verdict"], "fail")
+        self.assertEqual(self.evidence(mutated, baseline)["rows"], [])
+
+    def test_a_move_within_the_baselines_spread_is_no_evidence(self):
+        baseline = [measured("grad x", [0.010], [5e-3])]  # tolerance 0.02
+        mutated = [measured("grad x", [0.025], [5e-3])]  # fails now, but moved by 0.015 < 0.02
+        self.assertEqual(mutated[0]["verdict"], "fail")
+        self.assertEqual(self.evidence(mutated, baseline)["rows"], [])
+        mutated = [measured("grad x", [0.035], [5e-3])]  # moved by 0.025
+        self.assertEqual(self.evidence(mutated, baseline)["rows"], ["grad x"])
+
+    def test_a_row_missing_from_the_baseline_is_no_evidence(self):
+        e = self.evidence([measured("grad y", [0.5], [1e-3])], [measured("grad x", [1e-3], [1e-3])])
+        self.assertEqual((e["rows"], e["unmatched"]), ([], ["grad y"]))
+
+    def test_an_uninformative_baseline_draw_is_no_evidence(self):
+        baseline = [measured("update scalars", [3e-7, 3e-7], [0.6, 0.43])]
+        self.assertEqual(baseline[0]["verdict"], "uninformative")
+        self.assertEqual(self.evidence([measured("update scalars", [3.0, 3.0], [0.6, 0.43])], baseline)["rows"], [])
+
+    def test_only_the_draws_both_checks_measured_are_compared(self):
+        # a one-draw mutated export against a three-draw baseline: draw 0 is the same microbatch in both
+        baseline = [measured("grad x", [1e-3, 0.03, 0.03], [1e-3, 1e-3, 1e-3], verdict="fail")]
+        mutated = [measured("grad x", [0.02], [1e-3])]
+        e = self.evidence(mutated, baseline)
+        self.assertEqual(e["rows"], ["grad x"])
+        self.assertEqual(e["draws"], {"grad x": [0]})
+
+    def test_tied_tensors_count_once(self):
+        base = [measured(f"s0 step1 update {t}, our gradients", [2e-7], [None], fixed=1e-3)
+                for t in ("embed.weight", "lm_head.weight")]
+        mut = [measured(f"s0 step1 update {t}, our gradients", [1e-2], [None], fixed=1e-3)
+               for t in ("embed.weight", "lm_head.weight")]
+        e = self.evidence(mut, base)
+        self.assertEqual(len(e["rows"]), 2)
+        self.assertEqual(e["tensors"], ["s0 step1 update lm_head.weight (tied: embed.weight), our gradients"])
 
     def test_rows_that_could_not_be_compared_are_neither(self):
-        mutated = self.rows(("s0 (whole pair)", None, False))
-        self.assertEqual(compare.mutation_evidence(mutated, []), ([], []))
+        e = self.evidence([{"tensor": "s0 (whole pair)", "rel_err": None, "pass": False}], [])
+        self.assertEqual((e["rows"], e["failing_anyway"], e["unmatched"]), ([], [], []))
 
 
 class BankBlocks(unittest.TestCase):
@@ -236,6 +284,22 @@ class Baseline(unittest.TestCase):
         self.assertIn("recipe 'tiny'", self.error(self.write({"rows": [], "recipe": "tiny", "steps": [{"step": 0}]})))
         self.assertIn("no pair at step(s) [0]", self.error(self.write(
             {"rows": [], "recipe": "head", "steps": [{"step": 424}]})))
+
+    def test_the_baseline_measured_the_same_draws(self):
+        # a one-microbatch mutation judged against a three-microbatch check compares rows of other tolerances
+        manifest = {"recipe": "head", "steps": [{"step": 0, "weights": {"source": "initial"},
+                                                 "microbatches": [{}]}]}
+        path = self.write({"rows": [], "recipe": "head", "mutation": None,
+                           "steps": [{"step": 0, "weights": {"source": "initial"}, "microbatches": 3}]})
+        with self.assertRaises(ValueError) as e:
+            load_reference_check().read_baseline(path, manifest)
+        self.assertIn("pair 0: 3 microbatch(es), the export 1", str(e.exception))
+        trained = {"source": "checkpoint", "file": "a.ckpt", "trained_steps": 100}
+        path = self.write({"rows": [], "recipe": "head", "mutation": None,
+                           "steps": [{"step": 0, "weights": trained, "microbatches": 1}]})
+        with self.assertRaises(ValueError) as e:
+            load_reference_check().read_baseline(path, manifest)
+        self.assertIn("pair 0: other starting weights", str(e.exception))
 
     def test_a_matching_baseline_is_read(self):
         path = self.write({"rows": [{"tensor": "x", "pass": True}], "recipe": "head", "mutation": None,
