@@ -300,6 +300,41 @@ def bank_blocks(name, shape, num_heads):
     return [(b, b + per_layer) for b in range(0, shape[0] - per_layer + 1, per_layer)]
 
 
+def rejudge_report(report, k=None):
+    """A recorded reference-check.json judged by today's rules (rejudge_row on every row; K from the report).
+    Returns {rows, counts: (passed, failed, zero, uninformative), recorded: the report's (passed, failed, zero),
+    changed: [(row, recorded verdict, verdict)]}."""
+    k = report.get("k", 4.0) if k is None else k
+    rows = [rejudge_row(r, k) for r in report["rows"]]
+    changed = [(r["tensor"], r["recorded"]["verdict"], r["verdict"]) for r in rows
+               if "recorded" in r and r["recorded"]["verdict"] != r["verdict"]]
+    return {"rows": rows, "counts": verdict_counts(rows), "changed": changed,
+            "recorded": (report.get("passed"), report.get("failed"), report.get("zero"))}
+
+
+def find_baseline(report, candidates):
+    """The unmutated check a mutated `report` is judged against, among `candidates` ({name: report}): same code
+    (git_commit), recipe, and for every pair of the report the same starting weights and at least its microbatches
+    (draw i is the i-th microbatch of the pair's call in both). An equal microbatch count is preferred. Returns the
+    name, or None."""
+    def fits(c):
+        if c.get("mutation") or not isinstance(c.get("rows"), list):
+            return False
+        if (c.get("git_commit"), c.get("recipe")) != (report.get("git_commit"), report.get("recipe")):
+            return False
+        steps = {s.get("step"): s for s in c.get("steps", [])}
+        return all(s.get("step") in steps and steps[s["step"]].get("weights") == s.get("weights")
+                   and (steps[s["step"]].get("microbatches") or 0) >= (s.get("microbatches") or 0)
+                   for s in report.get("steps", []))
+
+    def same_draws(c):
+        steps = {s.get("step"): s.get("microbatches") for s in c.get("steps", [])}
+        return all(steps[s["step"]] == s.get("microbatches") for s in report.get("steps", []))
+
+    fitting = sorted((not same_draws(c), name) for name, c in candidates.items() if fits(c))
+    return fitting[0][1] if fitting else None
+
+
 # RECIPE §4.6: embed is lm_head's transpose while the two are tied (before the split), so their rows measure one
 # tensor. A mutation's evidence counts them once; after the split they are two tensors, and counting them once
 # then only understates the evidence.
@@ -310,7 +345,7 @@ def evidence_unit(name):
     """The tensor a row measures, tied tensors under one name (RECIPE §4.6)."""
     names = "|".join(re.escape(n) for pair in TIED.items() for n in pair)
     return re.sub(rf"(?<![\w.])({names})(?![\w.])", lambda m: next(
-        f"{owner} (tied: {alias})" for alias, owner in TIED.items() if m.group(1) in (alias, owner)), name, count=1)
+        f"{owner}/{alias}" for alias, owner in TIED.items() if m.group(1) in (alias, owner)), name, count=1)
 
 
 def mutation_evidence(rows, baseline_rows, k):

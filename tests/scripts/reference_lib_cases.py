@@ -229,11 +229,74 @@ class MutationEvidence(unittest.TestCase):
                for t in ("embed.weight", "lm_head.weight")]
         e = self.evidence(mut, base)
         self.assertEqual(len(e["rows"]), 2)
-        self.assertEqual(e["tensors"], ["s0 step1 update lm_head.weight (tied: embed.weight), our gradients"])
+        self.assertEqual(e["tensors"], ["s0 step1 update lm_head.weight/embed.weight, our gradients"])
 
     def test_rows_that_could_not_be_compared_are_neither(self):
         e = self.evidence([{"tensor": "s0 (whole pair)", "rel_err": None, "pass": False}], [])
         self.assertEqual((e["rows"], e["failing_anyway"], e["unmatched"]), ([], [], []))
+
+
+FIDELITY = os.path.join(ROOT, "results", "fidelity")
+
+
+def recorded(name):
+    with open(os.path.join(FIDELITY, name)) as f:
+        return json.load(f)
+
+
+class RecordedChecks(unittest.TestCase):
+    """The recorded checks of results/fidelity/ under today's rules."""
+    trained = "2026-12-07-h100-7ff81d6-reference-check-trained.json"
+
+    def test_the_trained_pair_rows_that_passed_all_zeros_are_uninformative(self):
+        r = compare.rejudge_report(recorded(self.trained))
+        self.assertEqual(r["recorded"], (114, 1, 17))
+        self.assertEqual(r["counts"], (101, 3, 17, 11))  # pass, fail, zero, uninformative
+        uninformative = {row["tensor"] for row in r["rows"] if row.get("verdict") == "uninformative"}
+        for name in ("step101 update scalars", "step101 update post_lambdas", "step101 update mudd_gate_b2",
+                     "step101 update mudd_w1", "grad _mudd_gate_scale"):
+            self.assertIn(f"s100 {name}", uninformative)
+        self.assertTrue(all(max(row["tolerances"]) >= compare.UNINFORMATIVE
+                            for row in r["rows"] if row.get("verdict") == "uninformative"))
+
+    def test_the_loss_rows_are_held_to_the_references_spread(self):
+        rows = {row["tensor"]: row for row in compare.rejudge_report(recorded(self.trained))["rows"]}
+        loss = rows["s100 train loss"]
+        self.assertEqual(loss["draw_verdicts"], ["pass", "fail", "pass"])  # 1.2e-4 against 4 · 2.1e-5
+        self.assertLess(max(loss["tolerances"]), 4e-4)  # was 1e-3
+        self.assertEqual(rows["s100 train loss, FP8 lm_head (reference kernel)"]["verdict"], "fail")
+
+    def test_the_adam_lr_mutation_is_detected_by_one_tensor(self):
+        mutated = recorded("2026-12-06-h100-6a818ab-mutation-adam-lr.json")
+        baseline = recorded("2026-12-06-h100-6a818ab-reference-check.json")
+        e = compare.mutation_evidence(mutated["rows"], baseline["rows"], 4.0)
+        self.assertEqual(e["tensors"], ["s0 step1 update lm_head.weight/embed.weight, our gradients"])
+        self.assertNotIn("s0 step1 update ve_gate_bank", e["rows"])
+
+    def test_a_mutated_check_finds_its_baseline(self):
+        names = [n for n in os.listdir(FIDELITY) if n.endswith(".json") and "side-by-side" not in n]
+        candidates = {n: recorded(n) for n in names}
+        self.assertEqual(compare.find_baseline(candidates["2026-12-07-h100-7ff81d6-mutation-attention-x1.05.json"],
+                                               candidates), self.trained)
+        self.assertEqual(compare.find_baseline(candidates["2026-12-06-h100-6a818ab-mutation-adam-lr.json"],
+                                               candidates), "2026-12-06-h100-6a818ab-reference-check.json")
+        other_code = dict(candidates[self.trained], git_commit="0000000")
+        self.assertIsNone(compare.find_baseline(other_code | {"mutation": {"kind": "x"}}, {self.trained:
+                                                                                           candidates[self.trained]}))
+
+    def test_the_rejudge_command(self):
+        script = os.path.join(ROOT, "scripts", "reference-check")
+        for name, expected in ((self.trained, 1), ("2026-12-06-h100-6a818ab-mutation-adam-lr.json", 0),
+                               ("2026-12-07-h100-7ff81d6-mutation-attention-x1.05.json", 0)):
+            r = subprocess.run([sys.executable, script, "--rejudge", os.path.join(FIDELITY, name)],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, expected, name + r.stdout + r.stderr)
+        r = subprocess.run([sys.executable, script, "--rejudge", os.path.join(FIDELITY, self.trained)],
+                           capture_output=True, text=True)
+        self.assertIn("re-judged 101 pass, 3 fail, 11 uninformative, 17 zero", r.stdout)
+        r = subprocess.run([sys.executable, script, "--rejudge", os.path.join(ROOT, "README.md")],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
 
 
 class BankBlocks(unittest.TestCase):
