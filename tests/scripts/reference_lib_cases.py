@@ -8,7 +8,7 @@ import unittest
 
 ROOT = sys.argv.pop(1) if len(sys.argv) > 1 else os.getcwd()
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from reference_lib import compare, reference_code, side_by_side  # noqa: E402
+from reference_lib import compare, provenance, reference_code, side_by_side  # noqa: E402
 
 LOG = """run_id: a seed: 1
 step:0/10 val_loss:10.8250 train_time:0ms step_avg:0.00ms
@@ -297,6 +297,52 @@ class RecordedChecks(unittest.TestCase):
         r = subprocess.run([sys.executable, script, "--rejudge", os.path.join(ROOT, "README.md")],
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)
+
+
+def git(root, *args):
+    return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True)
+
+
+def in_git_checkout():
+    return git(ROOT, "rev-parse", "--git-dir").returncode == 0
+
+
+class Provenance(unittest.TestCase):
+    """Every fidelity JSON is produced by the code at the commit it names."""
+
+    def scratch_checkout(self):
+        d = tempfile.mkdtemp()
+        os.makedirs(os.path.join(d, provenance.CHECK_LIBRARY))
+        for p in provenance.CHECK_SCRIPTS + (f"{provenance.CHECK_LIBRARY}/compare.py",):
+            with open(os.path.join(d, p), "w") as f:
+                f.write(f"# {p}\n")
+        return d
+
+    def test_the_check_names_its_commit_and_the_exports(self):
+        d = self.scratch_checkout()
+        with self.assertRaisesRegex(provenance.ProvenanceError, "SPEEDRUN_REVISION"):
+            provenance.check_provenance(d, {}, "7ff81d6")
+        with self.assertRaisesRegex(provenance.ProvenanceError, "built at 6a818ab, this check's code is 7ff81d6"):
+            provenance.check_provenance(d, {"SPEEDRUN_REVISION": "7ff81d62dd34"}, "6a818ab")
+        origin = provenance.check_provenance(d, {"SPEEDRUN_REVISION": "7ff81d6"}, "7ff81d62dd3487a8b5ca18")
+        self.assertEqual(origin["check_revision"], "7ff81d6")
+        self.assertEqual(origin["check_code"], provenance.digest(provenance.check_files(d)))
+        self.assertFalse(provenance.same_commit("7ff81d6", "7ff81d7"))
+        self.assertFalse(provenance.same_commit("7ff", "7ff81d6"))  # too short to name a commit
+
+    def test_the_digest_at_a_commit_is_the_trees_until_a_script_changes(self):
+        d = self.scratch_checkout()
+        for args in (("init", "-q"), ("add", "-A"), ("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")):
+            if git(d, *args).returncode != 0:
+                self.skipTest("git cannot commit here")
+        self.assertEqual(provenance.revision(d, {}), git(d, "rev-parse", "HEAD").stdout.strip())
+        at_head = provenance.digest(provenance.check_files_at(d, "HEAD"))
+        self.assertEqual(at_head, provenance.digest(provenance.check_files(d)))
+        with open(os.path.join(d, provenance.CHECK_LIBRARY, "compare.py"), "a") as f:
+            f.write("UNINFORMATIVE = 2.0\n")
+        self.assertNotEqual(at_head, provenance.digest(provenance.check_files(d)))
+        self.assertIsNone(provenance.revision(d, {}))  # an uncommitted change: no commit names this code
+
 
 
 class BankBlocks(unittest.TestCase):
