@@ -343,6 +343,21 @@ class Provenance(unittest.TestCase):
         self.assertNotEqual(at_head, provenance.digest(provenance.check_files(d)))
         self.assertIsNone(provenance.revision(d, {}))  # an uncommitted change: no commit names this code
 
+    def test_every_recorded_json_names_a_commit_of_this_repository(self):
+        if not in_git_checkout():
+            self.skipTest("no .git: a copied tree")
+        for name in sorted(os.listdir(FIDELITY)):
+            if not name.endswith(".json"):
+                continue
+            report = recorded(name)
+            commit = report.get("git_commit")
+            self.assertTrue(commit, f"{name}: names no commit")
+            self.assertEqual(git(ROOT, "cat-file", "-e", f"{commit}^{{commit}}").returncode, 0,
+                             f"{name}: {commit} is no commit of this repository")
+            self.assertIn(commit[:7], name, f"{name}: the file name carries its commit")
+            if report.get("check_code"):
+                at = provenance.digest(provenance.check_files_at(ROOT, report["check_revision"]))
+                self.assertEqual(report["check_code"], at, f"{name}: the check's scripts differ from {commit}'s")
 
 
 class BankBlocks(unittest.TestCase):
