@@ -8,7 +8,7 @@ import unittest
 
 ROOT = sys.argv.pop(1) if len(sys.argv) > 1 else os.getcwd()
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from reference_lib import compare, provenance, reference_code, side_by_side  # noqa: E402
+from reference_lib import compare, fidelity_table, provenance, reference_code, side_by_side  # noqa: E402
 
 LOG = """run_id: a seed: 1
 step:0/10 val_loss:10.8250 train_time:0ms step_avg:0.00ms
@@ -332,7 +332,8 @@ class Provenance(unittest.TestCase):
 
     def test_the_digest_at_a_commit_is_the_trees_until_a_script_changes(self):
         d = self.scratch_checkout()
-        for args in (("init", "-q"), ("add", "-A"), ("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")):
+        for args in (("init", "-q"), ("add", "-A"),
+                     ("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")):
             if git(d, *args).returncode != 0:
                 self.skipTest("git cannot commit here")
         self.assertEqual(provenance.revision(d, {}), git(d, "rev-parse", "HEAD").stdout.strip())
@@ -358,6 +359,40 @@ class Provenance(unittest.TestCase):
             if report.get("check_code"):
                 at = provenance.digest(provenance.check_files_at(ROOT, report["check_revision"]))
                 self.assertEqual(report["check_code"], at, f"{name}: the check's scripts differ from {commit}'s")
+
+
+class FidelityTable(unittest.TestCase):
+    """results/fidelity/README.md's table is the one scripts/fidelity-table generates from the JSONs."""
+    script = os.path.join(ROOT, "scripts", "fidelity-table")
+
+    def run_table(self, *args):
+        return subprocess.run([sys.executable, self.script, *args], capture_output=True, text=True)
+
+    def test_the_readme_table_is_the_generated_one(self):
+        r = self.run_table("--check")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_a_changed_measurement_changes_the_table(self):
+        d = tempfile.mkdtemp()
+        name = "2026-12-07-h100-7ff81d6-reference-check-trained.json"
+        report = recorded(name)
+        loss = next(r for r in report["rows"] if r["tensor"] == "s100 train loss")
+        loss["errors"] = [1e-6, 1e-6, 1e-6]
+        with open(os.path.join(d, name), "w") as f:
+            json.dump(report, f)
+        readme = os.path.join(d, "README.md")
+        with open(readme, "w") as f:
+            f.write(f"# x\n{fidelity_table.BEGIN}\n| stale |\n{fidelity_table.END}\nprose\n")
+        self.assertEqual(self.run_table("--check", readme).returncode, 1)
+        self.assertEqual(self.run_table("--write", readme).returncode, 0)
+        self.assertEqual(self.run_table("--check", readme).returncode, 0)
+        with open(readme) as f:
+            text = f.read()
+        self.assertIn("| 114 / 1 / 17 | 102 / 2 / 11 / 17 |", text)  # the loss row passes with its errors changed
+        self.assertTrue(text.endswith(f"{fidelity_table.END}\nprose\n"))
+        with open(readme, "w") as f:
+            f.write("# no markers\n")
+        self.assertEqual(self.run_table("--check", readme).returncode, 2)
 
 
 class BankBlocks(unittest.TestCase):
