@@ -357,7 +357,8 @@ def mutation_evidence(rows, baseline_rows, k):
     baseline, an error that moved less than the spread, or a baseline draw that could not tell a result from zeros
     shows nothing. Returns {rows: evidence row names, tensors: the same with tied tensors once, draws: {row: draw
     indices}, failing_anyway: failing rows whose baseline failed too, unmoved: failing rows whose error did not move
-    beyond the baseline's spread, unmatched: failing rows the baseline did not measure}."""
+    beyond the baseline's spread, unmatched: failing rows without a measured baseline row (absent there, or zero
+    on both sides in every draw: no spread to move beyond)}."""
     base = {r["tensor"]: r for r in baseline_rows if isinstance(r.get("errors"), list)}
     out = {"rows": [], "tensors": [], "draws": {}, "failing_anyway": [], "unmoved": [], "unmatched": []}
     for r in rows:
@@ -372,7 +373,8 @@ def mutation_evidence(rows, baseline_rows, k):
         fixed = b.get("tolerance") if "fixed tolerance" in (b.get("note") or "") else None
         bselfs = b.get("self_differences") or [None] * len(b["errors"])
         jb = judge_draws(b["errors"], bselfs, k, fixed, b.get("zero_draws"))
-        moved = [i for i in range(min(len(errs), len(b["errors"])))
+        shared = range(min(len(errs), len(b["errors"])))
+        moved = [i for i in shared
                  if jb["draw_verdicts"][i] == "pass" and errs[i] - b["errors"][i] > jb["tolerances"][i]]
         if moved:
             out["rows"].append(name)
@@ -381,7 +383,8 @@ def mutation_evidence(rows, baseline_rows, k):
             if unit not in out["tensors"]:
                 out["tensors"].append(unit)
         elif verdict_of(r) == "fail":
-            out["failing_anyway" if "fail" in jb["draw_verdicts"] else "unmoved"].append(name)
+            failed_before = any(jb["draw_verdicts"][i] == "fail" for i in shared)
+            out["failing_anyway" if failed_before else "unmoved"].append(name)
     return out
 
 

@@ -221,6 +221,9 @@ class MutationEvidence(unittest.TestCase):
         e = self.evidence(mutated, baseline)
         self.assertEqual(e["rows"], ["grad x"])
         self.assertEqual(e["draws"], {"grad x": [0]})
+        # a failure of a draw only the baseline measured does not make the shared draw's failure "failing anyway"
+        e = self.evidence([measured("grad x", [0.0015], [1e-4])], baseline)
+        self.assertEqual((e["rows"], e["failing_anyway"], e["unmoved"]), ([], [], ["grad x"]))
 
     def test_tied_tensors_count_once(self):
         base = [measured(f"s0 step1 update {t}, our gradients", [2e-7], [None], fixed=1e-3)
