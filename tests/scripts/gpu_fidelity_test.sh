@@ -28,7 +28,7 @@ expect_call reference_export "--recipe head --backend cuda --seed 1 --out $fid/e
 $corpus --microbatches 3 --checkpoint $fid/runs/short-seed1.step000100.ckpt $short"
 expect_call python "scripts/reference-check $REF_DIR $fid/export-reference-check-trained --compile \
 --out $fid/check-reference-check-trained"
-expect_call reference_export "--microbatches 1 --checkpoint $fid/runs/short-seed1.step000100.ckpt \
+expect_call reference_export "--microbatches 3 --checkpoint $fid/runs/short-seed1.step000100.ckpt \
 --perturb-attention-layer 0 $short --mutation-factor 1.01"
 expect_call python "--expect-fail --baseline $fid/reference-check-trained.json"
 expect_call reference_export "--out $fid/weights --steps 0 --microbatches 1 $corpus"
