@@ -1,4 +1,4 @@
-# Unity builds (CMAKE_UNITY_BUILD, set by CI's preset cuda-check): each target's C++ sources are compiled
+# Unity builds (CMAKE_UNITY_BUILD, set by CI's presets asan and cuda-check): each target's C++ sources are compiled
 # in batches of CMAKE_UNITY_BUILD_BATCH_SIZE files, one translation unit per batch, so that the headers every file
 # includes (gtest, nlohmann/json, spdlog, toml++, the project's own) are parsed and their templates instantiated and
 # compiled once per batch instead of once per file (CUDA sources are compiled one by one as before). Included last
