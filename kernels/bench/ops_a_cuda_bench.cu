@@ -108,7 +108,7 @@ void BM_ScatterRows(benchmark::State& state) {
   const double row_bytes = kDim * 2.0;
   double bytes = kMicrobatchTokens * (row_bytes + 4) + 2 * hit_rows * row_bytes;
   if (signed_rows) bytes += kMicrobatchTokens * 4.0 + hit_signs * row_bytes;
-  state.SetLabel("v" + std::to_string(version) + (version == cuda::kPromotedScatter ? " promoted" : " candidate") +
+  state.SetLabel("v" + std::to_string(version) + (version == cuda::kPromotedScatter ? " promoted" : " superseded") +
                  (zipf ? ", Zipf ids" : ", uniform ids") + ", " + std::to_string(static_cast<int64_t>(hit_rows)) +
                  " rows hit");
   state.counters["MB"] = bytes / 1e6;

@@ -5,6 +5,7 @@
 #include "kernels/activation.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/fp8.h"
+#include "kernels/transpose.h"
 
 namespace gpt::cpu {
 
@@ -78,10 +79,18 @@ void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scal
 // Exact fp32 accumulation whatever `accumulation` asks for: the reference the fast mode is measured against.
 void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
               const GemmArgs& args, Fp8Accumulation /*accumulation*/) {
-  const std::vector<float> af = widen_fp8(a8), bf = widen_fp8(b8);
-  Tensor a = Tensor::from_floats(af, a8.shape(), DType::f32);
-  Tensor b = Tensor::from_floats(bf, b8.shape(), DType::f32);
-  GemmArgs scaled = args;
+  // Both operands widened K-contiguous (A [M, K], B [N, K]) as the CUDA path feeds the tensor cores: the product
+  // then sums in one order whichever layout an operand is stored in, so a caller may keep a transposed copy of an
+  // operand (kernels/fp8_linear.h) and get the same bits.
+  auto k_contiguous = [](const Tensor& q, bool transposed) {
+    const Tensor wide = Tensor::from_floats(widen_fp8(q), q.shape(), DType::f32);
+    if (!transposed) return wide;
+    Tensor out = Tensor::empty({q.size(1), q.size(0)}, DType::f32);
+    cpu::transpose(wide, out);
+    return out;
+  };
+  const Tensor a = k_contiguous(a8, args.trans_a), b = k_contiguous(b8, !args.trans_b);
+  GemmArgs scaled{.trans_a = false, .trans_b = true, .alpha = args.alpha, .beta = args.beta};
   scaled.alpha = args.alpha * a_scale.data<float>()[0] * b_scale.data<float>()[0];
   if (c.dtype() == DType::f32) {
     cpu::gemm(a, b, c, scaled);

@@ -7,7 +7,7 @@
 #   gpu_build "$OUT/build.log" TARGET...   # build-cuda, whole project (SPEEDRUN_GPU_ONLY=OFF); no target: all
 #
 # Libraries: a GPU machine whose image has nvcc and CMake but not the Debian libraries of the build gets them from
-# .device-carry/debs, packed on a machine with a package registry by scripts/device-deps and copied along with the
+# .gpu-extras/debs, packed on a machine with a package registry by scripts/device-deps and copied along with the
 # checkout; scripts/device-env unpacks them into a private prefix. Without that folder the system's are used.
 
 # gpu_setup DEFAULT_OUT
@@ -17,7 +17,7 @@ gpu_setup() {
   mkdir -p "$OUT"
   # NVLink multicast stays off: shared hosts do not offer it.
   export NCCL_NVLS_ENABLE=0
-  if [[ -d .device-carry/debs ]]; then
+  if [[ -d .gpu-extras/debs ]]; then
     # shellcheck source=scripts/device-env
     source scripts/device-env
   fi
@@ -49,7 +49,7 @@ gpu_build() {
          cmake --build build-cuda -j "$(nproc)" ${1:+--target "$@"}; } > "$log" 2>&1; then
     grep -E -B2 -A8 'error|Could not find|CMake Error|No rule to make target' "$log" | head -60
     echo "BUILD FAILED (full log: $log). Missing libraries? Run scripts/device-deps where a package registry is"
-    echo "reachable and copy .device-carry/ along with the checkout."
+    echo "reachable and copy .gpu-extras/ along with the checkout."
     return 1
   fi
   echo "built in $((SECONDS - start)) s"

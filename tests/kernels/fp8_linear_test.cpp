@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/fp8.h"
 #include "kernels/fp8_linear.h"
 #include "kernels/gemm.h"
+#include "kernels/transpose.h"
 #include "tests/common/gradcheck.h"
 
 namespace gpt {
@@ -19,6 +21,34 @@ float value(const Tensor& scalar) { return static_cast<float>(scalar.to_doubles(
 // max |a − b| relative to max |b|, for products whose operands went through fp8.
 double rel_error(const Tensor& a, const Tensor& b) {
   return testing::max_relative_error(a.to_doubles(), b.to_doubles());
+}
+
+Tensor transposed(const Tensor& x) {
+  Tensor out = Tensor::empty({x.size(1), x.size(0)}, x.dtype());
+  transpose(x, out);
+  return out;
+}
+
+// Bit-for-bit equality of two tensors of one dtype and shape.
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+// The CPU FP8 GEMM sums in one order whatever the layout an operand is stored in, as the CUDA path (both operands
+// K-contiguous), so a stored transposed copy of an operand gives the same bits.
+TEST(Fp8Gemm, AnOperandStoredTransposedGivesTheSameBits) {
+  const int64_t m = 24, k = 48, n = 40;
+  Tensor a = Tensor::empty({m, k}, DType::e4m3), b = Tensor::empty({k, n}, DType::e4m3);
+  const Tensor one = Tensor::from_floats(std::vector<float>{1.0f}, {1}, DType::f32);
+  quantize_fp8(random_tensor({m, k}, DType::f32, 71, 40.0), one, a);
+  quantize_fp8(random_tensor({k, n}, DType::f32, 72, 40.0), one, b);
+  Tensor a_t = Tensor::empty({k, m}, DType::e4m3), b_t = Tensor::empty({n, k}, DType::e4m3);
+  quantize_fp8(transposed(random_tensor({m, k}, DType::f32, 71, 40.0)), one, a_t);
+  quantize_fp8(transposed(random_tensor({k, n}, DType::f32, 72, 40.0)), one, b_t);
+  Tensor c_plain = Tensor::empty({m, n}, DType::f32), c_stored_t = Tensor::empty({m, n}, DType::f32);
+  fp8_gemm(a, b, one, one, c_plain);
+  fp8_gemm(a_t, b_t, one, one, c_stored_t, {.trans_a = true, .trans_b = true});
+  EXPECT_TRUE(same_bits(c_plain, c_stored_t));
 }
 
 TEST(LmHeadFp8, ScalesFollowRecipe) {
@@ -78,6 +108,64 @@ TEST(LmHeadFp8, BackwardAccumulatesBothGradients) {
   Tensor dh_exact = dh0.to(DType::f32);
   gemm(dz, w.to(DType::f32), dh_exact, {.trans_b = true, .beta = 1.0f});
   EXPECT_LT(rel_error(dh, dh_exact), 0.15);
+}
+
+// The copy made once per optimizer step gives what quantizing lm_head in every forward gives, bit for bit.
+TEST(LmHeadFp8, ForwardFromTheCopyGivesTheBitsOfQuantizingPerCall) {
+  const int64_t rows = 16, d = 32, vocab = 48;
+  const Tensor h = random_tensor({rows, d}, DType::bf16, 81);
+  const Tensor w = random_tensor({d, vocab}, DType::bf16, 82, 0.005);
+  const LmHeadFp8Scales s = LmHeadFp8Scales::make(2);
+  Tensor x8 = Tensor::empty({rows, d}, DType::e4m3), w8 = Tensor::empty({d, vocab}, DType::e4m3);
+  Tensor z = Tensor::empty({rows, vocab}, DType::bf16);
+  lm_head_fp8_forward(h, w, s, x8, w8, z);
+  const LmHeadFp8Copy copy = lm_head_fp8_copy(w, s);
+  Tensor x8_copy = Tensor::empty({rows, d}, DType::e4m3), z_copy = Tensor::empty({rows, vocab}, DType::bf16);
+  lm_head_fp8_forward(h, copy, s, x8_copy, z_copy);
+  EXPECT_TRUE(same_bits(copy.w8, w8));
+  EXPECT_TRUE(same_bits(x8_copy, x8));
+  EXPECT_TRUE(same_bits(z_copy, z));
+  // w8_t holds w8's bytes transposed.
+  const auto* a = static_cast<const uint8_t*>(copy.w8.raw());
+  const auto* t = static_cast<const uint8_t*>(copy.w8_t.raw());
+  for (int64_t i = 0; i < d; ++i)
+    for (int64_t j = 0; j < vocab; ++j) ASSERT_EQ(t[j * d + i], a[i * vocab + j]) << i << ", " << j;
+  EXPECT_THROW(lm_head_fp8_forward(h, LmHeadFp8Copy{}, s, x8_copy, z_copy), Error);
+}
+
+// Copies made from the same weights and state give the per-call forward's bits (pre, post, out and the delayed
+// activation scale it leaves behind), in the first forward and in one that uses the delayed scale.
+TEST(MlpFp8, ForwardFromWeightCopiesGivesTheBitsOfQuantizingPerCall) {
+  const int64_t rows = 16, d = 32, hidden = 64;
+  const Tensor u = random_tensor({rows, d}, DType::bf16, 91);
+  const Tensor w1 = random_tensor({hidden, d}, DType::bf16, 92, 0.2);
+  const Tensor w2 = random_tensor({hidden, d}, DType::bf16, 93, 0.2);
+  MlpFp8State per_call = MlpFp8State::make(), copied = MlpFp8State::make();
+  mlp_fp8_refresh_w2_scale(w2, true, per_call);
+  mlp_fp8_refresh_w2_scale(w2, true, copied);
+  const MlpFp8Weights copies = mlp_fp8_weights(w1, w2, copied);
+  for (int pass = 0; pass < 2; ++pass) {
+    Tensor pre = Tensor::empty({rows, hidden}, DType::bf16), post = Tensor::empty({rows, hidden}, DType::bf16);
+    Tensor out = Tensor::empty({rows, d}, DType::bf16);
+    Tensor pre_c = Tensor::empty({rows, hidden}, DType::bf16), post_c = Tensor::empty({rows, hidden}, DType::bf16);
+    Tensor out_c = Tensor::empty({rows, d}, DType::bf16);
+    mlp_fp8_forward(u, w1, w2, per_call, pre, post, out);
+    mlp_fp8_forward(u, copies, copied, pre_c, post_c, out_c);
+    EXPECT_TRUE(same_bits(pre_c, pre)) << "pass " << pass;
+    EXPECT_TRUE(same_bits(post_c, post)) << "pass " << pass;
+    EXPECT_TRUE(same_bits(out_c, out)) << "pass " << pass;
+    EXPECT_TRUE(same_bits(copied.act_scale, per_call.act_scale)) << "pass " << pass;
+  }
+  // A copy made before the W2 scale changed no longer matches: the copies belong to one refresh.
+  std::vector<double> doubled = w2.to_doubles();
+  for (double& v : doubled) v *= 4.0;
+  const Tensor w2_big = Tensor::from_doubles(doubled, w2.shape(), DType::bf16);
+  mlp_fp8_refresh_w2_scale(w2_big, true, per_call);
+  Tensor pre = Tensor::empty({rows, hidden}, DType::bf16), post = Tensor::empty({rows, hidden}, DType::bf16);
+  Tensor out = Tensor::empty({rows, d}, DType::bf16), out_stale = Tensor::empty({rows, d}, DType::bf16);
+  mlp_fp8_forward(u, w1, w2_big, per_call, pre, post, out);
+  mlp_fp8_forward(u, copies, copied, pre, post, out_stale);
+  EXPECT_FALSE(same_bits(out_stale, out));
 }
 
 TEST(MlpFp8, RefreshBootstrapsThenUsesDelayedScale) {

@@ -120,5 +120,41 @@ TEST(ModelFp8, TrainingWithFp8StaysCloseToPlainProducts) {
   EXPECT_NEAR(fp8.model->train_forward_backward(mb, cfg8, tape) / l_plain, 1.0, 3e-2);
 }
 
+// §7: the FP8 forward reads the weight copies of the last refresh_fp8, so a refresh after a weight change gives
+// exactly what a model built with the new weights gives; without the refresh the old copies are read.
+TEST(ModelFp8, RefreshMakesTheCopiesOfTheCurrentWeights) {
+  const ModelDims dims = small_dims();
+  ModelWeights base = init_weights(dims, 64, DType::f64);
+  perturb_weights(base, 65);
+  ModelWeights other = init_weights(dims, 64, DType::f64);
+  perturb_weights(other, 66);
+  ModelHarness updated(convert_weights(base, DType::f32));
+  ModelHarness fresh(convert_weights(base, DType::f32));
+  ModelHarness source(convert_weights(other, DType::f32));
+  const Microbatch mb = make_microbatch({30, 19}, dims.vocab, 512, 0, 67);
+  StepConfig cfg = make_config(dims, 48, DType::f32, 5, 12, 0.3);
+  cfg.fp8_lm_head = cfg.fp8_mlp = true;
+  auto loss = [&](ModelHarness& m) {
+    Tape tape;
+    const double l = m.model->train_forward(mb, cfg, tape);
+    tape.clear();
+    return l;
+  };
+  updated.model->refresh_fp8(true);
+  const double before = loss(updated);
+  // An optimizer step in place: new values of the FP8 weights overwrite the parameters' storage.
+  for (const char* name : {"mlp_bank", "lm_head"}) {
+    updated.value(name).copy_from(source.value(name));
+    fresh.value(name).copy_from(source.value(name));
+  }
+  const double stale = loss(updated);
+  updated.model->refresh_fp8(true);
+  fresh.model->refresh_fp8(true);
+  const double refreshed = loss(updated);
+  EXPECT_EQ(refreshed, loss(fresh)) << "a refresh makes the copies of the current weights";
+  EXPECT_EQ(stale, before) << "between refreshes the forward reads the copies, not the weights";
+  EXPECT_NE(refreshed, before);
+}
+
 }  // namespace
 }  // namespace gpt::testing

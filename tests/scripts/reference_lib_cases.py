@@ -8,7 +8,7 @@ import unittest
 
 ROOT = sys.argv.pop(1) if len(sys.argv) > 1 else os.getcwd()
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from reference_lib import compare, reference_code, side_by_side  # noqa: E402
+from reference_lib import compare, fidelity_table, provenance, reference_code, side_by_side  # noqa: E402
 
 LOG = """run_id: a seed: 1
 step:0/10 val_loss:10.8250 train_time:0ms step_avg:0.00ms
@@ -111,29 +111,291 @@ class BrokenRows(unittest.TestCase):
         table.add("s0 (whole pair)", None, None, False, "error: 'after_even'")
         table.info("note", "skipped")
         self.assertEqual([r["tensor"] for r in table.broken()], ["s0 (whole pair)"])
-        self.assertEqual(table.counts(), (1, 2, 0))
+        self.assertEqual(table.counts(), (1, 2, 0, 0))
+
+
+def emitted(errors, selfs, fixed=None, zeros=None, k=4.0):
+    """The row Table.emit writes for synthetic draws (no torch: the errors are given)."""
+    table = compare.Table(k, 0.0, 2e-2)
+    zeros = zeros or [False] * len(errors)
+    table.emit("row", "l2", [{"err": e, "self": s, "zero": z, "worst": []} for e, s, z in zip(errors, selfs, zeros)],
+               fixed)
+    return table, table.rows[-1]
+
+
+class Judging(unittest.TestCase):
+    """Each draw against its own self-difference; a tolerance that all-zeros would pass is no pass."""
+
+    def test_a_tolerance_that_passes_all_zeros_is_uninformative(self):
+        # `step101 update scalars` on trained weights: self 0.60 gave a tolerance of 2.41, so our side all zeros
+        # (error 1) would have passed.
+        table, row = emitted([1.0, 1.0, 1.0], [0.0, 0.6, 0.43])
+        self.assertEqual(row["verdict"], "uninformative")
+        self.assertEqual(row["draw_verdicts"], ["uninformative"] * 3)  # draw 0 borrows the median, 4 · 0.43
+        self.assertIsNone(row["pass"])
+        self.assertEqual(table.counts(), (0, 0, 0, 1))
+
+    def test_half_the_size_of_the_compared_result_is_already_uninformative(self):
+        self.assertEqual(emitted([0.01], [0.125])[1]["verdict"], "uninformative")  # tolerance exactly 0.5
+        self.assertEqual(emitted([0.01], [0.124])[1]["verdict"], "pass")
+
+    def test_a_bad_draw_is_not_hidden_by_another_draws_self_difference(self):
+        # err 0.118 against its own self-difference 1.35e-3, the row's largest self-difference 0.118
+        table, row = emitted([0.118, 0.05, 2e-3], [1.35e-3, 0.118, 2e-3])
+        self.assertEqual(row["verdict"], "fail")
+        self.assertEqual(row["worst_draw"], 0)
+        self.assertEqual(row["draw_verdicts"], ["fail", "pass", "pass"])
+        self.assertAlmostEqual(row["tolerance"], 4 * 2e-3)
+
+    def test_the_floor_is_the_rows_measured_spread_not_a_constant(self):
+        # a 0.05% loss difference against a reference spread of 2e-5 (a fixed floor of 1e-3 passed it)
+        self.assertEqual(emitted([5e-4] * 3, [2e-5, 1e-5, 3e-5])[1]["verdict"], "fail")
+        self.assertEqual(emitted([5e-5] * 3, [2e-5, 1e-5, 3e-5])[1]["verdict"], "pass")
+
+    def test_a_draw_whose_f32_run_agreed_exactly_borrows_the_rows_median(self):
+        row = emitted([3e-3, 2e-3, 2e-3], [0.0, 1e-3, 1e-3])[1]
+        self.assertEqual(row["verdict"], "pass")
+        self.assertEqual(row["tolerances"], [4e-3, 4e-3, 4e-3])
+
+    def test_fixed_tolerances_and_zero_rows(self):
+        self.assertEqual(emitted([1e-2], [None], fixed=1e-3)[1]["verdict"], "fail")
+        self.assertEqual(emitted([2e-7], [None], fixed=1e-3)[1]["verdict"], "pass")
+        table, row = emitted([0.0, 0.0], [0.0, 0.0], zeros=[True, True])
+        self.assertEqual((row["verdict"], table.counts()), ("zero", (0, 0, 1, 0)))
+        # zero draws measure no spread: the live draw's own self-difference sets its tolerance
+        self.assertAlmostEqual(emitted([0.0, 0.01], [0.0, 0.01], zeros=[True, False])[1]["tolerance"], 0.04)
+
+
+def measured(name, errors, selfs, verdict=None, fixed=None):
+    """A JSON row as the check writes it for measured draws (judged by the current rule unless `verdict`)."""
+    row = {"tensor": name, "metric": "l2", "errors": errors, "self_differences": selfs,
+           "rel_err": max(errors), "note": "fixed tolerance" if fixed is not None else "", "tolerance": fixed}
+    j = compare.judge_draws(errors, selfs, 4.0, fixed)
+    row["verdict"] = verdict or j["verdict"]
+    row["pass"] = {"pass": True, "fail": False}.get(row["verdict"])
+    return row
 
 
 class MutationEvidence(unittest.TestCase):
-    """A mutation is shown only by a row that passes without it and fails with it."""
+    """A mutation is shown only by a row measured on the same draws as its baseline whose error moved beyond the
+    baseline's spread there; tied tensors count once."""
 
-    def rows(self, *entries):
-        return [{"tensor": n, "rel_err": e, "pass": ok} for n, e, ok in entries]
+    def evidence(self, mutated, baseline):
+        return compare.mutation_evidence(mutated, baseline, 4.0)
 
     def test_a_row_failing_without_the_mutation_is_no_evidence(self):
-        baseline = self.rows(("bank update", 0.05, False), ("loss", 1e-5, True))
-        mutated = self.rows(("bank update", 0.05, False), ("loss", 2e-5, True))
-        self.assertEqual(compare.mutation_evidence(mutated, baseline), ([], ["bank update"]))
+        baseline = [measured("bank update", [0.05], [1e-3]), measured("loss", [1e-5], [1e-5])]
+        mutated = [measured("bank update", [0.09], [1e-3]), measured("loss", [2e-5], [1e-5])]
+        e = self.evidence(mutated, baseline)
+        self.assertEqual((e["rows"], e["failing_anyway"]), ([], ["bank update"]))
 
-    def test_a_row_that_passed_and_now_fails_is_evidence(self):
-        baseline = self.rows(("bank update", 0.05, False), ("lm_head update", 2e-7, True), ("zeros", 0.0, None))
-        mutated = self.rows(("bank update", 0.05, False), ("lm_head update", 1e-2, False), ("zeros", 0.3, False))
-        self.assertEqual(compare.mutation_evidence(mutated, baseline),
-                         (["lm_head update", "zeros"], ["bank update"]))
+    def test_an_error_that_did_not_move_is_no_evidence(self):
+        # the baseline row passed on a maximum over draws but its draw 0 is the same error, measured the same way
+        baseline = [measured("s0 step1 update ve_gate_bank", [0.118, 0.05, 0.04], [1.35e-3, 0.118, 0.1],
+                             verdict="pass")]
+        mutated = [measured("s0 step1 update ve_gate_bank", [0.118], [1.35e-3])]
+        self.assertEqual(mutated[0]["verdict"], "fail")
+        self.assertEqual(self.evidence(mutated, baseline)["rows"], [])
+
+    def test_a_move_within_the_baselines_spread_is_no_evidence(self):
+        baseline = [measured("grad x", [0.010], [5e-3])]  # tolerance 0.02
+        mutated = [measured("grad x", [0.025], [5e-3])]  # fails now, but moved by 0.015 < 0.02
+        self.assertEqual(mutated[0]["verdict"], "fail")
+        self.assertEqual(self.evidence(mutated, baseline)["rows"], [])
+        mutated = [measured("grad x", [0.035], [5e-3])]  # moved by 0.025
+        self.assertEqual(self.evidence(mutated, baseline)["rows"], ["grad x"])
+
+    def test_a_row_missing_from_the_baseline_is_no_evidence(self):
+        e = self.evidence([measured("grad y", [0.5], [1e-3])], [measured("grad x", [1e-3], [1e-3])])
+        self.assertEqual((e["rows"], e["unmatched"]), ([], ["grad y"]))
+
+    def test_an_uninformative_baseline_draw_is_no_evidence(self):
+        baseline = [measured("update scalars", [3e-7, 3e-7], [0.6, 0.43])]
+        self.assertEqual(baseline[0]["verdict"], "uninformative")
+        self.assertEqual(self.evidence([measured("update scalars", [3.0, 3.0], [0.6, 0.43])], baseline)["rows"], [])
+
+    def test_only_the_draws_both_checks_measured_are_compared(self):
+        # a one-draw mutated export against a three-draw baseline: draw 0 is the same microbatch in both
+        baseline = [measured("grad x", [1e-3, 0.03, 0.03], [1e-3, 1e-3, 1e-3], verdict="fail")]
+        mutated = [measured("grad x", [0.02], [1e-3])]
+        e = self.evidence(mutated, baseline)
+        self.assertEqual(e["rows"], ["grad x"])
+        self.assertEqual(e["draws"], {"grad x": [0]})
+        # a failure of a draw only the baseline measured does not make the shared draw's failure "failing anyway"
+        e = self.evidence([measured("grad x", [0.0015], [1e-4])], baseline)
+        self.assertEqual((e["rows"], e["failing_anyway"], e["unmoved"]), ([], [], ["grad x"]))
+
+    def test_tied_tensors_count_once(self):
+        base = [measured(f"s0 step1 update {t}, our gradients", [2e-7], [None], fixed=1e-3)
+                for t in ("embed.weight", "lm_head.weight")]
+        mut = [measured(f"s0 step1 update {t}, our gradients", [1e-2], [None], fixed=1e-3)
+               for t in ("embed.weight", "lm_head.weight")]
+        e = self.evidence(mut, base)
+        self.assertEqual(len(e["rows"]), 2)
+        self.assertEqual(e["tensors"], ["s0 step1 update lm_head.weight/embed.weight, our gradients"])
 
     def test_rows_that_could_not_be_compared_are_neither(self):
-        mutated = self.rows(("s0 (whole pair)", None, False))
-        self.assertEqual(compare.mutation_evidence(mutated, []), ([], []))
+        e = self.evidence([{"tensor": "s0 (whole pair)", "rel_err": None, "pass": False}], [])
+        self.assertEqual((e["rows"], e["failing_anyway"], e["unmatched"]), ([], [], []))
+
+
+FIDELITY = os.path.join(ROOT, "results", "fidelity")
+
+
+def recorded(name):
+    with open(os.path.join(FIDELITY, name)) as f:
+        return json.load(f)
+
+
+class RecordedChecks(unittest.TestCase):
+    """The recorded checks of results/fidelity/ under today's rules."""
+    trained = "2026-12-07-h100-7ff81d6-reference-check-trained.json"
+
+    def test_the_trained_pair_rows_that_passed_all_zeros_are_uninformative(self):
+        r = compare.rejudge_report(recorded(self.trained))
+        self.assertEqual(r["recorded"], (114, 1, 17))
+        self.assertEqual(r["counts"], (101, 3, 17, 11))  # pass, fail, zero, uninformative
+        uninformative = {row["tensor"] for row in r["rows"] if row.get("verdict") == "uninformative"}
+        for name in ("step101 update scalars", "step101 update post_lambdas", "step101 update mudd_gate_b2",
+                     "step101 update mudd_w1", "grad _mudd_gate_scale"):
+            self.assertIn(f"s100 {name}", uninformative)
+        self.assertTrue(all(max(row["tolerances"]) >= compare.UNINFORMATIVE
+                            for row in r["rows"] if row.get("verdict") == "uninformative"))
+
+    def test_the_loss_rows_are_held_to_the_references_spread(self):
+        rows = {row["tensor"]: row for row in compare.rejudge_report(recorded(self.trained))["rows"]}
+        loss = rows["s100 train loss"]
+        self.assertEqual(loss["draw_verdicts"], ["pass", "fail", "pass"])  # 1.2e-4 against 4 · 2.1e-5
+        self.assertLess(max(loss["tolerances"]), 4e-4)  # was 1e-3
+        self.assertEqual(rows["s100 train loss, FP8 lm_head (reference kernel)"]["verdict"], "fail")
+
+    def test_the_adam_lr_mutation_is_detected_by_one_tensor(self):
+        mutated = recorded("2026-12-06-h100-6a818ab-mutation-adam-lr.json")
+        baseline = recorded("2026-12-06-h100-6a818ab-reference-check.json")
+        e = compare.mutation_evidence(mutated["rows"], baseline["rows"], 4.0)
+        self.assertEqual(e["tensors"], ["s0 step1 update lm_head.weight/embed.weight, our gradients"])
+        self.assertNotIn("s0 step1 update ve_gate_bank", e["rows"])
+
+    def test_a_mutated_check_finds_its_baseline(self):
+        names = [n for n in os.listdir(FIDELITY) if n.endswith(".json") and "side-by-side" not in n]
+        candidates = {n: recorded(n) for n in names}
+        self.assertEqual(compare.find_baseline(candidates["2026-12-07-h100-7ff81d6-mutation-attention-x1.05.json"],
+                                               candidates), self.trained)
+        self.assertEqual(compare.find_baseline(candidates["2026-12-06-h100-6a818ab-mutation-adam-lr.json"],
+                                               candidates), "2026-12-06-h100-6a818ab-reference-check.json")
+        other_code = dict(candidates[self.trained], git_commit="0000000")
+        self.assertIsNone(compare.find_baseline(other_code | {"mutation": {"kind": "x"}}, {self.trained:
+                                                                                           candidates[self.trained]}))
+
+    def test_the_rejudge_command(self):
+        script = os.path.join(ROOT, "scripts", "reference-check")
+        for name, expected in ((self.trained, 1), ("2026-12-06-h100-6a818ab-mutation-adam-lr.json", 0),
+                               ("2026-12-07-h100-7ff81d6-mutation-attention-x1.05.json", 0)):
+            r = subprocess.run([sys.executable, script, "--rejudge", os.path.join(FIDELITY, name)],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, expected, name + r.stdout + r.stderr)
+        r = subprocess.run([sys.executable, script, "--rejudge", os.path.join(FIDELITY, self.trained)],
+                           capture_output=True, text=True)
+        self.assertIn("re-judged 101 pass, 3 fail, 11 uninformative, 17 zero", r.stdout)
+        r = subprocess.run([sys.executable, script, "--rejudge", os.path.join(ROOT, "README.md")],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+
+
+def git(root, *args):
+    return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True)
+
+
+def in_git_checkout():
+    return git(ROOT, "rev-parse", "--git-dir").returncode == 0
+
+
+class Provenance(unittest.TestCase):
+    """Every fidelity JSON is produced by the code at the commit it names."""
+
+    def scratch_checkout(self):
+        d = tempfile.mkdtemp()
+        os.makedirs(os.path.join(d, provenance.CHECK_LIBRARY))
+        for p in provenance.CHECK_SCRIPTS + (f"{provenance.CHECK_LIBRARY}/compare.py",):
+            with open(os.path.join(d, p), "w") as f:
+                f.write(f"# {p}\n")
+        return d
+
+    def test_the_check_names_its_commit_and_the_exports(self):
+        d = self.scratch_checkout()
+        with self.assertRaisesRegex(provenance.ProvenanceError, "SPEEDRUN_REVISION"):
+            provenance.check_provenance(d, {}, "7ff81d6")
+        with self.assertRaisesRegex(provenance.ProvenanceError, "built at 6a818ab, this check's code is 7ff81d6"):
+            provenance.check_provenance(d, {"SPEEDRUN_REVISION": "7ff81d62dd34"}, "6a818ab")
+        origin = provenance.check_provenance(d, {"SPEEDRUN_REVISION": "7ff81d6"}, "7ff81d62dd3487a8b5ca18")
+        self.assertEqual(origin["check_revision"], "7ff81d6")
+        self.assertEqual(origin["check_code"], provenance.digest(provenance.check_files(d)))
+        self.assertFalse(provenance.same_commit("7ff81d6", "7ff81d7"))
+        self.assertFalse(provenance.same_commit("7ff", "7ff81d6"))  # too short to name a commit
+
+    def test_the_digest_at_a_commit_is_the_trees_until_a_script_changes(self):
+        d = self.scratch_checkout()
+        for args in (("init", "-q"), ("add", "-A"),
+                     ("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")):
+            if git(d, *args).returncode != 0:
+                self.skipTest("git cannot commit here")
+        self.assertEqual(provenance.revision(d, {}), git(d, "rev-parse", "HEAD").stdout.strip())
+        at_head = provenance.digest(provenance.check_files_at(d, "HEAD"))
+        self.assertEqual(at_head, provenance.digest(provenance.check_files(d)))
+        with open(os.path.join(d, provenance.CHECK_LIBRARY, "compare.py"), "a") as f:
+            f.write("UNINFORMATIVE = 2.0\n")
+        self.assertNotEqual(at_head, provenance.digest(provenance.check_files(d)))
+        self.assertIsNone(provenance.revision(d, {}))  # an uncommitted change: no commit names this code
+
+    def test_every_recorded_json_names_a_commit_of_this_repository(self):
+        if not in_git_checkout():
+            self.skipTest("no .git: a copied tree")
+        for name in sorted(os.listdir(FIDELITY)):
+            if not name.endswith(".json"):
+                continue
+            report = recorded(name)
+            commit = report.get("git_commit")
+            self.assertTrue(commit, f"{name}: names no commit")
+            self.assertEqual(git(ROOT, "cat-file", "-e", f"{commit}^{{commit}}").returncode, 0,
+                             f"{name}: {commit} is no commit of this repository")
+            self.assertIn(commit[:7], name, f"{name}: the file name carries its commit")
+            if report.get("check_code"):
+                at = provenance.digest(provenance.check_files_at(ROOT, report["check_revision"]))
+                self.assertEqual(report["check_code"], at, f"{name}: the check's scripts differ from {commit}'s")
+
+
+class FidelityTable(unittest.TestCase):
+    """results/fidelity/README.md's table is the one scripts/fidelity-table generates from the JSONs."""
+    script = os.path.join(ROOT, "scripts", "fidelity-table")
+
+    def run_table(self, *args):
+        return subprocess.run([sys.executable, self.script, *args], capture_output=True, text=True)
+
+    def test_the_readme_table_is_the_generated_one(self):
+        r = self.run_table("--check")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_a_changed_measurement_changes_the_table(self):
+        d = tempfile.mkdtemp()
+        name = "2026-12-07-h100-7ff81d6-reference-check-trained.json"
+        report = recorded(name)
+        loss = next(r for r in report["rows"] if r["tensor"] == "s100 train loss")
+        loss["errors"] = [1e-6, 1e-6, 1e-6]
+        with open(os.path.join(d, name), "w") as f:
+            json.dump(report, f)
+        readme = os.path.join(d, "README.md")
+        with open(readme, "w") as f:
+            f.write(f"# x\n{fidelity_table.BEGIN}\n| stale |\n{fidelity_table.END}\nprose\n")
+        self.assertEqual(self.run_table("--check", readme).returncode, 1)
+        self.assertEqual(self.run_table("--write", readme).returncode, 0)
+        self.assertEqual(self.run_table("--check", readme).returncode, 0)
+        with open(readme) as f:
+            text = f.read()
+        self.assertIn("| 114 / 1 / 17 | 102 / 2 / 11 / 17 |", text)  # the loss row passes with its errors changed
+        self.assertTrue(text.endswith(f"{fidelity_table.END}\nprose\n"))
+        with open(readme, "w") as f:
+            f.write("# no markers\n")
+        self.assertEqual(self.run_table("--check", readme).returncode, 2)
 
 
 class BankBlocks(unittest.TestCase):
@@ -184,6 +446,22 @@ class Baseline(unittest.TestCase):
         self.assertIn("recipe 'tiny'", self.error(self.write({"rows": [], "recipe": "tiny", "steps": [{"step": 0}]})))
         self.assertIn("no pair at step(s) [0]", self.error(self.write(
             {"rows": [], "recipe": "head", "steps": [{"step": 424}]})))
+
+    def test_the_baseline_measured_the_same_draws(self):
+        # a one-microbatch mutation judged against a three-microbatch check compares rows of other tolerances
+        manifest = {"recipe": "head", "steps": [{"step": 0, "weights": {"source": "initial"},
+                                                 "microbatches": [{}]}]}
+        path = self.write({"rows": [], "recipe": "head", "mutation": None,
+                           "steps": [{"step": 0, "weights": {"source": "initial"}, "microbatches": 3}]})
+        with self.assertRaises(ValueError) as e:
+            load_reference_check().read_baseline(path, manifest)
+        self.assertIn("pair 0: 3 microbatch(es), the export 1", str(e.exception))
+        trained = {"source": "checkpoint", "file": "a.ckpt", "trained_steps": 100}
+        path = self.write({"rows": [], "recipe": "head", "mutation": None,
+                           "steps": [{"step": 0, "weights": trained, "microbatches": 1}]})
+        with self.assertRaises(ValueError) as e:
+            load_reference_check().read_baseline(path, manifest)
+        self.assertIn("pair 0: other starting weights", str(e.exception))
 
     def test_a_matching_baseline_is_read(self):
         path = self.write({"rows": [{"tensor": "x", "pass": True}], "recipe": "head", "mutation": None,

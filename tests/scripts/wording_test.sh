@@ -42,7 +42,7 @@ expect_fail README.md "Measured in the eleventh ${w_ses}." "history of the work"
 expect_fail results/PERFORMANCE.md "No GPU was ${w_lent} this ${w_ses}." "history of the work"
 expect_fail scripts/gpu-x "# Four start ${w_att} were refused; 1,680 s of device ${w_time}." "history of the work"
 expect_fail scripts/gpu-x "# Device machine: ${w_run}\"scripts/gpu-x\")" "remote tool syntax"
-expect_fail docs/gpu.md "copy it with ${w_carry}\".device-carry\"]" "remote tool syntax"
+expect_fail docs/gpu.md "copy it with ${w_carry}\".gpu-extras\"]" "remote tool syntax"
 expect_fail docs/gpu.md "one device ${w_call} per row" "history of the work"
 
 # Facts that look alike.

@@ -1,20 +1,23 @@
-// train_step_bench: one full training step of the `head` model on one GPU (RECIPE §1.3: 8 microbatches of T
-// tokens, forward + backward + optimizer step), timed with CUDA events. The step is the run's own: the model,
-// optimizer and tail average a one-rank run of `head` builds, driven by the step runner (trainer/step/
-// step_runner.h: schedule, gradients_final overlap, loss reduction, optimizer step, §7.2 FP8 refresh).
+// train_step_bench: one full training step of a recipe's model on one GPU (RECIPE §1.3: the recipe's microbatches
+// of T tokens, forward + backward + optimizer step), timed with CUDA events. The step is the run's own: the model
+// (make_gpt_model), optimizer and tail average a one-rank run of the recipe builds, driven by the step runner
+// (trainer/step/step_runner.h: schedule, gradients_final overlap, loss reduction, optimizer step, §7.2 FP8 refresh).
 //
-//   train_step_bench [--steps N] [--warmup N] [--json FILE] [--only stage0,stage1,stage2] [--fp8 on|off|both]
-//                    [--data DIR] [--cu-rows-multiplier N]
+//   train_step_bench [--recipe NAME|FILE] [--steps N] [--warmup N] [--json FILE] [--only stage0,stage2,...]
+//                    [--fp8 on|off|both] [--data DIR] [--cu-rows-multiplier N]
 //
-// Shapes: stage 2 of the record recipe (T = 49,152, windows 640/1408 tokens, MTP [1]), stage 1 (T = 32,768,
-// windows 384/896, MTP [1, 0.5]) and stage 0 (T = 16,384, windows 128/384, MTP [1, 0.5, 0.25]); by default stage 2
-// and stage 0. Data: synthetic token ids with a BOS roughly every 700 tokens, or with --data the first call of the
-// train loader over DIR's train shards (real documents: real segment lengths for attention, real bigram rows).
+// Shapes: one per scheduled stage of the recipe (trainer/bench/step_bench_shapes.h); for `head` stage 2 (T = 49,152,
+// windows 640/1408 tokens, MTP [1]), stage 1 (T = 32,768, windows 384/896, MTP [1, 0.5]) and stage 0 (T = 16,384,
+// windows 128/384, MTP [1, 0.5, 0.25]); by default the last scheduled stage and stage 0. `--recipe ext` times the
+// §S step (n-gram table, sampled softmax, tail average as its schedule sets them). Data: synthetic token ids with a
+// BOS roughly every 700 tokens, or with --data the first call of the train loader over DIR's train shards (real
+// documents: real segment lengths for attention, real bigram and n-gram rows).
 // FP8: "on" is the recipe (§7.1 lm_head and §7.2 MLP products), "off" bf16 GEMMs.
 // Reports ms/step, tokens/s, model TFLOP/s from the §10.2 counter (kernels/flops.h), MFU against the 989 TFLOP/s
 // dense bf16 datasheet figure and against this run's measured cuBLASLt 8192³ bf16 rate, per-phase times (forward,
 // backward, optimizer; summed over the step's microbatches), peak memory (caching allocator statistics) and each
-// step's mean training loss (as the run logs it).
+// step's mean training loss (as the run logs it). Rows are named BM_TrainStep/<stage>/... for `head` (the
+// history's names) and BM_TrainStep/<recipe>/<stage>/... for any other recipe.
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +33,7 @@
 #ifdef SPEEDRUN_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "base/utc_time.h"
@@ -44,6 +48,8 @@
 #include "trainer/optim/tail_average.h"
 #include "trainer/recipe/recipe.h"
 #include "trainer/gpt/gpt_trainable.h"
+#include "trainer/bench/step_bench_shapes.h"
+#include "trainer/run/training_run.h"
 #include "trainer/schedule/schedule.h"
 #include "trainer/step/step_runner.h"
 
@@ -53,18 +59,14 @@ namespace {
 constexpr double kDatasheetBf16TflopS = 989.0;  // H100/H200 SXM dense bf16
 
 struct Options {
+  std::string recipe = "head";
   int steps = 6;
   int warmup = 2;
   std::string json_path;
-  std::vector<std::string> only;  // empty: stage2 and stage0
+  std::vector<std::string> only;  // empty: the last scheduled stage and stage 0
   std::string fp8 = "both";       // on | off | both
   std::string data_dir;           // empty: synthetic microbatches
   int cu_rows_multiplier = 1;     // schedule.cu_rows_multiplier (4 for the proxy corpus's shorter documents)
-};
-
-struct BenchShape {
-  std::string name;
-  int64_t schedule_step;  // a step of the `head` schedule inside the stage (windows, MTP, prefix weight)
 };
 
 // Synthetic microbatch: documents of 300..1100 tokens (mean 700) starting with BOS, ids uniform in [0, V).
@@ -136,46 +138,56 @@ struct StepTimes {
   double step_ms = 0, forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
 };
 
-// What a run of the `head` recipe builds for one rank (TrainingRun's make_model at W = 1, the optimizer, the tail
+// What a one-rank run of the recipe builds (TrainingRun's make_gpt_model at W = 1, the optimizer, the tail
 // average), driven by the run's own step runner: the bench times the step the run executes.
-struct HeadRun {
+struct RecipeRun {
   Recipe recipe;
   Schedule schedule;
   std::unique_ptr<Comm> comm = make_single_rank_comm();
-  GptTrainable model;
+  std::unique_ptr<GptTrainable> model;
   Optimizer optimizer;
   TailAverage tail;
   StepRunner runner;
 
-  explicit HeadRun(Recipe head)
-      : recipe(std::move(head)),
+  explicit RecipeRun(Recipe r)
+      : recipe(std::move(r)),
         schedule(recipe),
-        model(recipe, 1, recipe.slices_per_call, DType::bf16, Device::cuda, comm.get()),
-        optimizer(model.parameters(), recipe, *comm),
-        tail(model.parameters(), recipe, *comm),
-        runner(model, optimizer, tail, *comm, Device::cuda, schedule.total_steps()) {
-    if (model.uses_prefix_table()) {
+        model(make_gpt_model(recipe, run_options(), *comm)),
+        optimizer(model->parameters(), recipe, *comm),
+        tail(model->parameters(), recipe, *comm),
+        runner(*model, optimizer, tail, *comm, Device::cuda, schedule.total_steps()) {
+    if (model->uses_prefix_table()) {
       // A prefix table of valid token ids (the real one maps tokens to their longest proper prefix token, §3.2).
       std::vector<int64_t> prefix(static_cast<size_t>(recipe.model.vocab_size));
       std::mt19937_64 rng(5);
       for (int64_t& p : prefix) p = static_cast<int64_t>(rng() % 50257);
-      model.set_prefix_table(prefix);
+      model->set_prefix_table(prefix);
     }
+  }
+
+  static RunOptions run_options() {
+    RunOptions o;
+    o.backend = "cuda";
+    o.seed = 1;
+    o.world_size = 1;
+    return o;
   }
 };
 
+// The recipe with the bench's overrides for one row.
+Recipe bench_recipe(const Options& options, bool fp8) {
+  return load_recipe(options.recipe, {"schedule.cu_rows_multiplier=" + std::to_string(options.cu_rows_multiplier),
+                                      fp8 ? "fp8=true" : "fp8=false"});
+}
+
 class Bench {
  public:
-  explicit Bench(const Options& options) : cu_rows_multiplier_(options.cu_rows_multiplier) {}
-
-  nlohmann::json run(const BenchShape& shape, bool fp8, const Options& options, double gemm_tflops) {
+  nlohmann::json run(const StepBenchShape& shape, bool fp8, const Options& options, double gemm_tflops) {
     // A fresh model per row, from the seeded initial state, with the recipe's FP8 switch set for the row.
     run_.reset();
-    const std::vector<std::string> overrides = {
-        "schedule.cu_rows_multiplier=" + std::to_string(cu_rows_multiplier_), fp8 ? "fp8=true" : "fp8=false"};
-    run_ = std::make_unique<HeadRun>(load_recipe("head", overrides));
+    run_ = std::make_unique<RecipeRun>(bench_recipe(options, fp8));
     const ModelDims dims = model_dims(run_->recipe.model, 1);
-    std::printf("initialised the head model (%lld parameters) on the GPU\n",
+    std::printf("initialised the %s model (%lld parameters) on the GPU\n", run_->recipe.name.c_str(),
                 static_cast<long long>(total_parameter_count(dims)));
     // Alternate an even and an odd step: NorMuon runs every step, Adam on odd steps (§4.1).
     const StepSchedule s = run_->schedule.at(shape.schedule_step);
@@ -239,12 +251,11 @@ class Bench {
     return loader.next(call_shape(s));
   }
 
-  static nlohmann::json report(const BenchShape& shape, bool fp8, const StepSchedule& s, const ModelDims& dims,
+  static nlohmann::json report(const StepBenchShape& shape, bool fp8, const StepSchedule& s, const ModelDims& dims,
                                int microbatch_count, const std::vector<StepTimes>& times,
                                const std::vector<double>& losses, const MemoryStats& mem, double gemm_tflops);
 
-  int cu_rows_multiplier_ = 1;
-  std::unique_ptr<HeadRun> run_;
+  std::unique_ptr<RecipeRun> run_;
 };
 
 nlohmann::json samples_json(const std::vector<StepTimes>& times) {
@@ -256,7 +267,7 @@ nlohmann::json samples_json(const std::vector<StepTimes>& times) {
   return out;
 }
 
-nlohmann::json Bench::report(const BenchShape& shape, bool fp8, const StepSchedule& s, const ModelDims& dims,
+nlohmann::json Bench::report(const StepBenchShape& shape, bool fp8, const StepSchedule& s, const ModelDims& dims,
                              int microbatch_count, const std::vector<StepTimes>& times,
                              const std::vector<double>& losses, const MemoryStats& mem, double gemm_tflops) {
   const int64_t tokens = s.slice_tokens;
@@ -278,6 +289,7 @@ nlohmann::json Bench::report(const BenchShape& shape, bool fp8, const StepSchedu
   constexpr double kMiB = 1024.0 * 1024.0;
   nlohmann::json j = {
       {"shape", shape.name},
+      {"schedule_step", shape.schedule_step},
       {"fp8", fp8},
       {"slice_tokens", tokens},
       {"microbatches", microbatch_count},
@@ -314,12 +326,15 @@ nlohmann::json Bench::report(const BenchShape& shape, bool fp8, const StepSchedu
 }
 
 // Google Benchmark's JSON layout, so that `harness nightly --ingest` stores the step like any kernel benchmark:
-// one iteration entry per timed step and phase, named BM_TrainStep/<stage>/fp8:<on|off>/data:<kind>[/phase].
-nlohmann::json google_benchmark_entries(const nlohmann::json& row, const std::string& data_kind) {
+// one iteration entry per timed step and phase, named BM_TrainStep/[<recipe>/]<stage>/fp8:<on|off>/data:<kind>
+// [/phase] (no recipe part for `head`, whose rows keep the history's names).
+nlohmann::json google_benchmark_entries(const nlohmann::json& row, const std::string& recipe,
+                                        const std::string& data_kind) {
   nlohmann::json entries = nlohmann::json::array();
   if (!row.contains("samples")) return entries;  // a failed row
-  const std::string base = "BM_TrainStep/" + row.at("shape").get<std::string>() + "/fp8:" +
-                           (row.at("fp8").get<bool>() ? "on" : "off") + "/data:" + data_kind;
+  const std::string base = "BM_TrainStep/" + (recipe == "head" ? "" : recipe + "/") +
+                           row.at("shape").get<std::string>() + "/fp8:" + (row.at("fp8").get<bool>() ? "on" : "off") +
+                           "/data:" + data_kind;
   for (const auto& [suffix, field] : {std::pair{"", "step_ms"}, {"/forward", "forward_ms"},
                                       {"/backward", "backward_ms"}, {"/optimizer", "optimizer_ms"}}) {
     for (const nlohmann::json& sample : row.at("samples")) {
@@ -331,43 +346,49 @@ nlohmann::json google_benchmark_entries(const nlohmann::json& row, const std::st
   return entries;
 }
 
+// The rows to time: --only's stages (each must be one of the recipe's), else the last scheduled stage and stage 0.
+std::vector<StepBenchShape> wanted_shapes(const Options& options) {
+  const std::vector<StepBenchShape> all = step_bench_shapes(Schedule(bench_recipe(options, true)));
+  GPT_CHECK(!all.empty(), "train_step_bench: recipe '", options.recipe, "' has no stage to time");
+  std::vector<std::string> names = options.only;
+  if (names.empty()) {
+    names = {all.back().name};
+    if (all.size() > 1) names.push_back(all.front().name);
+  }
+  std::vector<StepBenchShape> shapes;
+  for (const std::string& name : names) {
+    const auto it = std::find_if(all.begin(), all.end(), [&](const StepBenchShape& s) { return s.name == name; });
+    if (it == all.end()) {
+      std::string known;
+      for (const StepBenchShape& s : all) known += (known.empty() ? "" : ", ") + s.name;
+      GPT_FAIL("train_step_bench: --only ", name, ": recipe '", options.recipe, "' has the stages ", known);
+    }
+    shapes.push_back(*it);
+  }
+  return shapes;
+}
+
+// Flags through CLI11; exits like every program of the project on --help (0) and bad usage (2).
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      GPT_CHECK(i + 1 < argc, "train_step_bench: ", a, " needs a value");
-      return argv[++i];
-    };
-    if (a == "--steps") {
-      o.steps = std::stoi(value());
-    } else if (a == "--warmup") {
-      o.warmup = std::stoi(value());
-    } else if (a == "--json") {
-      o.json_path = value();
-    } else if (a == "--only") {
-      std::string list = value();
-      for (size_t start = 0; start <= list.size();) {
-        const size_t comma = std::min(list.find(',', start), list.size());
-        o.only.push_back(list.substr(start, comma - start));
-        GPT_CHECK(o.only.back() == "stage0" || o.only.back() == "stage1" || o.only.back() == "stage2",
-                  "train_step_bench: --only expects a comma-separated list of stage0, stage1, stage2; got '", list, "'");
-        start = comma + 1;
-      }
-    } else if (a == "--data") {
-      o.data_dir = value();
-    } else if (a == "--cu-rows-multiplier") {
-      o.cu_rows_multiplier = std::stoi(value());
-    } else if (a == "--fp8") {
-      o.fp8 = value();
-      GPT_CHECK(o.fp8 == "on" || o.fp8 == "off" || o.fp8 == "both", "train_step_bench: --fp8 expects on, off or both");
-    } else {
-      GPT_FAIL("train_step_bench: unknown argument '", a,
-               "' (usage: [--steps N] [--warmup N] [--json FILE] [--only stage0,stage1,stage2] [--fp8 on|off|both] "
-               "[--data DIR] [--cu-rows-multiplier N])");
-    }
+  CLI::App app{"train_step_bench: one training step of a recipe's model on one GPU, timed with CUDA events"};
+  app.add_option("--recipe", o.recipe, "recipe NAME|FILE whose step is timed")->capture_default_str();
+  app.add_option("--steps", o.steps, "timed steps per row")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--warmup", o.warmup, "untimed steps before them")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--json", o.json_path, "write the rows as Google Benchmark JSON to FILE");
+  app.add_option("--only", o.only, "stages to time, comma-separated (stage0, stage1, ...)")->delimiter(',');
+  app.add_option("--fp8", o.fp8, "FP8 products (the recipe's §7) on, off or both rows")
+      ->check(CLI::IsMember({"on", "off", "both"}))
+      ->capture_default_str();
+  app.add_option("--data", o.data_dir, "train shards of DIR instead of synthetic ids");
+  app.add_option("--cu-rows-multiplier", o.cu_rows_multiplier, "schedule.cu_rows_multiplier of the rows")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
-  GPT_CHECK(o.steps >= 1 && o.warmup >= 0, "train_step_bench: --steps must be >= 1 and --warmup >= 0");
   return o;
 }
 
@@ -382,17 +403,10 @@ int main(int argc, char** argv) {
     const cudaDeviceProp& prop = cuda::device_properties();
     const double gemm_tflops = measured_gemm_tflops();
     std::printf("device: %s; cuBLASLt bf16 8192^3: %.1f TFLOP/s\n", prop.name, gemm_tflops);
-    Bench bench(options);
-    // Steps of the `head` schedule: 300/301 lie in stage 0 (steps 0-422), 600/601 in stage 1 (423-846), 1000/1001
-    // in stage 2 (847-1269, after the lm_head split).
-    const std::vector<BenchShape> all = {{"stage2", 1000}, {"stage1", 600}, {"stage0", 300}};
-    const std::vector<std::string> wanted = options.only.empty() ? std::vector<std::string>{"stage2", "stage0"} : options.only;
-    std::vector<BenchShape> shapes;
-    for (const BenchShape& shape : all) {
-      if (std::find(wanted.begin(), wanted.end(), shape.name) != wanted.end()) shapes.push_back(shape);
-    }
+    const std::vector<StepBenchShape> shapes = wanted_shapes(options);
+    Bench bench;
     nlohmann::json results = nlohmann::json::array();
-    for (const BenchShape& shape : shapes) {
+    for (const StepBenchShape& shape : shapes) {
       for (bool fp8 : {true, false}) {
         if ((fp8 && options.fp8 == "off") || (!fp8 && options.fp8 == "on")) continue;
         try {
@@ -410,9 +424,12 @@ int main(int argc, char** argv) {
     ::gethostname(host, sizeof host - 1);
     const BuildInfo& build = build_info();
     const std::string data_kind = options.data_dir.empty() ? "synthetic" : "loader";
+    const std::string recipe_name = bench_recipe(options, true).name;
     nlohmann::json benchmarks = nlohmann::json::array();
     for (const nlohmann::json& row : results) {
-      for (nlohmann::json& entry : google_benchmark_entries(row, data_kind)) benchmarks.push_back(std::move(entry));
+      for (nlohmann::json& entry : google_benchmark_entries(row, recipe_name, data_kind)) {
+        benchmarks.push_back(std::move(entry));
+      }
     }
     // `context` and `benchmarks` follow Google Benchmark's JSON; `results` keeps the full rows.
     nlohmann::json doc = {{"context",
@@ -424,6 +441,7 @@ int main(int argc, char** argv) {
                             {"cuda_driver_version", driver},
                             {"build_type", build.build_type}}},
                           {"device", prop.name},
+                          {"recipe", recipe_name},
                           {"data", options.data_dir.empty() ? "synthetic" : options.data_dir},
                           {"measured_gemm_bf16_tflop_s", gemm_tflops},
                           {"datasheet_bf16_tflop_s", kDatasheetBf16TflopS},

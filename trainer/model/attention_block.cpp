@@ -70,7 +70,9 @@ Var mlp_sublayer(Forward& f, int layer, Var x) {
   Var w1 = f.rows(f.p.mlp_bank, d, 2 * layer * hidden, (2 * layer + 1) * hidden);
   Var w2 = f.rows(f.p.mlp_bank, d, (2 * layer + 1) * hidden, (2 * layer + 2) * hidden);
   MlpFp8State* fp8 = f.mlp_fp8 != nullptr ? &(*f.mlp_fp8)[static_cast<size_t>(layer)] : nullptr;
-  return taped::mlp(f.tape, taped::rmsnorm(f.tape, x), w1, w2, fp8);
+  const bool copies = fp8 != nullptr && f.mlp_fp8_weights != nullptr && !f.mlp_fp8_weights->empty();
+  const MlpFp8Weights* fp8_weights = copies ? &(*f.mlp_fp8_weights)[static_cast<size_t>(layer)] : nullptr;
+  return taped::mlp(f.tape, taped::rmsnorm(f.tape, x), w1, w2, fp8, fp8_weights);
 }
 
 void layer_loop(Forward& f) {

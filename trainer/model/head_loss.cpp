@@ -46,11 +46,19 @@ double training_loss(Forward& f, Var h) {
   Tensor loss = Tensor::empty({1}, stat_dtype(hv.dtype()), hv.device());
   if (c.fp8_lm_head) {
     // The scales are static, so quantizing the gathered columns equals gathering the quantized lm_head (§S.4).
-    LmHeadFp8Scales scales = LmHeadFp8Scales::make(c.accumulation_steps, hv.device());
+    const LmHeadFp8Scales scales = f.lm_head_fp8_scales != nullptr
+                                       ? *f.lm_head_fp8_scales
+                                       : LmHeadFp8Scales::make(c.accumulation_steps, hv.device());
     Tensor x8 = Tensor::empty({tokens, d}, DType::e4m3, hv.device());
-    Tensor w8 = Tensor::empty({d, vocab}, DType::e4m3, hv.device());
+    Tensor w8;
     Tensor z_raw = Tensor::empty({tokens, vocab}, hv.dtype(), hv.device());
-    lm_head_fp8_forward(hv, weights, scales, x8, w8, z_raw);
+    if (!is_sampled && f.lm_head_fp8 != nullptr && f.lm_head_fp8->defined()) {
+      w8 = f.lm_head_fp8->w8;  // the copy of the last refresh (GptModel::refresh_fp8)
+      lm_head_fp8_forward(hv, *f.lm_head_fp8, scales, x8, z_raw);
+    } else {
+      w8 = Tensor::empty({d, vocab}, DType::e4m3, hv.device());
+      lm_head_fp8_forward(hv, weights, scales, x8, w8, z_raw);
+    }
     Tensor g8 = Tensor::empty({tokens, vocab}, DType::e5m2, hv.device());
     loss_config.grad_scale = scales.grad_scale_value();
     softcap_train_loss(z_raw, targets, prefix_table, loss_config, loss, g8);

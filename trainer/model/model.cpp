@@ -183,6 +183,16 @@ double GptModel::train_forward(const Microbatch& batch, const StepConfig& config
   model_detail::Forward f(tape, dims_, config, b, p, sign_table_, config.fp8_mlp ? &mlp_fp8_ : nullptr);
   f.ngram = ngram_;
   f.microbatch = &batch;
+  f.mlp_fp8_weights = &mlp_fp8_weights_;
+  f.lm_head_fp8 = &lm_head_fp8_;
+  if (config.fp8_lm_head) {
+    // The §7.1 scales are constants of the accumulation count: made once, not uploaded per microbatch.
+    if (lm_head_fp8_accumulation_ != config.accumulation_steps) {
+      lm_head_fp8_scales_ = LmHeadFp8Scales::make(config.accumulation_steps, embed.device());
+      lm_head_fp8_accumulation_ = config.accumulation_steps;
+    }
+    f.lm_head_fp8_scales = &lm_head_fp8_scales_;
+  }
   try {
     model_detail::input_stage(f);
     mark_gradients_final(tape, config, kFinalAfterLayerLoop);
@@ -259,14 +269,22 @@ Tensor GptModel::logits(const Microbatch& batch, const StepConfig& config) {
 void GptModel::refresh_fp8(bool bootstrap) {
   const Tensor bank = params_.get("mlp_bank").value.view({-1, dims_.model_dim});
   const int64_t hidden = dims_.mlp_hidden;
+  mlp_fp8_weights_.clear();
   for (int64_t i = 0; i < dims_.num_layers; ++i) {
+    const Tensor w1 = bank.slice(2 * i * hidden, (2 * i + 1) * hidden);
     const Tensor w2 = bank.slice((2 * i + 1) * hidden, (2 * i + 2) * hidden);
-    mlp_fp8_refresh_w2_scale(w2, bootstrap, mlp_fp8_[static_cast<size_t>(i)]);
+    MlpFp8State& state = mlp_fp8_[static_cast<size_t>(i)];
+    mlp_fp8_refresh_w2_scale(w2, bootstrap, state);
+    mlp_fp8_weights_.push_back(mlp_fp8_weights(w1, w2, state));
   }
+  // w_s is a constant (§7.1), so the copy does not depend on the accumulation count.
+  lm_head_fp8_ = lm_head_fp8_copy(params_.get("lm_head").value, LmHeadFp8Scales::make(1, bank.device()));
 }
 
 void GptModel::reset_fp8() {
   for (MlpFp8State& s : mlp_fp8_) s.reset();
+  mlp_fp8_weights_.clear();
+  lm_head_fp8_ = {};
 }
 
 namespace {

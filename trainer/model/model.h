@@ -94,7 +94,10 @@ class GptModel {
   Tensor logits(const Microbatch& batch, const StepConfig& config);
 
   // §7.2 W2 scale refresh after an optimizer step (bootstrap before training and after steps s < 16), and the
-  // reset of the delayed scales (§9.1).
+  // reset of the delayed scales (§9.1). The refresh also makes the FP8 copies of the MLP weights and of lm_head
+  // that every training microbatch until the next refresh reads (kernels/fp8_linear.h): whoever changes the
+  // weights calls it before the next FP8 forward (the step runner after each optimizer step, the run after a
+  // state restore). Without a refresh the FP8 forward quantizes the weights itself; a reset drops the copies.
   void refresh_fp8(bool bootstrap);
   void reset_fp8();
 
@@ -109,7 +112,11 @@ class GptModel {
   ParameterSet& params_;
   ModelDims dims_;
   Tensor sign_table_;
-  std::vector<MlpFp8State> mlp_fp8_;  // one per layer
+  std::vector<MlpFp8State> mlp_fp8_;            // one per layer
+  std::vector<MlpFp8Weights> mlp_fp8_weights_;  // one per layer once refresh_fp8 has run
+  LmHeadFp8Copy lm_head_fp8_;                   // once refresh_fp8 has run
+  LmHeadFp8Scales lm_head_fp8_scales_;          // §7.1 constants for lm_head_fp8_accumulation_ microbatches
+  int64_t lm_head_fp8_accumulation_ = 0;        // 0: not made yet
   NgramTable* ngram_ = nullptr;
 };
 

@@ -33,6 +33,11 @@ struct Forward {
   Params& p;
   Tensor sign_table;
   std::vector<MlpFp8State>* mlp_fp8 = nullptr;  // non-null: §7.2 FP8 MLP forward
+  // The FP8 weight copies of the last refresh (GptModel::refresh_fp8), null or empty when there are none: then the
+  // FP8 products quantize the weights themselves.
+  const std::vector<MlpFp8Weights>* mlp_fp8_weights = nullptr;
+  const LmHeadFp8Copy* lm_head_fp8 = nullptr;
+  const LmHeadFp8Scales* lm_head_fp8_scales = nullptr;  // §7.1 constants of this step's accumulation
   NgramTable* ngram = nullptr;                  // non-null: §S.2 Ng replaces Bg (needs `microbatch`)
   const Microbatch* microbatch = nullptr;       // the host microbatch (n-gram row ids)
 

@@ -415,13 +415,15 @@ Var head_gate(Tape& tape, Var y, Var gates, int64_t first_lane) {
   return out;
 }
 
-Var mlp(Tape& tape, Var u, Var w1, Var w2, MlpFp8State* fp8_state) {
+Var mlp(Tape& tape, Var u, Var w1, Var w2, MlpFp8State* fp8_state, const MlpFp8Weights* fp8_weights) {
   const Tensor& uv = u.value();
   const int64_t tokens = uv.size(0), hidden = w1.value().size(0);
   Tensor pre = Tensor::empty({tokens, hidden}, uv.dtype(), uv.device());
   Tensor post = Tensor::empty({tokens, hidden}, uv.dtype(), uv.device());
   Tensor y = new_like(uv);
-  if (fp8_state != nullptr) {
+  if (fp8_state != nullptr && fp8_weights != nullptr) {
+    mlp_fp8_forward(uv, *fp8_weights, *fp8_state, pre, post, y);
+  } else if (fp8_state != nullptr) {
     mlp_fp8_forward(uv, w1.value(), w2.value(), *fp8_state, pre, post, y);
   } else {
     gemm(uv, w1.value(), pre, {.trans_b = true});

@@ -81,6 +81,6 @@ Var head_gate(Tape& tape, Var y, Var gates, int64_t first_lane);
 
 // MLP_i(u) = relu(u·W1ᵀ)²·W2 (§2.10); with fp8_state the forward uses the §7.2 FP8 products, the backward is
 // always the plain product with the stored weights.
-Var mlp(Tape& tape, Var u, Var w1, Var w2, MlpFp8State* fp8_state);
+Var mlp(Tape& tape, Var u, Var w1, Var w2, MlpFp8State* fp8_state, const MlpFp8Weights* fp8_weights = nullptr);
 
 }  // namespace gpt::taped

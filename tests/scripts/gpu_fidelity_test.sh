@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# scripts/gpu-fidelity with stand-ins (tests/scripts/gpu_fakes.sh): builds train_gpt and reference_export, runs the
+# queue in a detached worker and collects: seed 1's shortened run writes its batches and the step-100 checkpoint,
+# the trained-weights check exports from that checkpoint and runs scripts/reference-check on it, the attention
+# mutation is judged against that check's JSON (--expect-fail --baseline), the weights export takes no step, and
+# side-by-side reads the three seeds' logs; every run and export gets the proxy-corpus settings. A failed step is
+# marked, the steps that need its output wait, and the call fails naming it; a failed build stops the script.
+#   gpu_fidelity_test.sh SOURCE_DIR
+set -uo pipefail
+source_dir=$1
+# shellcheck source=tests/scripts/gpu_fakes.sh
+source "$source_dir/tests/scripts/gpu_fakes.sh"
+fakes_setup "$source_dir"
+export FIDELITY_WORK=$work/fidelity PYTHON=fake-python REF_DIR=$work/reference
+fid=$FIDELITY_WORK
+corpus="--data data/proxy --set data.cycle_train_shards=true --set schedule.cu_rows_multiplier=4 \
+--set validation.tokens=65536 --set validation.batch_tokens=65536"
+short="--set schedule.num_scheduled=146 --set schedule.num_extension=15 --set validation.every=25 --set fp8=false \
+--set schedule.warmup=false"
+
+STEPS="seed1 seed2 seed3 reference-check-trained mutation-attention weights side-by-side" run_script gpu-fidelity 40
+expect_status 0
+expect_call cmake "--target train_gpt reference_export"
+expect_call train_gpt "--recipe head --backend cuda --seed 1 --run-id short-seed1 --out $fid/runs $corpus $short \
+--set debug.dump_batches=$fid/batches --checkpoint-every 100"
+expect_call train_gpt "--seed 3 --run-id short-seed3 --out $fid/runs $corpus $short"
+expect_call reference_export "--recipe head --backend cuda --seed 1 --out $fid/export-reference-check-trained \
+$corpus --microbatches 3 --checkpoint $fid/runs/short-seed1.step000100.ckpt $short"
+expect_call python "scripts/reference-check $REF_DIR $fid/export-reference-check-trained --compile \
+--out $fid/check-reference-check-trained"
+expect_call reference_export "--microbatches 3 --checkpoint $fid/runs/short-seed1.step000100.ckpt \
+--perturb-attention-layer 0 $short --mutation-factor 1.01"
+expect_call python "--expect-fail --baseline $fid/reference-check-trained.json"
+expect_call reference_export "--out $fid/weights --steps 0 --microbatches 1 $corpus"
+expect_call python "scripts/side-by-side $REF_DIR --weights $fid/weights --batches $fid/batches --scheduled 146 \
+--extension 15 --compared-seed 1 --compile --out $fid/side-by-side --ours 1=$fid/runs/short-seed1.txt \
+2=$fid/runs/short-seed2.txt 3=$fid/runs/short-seed3.txt"
+expect_output "^\[reference-check-trained\] reference check: PASS"
+expect_output "^side-by-side: done"
+for f in reference-check-trained.json mutation-attention.json side-by-side.json queue.txt logs.tgz summaries.tgz; do
+  [[ -s $OUT/$f ]] || fail "no $f in \$OUT"
+done
+[[ ! -d $fid/export-reference-check-trained ]] || fail "the export was not removed after its check"
+expect_known_flags
+
+# `status` reads the marks.
+run_script gpu-fidelity status
+expect_output "^weights: done"
+
+# A failing export: its step is marked failed, the mutation waits for its baseline, the call fails.
+reset_calls
+rm -rf "$fid" "$OUT"
+FAKE_FAIL=export STEPS="seed1 reference-check-trained mutation-attention" run_script gpu-fidelity 40
+expect_failed
+expect_output "^reference-check-trained: failed"
+expect_output "^mutation-attention: pending"
+expect_output "mutation-attention: waits for its inputs"
+expect_output "gpu-fidelity: failed: reference-check-trained"
+expect_no_call python "--expect-fail"
+
+# The programs are built only where missing: here they are, and the build fails.
+reset_calls
+rm -rf "$fid" "$tree/build-cuda"
+FAKE_FAIL=build STEPS=seed1 run_script gpu-fidelity 40
+expect_failed
+expect_output "BUILD FAILED"
+[[ ! -e $calls/train_gpt ]] || fail "a step ran after a failed build"
+
+exit $((failures > 0))
