@@ -28,9 +28,9 @@ set(SPEEDRUN_UNITY_ALONE
   # speedrun_harness
   harness/commands/compare.cpp         # command_template, create_sweep, resume_sweep (commands/record.cpp)
   harness/logparse/logparse.cpp        # is_separator (logparse/experiment.cpp), loss_text (record/harvest.cpp)
-  harness/report/history_chart.cpp     # num (report/power_section.cpp, report/svg.cpp)
+  harness/render/history_chart.cpp     # num (report/power_section.cpp, render/svg.cpp)
   harness/report/html_report.cpp       # esc, write_page (report/site.cpp), runs_table (commands/query.cpp)
-  harness/report/svg.cpp               # num, open_svg, kPalette (report/html_plots.cpp)
+  harness/render/svg.cpp               # num, open_svg, kPalette (render/html_plots.cpp)
   harness/report/sweep_report.cpp      # opt (record/spool.cpp), step_text (report/comparison_report.cpp)
   # test programs
   tests/attention/rotary_test.cpp      # Tables, make_tables (qk_norm_rotary_test.cpp)
@@ -51,7 +51,7 @@ set(SPEEDRUN_UNITY_ALONE
   tests/model/sampled_model_test.cpp   # kBos (model_test.cpp)
   tests/optim/optimizer_test.cpp       # add_to_grad, bitwise_equal, random_values, run_world, Spec (the other files)
   tests/optim/tail_average_test.cpp    # at (value_embeds_cadence_test.cpp), run_world (anvil_optimizer_test.cpp)
-  tests/run/checkpoint_test.cpp        # read_bytes (reference_export_test.cpp)
+  tests/run/checkpoint_test.cpp        # read_bytes
   tests/run/reliability_cli_test.cpp   # read_text (train_gpt_logging_test.cpp)
   tests/run/stop_request_test.cpp      # read_text
 )

@@ -20,14 +20,14 @@ set(SPEEDRUN_SLOW_TESTS
   TrainGptCli.FinishedRunFollowsTheContract                          # 10
   NgramModel.TableGradientMatchesFiniteDifferencesThroughTheModel    # 5 (86 on a loaded machine)
   NgramModel.GptTrainableOwnsTheTableAndTheOptimizerNeedsNoGroup     # 8 (130 on a loaded machine)
-  TinySeedResume.MidCycleCheckpointContinuesBitExactlyAcrossAnEvent  # 243 (loaded machine)
+  TinyExtResume.MidCycleCheckpointContinuesBitExactlyAcrossAnEvent  # 243 (loaded machine)
   CanonicalMask.RegressionCountsAndTierZeroColumns                   # 15
   CanonicalMaskCorpus.ScanFindsAPlantedPair                          # 10
   CanonicalMaskCorpus.DefaultCorpusHasNoMaskedPair                   # 17
   CanonicalMaskCorpus.ProxyCorpusHasNoMaskedPair                     # 37 (skips without data/proxy)
 )
 # Tests given a cost and a time limit of their own (label `slow` alone: their folder's).
-set(SPEEDRUN_LONG_SLOW_TESTS TinySeedRun.WarmupLeavesNoTraceAndResumeMidCycleIsBitExact)
+set(SPEEDRUN_LONG_SLOW_TESTS TinyExtRun.WarmupLeavesNoTraceAndResumeMidCycleIsBitExact)
 if(SPEEDRUN_SLOW_TESTS_CHECK_ONLY)
   return()
 endif()

@@ -14,7 +14,8 @@
 #include <vector>
 
 #include "base/log_flags.h"
-#include "harness/launcher/run_launcher.h"
+#include "base/user_error.h"
+#include "harness/record/run_launcher.h"
 #include "harness/record/sweep_runner.h"
 #include "harness/store/store.h"
 
@@ -33,11 +34,6 @@ struct GlobalOptions {
   int exit_code = kExitPass;   // set by the subcommand that ran
   gpt::log::LogFlags log;      // --log-level, --quiet (diagnostics on stderr)
 };
-
-// An error for the user: the message without the source locations (" [harness/x.cpp:54]") the checks append,
-// which only `--log-level debug` (or trace) keeps: pass keep_source_locations = gpt::log::enabled(debug).
-std::string user_error_message(const std::string& what, bool keep_source_locations);
-std::string user_error_message(const std::string& what, const char*) = delete;  // a level name is no flag
 
 // Adds --db, --db-timeout, --log-level and --quiet to `app` (the top-level app: they are accepted before or after
 // the subcommand; a subcommand's own --quiet, where it has one, takes that flag after it).

@@ -140,6 +140,10 @@ SweepInfo create_sweep(Store& store, CompareOptions& o) {
             "command line");
   const std::optional<compare::Baseline> named = compare::find_baseline(o.baselines_dir, o.baseline);
   if (o.recipe.empty()) o.recipe = named ? named->recipe : "tiny";
+  // A baseline recorded before its recipe was renamed: its own trainer knows the recipe by the old name only.
+  if (named && !named->baseline_recipe.empty() && o.baseline_recipe.empty() && o.recipe == named->recipe) {
+    o.baseline_recipe = named->baseline_recipe;
+  }
   if (o.data.empty()) o.data = default_data_dir(o.recipe);
   const auto dirs = parse_build_dirs(o.build_dirs);
   std::map<std::string, ArmTrainer> trainers;

@@ -11,7 +11,7 @@
 #include "harness/commands/common.h"
 #include "harness/commands/recipe_target.h"
 #include "harness/commands/sweep_lifecycle.h"
-#include "harness/launcher/run_launcher.h"
+#include "harness/record/run_launcher.h"
 #include "harness/launcher/safe_names.h"
 #include "harness/record/environment_probe.h"
 #include "harness/record/spool.h"

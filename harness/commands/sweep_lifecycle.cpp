@@ -9,6 +9,7 @@
 #include <set>
 
 #include "harness/commands/common.h"
+#include "harness/compare/comparison.h"
 #include "harness/record/spool.h"
 #include "base/check.h"
 #include "base/log.h"
@@ -167,25 +168,26 @@ std::vector<RunPlan> plan_missing_runs(Store& store, const SweepInfo& sweep,
     if (r.seed && r.status != RunStatus::killed) done[r.arm].insert(*r.seed);
   }
   std::vector<RunPlan> plans;
-  for (std::int64_t seed = first_seed; seed < first_seed + runs_per_arm; ++seed) {
-    for (const PlannedArm& arm : arms) {
-      if (done[arm.name].count(seed)) continue;
-      RunPlan plan;
-      plan.arm = arm.name;
-      plan.seed = seed;
-      plan.run_id = sweep.name + (arm.name.empty() ? "" : "-" + arm.name) + "-seed" + std::to_string(seed);
-      plan.out_dir = run_root / plan.run_id;
-      plan.log_path = plan.out_dir / "console.log";
-      std::map<std::string, std::string> values = arm.values;
-      values["seed"] = std::to_string(seed);
-      values["run_id"] = plan.run_id;
-      values["out"] = plan.out_dir.string();
-      for (const auto& arg : argv_template) plan.argv.push_back(substitute_placeholders(arg, values));
-      plan.argv.insert(plan.argv.end(), arm.extra_args.begin(), arm.extra_args.end());
-      plan.early_stop_step = arm.early_stop_step;
-      plan.params = arm.params;
-      plans.push_back(std::move(plan));
-    }
+  for (const compare::InterleavedRun& run :
+       compare::interleaved_order(arms.size(), static_cast<size_t>(std::max(runs_per_arm, 0)))) {
+    const std::int64_t seed = first_seed + static_cast<std::int64_t>(run.seed_offset);
+    const PlannedArm& arm = arms[run.arm];
+    if (done[arm.name].count(seed)) continue;
+    RunPlan plan;
+    plan.arm = arm.name;
+    plan.seed = seed;
+    plan.run_id = sweep.name + (arm.name.empty() ? "" : "-" + arm.name) + "-seed" + std::to_string(seed);
+    plan.out_dir = run_root / plan.run_id;
+    plan.log_path = plan.out_dir / "console.log";
+    std::map<std::string, std::string> values = arm.values;
+    values["seed"] = std::to_string(seed);
+    values["run_id"] = plan.run_id;
+    values["out"] = plan.out_dir.string();
+    for (const auto& arg : argv_template) plan.argv.push_back(substitute_placeholders(arg, values));
+    plan.argv.insert(plan.argv.end(), arm.extra_args.begin(), arm.extra_args.end());
+    plan.early_stop_step = arm.early_stop_step;
+    plan.params = arm.params;
+    plans.push_back(std::move(plan));
   }
   return plans;
 }

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/launcher/run_launcher.h"
+#include "harness/record/run_launcher.h"
 #include "harness/record/harvest.h"
 #include "harness/record/sweep_runner.h"
 #include "harness/store/store.h"

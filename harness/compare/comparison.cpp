@@ -24,6 +24,9 @@ Baseline parse_baseline(std::string_view toml_text, std::string_view name, std::
   b.revision = table["revision"].value_or(std::string());
   b.binary = table["binary"].value_or(std::string());
   b.recipe = table["recipe"].value_or(std::string());
+  b.baseline_recipe = table["baseline_recipe"].value_or(std::string());
+  GPT_CHECK(!table.contains("baseline_recipe") || !b.baseline_recipe.empty(), source,
+            ": 'baseline_recipe' must be a non-empty string (the recipe's name in the baseline's trainer)");
   GPT_CHECK(b.revision.empty() != b.binary.empty(), source,
             ": expected exactly one of 'revision' (git revision) or 'binary' (trainer path)");
   GPT_CHECK(!b.recipe.empty(), source, ": 'recipe' (a string naming the recipe) is required");
@@ -47,11 +50,10 @@ std::optional<Baseline> find_baseline(const std::filesystem::path& dir, std::str
   return parse_baseline(read_file(path, "baseline file"), name, path.string());
 }
 
-std::string_view to_string(Arm arm) { return arm == Arm::baseline ? "baseline" : "candidate"; }
-
-std::vector<Arm> interleaved_order(size_t runs_per_arm) {
-  std::vector<Arm> order;
-  for (size_t i = 0; i < runs_per_arm; ++i) order.insert(order.end(), {Arm::baseline, Arm::candidate});
+std::vector<InterleavedRun> interleaved_order(size_t arms, size_t runs_per_arm) {
+  std::vector<InterleavedRun> order;
+  for (size_t seed = 0; seed < runs_per_arm; ++seed)
+    for (size_t arm = 0; arm < arms; ++arm) order.push_back({seed, arm});
   return order;
 }
 

@@ -26,20 +26,27 @@ struct Baseline {
   std::string revision;
   std::string binary;
   std::string recipe;
+  // The name the baseline's own trainer gives `recipe`, where the recipe was renamed after it (its arm runs this name,
+  // as with --baseline-recipe); empty: `recipe`.
+  std::string baseline_recipe;
   std::optional<PublishedFigures> published;
 };
 
-// Parses baseline TOML; `source` names the file in errors. Keys: revision | binary, recipe,
+// Parses baseline TOML; `source` names the file in errors. Keys: revision | binary, recipe, optional baseline_recipe,
 // [published] runs, mean_val_loss, optional mean_train_time_s.
 Baseline parse_baseline(std::string_view toml_text, std::string_view name, std::string_view source);
 // Loads `<dir>/<name>.toml`; nullopt when there is no such file (the name is then a git revision).
 std::optional<Baseline> find_baseline(const std::filesystem::path& dir, std::string_view name);
 
-enum class Arm { baseline, candidate };
-std::string_view to_string(Arm arm);
-
-// ABAB… order so slow drift (thermal, clocks, neighbours) hits both arms alike.
-std::vector<Arm> interleaved_order(size_t runs_per_arm);
+// One run of a sweep's launch order: its seed (as an offset from the first seed) and its arm (an index).
+struct InterleavedRun {
+  size_t seed_offset = 0;
+  size_t arm = 0;
+  bool operator==(const InterleavedRun&) const = default;
+};
+// Seed by seed and, within a seed, arm by arm (ABAB… for two arms), so slow drift (thermal, clocks, neighbours)
+// hits every arm alike: the order in which record and compare plan their runs.
+std::vector<InterleavedRun> interleaved_order(size_t arms, size_t runs_per_arm);
 
 struct ArmResults {
   std::vector<double> train_time_s;  // finished runs only

@@ -9,7 +9,7 @@
 
 #include "harness/nightly/change_point_tracking.h"
 #include "harness/nightly/tracked_night.h"
-#include "harness/report/history_chart.h"
+#include "harness/render/history_chart.h"
 #include "base/check.h"
 #include "base/utc_time.h"
 

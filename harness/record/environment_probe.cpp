@@ -9,6 +9,8 @@
 #include <fstream>
 #include <memory>
 
+#include "base/cpu_model.h"
+
 namespace gpt::harness {
 
 namespace {
@@ -23,18 +25,6 @@ std::string command_output(const std::string& command, bool all_lines = false) {
   if (!all_lines) out = out.substr(0, out.find('\n'));
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
   return out;
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "";
 }
 
 // The longest-versioned libnccl.so.X.Y.Z in the usual library folders ("" when NCCL is absent).

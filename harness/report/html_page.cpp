@@ -1,6 +1,6 @@
 #include "harness/report/html_page.h"
 
-#include "harness/report/svg.h"
+#include "harness/render/svg.h"
 
 namespace gpt::harness::html {
 namespace {

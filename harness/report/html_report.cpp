@@ -8,10 +8,10 @@
 
 #include "harness/launcher/atomic_file.h"
 #include "harness/report/html_page.h"
-#include "harness/report/html_plots.h"
+#include "harness/render/html_plots.h"
 #include "harness/report/number_format.h"
 #include "harness/report/power_section.h"
-#include "harness/report/svg.h"
+#include "harness/render/svg.h"
 #include "base/check.h"
 
 namespace gpt::harness {

@@ -4,7 +4,7 @@
 #include <optional>
 #include <sstream>
 
-#include "harness/report/svg.h"
+#include "harness/render/svg.h"
 
 namespace gpt::harness {
 

@@ -5,16 +5,16 @@
 #include <map>
 #include <sstream>
 
-#include "harness/commands/common.h"
+#include "base/user_error.h"
 #include "harness/logparse/experiment.h"
 #include "harness/nightly/tracked_night.h"
 #include "harness/report/comparison_report.h"
-#include "harness/report/history_chart.h"
+#include "harness/render/history_chart.h"
 #include "harness/report/html_page.h"
-#include "harness/report/html_plots.h"
+#include "harness/render/html_plots.h"
 #include "harness/report/html_report.h"
 #include "harness/report/number_format.h"
-#include "harness/report/svg.h"
+#include "harness/render/svg.h"
 #include "harness/store/change_points.h"
 #include "base/check.h"
 

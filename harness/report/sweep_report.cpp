@@ -9,7 +9,7 @@
 #include "harness/launcher/atomic_file.h"
 #include "harness/report/number_format.h"
 #include "harness/report/power_section.h"
-#include "harness/report/svg.h"
+#include "harness/render/svg.h"
 #include "base/check.h"
 
 namespace gpt::harness {

@@ -1,4 +1,4 @@
-"""The reference export's manifest (trainer/run/reference_export.h), read with the standard library alone: CI checks
+"""The reference export's manifest (trainer/tools/reference_export.h), read with the standard library alone: CI checks
 an export's files and keys without torch or numpy (`scripts/reference-check --parse-only`)."""
 import json
 import math

@@ -55,7 +55,7 @@ def format_verdict(v):
 
 
 def read_steps_index(path):
-    """The batch dump's steps.jsonl (trainer/run/batch_dump.h): a list of {step, train_loss, microbatches}, in
+    """The batch dump's steps.jsonl (trainer/export/batch_dump.h): a list of {step, train_loss, microbatches}, in
     step order; a cut last line (a killed run) is dropped, a gap or a bad line is an error naming the line."""
     steps = []
     with open(path) as f:

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../run/run_test_util.h"
-#include "trainer/run/reference_export.h"
+#include "trainer/tools/reference_export.h"
 
 namespace gpt {
 namespace {

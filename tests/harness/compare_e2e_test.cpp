@@ -188,6 +188,24 @@ TEST_F(CompareE2E, NamedBaselineDriftIsTested) {
   EXPECT_NE(read_file(dir / "reports" / "cmp" / "report.md").find("**DRIFT**"), std::string::npos);
 }
 
+// A baseline measured before its recipe was renamed: its arm runs the name its own trainer knows (baseline_recipe),
+// the candidate the recipe of today.
+TEST_F(CompareE2E, ARenamedRecipeRunsUnderItsOldNameInTheBaselineArmOnly) {
+  recording_arm_builds();
+  std::filesystem::create_directories(dir / "baselines");
+  std::ofstream(dir / "baselines" / "old.toml") << "binary = \"" << (dir / "base" / "bin" / "train_gpt").string()
+                                                << "\"\nrecipe = \"tiny-ext\"\nbaseline_recipe = \"tiny-seed\"\n";
+  auto args = compare_args((dir / "base").string(), (dir / "cand").string(), 2);
+  args[2] = "old";
+  args.erase(args.begin() + 5, args.begin() + 7);  // the baseline is the named one's binary
+  args.insert(args.end(), {"--baselines-dir", (dir / "baselines").string()});
+  const Result r = harness(args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string base_args = read_file(dir / "base-args.txt"), cand_args = read_file(dir / "cand-args.txt");
+  EXPECT_EQ(occurrences(base_args, "--recipe tiny-seed "), 2u) << base_args;
+  EXPECT_EQ(occurrences(cand_args, "--recipe tiny-ext "), 2u) << cand_args;
+}
+
 // Building revisions: a git repository of two commits whose `speed.txt` differs, and a stand-in `cmake` on PATH
 // that logs its arguments and "builds" bin/train_gpt as the synthetic trainer at the revision's speed, reporting
 // the worktree's commit (or $FAKE_REPORTED_COMMIT) as a real build does. The real harness then compares HEAD~1

@@ -4,7 +4,7 @@
 
 #include "harness/record/harvest.h"
 #include "harness/record/sweep_runner.h"
-#include "harness/report/svg.h"
+#include "harness/render/svg.h"
 #include "harness/report/sweep_report.h"
 #include "harness/report/table_format.h"
 #include "base/check.h"

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness/report/html_plots.h"
+#include "harness/render/html_plots.h"
 #include "harness/report/html_report.h"
 #include "harness/store/store.h"
 #include "tests/harness/temp_dir.h"

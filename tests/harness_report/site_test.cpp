@@ -2,8 +2,7 @@
 // link leads to a page of the site, and the pages render in headless Chromium without console errors.
 #include <gtest/gtest.h>
 
-
-#include "harness/report/history_chart.h"
+#include "harness/render/history_chart.h"
 #include "harness/report/site.h"
 #include "harness/store/change_points.h"
 #include "tests/harness/temp_dir.h"

@@ -2,7 +2,7 @@
 // bash would run as a command) is refused naming its flag, and paths are quoted for sbatch and for bash.
 #include <gtest/gtest.h>
 
-#include "harness/launcher/slurm_launcher.h"
+#include "harness/record/slurm_launcher.h"
 #include "base/check.h"
 
 namespace gpt::harness::slurm {

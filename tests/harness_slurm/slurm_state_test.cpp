@@ -2,7 +2,7 @@
 // batch script, and the launcher settings a --resume reads back.
 #include <gtest/gtest.h>
 
-#include "harness/launcher/slurm_launcher.h"
+#include "harness/record/slurm_launcher.h"
 #include "harness/launcher/slurm_util.h"
 #include "base/check.h"
 

@@ -6,17 +6,20 @@
 #include <string>
 
 #include "harness/compare/comparison.h"
+#include "trainer/recipe/recipe.h"
 #include "base/check.h"
 
 namespace gpt::harness::compare {
 namespace {
 
-TEST(Interleave, AlternatesStartingWithTheBaseline) {
-  const auto order = interleaved_order(3);
-  ASSERT_EQ(order.size(), 6u);
-  for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], i % 2 == 0 ? Arm::baseline : Arm::candidate);
-  EXPECT_TRUE(interleaved_order(0).empty());
-  EXPECT_EQ(to_string(Arm::candidate), "candidate");
+TEST(Interleave, SeedBySeedAndArmByArmWithinASeed) {
+  const std::vector<InterleavedRun> two_arms = interleaved_order(2, 3);
+  const std::vector<InterleavedRun> abab = {{0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 0}, {2, 1}};
+  EXPECT_EQ(two_arms, abab);
+  const std::vector<InterleavedRun> one_arm = {{0, 0}, {1, 0}};
+  EXPECT_EQ(interleaved_order(1, 2), one_arm);
+  EXPECT_TRUE(interleaved_order(2, 0).empty());
+  EXPECT_TRUE(interleaved_order(0, 3).empty());
 }
 
 ComparisonSettings settings_with_target(double target = 3.28) {
@@ -220,6 +223,31 @@ TEST(Baseline, ShippedExampleLoadsAndUnknownNamesAreRevisions) {
   ASSERT_TRUE(example->published.has_value());
   EXPECT_EQ(example->published->runs, 80);
   EXPECT_FALSE(find_baseline(dir, "no-such-baseline").has_value());
+}
+
+TEST(Baseline, BaselineRecipeNamesTheRecipeInTheBaselinesOwnTrainer) {
+  const Baseline b = parse_baseline("revision = \"abc\"\nrecipe = \"tiny-ext\"\nbaseline_recipe = \"tiny-seed\"\n",
+                                    "old", "baselines/old.toml");
+  EXPECT_EQ(b.recipe, "tiny-ext");
+  EXPECT_EQ(b.baseline_recipe, "tiny-seed");
+  EXPECT_TRUE(parse_baseline("revision = \"abc\"\nrecipe = \"tiny\"\n", "t", "t.toml").baseline_recipe.empty());
+  expect_error_mentions("revision = \"a\"\nrecipe = \"r\"\nbaseline_recipe = \"\"", "baseline_recipe");
+  expect_error_mentions("revision = \"a\"\nrecipe = \"r\"\nbaseline_recipe = 3", "baseline_recipe");
+}
+
+// `harness compare --baseline NAME` runs the candidate with the baseline's `recipe`: a name today's trainer refuses
+// (a renamed recipe) would make every comparison against that baseline fail.
+TEST(Baseline, EveryShippedBaselineRunsARecipeOfToday) {
+  const std::filesystem::path dir = std::filesystem::path(SPEEDRUN_FIXTURES_DIR) / ".." / ".." / "baselines";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".toml") continue;
+    const auto baseline = find_baseline(dir, entry.path().stem().string());
+    ASSERT_TRUE(baseline.has_value()) << entry.path();
+    EXPECT_NO_THROW(gpt::load_recipe(baseline->recipe)) << entry.path() << ": recipe " << baseline->recipe;
+    ++checked;
+  }
+  EXPECT_GE(checked, 3);
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ AnvilArgs args_at(int64_t step, double odd_mul, int64_t first) {
   return a;  // weight_decay 2.25, beta2 0.9 and the rail constants are the defaults under test
 }
 
-TEST(AnvilRails, SeedScheduleAtItsBoundaries) {
+TEST(AnvilRails, ExtScheduleAtItsBoundaries) {
   for (int64_t s : {int64_t{0}, int64_t{1}, int64_t{239}, int64_t{240}, int64_t{513}, int64_t{514}, kN - 50, kN - 49,
                     kN - 2, kN - 1}) {
     const AnvilRails got = anvil_rails(args_at(s, 1.0, 0));

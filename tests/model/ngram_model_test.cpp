@@ -12,7 +12,7 @@
 #include "trainer/model/ngram_table.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/recipe/recipe.h"
-#include "trainer/run/gpt_trainable.h"
+#include "trainer/gpt/gpt_trainable.h"
 
 namespace gpt::testing {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "tests/common/model_fixtures.h"
 #include "trainer/recipe/recipe.h"
-#include "trainer/run/gpt_trainable.h"
+#include "trainer/gpt/gpt_trainable.h"
 
 namespace gpt::testing {
 namespace {

@@ -117,7 +117,7 @@ TEST(ExtensionsRecipe, TinyExtHasTinySizesAndEverySwitchOn) {
   EXPECT_GT(r.schedule.segment_cap, 0);
   EXPECT_GT(r.schedule.growth_steps, 0);
   EXPECT_EQ(r.schedule.stages.size(), 5u);
-  EXPECT_THAT(r.record.source, HasSubstr("baselines/tiny-seed.toml"));
+  EXPECT_THAT(r.record.source, HasSubstr("baselines/tiny-ext.toml"));
 }
 
 // Every [extensions] key and every §S schedule key can be set from the command line on the three recipes, and doing so

@@ -1,4 +1,4 @@
-// debug.dump_batches (trainer/run/batch_dump.h): one index line per timed step, none for the warmup, each with the
+// debug.dump_batches (trainer/export/batch_dump.h): one index line per timed step, none for the warmup, each with the
 // step's microbatches as the loader made them and its training loss; the validation windows once; bad values named.
 #include <cmath>
 #include <cstring>

@@ -15,7 +15,7 @@
 #include "base/check.h"
 #include "tests/run/run_test_util.h"
 #include "trainer/model/weights.h"
-#include "trainer/run/gpt_trainable.h"
+#include "trainer/gpt/gpt_trainable.h"
 #include "trainer/run/standin_model.h"
 
 namespace gpt {

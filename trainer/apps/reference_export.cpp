@@ -1,6 +1,6 @@
 // reference_export: writes our starting weights, real microbatches and a validation window with their schedule
 // arguments, and our results for them (losses, gradients, per-position validation loss, weights after an even and
-// an odd optimizer step) for `scripts/reference-check` (trainer/run/reference_export.h).
+// an odd optimizer step) for `scripts/reference-check` (trainer/tools/reference_export.h).
 //   reference_export --recipe NAME|FILE --data DIR --seed N --out DIR [--backend cpu|cuda] [--steps S,S...]
 //                    [--microbatches M] [--checkpoint CKPT] [--perturb-attention-layer L | --perturb-adam-lr GROUP]
 //                    [--mutation-factor F] [--val-tokens N]
@@ -15,7 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "base/check.h"
-#include "trainer/run/reference_export.h"
+#include "trainer/tools/reference_export.h"
 
 int main(int argc, char** argv) {
   gpt::ReferenceExportOptions options;

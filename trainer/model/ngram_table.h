@@ -87,7 +87,6 @@ class NgramTable {
   int64_t events() const { return events_; }
   int64_t rows() const { return options_.rows; }
   int64_t rows_per_rank() const { return rows_per_rank_; }
-  int64_t first_owned_row() const { return first_row_; }
   const NgramTableOptions& options() const { return options_; }
   // This rank's shard [V/W, d] (shares storage) and per-row fp32 second moment (as stored: lazily decayed rows
   // are behind until touched; settled_second_moment() applies what they owe).

@@ -86,8 +86,6 @@ Tensor TailAverage::shard_of(const Parameter& p) const {
   return rows.slice(rank_ * per_rank, (rank_ + 1) * per_rank);
 }
 
-Tensor TailAverage::owned_shard(const std::string& weight) const { return shard_of(params_.get(weight)); }
-
 TailAverage::Fire TailAverage::rule(TailAccumulator a, int64_t step, int64_t n, bool ngram_event) const {
   const ExtensionsConfig& c = config_;
   if (step < n - accumulators_[static_cast<int>(a)].window) return {};

@@ -71,8 +71,6 @@ class TailAverage {
   // For tests.
   bool seeded(TailAccumulator a) const;
   const Tensor& accumulator(TailAccumulator a, const std::string& weight) const;
-  // The weight's view this rank accumulates (see "Shards" above).
-  Tensor owned_shard(const std::string& weight) const;
 
  private:
   struct Slot {

@@ -409,9 +409,9 @@ std::string recipe_key_table_markdown() {
   os << "| key | type | range | default | in canonical text | meaning |\n";
   os << "|---|---|---|---|---|---|\n";
   write_rows(os, recipe_keys(), "");
-  write_rows(os, stage_keys(), "schedule.stages.N.");
-  write_rows(os, adam_group_keys(), "optimizer.adam.PARAMETER.");
-  write_rows(os, bank_keys(), "optimizer.banks.PARAMETER.");
+  write_rows(os, stage_keys(), kStageList.path() + ".N.");
+  write_rows(os, adam_group_keys(), kAdamGroups.path() + ".PARAMETER.");
+  write_rows(os, bank_keys(), kBankTables.path() + ".PARAMETER.");
   return os.str();
 }
 

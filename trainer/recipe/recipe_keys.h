@@ -59,12 +59,23 @@ struct KeySpec {
   std::string_view canonical_key() const { return canonical_name.empty() ? name : canonical_name; }
 };
 
+// The tables that hold entries rather than keys, each entry read with one of the lists below: `[parent] name` is the
+// stage list or a table of one sub-table per parameter. Spelled only here: reading, the canonical text, `--set`,
+// error messages and the docs table take the names from these.
+struct NestedTable {
+  std::string_view parent, name;
+  std::string path() const { return std::string(parent) + "." + std::string(name); }  // "schedule.stages"
+};
+inline constexpr NestedTable kStageList{"schedule", "stages"};   // schedule.stages.N.KEY (an array of tables)
+inline constexpr NestedTable kAdamGroups{"optimizer", "adam"};   // optimizer.adam.PARAMETER.KEY
+inline constexpr NestedTable kBankTables{"optimizer", "banks"};  // optimizer.banks.PARAMETER.KEY
+
 // The lists, in the order of docs/recipes.md's table. Names of the Recipe keys are full dotted paths
 // ("model.num_layers", "slices_per_call"); the others are relative to their entry's table.
 const std::vector<KeySpec<Recipe>>& recipe_keys();
-const std::vector<KeySpec<StageConfig>>& stage_keys();           // schedule.stages.N.KEY
-const std::vector<KeySpec<AdamGroupConfig>>& adam_group_keys();  // optimizer.adam.PARAMETER.KEY
-const std::vector<KeySpec<BankConfig>>& bank_keys();             // optimizer.banks.PARAMETER.KEY
+const std::vector<KeySpec<StageConfig>>& stage_keys();           // kStageList entries
+const std::vector<KeySpec<AdamGroupConfig>>& adam_group_keys();  // kAdamGroups entries
+const std::vector<KeySpec<BankConfig>>& bank_keys();             // kBankTables entries
 
 // Names a recipe or `--set` may no longer use, with the name that replaced them.
 struct RenamedName {

@@ -1,5 +1,6 @@
-// Reading a recipe tree against the schema (recipe_keys.h), the checks that relate several keys, and the canonical
-// text. The keys themselves (types, ranges, defaults, canonical rules) are declared only in recipe_keys.cpp.
+// Reading a recipe tree against the schema (recipe_keys.h) and the checks that relate several keys; the canonical
+// text is recipe_canonical.cpp's. The keys themselves (types, ranges, defaults, canonical rules) are declared only in
+// recipe_keys.cpp.
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -10,7 +11,7 @@
 
 #include "trainer/recipe/recipe_keys.h"
 #include "trainer/recipe/recipe_limits.h"
-#include "trainer/recipe/recipe_reader.h"
+#include "trainer/recipe/toml_reader.h"
 
 namespace gpt {
 
@@ -109,7 +110,7 @@ constexpr std::array<std::string_view, 16> kAdamParameters = {
 constexpr std::array<std::string_view, 3> kBankParameters = {"qk_bank", "vo_bank", "mlp_bank"};
 
 template <size_t N>
-void check_parameter_name(const std::string& source, const char* table, const std::string& name,
+void check_parameter_name(const std::string& source, const std::string& table, const std::string& name,
                           const std::array<std::string_view, N>& known) {
   if (std::find(known.begin(), known.end(), name) != known.end()) return;
   std::string list;
@@ -157,8 +158,8 @@ void check_schedule(const ScheduleConfig& sc, const std::string& source) {
             ") when schedule.growth_steps > 0, got ", sc.growth_stage);
   GPT_CHECK(sc.segment_cap % sc.window_block == 0, "recipe ", source, ": schedule.segment_cap (", sc.segment_cap,
             ") must be 0 (no cap) or a multiple of schedule.window_block (", sc.window_block, ")");
-  GPT_CHECK(sc.stages.size() == sc.stage_durations.size() + 1, "recipe ", source,
-            ": schedule.stages must hold one entry per schedule.stage_durations entry plus the extension stage (",
+  GPT_CHECK(sc.stages.size() == sc.stage_durations.size() + 1, "recipe ", source, ": ", kStageList.path(),
+            " must hold one entry per schedule.stage_durations entry plus the extension stage (",
             sc.stage_durations.size() + 1, "), got ", sc.stages.size());
   GPT_CHECK(sc.split_stage < static_cast<int64_t>(sc.stages.size()), "recipe ", source,
             ": schedule.split_stage must name a stage in [0, ", sc.stages.size(), ")");
@@ -175,8 +176,8 @@ void check_extensions(const Recipe& rc, const std::string& source) {
             ex.ngram_rows);
   for (size_t i = 0; i < rc.schedule.stages.size(); ++i) {
     for (int64_t p : rc.schedule.stages[i].sampled_softmax) {
-      GPT_CHECK(p <= rc.model.vocab_size, "recipe ", source, ": schedule.stages.", i, ".sampled_softmax entry ", p,
-                " exceeds model.vocab_size (", rc.model.vocab_size, ")");
+      GPT_CHECK(p <= rc.model.vocab_size, "recipe ", source, ": ", kStageList.path(), ".", i, ".sampled_softmax entry ",
+                p, " exceeds model.vocab_size (", rc.model.vocab_size, ")");
     }
   }
   GPT_CHECK(!ex.value_embeds_on_cadence || ex.ngram_rows > 0, "recipe ", source,
@@ -210,59 +211,6 @@ void refuse_renamed_keys(const toml::table& tree, const std::string& source) {
             "target comes from\" (override it with --set record.target=VALUE)");
 }
 
-// ---- the canonical text ------------------------------------------------------------------------------------------
-
-// A field's value for reading only: the accessors take a mutable owner so that one declaration serves reading and
-// writing; nothing is written through this reference.
-template <class Get, class Owner>
-const auto& value_of(Get get, const Owner& owner) {
-  return get(const_cast<Owner&>(owner));
-}
-
-template <class T>
-toml::array to_array(const std::vector<T>& values) {
-  toml::array a;
-  for (const T& v : values) a.push_back(v);
-  return a;
-}
-
-// The table at dotted `path` under `root`, created where missing; `leaf` receives the last part.
-toml::table& table_for(toml::table& root, std::string_view path, std::string& leaf) {
-  toml::table* t = &root;
-  for (size_t dot = path.find('.'); dot != std::string_view::npos; dot = path.find('.')) {
-    const std::string part(path.substr(0, dot));
-    if (!t->contains(part)) t->insert(part, toml::table{});
-    t = t->get_as<toml::table>(part);
-    path.remove_prefix(dot + 1);
-  }
-  leaf = std::string(path);
-  return *t;
-}
-
-template <class Owner>
-toml::table canonical_table(const std::vector<KeySpec<Owner>>& keys, const Owner& owner) {
-  static const Owner defaults{};
-  toml::table out;
-  for (const KeySpec<Owner>& k : keys) {
-    if (k.canonical == InCanonical::never) continue;
-    std::visit(
-        [&](auto get) {
-          const auto& value = value_of(get, owner);
-          if (k.canonical == InCanonical::when_changed && value == value_of(get, defaults)) return;
-          std::string leaf;
-          toml::table& t = table_for(out, k.canonical_key(), leaf);
-          using T = std::decay_t<decltype(value)>;
-          if constexpr (std::is_same_v<T, std::vector<double>> || std::is_same_v<T, std::vector<int64_t>>) {
-            t.insert(leaf, to_array(value));
-          } else {
-            t.insert(leaf, value);
-          }
-        },
-        k.field);
-  }
-  return out;
-}
-
 // The schema's full names of the optional keys, a stage's index written as "N" ("schedule.stages.N.prefix_steps").
 std::vector<std::vector<std::string>> optional_key_paths() {
   std::vector<std::vector<std::string>> paths;
@@ -281,7 +229,7 @@ std::vector<std::vector<std::string>> optional_key_paths() {
     if (k.optional) add("", k.name);
   }
   for (const auto& k : stage_keys()) {
-    if (k.optional) add("schedule.stages.N.", k.name);
+    if (k.optional) add(kStageList.path() + ".N.", k.name);
   }
   return paths;
 }
@@ -310,20 +258,21 @@ Recipe read_recipe(const toml::table& tree, const std::string& name, const std::
   TableReaders tables(Reader(tree, "", source, &overrides));
   read_keys(tables, recipe_keys(), rc);
   // The structurally different tables: the stage list and the per-parameter optimizer tables.
-  for (Reader st : tables.open("schedule", false)->tables("stages")) {
+  for (Reader st : tables.open(std::string(kStageList.parent), false)->tables(std::string(kStageList.name))) {
     rc.schedule.stages.push_back(read_entry(st, stage_keys()));
     check_stage(rc.schedule.stages.back(), st);
   }
-  Reader* optimizer = tables.open("optimizer", false);
-  Reader groups = optimizer->table("adam");
+  static_assert(kAdamGroups.parent == kBankTables.parent, "one [optimizer] table holds both");
+  Reader* optimizer = tables.open(std::string(kAdamGroups.parent), false);
+  Reader groups = optimizer->table(std::string(kAdamGroups.name));
   for (const std::string& key : groups.keys()) {
-    check_parameter_name(source, "optimizer.adam", key, kAdamParameters);
+    check_parameter_name(source, kAdamGroups.path(), key, kAdamParameters);
     rc.optimizer.adam[key] = read_entry(groups.table(key), adam_group_keys());
   }
   groups.finish();
-  Reader banks = optimizer->table("banks");
+  Reader banks = optimizer->table(std::string(kBankTables.name));
   for (const std::string& key : banks.keys()) {
-    check_parameter_name(source, "optimizer.banks", key, kBankParameters);
+    check_parameter_name(source, kBankTables.path(), key, kBankParameters);
     rc.optimizer.banks[key] = read_entry(banks.table(key), bank_keys());
   }
   banks.finish();
@@ -334,30 +283,13 @@ Recipe read_recipe(const toml::table& tree, const std::string& name, const std::
   GPT_CHECK(rc.validation.tokens % rc.validation.batch_tokens == 0, "recipe ", source,
             ": validation.tokens must be a multiple of validation.batch_tokens");
   for (size_t i = 0; i < rc.schedule.stages.size(); ++i) {
-    GPT_CHECK(rc.schedule.stages[i].batch_tokens % rc.slices_per_call == 0, "recipe ", source, ": schedule.stages.", i,
-              ".batch_tokens must be a multiple of slices_per_call (", rc.slices_per_call, ")");
+    GPT_CHECK(rc.schedule.stages[i].batch_tokens % rc.slices_per_call == 0, "recipe ", source, ": ", kStageList.path(),
+              ".", i, ".batch_tokens must be a multiple of slices_per_call (", rc.slices_per_call, ")");
   }
   check_extensions(rc, source);
   return rc;
 }
 
 }  // namespace recipe_detail
-
-std::string Recipe::canonical() const {
-  using recipe_detail::canonical_table;
-  toml::table root = canonical_table(recipe_keys(), *this);
-  toml::array stages_a;
-  for (const StageConfig& s : schedule.stages) stages_a.push_back(canonical_table(stage_keys(), s));
-  root.get_as<toml::table>("schedule")->insert("stages", std::move(stages_a));
-  toml::table adam_t, banks_t;
-  for (const auto& [k, a] : optimizer.adam) adam_t.insert(k, canonical_table(adam_group_keys(), a));
-  for (const auto& [k, b] : optimizer.banks) banks_t.insert(k, canonical_table(bank_keys(), b));
-  toml::table& optimizer_t = *root.get_as<toml::table>("optimizer");
-  optimizer_t.insert("adam", std::move(adam_t));
-  optimizer_t.insert("banks", std::move(banks_t));
-  std::ostringstream os;
-  os << toml::toml_formatter(root, toml::format_flags::none);
-  return os.str();
-}
 
 }  // namespace gpt

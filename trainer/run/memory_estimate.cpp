@@ -12,7 +12,7 @@
 #include "base/check.h"
 #include "trainer/model/weights.h"
 #include "trainer/run/backend.h"
-#include "trainer/run/gpt_trainable.h"
+#include "trainer/gpt/gpt_trainable.h"
 
 namespace gpt {
 

@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "base/check.h"
+#include "base/cpu_model.h"
 #include "trainer/build_info.h"
 
 namespace gpt {
@@ -22,18 +23,6 @@ std::string format(const char* fmt, auto... args) {
   const int n = std::snprintf(buf.data(), buf.size(), fmt, args...);
   GPT_CHECK(n >= 0 && static_cast<size_t>(n) < buf.size(), "log line too long");
   return std::string(buf.data(), static_cast<size_t>(n));
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown";
 }
 
 }  // namespace
@@ -69,6 +58,7 @@ RunEnvironment describe_environment(const std::string& backend, int threads) {
   std::array<char, 256> host{};
   env.hostname = ::gethostname(host.data(), host.size() - 1) == 0 ? host.data() : "unknown";
   env.cpu = cpu_model();
+  if (env.cpu.empty()) env.cpu = "unknown";
   env.threads = threads;
   env.backend = backend;
   const BuildInfo& info = build_info();

@@ -52,7 +52,7 @@ struct RunOptions {
   int fault_rank = -1;
   int64_t fault_step = -1;
   // debug.dump_batches=DIR (one rank only): the timed loop's microbatches and the validation windows, written for
-  // a side-by-side run of another implementation (trainer/run/batch_dump.h).
+  // a side-by-side run of another implementation (trainer/export/batch_dump.h).
   std::filesystem::path dump_batches;
 };
 
@@ -102,7 +102,7 @@ struct RunResult {
 using ModelFactory = std::function<std::unique_ptr<TrainableModel>(const Recipe&, const RunOptions&, Comm&)>;
 // The model named by options.model, initialised from options.seed.
 std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options, Comm& comm);
-// The GPT (trainer/run/gpt_trainable.h) that make_model builds for options.model = gpt: for drivers that need its
+// The GPT (trainer/gpt/gpt_trainable.h) that make_model builds for options.model = gpt: for drivers that need its
 // own methods besides TrainableModel's (the reference export builds its run with it).
 std::unique_ptr<GptTrainable> make_gpt_model(const Recipe& recipe, const RunOptions& options, Comm& comm);
 
@@ -129,7 +129,7 @@ class TrainingRun {
 
   const Recipe& recipe() const;
 
-  // The constructed parts, for tools that drive single steps outside run() (trainer/run/reference_export.h). Such
+  // The constructed parts, for tools that drive single steps outside run() (trainer/tools/reference_export.h). Such
   // a tool reaches the model through the handle its own ModelFactory kept of what it built.
   const Schedule& schedule() const;
   Optimizer& optimizer();

@@ -1,6 +1,6 @@
 #pragma once
 // One training step (RECIPE §4.1, §8), written once for every driver: the run loop (trainer/run/training_run.h),
-// the step bench (trainer/bench/train_step_bench.cpp) and the reference export (trainer/run/reference_export.h).
+// the step bench (trainer/bench/train_step_bench.cpp) and the reference export (trainer/tools/reference_export.h).
 //
 // A step s, in order:
 //   1. the schedule of s reaches the model (apply_schedule: windows, YaRN, MTP and prefix weights, §5);

@@ -1,4 +1,4 @@
-#include "trainer/run/gpt_trainable.h"
+#include "trainer/gpt/gpt_trainable.h"
 
 #include <algorithm>
 #include <cmath>

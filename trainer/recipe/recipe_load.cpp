@@ -1,5 +1,5 @@
 // Loading a recipe (RECIPE §0.2): files and their size limit, `inherits`, merging, `--set` overrides and the renamed
-// names; the typed reading against the schema and the canonical text are in recipe_read.cpp.
+// names. The typed reading against the schema is recipe_read.cpp's, the canonical text and hash recipe_canonical.cpp's.
 #include "trainer/recipe/recipe.h"
 
 #include <toml++/toml.h>
@@ -12,10 +12,9 @@
 #include <set>
 
 #include "base/check.h"
-#include "base/fnv1a.h"
 #include "base/file_read.h"
 #include "trainer/recipe/recipe_keys.h"
-#include "trainer/recipe/recipe_reader.h"
+#include "trainer/recipe/toml_reader.h"
 #include "source_dir.h"
 
 namespace gpt {
@@ -242,10 +241,6 @@ void apply_override(toml::table& tree, const std::string& assignment, const std:
 }
 
 }  // namespace
-
-std::string Recipe::hash() const {
-  return fnv1a64_hex(canonical(), kFnv1a64StoredHashBasis);  // stored with every run: never changes
-}
 
 std::filesystem::path default_recipe_dir() { return std::filesystem::path(SPEEDRUN_SOURCE_DIR) / "trainer" / "recipes"; }
 

@@ -1,4 +1,4 @@
-// The reference-check export (trainer/run/reference_export.h) on `tiny`: every file the manifest names has the
+// The reference-check export (trainer/tools/reference_export.h) on `tiny`: every file the manifest names has the
 // size its shape says and finite values, the initial weights are the seeded ones, the exported gradients and
 // loss of every microbatch agree with an independent f64 forward/backward of the model, the optimizer steps have
 // the even/odd semantics, a checkpoint's pair starts from its trained weights, the mutation switch changes the
@@ -13,11 +13,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "run_test_util.h"
+#include "tests/run/run_test_util.h"
 #include "trainer/model/weights.h"
 #include "trainer/run/checkpoint.h"
-#include "trainer/run/gpt_trainable.h"
-#include "trainer/run/reference_export.h"
+#include "trainer/gpt/gpt_trainable.h"
+#include "trainer/tools/reference_export.h"
 
 namespace gpt {
 namespace {

@@ -1,4 +1,4 @@
-#include "harness/report/svg.h"
+#include "harness/render/svg.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "trainer/run/batch_dump.h"
+#include "trainer/export/batch_dump.h"
 
 #include <string>
 

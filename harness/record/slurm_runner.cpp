@@ -12,7 +12,7 @@
 
 #include "harness/launcher/atomic_file.h"
 #include "harness/launcher/safe_files.h"
-#include "harness/launcher/slurm_launcher.h"
+#include "harness/record/slurm_launcher.h"
 #include "harness/launcher/slurm_util.h"
 #include "harness/record/spool.h"
 #include "base/check.h"

@@ -1,4 +1,4 @@
-#include "harness/launcher/slurm_launcher.h"
+#include "harness/record/slurm_launcher.h"
 
 #include <unistd.h>
 

@@ -1,11 +1,11 @@
-#include "harness/report/history_chart.h"
+#include "harness/render/history_chart.h"
 
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 
-#include "harness/report/html_plots.h"
-#include "harness/report/svg.h"
+#include "harness/render/html_plots.h"
+#include "harness/render/svg.h"
 
 namespace gpt::harness::html {
 namespace {

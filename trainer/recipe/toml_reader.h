@@ -1,6 +1,6 @@
 #pragma once
-// Internal to trainer/recipe: typed reading of a recipe's TOML tree with strict key checks, shared by the files
-// that load and read it (recipe.cpp, recipe_read.cpp). Not part of the recipe API.
+// Internal to trainer/recipe: typed reading of a recipe's TOML tree with strict key checks (Reader), shared by the
+// files that load and read it (recipe_load.cpp, recipe_read.cpp). Not part of the recipe API.
 #include <toml++/toml.h>
 
 #include <algorithm>

@@ -19,7 +19,7 @@ namespace {
 using test::RunScratch;
 using test::val_losses;
 
-RunOptions narrow_tiny_seed(const RunScratch& scratch, const std::string& run_id) {
+RunOptions narrow_tiny_ext(const RunScratch& scratch, const std::string& run_id) {
   RunOptions o;
   o.recipe = "tiny-ext";
   o.overrides = {"extensions.canonical_mask=tier0",
@@ -37,9 +37,9 @@ RunOptions narrow_tiny_seed(const RunScratch& scratch, const std::string& run_id
   return o;
 }
 
-TEST(TinySeedResume, MidCycleCheckpointContinuesBitExactlyAcrossAnEvent) {
+TEST(TinyExtResume, MidCycleCheckpointContinuesBitExactlyAcrossAnEvent) {
   RunScratch scratch;
-  RunOptions cold = narrow_tiny_seed(scratch, "cold");
+  RunOptions cold = narrow_tiny_ext(scratch, "cold");
   cold.checkpoint_every = 10;
   const RunResult a = TrainingRun(cold).run();
   ASSERT_EQ(a.error, "stopped after step 15 (debug.stop_after_step)");
@@ -59,7 +59,7 @@ TEST(TinySeedResume, MidCycleCheckpointContinuesBitExactlyAcrossAnEvent) {
   EXPECT_GT(tail_tensors, 0);
   EXPECT_EQ(rails, 3);  // ANVIL state of the three banks
 
-  RunOptions resumed = narrow_tiny_seed(scratch, "resumed");
+  RunOptions resumed = narrow_tiny_ext(scratch, "resumed");
   resumed.resume = checkpoint;
   const RunResult c = TrainingRun(resumed).run();
   ASSERT_EQ(c.error, "stopped after step 15 (debug.stop_after_step)");

@@ -1,4 +1,4 @@
-#include "harness/report/html_plots.h"
+#include "harness/render/html_plots.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <limits>
 #include <sstream>
 
-#include "harness/report/svg.h"
+#include "harness/render/svg.h"
 
 namespace gpt::harness::html {
 

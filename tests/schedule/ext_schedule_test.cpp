@@ -22,12 +22,12 @@ std::vector<int64_t> range(int64_t lo, int64_t hi_inclusive) {
   return out;
 }
 
-class SeedSchedule : public ::testing::Test {
+class ExtSchedule : public ::testing::Test {
  protected:
   Schedule sched{load_recipe("ext")};
 };
 
-TEST_F(SeedSchedule, StageBoundariesWithGrowthAndTaper) {
+TEST_F(ExtSchedule, StageBoundariesWithGrowthAndTaper) {
   EXPECT_EQ(sched.total_steps(), 1194);
   EXPECT_EQ(sched.main_steps(), 1174);
   ASSERT_EQ(sched.num_stages(), 5);
@@ -41,7 +41,7 @@ TEST_F(SeedSchedule, StageBoundariesWithGrowthAndTaper) {
   EXPECT_EQ(sched.stage_of(1194), 4);
 }
 
-TEST_F(SeedSchedule, TotalTokensAndSliceRows) {
+TEST_F(ExtSchedule, TotalTokensAndSliceRows) {
   EXPECT_EQ(sched.total_tokens(), 328'663'040);
   // §S.1: T = 40,960 of the taper gets R = 128; the others follow §1.4.
   EXPECT_EQ(sched.at(0).cu_rows, 64);
@@ -52,7 +52,7 @@ TEST_F(SeedSchedule, TotalTokensAndSliceRows) {
   EXPECT_EQ(sched.at(1174).cu_rows, 64);
 }
 
-TEST_F(SeedSchedule, LearningRateCooldownOverTheMainSteps) {
+TEST_F(ExtSchedule, LearningRateCooldownOverTheMainSteps) {
   const int64_t main_steps = 1174;
   const auto c0 = static_cast<int64_t>(std::floor(1174 * 0.2));  // 234
   ASSERT_EQ(c0, 234);
@@ -69,7 +69,7 @@ TEST_F(SeedSchedule, LearningRateCooldownOverTheMainSteps) {
   EXPECT_DOUBLE_EQ(sched.lr_mult(1174), 0.30);
 }
 
-TEST_F(SeedSchedule, SteppedPrefixWeight) {
+TEST_F(ExtSchedule, SteppedPrefixWeight) {
   const std::vector<std::pair<int64_t, double>> expected = {
       {0, 0.25},   {319, 0.25}, {320, 0.20}, {410, 0.20}, {411, 0.15}, {500, 0.15}, {501, 0.10},
       {590, 0.10}, {591, 0.05}, {680, 0.05}, {681, 0.0},  {1193, 0.0}, {1194, 0.0}};
@@ -84,7 +84,7 @@ TEST_F(SeedSchedule, SteppedPrefixWeight) {
   EXPECT_EQ(sched.mtp_weights(320).size(), 2u);
 }
 
-TEST_F(SeedSchedule, SampledSoftmaxSize) {
+TEST_F(ExtSchedule, SampledSoftmaxSize) {
   const std::vector<std::pair<int64_t, int64_t>> expected = {
       {0, 10240},    {319, 10240}, {320, 10240}, {680, 10240}, {681, 14336}, {964, 14336}, {965, 24576},
       {1106, 24576}, {1107, 0},    {1173, 0},    {1174, 0},    {1193, 0},    {1194, 0}};
@@ -94,7 +94,7 @@ TEST_F(SeedSchedule, SampledSoftmaxSize) {
   }
 }
 
-TEST_F(SeedSchedule, NgramEventCadence) {
+TEST_F(ExtSchedule, NgramEventCadence) {
   std::vector<int64_t> events;
   for (int64_t s = 0; s <= 1194; ++s) {
     if (sched.is_ngram_event(s)) events.push_back(s);
@@ -111,7 +111,7 @@ TEST_F(SeedSchedule, NgramEventCadence) {
   for (int64_t s = 0; s <= 1194; ++s) EXPECT_FALSE(off.is_ngram_event(s)) << s;
 }
 
-TEST_F(SeedSchedule, WarmupStepsOfSectionS10) {
+TEST_F(ExtSchedule, WarmupStepsOfSectionS10) {
   std::vector<int64_t> expected = {0, 1};
   for (int64_t b : {320, 681, 965, 1107}) {
     for (int64_t s : range(b - 2, b + 1)) expected.push_back(s);
@@ -125,7 +125,7 @@ TEST_F(SeedSchedule, WarmupStepsOfSectionS10) {
   EXPECT_TRUE(Schedule(load_recipe("ext", {"schedule.warmup=false"})).warmup_steps().empty());
 }
 
-TEST_F(SeedSchedule, GraphKeysAreCoveredByTheWarmup) {
+TEST_F(ExtSchedule, GraphKeysAreCoveredByTheWarmup) {
   std::set<StepGraphKey> keys;
   const std::vector<int64_t> warmup = sched.warmup_steps();
   for (int64_t s = 0; s < 1194; ++s) {
@@ -139,14 +139,14 @@ TEST_F(SeedSchedule, GraphKeysAreCoveredByTheWarmup) {
   EXPECT_EQ(sched.graph_key(0).max_segment, 896);
 }
 
-TEST_F(SeedSchedule, WarmupOfMoreThan40StepsIsAnError) {
+TEST_F(ExtSchedule, WarmupOfMoreThan40StepsIsAnError) {
   const Schedule many(
       load_recipe("ext", {"schedule.stages.0.sampled_softmax=[2048, 4096, 2048, 4096, 2048, 4096, 2048, 4096]"}));
   const std::string msg = error_of([&] { (void)many.warmup_steps(); });
   EXPECT_NE(msg.find("more than 40"), std::string::npos) << msg;
 }
 
-TEST_F(SeedSchedule, TrainingLogLines) {
+TEST_F(ExtSchedule, TrainingLogLines) {
   std::vector<int64_t> expected;
   for (int64_t s = 24; s < 1194; s += 25) expected.push_back(s);
   expected.push_back(1192);
@@ -163,7 +163,7 @@ TEST_F(SeedSchedule, TrainingLogLines) {
   EXPECT_THROW((void)sched.logs_training_line(1194), Error);
 }
 
-TEST_F(SeedSchedule, SplitValidationAndSegmentCap) {
+TEST_F(ExtSchedule, SplitValidationAndSegmentCap) {
   EXPECT_EQ(sched.split_step(), 1175);
   EXPECT_TRUE(sched.at(1175).split_step);
   EXPECT_TRUE(sched.at(1175).tied);
@@ -180,7 +180,7 @@ TEST_F(SeedSchedule, SplitValidationAndSegmentCap) {
 }
 
 // growth_stage picks the first stage end that grows: from stage 3 only the taper's end moves.
-TEST(SeedScheduleGrowth, GrowthStageSelectsTheEndsThatMove) {
+TEST(ExtScheduleGrowth, GrowthStageSelectsTheEndsThatMove) {
   const Schedule s(load_recipe("ext", {"schedule.growth_stage=3"}));
   EXPECT_EQ(s.stage_end(2), 1055);
   EXPECT_EQ(s.stage_end(3), 1174);
@@ -196,7 +196,7 @@ TEST(SeedScheduleGrowth, GrowthStageSelectsTheEndsThatMove) {
 }
 
 // Head keeps its behaviour: no sampled softmax, no events, every line, no cap.
-TEST(SeedScheduleHead, SwitchesOffLeaveHeadUnchanged) {
+TEST(ExtScheduleHead, SwitchesOffLeaveHeadUnchanged) {
   const Schedule head(load_recipe("head"));
   for (int64_t s = 0; s <= head.total_steps(); ++s) {
     const StepSchedule st = head.at(s);
@@ -208,7 +208,7 @@ TEST(SeedScheduleHead, SwitchesOffLeaveHeadUnchanged) {
   EXPECT_EQ(head.main_steps(), 1270);
 }
 
-TEST(TinySeedSchedule, EveryFeatureHappensWithinTheRun) {
+TEST(TinyExtSchedule, EveryFeatureHappensWithinTheRun) {
   const Schedule s(load_recipe("tiny-ext"));
   EXPECT_EQ(s.total_steps(), 32);
   const int64_t begins[] = {0, 7, 16, 26, 28}, ends[] = {7, 16, 26, 28, 32};

@@ -20,7 +20,7 @@ namespace {
 using test::RunScratch;
 using test::val_losses;
 
-RunOptions tiny_seed_run(const RunScratch& scratch, const std::string& run_id) {
+RunOptions tiny_ext_run(const RunScratch& scratch, const std::string& run_id) {
   RunOptions o;
   o.recipe = "tiny-ext";
   o.overrides = {"extensions.canonical_mask=tier0"};
@@ -41,9 +41,9 @@ std::string read_text(const std::filesystem::path& path) {
 // same run without warmup bit for bit (table, tail accumulators, sampler offsets, ANVIL rails all restored or
 // zeroed). A resume from a checkpoint taken in the middle of a table cycle (steps 8 and 9 pending, event at 11)
 // continues bit for bit, the table and its pending cycle included.
-TEST(TinySeedRun, WarmupLeavesNoTraceAndResumeMidCycleIsBitExact) {
+TEST(TinyExtRun, WarmupLeavesNoTraceAndResumeMidCycleIsBitExact) {
   RunScratch scratch;
-  RunOptions cold = tiny_seed_run(scratch, "cold");
+  RunOptions cold = tiny_ext_run(scratch, "cold");
   cold.overrides.push_back("schedule.warmup=false");
   cold.checkpoint_every = 10;
   cold.final_checkpoint = true;
@@ -53,7 +53,7 @@ TEST(TinySeedRun, WarmupLeavesNoTraceAndResumeMidCycleIsBitExact) {
   ASSERT_EQ(a.val_history.size(), 2u);  // steps 0 and 32 (the synthetic corpus is not learnable in 32 steps:
                                         // docs/ext-profile.md's tiny-ext run on data/default shows it)
 
-  RunOptions warm = tiny_seed_run(scratch, "warm");
+  RunOptions warm = tiny_ext_run(scratch, "warm");
   warm.final_checkpoint = true;
   const RunResult b = TrainingRun(warm).run();
   ASSERT_EQ(b.status, RunStatus::finished) << b.error;
@@ -75,7 +75,7 @@ TEST(TinySeedRun, WarmupLeavesNoTraceAndResumeMidCycleIsBitExact) {
   EXPECT_GT(tail_tensors, 0);
   EXPECT_EQ(rails, 3);  // ANVIL state of the three banks
 
-  RunOptions resumed = tiny_seed_run(scratch, "resumed");
+  RunOptions resumed = tiny_ext_run(scratch, "resumed");
   resumed.overrides.push_back("schedule.warmup=false");
   resumed.resume = checkpoint;
   resumed.final_checkpoint = true;

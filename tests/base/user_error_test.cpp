@@ -2,9 +2,9 @@
 #include <gtest/gtest.h>
 
 #include "base/check.h"
-#include "harness/commands/common.h"
+#include "base/user_error.h"
 
-namespace gpt::harness {
+namespace gpt {
 namespace {
 
 TEST(UserErrorMessage, DropsSourceLocationsUnlessDebugging) {
@@ -26,4 +26,4 @@ TEST(UserErrorMessage, DropsSourceLocationsUnlessDebugging) {
 }
 
 }  // namespace
-}  // namespace gpt::harness
+}  // namespace gpt

@@ -1,9 +1,9 @@
-#include "harness/launcher/run_launcher.h"
+#include "harness/record/run_launcher.h"
 
 #include <nlohmann/json.hpp>
 
 #include "harness/launcher/safe_names.h"
-#include "harness/launcher/slurm_launcher.h"
+#include "harness/record/slurm_launcher.h"
 #include "base/check.h"
 
 namespace gpt::harness {

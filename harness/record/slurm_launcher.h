@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/launcher/run_launcher.h"
+#include "harness/record/run_launcher.h"
 
 namespace gpt::harness::slurm {
 

@@ -1,4 +1,4 @@
-#include "trainer/run/tensor_files.h"
+#include "trainer/export/tensor_files.h"
 
 #include <fstream>
 

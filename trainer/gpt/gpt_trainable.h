@@ -67,7 +67,7 @@ class GptTrainable final : public TrainableModel, public ModelExtensions {
   // validation_losses (the per-position reference check) stays unmasked.
   void set_canonical_mask(const Tensor& mask) override;
 
-  // The GPT's own, for the reference check (trainer/run/reference_export.h) and the tests.
+  // The GPT's own, for the reference check (trainer/tools/reference_export.h) and the tests.
   // ℓ_t of §3.4 for every position of the window (f64 from the evaluation forward's raw logits): the
   // reference check compares them position by position.
   std::vector<double> validation_losses(const Microbatch& window);

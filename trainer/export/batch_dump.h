@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "trainer/data/val_loader.h"
-#include "trainer/run/tensor_files.h"
+#include "trainer/export/tensor_files.h"
 
 namespace gpt {
 
