@@ -299,7 +299,15 @@ int run_ingest(const NightlyOptions& o, GlobalOptions& global) {
     std::cout << "nightly --ingest: nothing new (" << skipped << " file(s) already stored)\n";
     return kExitPass;
   }
-  GPT_CHECK(!all.measured.empty(), "nightly --ingest: nothing stored (", all.failures.size(), " file(s) unreadable)");
+  if (all.measured.empty()) {
+    // Each file's own reason, as the report would have listed it: a count alone leaves the user to guess.
+    std::string reasons;
+    for (const auto& failure : all.failures) {
+      const bool named = failure.reason.rfind(failure.suite, 0) == 0;  // most reasons start with the file already
+      reasons += "\n  " + (named ? failure.reason : failure.suite + ": " + failure.reason);
+    }
+    GPT_FAIL("nightly --ingest: nothing stored: ", all.failures.size(), " file(s) refused:", reasons);
+  }
   all.stamp = newest;
   return decide_and_report(store, all, o, results_dir(global) / "reports" / "nightly" / ("ingest-" + newest));
 }

@@ -336,6 +336,8 @@ std::vector<ValPoint> Store::val_points(std::int64_t run_id) {
 
 std::int64_t Store::add_benchmark_result(const BenchmarkResult& r) {
   GPT_CHECK(!r.suite.empty() && !r.name.empty(), "a benchmark result needs a suite and a name");
+  GPT_CHECK(std::isfinite(r.value), "benchmark ", r.suite, "/", r.name, ": value ", r.value,
+            " is not finite (a stored inf or NaN breaks every later decision over its history)");
   auto s = db_.prepare(
       "INSERT INTO benchmark_results (suite, name, run, revision, value, unit, repetitions, recorded_at, "
       "environment_id) VALUES (?,?,?,?,?,?,?,COALESCE(?, strftime('%Y-%m-%dT%H:%M:%SZ','now')),?)");
