@@ -95,7 +95,7 @@ int report_sweep(Store& store, const SweepInfo& sweep, const ImportOptions& o, G
     auto doc = to_json(report);
     doc["report_path"] = md.string();
     doc["html_report_path"] = html.string();
-    std::cout << doc.dump(2) << "\n";
+    std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << render_text(report) << "report: " << html.string() << "\nmarkdown: " << md.string() << "\n";
   }
