@@ -44,9 +44,10 @@ struct LogFile {
   bool operator<(const LogFile& o) const { return std::tie(arm, path) < std::tie(o.arm, o.path); }
 };
 
+// The extension, not the end of the name: "catalog" (no extension) or a README is no log.
 bool looks_like_log(const std::filesystem::path& p) {
   const auto ext = p.extension().string();
-  return ext == ".txt" || ext == ".log" || ext.empty();
+  return ext == ".txt" || ext == ".log";
 }
 
 // The arm of a log found under `root`: its folder's path below the root ("2026-01-18_X/baseline"), or the
