@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -67,6 +68,9 @@ std::vector<LogFile> collect_logs(const std::vector<std::string>& paths) {
       files.push_back({std::filesystem::absolute(path).parent_path().filename().string(), path});
       continue;
     }
+    // A device, FIFO or socket (/dev/null) is neither: the folder walk below would fail with a library error.
+    GPT_CHECK(std::filesystem::is_directory(path), "import: '", text,
+              "' is neither a log file nor a folder of them");
     for (const auto& entry : std::filesystem::recursive_directory_iterator(path)) {
       if (!entry.is_regular_file() || !looks_like_log(entry.path())) continue;
       files.push_back({arm_below(path, entry.path()), entry.path()});
@@ -172,7 +176,7 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
     sweep.kind = "import";
     sweep.target = o.target;
     sweep.alpha = o.alpha;
-    store.create_sweep_unique(sweep);
+    store.create_sweep_unique(sweep, /*name_given=*/!o.name.empty());
     if (o.track3) store.add_tag(OwnerKind::sweep, sweep.id, "track3");
     if (o.early_stop_step > 0) {
       store.set_param(OwnerKind::sweep, sweep.id, "early_stop_step", std::to_string(o.early_stop_step));
@@ -223,12 +227,12 @@ void add_import_command(CLI::App& app, GlobalOptions& global) {
       "import", "import speedrun-format logs into one sweep (one arm per folder below the import root)");
   sub->add_option("paths", opts->paths, "log files or folders (searched recursively for *.txt, *.log)")->required();
   add_sweep_name_option(*sub, opts->name, "sweep name (default import-<first path>)");
-  sub->add_option("--target", opts->target, "target val loss (default 3.28)");
-  sub->add_option("--alpha", opts->alpha, "significance level (default 0.01)")->check(CLI::Range(1e-12, 0.999999));
+  sub->add_option("--target", opts->target, "target val loss (default 3.28)")->check(finite_in(0, kMaxTargetLoss));
+  sub->add_option("--alpha", opts->alpha, "significance level (default 0.01)")->check(finite_in(1e-12, 0.999999));
   sub->add_flag("--track3", opts->track3, "judge with the track-3 rule");
   sub->add_option("--early-stop-step", opts->early_stop_step,
                   "opt-in early-stop rule: a run ending on a validation at this step is complete")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_in(1, std::numeric_limits<std::int64_t>::max()));
   sub->add_option("--format", opts->format, "report format")->check(CLI::IsMember({"text", "json"}));
   sub->callback([opts, &global] { global.exit_code = run_import(*opts, global); });
 }

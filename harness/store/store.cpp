@@ -195,7 +195,7 @@ std::int64_t Store::create_sweep(SweepInfo sweep) {
   return id;
 }
 
-std::int64_t Store::create_sweep_unique(SweepInfo& sweep) {
+std::int64_t Store::create_sweep_unique(SweepInfo& sweep, bool name_given) {
   GPT_CHECK(!sweep.name.empty(), "a sweep needs a name");
   sql::Transaction tx(db_);
   const std::string base = sweep.name;
@@ -204,6 +204,8 @@ std::int64_t Store::create_sweep_unique(SweepInfo& sweep) {
     exists.reset();
     exists.bind(1, sweep.name);
     if (!exists.step()) break;
+    GPT_CHECK(!name_given, "--name: a sweep named '", base,
+              "' already exists; choose another name (record and compare continue a sweep with --resume ", base, ")");
     sweep.name = base + "-" + std::to_string(i);
   }
   sweep.id = create_sweep(sweep);
