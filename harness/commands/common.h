@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/log_flags.h"
@@ -37,7 +38,10 @@ struct GlobalOptions {
 
 // An error for the user: the message without the source locations (" [harness/x.cpp:54]") the checks append,
 // which only `--log-level debug` (or trace) keeps: pass keep_source_locations = gpt::log::enabled(debug).
+// Control bytes (other than newline and tab) and bytes that are not well-formed UTF-8 become \xNN escapes.
 std::string user_error_message(const std::string& what, bool keep_source_locations);
+// `text` with control bytes (other than newline and tab) and bytes that are not well-formed UTF-8 as \xNN.
+std::string printable_text(std::string_view text);
 std::string user_error_message(const std::string& what, const char*) = delete;  // a level name is no flag
 
 // Adds --db, --db-timeout, --log-level and --quiet to `app` (the top-level app: they are accepted before or after

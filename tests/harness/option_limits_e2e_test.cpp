@@ -52,7 +52,7 @@ TEST_F(OptionLimits, RecordRefusesRunsBeyondTheLimitInPlainFigures) {
 }
 
 TEST_F(OptionLimits, RecordRefusesANegativeSeed) {
-  expect_refused(record(2, {}, {"--first-seed", "-1"}), "--first-seed", "got '-1'");
+  expect_refused(record(2, {}, {"--first-seed=-1"}), "--first-seed", "got '-1'");
 }
 
 // The second seed wrapped around to -9223372036854775808 and was stored.
@@ -78,7 +78,7 @@ TEST_F(OptionLimits, CompareRefusesANotANumberAlphaAndTarget) {
   expect_refused(with({"--alpha", "nan"}), "--alpha", "got 'nan'");
   expect_refused(with({"--target", "-inf"}), "--target", "got '-inf'");
   expect_refused(with({"--timeout", "nan"}), "--timeout", "got 'nan'");
-  expect_refused(with({"--first-seed", "-3"}), "--first-seed", "got '-3'");
+  expect_refused(with({"--first-seed=-3"}), "--first-seed", "got '-3'");
 }
 
 TEST_F(OptionLimits, ImportAndPlanRefuseANotANumberAlpha) {
@@ -110,9 +110,10 @@ namespace {
 // Two `record --resume S` at once ran the same seeds twice, the second overwriting the first's outputs.
 TEST_F(RecordE2E, OneHarnessAtATimeRunsASweep) {
   ASSERT_LE(record(1, {}).code, 1);
+  const auto lock = dir / "runs" / "sweep" / "sweep.lock";
+  std::filesystem::remove(lock);  // left by the first call: its reappearance says the resume holds the sweep
   // The resumed runs are slow (the stored command; SYNTH_STEP_SLEEP_MS reaches the trainer through the environment).
   Process first = start({"record", "--resume", "sweep", "--runs", "3"}, {{"SYNTH_STEP_SLEEP_MS", "100"}});
-  const auto lock = dir / "runs" / "sweep" / "sweep.lock";
   for (int i = 0; i < 200 && (!std::filesystem::exists(lock) || std::filesystem::file_size(lock) == 0); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

@@ -125,3 +125,18 @@ TEST_F(RecordE2E, AnEmptyFileOrAFolderIsNamedForWhatItIs) {
 
 }  // namespace
 }  // namespace gpt::harness
+
+namespace gpt::harness {
+namespace {
+
+TEST_F(RecordE2E, AnErrorEchoesNoRawControlBytes) {
+  dir.write("logs/a.txt", log_with_loss(3.25));
+  ASSERT_LE(harness({"import", (dir / "logs").string(), "--name", "sweep", "--target", "3.5"}).code, 1);
+  const Result r = harness({"query", "runs", "--sweep", "\x1b[2Jgone\xff"});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("no sweep '\\x1b[2Jgone\\xff'"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\x1b'), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace gpt::harness
