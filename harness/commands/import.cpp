@@ -69,8 +69,7 @@ std::vector<LogFile> collect_logs(const std::vector<std::string>& paths) {
       continue;
     }
     // A device, FIFO or socket (/dev/null) is neither: the folder walk below would fail with a library error.
-    GPT_CHECK(std::filesystem::is_directory(path), "import: '", text,
-              "' is neither a log file nor a folder of them");
+    GPT_CHECK(std::filesystem::is_directory(path), "import: '", text, "' is neither a log file nor a folder of them");
     for (const auto& entry : std::filesystem::recursive_directory_iterator(path)) {
       if (!entry.is_regular_file() || !looks_like_log(entry.path())) continue;
       files.push_back({arm_below(path, entry.path()), entry.path()});

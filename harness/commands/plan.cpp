@@ -101,8 +101,9 @@ void add_plan_command(CLI::App& app, GlobalOptions& global) {
   sub->add_option("--arm", opts->arm, "only this arm of --sweep");
   sub->add_option("--mean", opts->mean, "expected mean final val loss")->check(finite_in(0, kMaxTargetLoss));
   sub->add_option("--std", opts->std, "expected std of the final val loss")->check(finite_in(0, 1e6));
-  auto* target = sub->add_option("--target", opts->target, "target val loss (default: the sweep's with --sweep, else 3.28)")
-                     ->check(finite_in(0, kMaxTargetLoss));
+  auto* target =
+      sub->add_option("--target", opts->target, "target val loss (default: the sweep's with --sweep, else 3.28)")
+          ->check(finite_in(0, kMaxTargetLoss));
   auto* alpha = sub->add_option("--alpha", opts->alpha, "significance level (default 0.01, or the sweep's)")
                     ->check(finite_in(1e-12, 0.999999));
   sub->add_option("--power", opts->power, "wanted power (default 0.8)")->check(finite_in(1e-6, 0.999999));

@@ -6,8 +6,9 @@ namespace gpt::harness {
 namespace {
 
 TEST_F(RecordE2E, AMissingTmpdirIsNamed) {
-  const Result r = harness({"record", "--runs", "1", "--name", "t", "--trainer", "/bin/true", "--data", dir.path().string()},
-                           {{"TMPDIR", (dir / "nonexistent").string()}});
+  const Result r =
+      harness({"record", "--runs", "1", "--name", "t", "--trainer", "/bin/true", "--data", dir.path().string()},
+              {{"TMPDIR", (dir / "nonexistent").string()}});
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("TMPDIR: '" + (dir / "nonexistent").string() + "' is not a folder"), std::string::npos)
       << r.output;
@@ -27,8 +28,7 @@ TEST_F(RecordE2E, ReportOutThatIsAFileIsNamed) {
   const auto file = dir.write("taken", "a file");
   const Result r = harness({"report", "--sweep", "sweep", "--out", file.string()});
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("--out: '" + file.string() + "' exists and is not a folder"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("--out: '" + file.string() + "' exists and is not a folder"), std::string::npos) << r.output;
 }
 
 // A symbolic link planted at reports/<sweep> was found only after every run had been made.
