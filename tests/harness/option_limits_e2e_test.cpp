@@ -76,7 +76,7 @@ TEST_F(OptionLimits, CompareRefusesANotANumberAlphaAndTarget) {
     return harness(args);
   };
   expect_refused(with({"--alpha", "nan"}), "--alpha", "got 'nan'");
-  expect_refused(with({"--target", "-inf"}), "--target", "got '-inf'");
+  expect_refused(with({"--target=-inf"}), "--target", "got '-inf'");
   expect_refused(with({"--timeout", "nan"}), "--timeout", "got 'nan'");
   expect_refused(with({"--first-seed=-3"}), "--first-seed", "got '-3'");
 }
