@@ -1,6 +1,7 @@
 #include "base/user_error.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string_view>
 
 namespace gpt {
@@ -19,9 +20,48 @@ bool is_source_location(std::string_view text) {
   return false;
 }
 
+// Length of the well-formed UTF-8 sequence at text[at], or 0 when the bytes there are not one.
+size_t utf8_sequence(std::string_view text, size_t at) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(at);
+  if (lead < 0x80) return 1;
+  const size_t length = lead >= 0xc2 && lead <= 0xdf   ? 2
+                        : lead >= 0xe0 && lead <= 0xef ? 3
+                        : lead >= 0xf0 && lead <= 0xf4 ? 4
+                                                       : 0;
+  if (length == 0 || at + length > text.size()) return 0;
+  for (size_t i = 1; i < length; ++i) {
+    if ((byte(at + i) & 0xc0) != 0x80) return 0;
+  }
+  if ((lead == 0xe0 && byte(at + 1) < 0xa0) || (lead == 0xed && byte(at + 1) > 0x9f) ||
+      (lead == 0xf0 && byte(at + 1) < 0x90) || (lead == 0xf4 && byte(at + 1) > 0x8f)) {
+    return 0;  // overlong, a surrogate, or beyond U+10FFFF
+  }
+  return length;
+}
+
 }  // namespace
 
-std::string user_error_message(const std::string& what, bool keep_source_locations) {
+std::string printable_text(std::string_view text) {
+  std::string out;
+  for (size_t at = 0; at < text.size();) {
+    const auto c = static_cast<unsigned char>(text[at]);
+    const size_t length = utf8_sequence(text, at);
+    if (length == 0 || (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+      out += escaped;
+      ++at;
+      continue;
+    }
+    out.append(text.substr(at, length));
+    at += length;
+  }
+  return out;
+}
+
+std::string user_error_message(const std::string& raw, bool keep_source_locations) {
+  const std::string what = printable_text(raw);
   if (keep_source_locations) return what;
   // GPT_CHECK appends " [path/file.cpp:LINE]"; nested errors carry theirs inside the message.
   std::string out;

@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 
 #include "harness/commands/check_db.h"
@@ -48,6 +50,13 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "harness: error: " << user_error_message(e.what(), gpt::log::enabled(spdlog::level::debug)) << "\n";
     return kExitFail;
+  }
+  // Output that never arrived (a full disk, a closed pipe) is a failure of the command, not a success.
+  std::cout.flush();
+  if (!std::cout) {
+    std::cerr << "harness: error: the output could not be written to standard output (" << std::strerror(errno)
+              << ")\n";
+    return options.exit_code == kExitPass ? kExitFail : options.exit_code;
   }
   return options.exit_code;
 }

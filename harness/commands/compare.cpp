@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -132,6 +133,7 @@ void set_optional_number(SweepParams& params, const char* key, const std::option
 // that --resume and `harness report` need.
 SweepInfo create_sweep(Store& store, CompareOptions& o) {
   GPT_CHECK(o.runs >= 2, "--runs: give the runs per arm (>= 2: each arm's tests need two), or --resume SWEEP");
+  check_seed_range(o.first_seed, o.runs);
   GPT_CHECK(!o.baseline.empty() && !o.candidate.empty(), "compare: --baseline and --candidate are required for a new "
                                                          "comparison (or --resume SWEEP)");
   GPT_CHECK((o.backend.empty() && o.sets.empty() && o.baseline_sets.empty() && o.candidate_sets.empty()) ||
@@ -176,7 +178,7 @@ SweepInfo create_sweep(Store& store, CompareOptions& o) {
   sweep.runs_planned = 2 * o.runs;
   sweep.gpus = o.gpus;
   sweep.environment_id = store.upsert_environment(probe_environment());
-  store.create_sweep_unique(sweep);
+  store.create_sweep_unique(sweep, /*name_given=*/!o.name.empty());
   sweep = *store.find_sweep(std::to_string(sweep.id));
   SweepParams params(store, sweep);
   const auto set = [&](const std::string& key, const std::string& value) { params.set_text(key, value); };
@@ -294,6 +296,9 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
     arms.push_back(std::move(arm));
   }
   const auto run_root = sweep_runs_dir(global, sweep.name);
+  const SweepHold hold = SweepHold::take(run_root, sweep.name);  // before planning: one harness per sweep
+  // Made (and checked: no symbolic link below the database's folder) before the runs, not after all of them.
+  const auto reports_dir = sweep_reports_dir(global, sweep.name);
   const std::vector<RunPlan> plans =
       plan_missing_runs(store, sweep, argv_template, arms, o.first_seed, o.runs, run_root);
   for (const RunPlan& plan : plans) {  // an arm with runs still to go needs its trainer
@@ -311,7 +316,7 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
   int code = kExitPass;
   try {
     const ComparisonPage page = comparison_page_from_store(store, sweep, settings);
-    const auto files = write_comparison_reports(store, sweep, page, sweep_reports_dir(global, sweep.name));
+    const auto files = write_comparison_reports(store, sweep, page, reports_dir);
     store.set_metric(OwnerKind::sweep, sweep.id, "time_ratio", page.report.time_ratio);
     store.set_metric(OwnerKind::sweep, sweep.id, "time_p", page.report.time.t.p_value);
     std::cout << "what ran: " << arm_recipes_sentence(page) << "\n"
@@ -340,19 +345,21 @@ void add_compare_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--baseline", o->baseline, "git revision, or the name of baselines/<NAME>.toml");
   cmd->add_option("--candidate", o->candidate, "git revision of the candidate");
   cmd->add_option("--runs", o->runs, "runs per arm (with --resume: extend the sweep to this many)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_in(1, kMaxRuns));
   cmd->add_option("--recipe", o->recipe, "recipe (default: the named baseline's, else tiny)");
   cmd->add_option("--baseline-recipe", o->baseline_recipe, "recipe of the baseline's runs only (default: --recipe)");
   cmd->add_option("--candidate-recipe", o->candidate_recipe,
                   "recipe of the candidate's runs only (default: --recipe; its [record] target is the default "
                   "--target)");
   cmd->add_option("--data", o->data, "data folder (default: the recipe's corpus, data/default for tiny)");
-  cmd->add_option("--first-seed,--seed", o->first_seed, "seed of each arm's first run; run i uses first-seed + i");
-  cmd->add_option("--gpus", o->gpus, "GPUs per run (passed as --gpus)")->check(CLI::PositiveNumber);
+  cmd->add_option("--first-seed,--seed", o->first_seed, "seed of each arm's first run; run i uses first-seed + i")
+      ->check(whole_in(0, std::numeric_limits<std::int64_t>::max()));
+  cmd->add_option("--gpus", o->gpus, "GPUs per run (passed as --gpus)")->check(whole_in(1, 4096));
   cmd->add_option("--alpha", o->alpha, "significance level of every test (default 0.01)")
-      ->check(CLI::Range(1e-12, 0.999999));
+      ->check(finite_in(1e-12, 0.999999));
   cmd->add_option("--target", o->target,
-                  "record target of the candidate's losses (default: the recipe's [record] target)");
+                  "record target of the candidate's losses (default: the recipe's [record] target)")
+      ->check(finite_in(0, kMaxTargetLoss));
   o->fail_if_slower_option =
       cmd->add_option("--fail-if-slower", o->fail_if_slower,
                       "exit 1 when the candidate's train time is above (100 + PCT)% of the baseline's with "
@@ -360,9 +367,9 @@ void add_compare_command(CLI::App& app, GlobalOptions& global) {
           ->expected(0, 1)
           ->allow_extra_args(false);
   cmd->add_option("--timeout", o->timeout_s, "seconds per run before its process group is killed")
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_in(0, kMaxTimeoutS));
   cmd->add_option("--parallel", o->parallel, "runs at once (CUDA_VISIBLE_DEVICES partitions)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_in(1, 4096));
   cmd->add_option("--backend", o->backend, "trainer backend, passed as --backend")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--set", o->sets, "recipe override KEY=VALUE passed to every run of both arms (repeatable)")
       ->allow_extra_args(false);
@@ -380,11 +387,12 @@ void add_compare_command(CLI::App& app, GlobalOptions& global) {
                   "reuse an existing build: baseline=DIR or candidate=DIR (DIR/bin/train_gpt; repeatable)")
       ->allow_extra_args(false);
   cmd->add_option("--cache", o->build.cache_dir, "worktree cache, relative to the repository (default .cache/compare)");
-  cmd->add_option("--jobs", o->build.jobs, "build parallelism (default 2)")->check(CLI::PositiveNumber);
-  cmd->add_option("--build-timeout", o->build.timeout_s, "seconds for each step of an arm's build (worktree, "
-                                                         "configure, build) before its process group is killed "
-                                                         "(default 7200)")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--jobs", o->build.jobs, "build parallelism (default 2)")->check(whole_in(1, 4096));
+  cmd->add_option("--build-timeout", o->build.timeout_s,
+                  "seconds for each step of an arm's build (worktree, "
+                  "configure, build) before its process group is killed "
+                  "(default 7200)")
+      ->check(finite_in(1e-3, kMaxTimeoutS));
   cmd->add_option("--baselines-dir", o->baselines_dir, "folder of named baselines (default baselines)");
   add_sweep_name_option(*cmd, o->name, "sweep name (default compare-RECIPE-TIMESTAMP)");
   cmd->add_option("--resume", o->resume, "continue this compare sweep: run only the missing or killed runs");

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -44,9 +45,10 @@ struct LogFile {
   bool operator<(const LogFile& o) const { return std::tie(arm, path) < std::tie(o.arm, o.path); }
 };
 
+// The extension, not the end of the name: "catalog" (no extension) or a README is no log.
 bool looks_like_log(const std::filesystem::path& p) {
   const auto ext = p.extension().string();
-  return ext == ".txt" || ext == ".log" || ext.empty();
+  return ext == ".txt" || ext == ".log";
 }
 
 // The arm of a log found under `root`: its folder's path below the root ("2026-01-18_X/baseline"), or the
@@ -66,6 +68,8 @@ std::vector<LogFile> collect_logs(const std::vector<std::string>& paths) {
       files.push_back({std::filesystem::absolute(path).parent_path().filename().string(), path});
       continue;
     }
+    // A device, FIFO or socket (/dev/null) is neither: the folder walk below would fail with a library error.
+    GPT_CHECK(std::filesystem::is_directory(path), "import: '", text, "' is neither a log file nor a folder of them");
     for (const auto& entry : std::filesystem::recursive_directory_iterator(path)) {
       if (!entry.is_regular_file() || !looks_like_log(entry.path())) continue;
       files.push_back({arm_below(path, entry.path()), entry.path()});
@@ -95,7 +99,7 @@ int report_sweep(Store& store, const SweepInfo& sweep, const ImportOptions& o, G
     auto doc = to_json(report);
     doc["report_path"] = md.string();
     doc["html_report_path"] = html.string();
-    std::cout << doc.dump(2) << "\n";
+    std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << render_text(report) << "report: " << html.string() << "\nmarkdown: " << md.string() << "\n";
   }
@@ -171,7 +175,7 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
     sweep.kind = "import";
     sweep.target = o.target;
     sweep.alpha = o.alpha;
-    store.create_sweep_unique(sweep);
+    store.create_sweep_unique(sweep, /*name_given=*/!o.name.empty());
     if (o.track3) store.add_tag(OwnerKind::sweep, sweep.id, "track3");
     if (o.early_stop_step > 0) {
       store.set_param(OwnerKind::sweep, sweep.id, "early_stop_step", std::to_string(o.early_stop_step));
@@ -222,12 +226,12 @@ void add_import_command(CLI::App& app, GlobalOptions& global) {
       "import", "import speedrun-format logs into one sweep (one arm per folder below the import root)");
   sub->add_option("paths", opts->paths, "log files or folders (searched recursively for *.txt, *.log)")->required();
   add_sweep_name_option(*sub, opts->name, "sweep name (default import-<first path>)");
-  sub->add_option("--target", opts->target, "target val loss (default 3.28)");
-  sub->add_option("--alpha", opts->alpha, "significance level (default 0.01)")->check(CLI::Range(1e-12, 0.999999));
+  sub->add_option("--target", opts->target, "target val loss (default 3.28)")->check(finite_in(0, kMaxTargetLoss));
+  sub->add_option("--alpha", opts->alpha, "significance level (default 0.01)")->check(finite_in(1e-12, 0.999999));
   sub->add_flag("--track3", opts->track3, "judge with the track-3 rule");
   sub->add_option("--early-stop-step", opts->early_stop_step,
                   "opt-in early-stop rule: a run ending on a validation at this step is complete")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_in(1, std::numeric_limits<std::int64_t>::max()));
   sub->add_option("--format", opts->format, "report format")->check(CLI::IsMember({"text", "json"}));
   sub->callback([opts, &global] { global.exit_code = run_import(*opts, global); });
 }

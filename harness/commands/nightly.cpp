@@ -299,7 +299,15 @@ int run_ingest(const NightlyOptions& o, GlobalOptions& global) {
     std::cout << "nightly --ingest: nothing new (" << skipped << " file(s) already stored)\n";
     return kExitPass;
   }
-  GPT_CHECK(!all.measured.empty(), "nightly --ingest: nothing stored (", all.failures.size(), " file(s) unreadable)");
+  if (all.measured.empty()) {
+    // Each file's own reason, as the report would have listed it: a count alone leaves the user to guess.
+    std::string reasons;
+    for (const auto& failure : all.failures) {
+      const bool named = failure.reason.rfind(failure.suite, 0) == 0;  // most reasons start with the file already
+      reasons += "\n  " + (named ? failure.reason : failure.suite + ": " + failure.reason);
+    }
+    GPT_FAIL("nightly --ingest: nothing stored: ", all.failures.size(), " file(s) refused:", reasons);
+  }
   all.stamp = newest;
   return decide_and_report(store, all, o, results_dir(global) / "reports" / "nightly" / ("ingest-" + newest));
 }
@@ -348,19 +356,25 @@ void add_nightly_command(CLI::App& app, GlobalOptions& global) {
   cmd->add_option("--build-dir", o->build_dir, "build directory (relative to the repository)")->capture_default_str();
   cmd->add_option("--manifest", o->manifest, "file listing the benchmark programs (default: CTest label `bench`)");
   cmd->add_flag("--gpu", o->include_gpu, "also run the benchmarks labelled `gpu`");
-  cmd->add_option("--repetitions", o->repetitions, "--benchmark_repetitions per program")->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--bench-timeout", o->bench_timeout_s, "seconds per benchmark program before its process group is "
-                                                         "killed")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--repetitions", o->repetitions, "--benchmark_repetitions per program")
+      ->capture_default_str()
+      ->check(whole_in(1, 100000));
+  cmd->add_option("--bench-timeout", o->bench_timeout_s,
+                  "seconds per benchmark program before its process group is "
+                  "killed")
+      ->capture_default_str()
+      ->check(finite_in(1e-3, kMaxTimeoutS));
   cmd->add_option("--smoke-recipe", o->smoke_recipe, "recipe of the training smoke run")->capture_default_str();
   cmd->add_option("--data", o->data, "data folder of the smoke run (default: the recipe's, data/default for tiny)");
-  cmd->add_option("--smoke-timeout", o->smoke_timeout_s, "seconds for the smoke run")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--smoke-timeout", o->smoke_timeout_s, "seconds for the smoke run")
+      ->capture_default_str()
+      ->check(finite_in(1e-3, kMaxTimeoutS));
   cmd->add_option("--jobs", o->build_jobs, "build parallelism")->capture_default_str();
-  cmd->add_option("--build-timeout", o->build_timeout_s, "seconds for each build step (configure, build) before "
-                                                         "its process group is killed")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--build-timeout", o->build_timeout_s,
+                  "seconds for each build step (configure, build) before "
+                  "its process group is killed")
+      ->capture_default_str()
+      ->check(finite_in(1e-3, kMaxTimeoutS));
   cmd->add_flag("--no-build", o->skip_build, "use the existing build");
   cmd->add_flag("--no-smoke", o->skip_smoke, "skip the training smoke run");
   cmd->add_option("--ingest", o->ingest, "store these Google Benchmark JSON files or folders of them (one night each, "

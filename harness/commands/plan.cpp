@@ -35,7 +35,11 @@ struct Estimate {
 std::vector<Estimate> sweep_estimates(Store& store, const PlanOptions& o, double& target, double& alpha) {
   const auto sweep = store.find_sweep(o.sweep);
   GPT_CHECK(sweep.has_value(), "--sweep: no sweep '", o.sweep, "'");
-  if (!o.target_given && sweep->target) target = *sweep->target;
+  // A sweep stored without a target (a compare without a record check) has none to lend: 3.28 is track 1's,
+  // not necessarily this sweep's recipe's, so it is asked for rather than assumed.
+  GPT_CHECK(o.target_given || sweep->target, "--sweep ", o.sweep,
+            ": the sweep has no stored target; pass --target LOSS (the record target to plan for)");
+  if (!o.target_given) target = *sweep->target;
   if (!o.alpha_given && sweep->alpha) alpha = *sweep->alpha;
   std::map<std::string, std::vector<double>> losses;
   for (const auto& r : store.runs(sweep->id)) {
@@ -95,12 +99,14 @@ void add_plan_command(CLI::App& app, GlobalOptions& global) {
   CLI::App* sub = app.add_subcommand("plan", "runs needed for a record attempt to reach the wanted power");
   sub->add_option("--sweep", opts->sweep, "estimate mean and std from this sweep's ok runs (id or name)");
   sub->add_option("--arm", opts->arm, "only this arm of --sweep");
-  sub->add_option("--mean", opts->mean, "expected mean final val loss");
-  sub->add_option("--std", opts->std, "expected std of the final val loss")->check(CLI::NonNegativeNumber);
-  auto* target = sub->add_option("--target", opts->target, "target val loss (default 3.28, or the sweep's)");
+  sub->add_option("--mean", opts->mean, "expected mean final val loss")->check(finite_in(0, kMaxTargetLoss));
+  sub->add_option("--std", opts->std, "expected std of the final val loss")->check(finite_in(0, 1e6));
+  auto* target =
+      sub->add_option("--target", opts->target, "target val loss (default: the sweep's with --sweep, else 3.28)")
+          ->check(finite_in(0, kMaxTargetLoss));
   auto* alpha = sub->add_option("--alpha", opts->alpha, "significance level (default 0.01, or the sweep's)")
-                    ->check(CLI::Range(1e-12, 0.999999));
-  sub->add_option("--power", opts->power, "wanted power (default 0.8)")->check(CLI::Range(1e-6, 0.999999));
+                    ->check(finite_in(1e-12, 0.999999));
+  sub->add_option("--power", opts->power, "wanted power (default 0.8)")->check(finite_in(1e-6, 0.999999));
   sub->add_option("--runs", opts->runs, "run counts to tabulate (default 2,4,...,128 and the sweep's)")
       ->delimiter(',');
   sub->add_option("--format", opts->format, "output format")->check(CLI::IsMember({"text", "json"}));

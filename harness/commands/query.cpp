@@ -1,9 +1,11 @@
 // `harness query`: sweeps, runs, benchmark history, environments, or any read-only SQL.
 #include "harness/commands/query.h"
 
+#include <cmath>
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "harness/commands/common.h"
@@ -30,21 +32,62 @@ int print(const sql::Table& table, const QueryOptions& o) {
   return kExitPass;
 }
 
+// Both tables are built from Store::runs(), which reads a run back through the store's checks: a row stored `ok`
+// whose values break them (a loss edited to -3) is `failed` here as in every report, never counted as ok.
+sql::Value optional_value(const std::optional<double>& v) { return v ? sql::Value(*v) : sql::Value(std::monostate{}); }
+sql::Value optional_value(const std::optional<std::int64_t>& v) {
+  return v ? sql::Value(*v) : sql::Value(std::monostate{});
+}
+
+// One row per sweep; its mean final val loss over the ok runs only where the sweep has one arm (the arms of a
+// comparison or of a split import are different experiments: one mean over them describes neither).
 sql::Table sweeps_table(Store& store) {
-  return store.db().query(
-      "SELECT s.id, s.name, s.kind, s.recipe, s.created_at, s.runs_planned AS planned, "
-      "COUNT(r.id) AS stored, SUM(r.status = 'ok') AS ok, ROUND(AVG(CASE WHEN r.status = 'ok' THEN r.final_val_loss END), 4) "
-      "AS mean_val_loss, s.target FROM sweeps s LEFT JOIN runs r ON r.sweep_id = s.id GROUP BY s.id ORDER BY s.id");
+  sql::Table table;
+  table.columns = {"id",     "name", "kind", "recipe",        "created_at", "planned",
+                   "stored", "ok",   "arms", "mean_val_loss", "target"};
+  for (const SweepInfo& sweep : store.sweeps()) {
+    const std::vector<RunRecord> runs = store.runs(sweep.id);
+    std::set<std::string> arms;
+    double sum = 0;
+    std::int64_t ok = 0;
+    for (const RunRecord& r : runs) {
+      arms.insert(r.arm);
+      if (r.status != RunStatus::ok || !r.final_val_loss) continue;
+      ++ok;
+      sum += *r.final_val_loss;
+    }
+    const sql::Value mean = ok > 0 && arms.size() == 1
+                                ? sql::Value(std::round(sum / static_cast<double>(ok) * 1e4) / 1e4)
+                                : sql::Value(std::monostate{});
+    table.rows.push_back({sweep.id, sweep.name, sweep.kind, sweep.recipe, sweep.created_at,
+                          static_cast<std::int64_t>(sweep.runs_planned), static_cast<std::int64_t>(runs.size()), ok,
+                          static_cast<std::int64_t>(arms.size()), mean, optional_value(sweep.target)});
+  }
+  return table;
 }
 
 sql::Table runs_table(Store& store, const std::string& sweep) {
-  std::string text =
-      "SELECT r.id, s.name AS sweep, r.arm, r.seed, r.run_id, r.status, r.exit_code, r.final_val_loss, r.train_time_ms, "
-      "r.steps, r.total_steps, r.peak_memory_mib, r.finished_at, r.reason FROM runs r JOIN sweeps s ON s.id = r.sweep_id";
-  if (sweep.empty()) return store.db().query(text + " ORDER BY r.id");
-  auto found = store.find_sweep(sweep);
-  GPT_CHECK(found.has_value(), "--sweep: no sweep '", sweep, "'");
-  return store.db().query(text + " WHERE r.sweep_id = " + std::to_string(found->id) + " ORDER BY r.arm, r.seed, r.id");
+  std::optional<SweepInfo> only;
+  if (!sweep.empty()) {
+    only = store.find_sweep(sweep);
+    GPT_CHECK(only.has_value(), "--sweep: no sweep '", sweep, "'");
+  }
+  std::map<std::int64_t, std::string> names;
+  for (const SweepInfo& s : store.sweeps()) names[s.id] = s.name;
+  // By sweep, arm and seed (Store::runs' order).
+  const std::vector<RunRecord> runs = store.runs(only ? std::optional<std::int64_t>(only->id) : std::nullopt);
+  sql::Table table;
+  table.columns = {"id",          "sweep",          "arm",           "seed",  "run_id",      "status",
+                   "exit_code",   "final_val_loss", "train_time_ms", "steps", "total_steps", "peak_memory_mib",
+                   "finished_at", "reason"};
+  for (const RunRecord& r : runs) {
+    table.rows.push_back(
+        {r.id, names[r.sweep_id], r.arm, optional_value(r.seed), r.run_id, std::string(to_string(r.status)),
+         r.exit_code ? sql::Value(static_cast<std::int64_t>(*r.exit_code)) : sql::Value(std::monostate{}),
+         optional_value(r.final_val_loss), optional_value(r.train_time_ms), optional_value(r.steps),
+         optional_value(r.total_steps), optional_value(r.peak_memory_mib), r.finished_at, r.reason});
+  }
+  return table;
 }
 
 sql::Table history_table(Store& store, const QueryOptions& o) {
@@ -136,6 +179,11 @@ void add_query_command(CLI::App& app, GlobalOptions& global) {
   sql->add_option("statement", o->sql, "SQL text")->required();
   sql->callback([o, &global] {
     Store store = open_store(global, /*read_only=*/true);
+    // Read-only by its connection, and by the statement: VACUUM INTO would still write a new file.
+    GPT_CHECK(store.db().prepare(o->sql).reads_only(),
+              "query sql: runs read-only statements only (SELECT, WITH, "
+              "PRAGMA that reads); '",
+              o->sql.substr(0, 80), "' would write");
     global.exit_code = print(store.db().query(o->sql), *o);
   });
 }

@@ -3,6 +3,7 @@
 #include "harness/commands/record.h"
 
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -85,8 +86,10 @@ SweepInfo resume_sweep(Store& store, RecordOptions& o, const std::filesystem::pa
 // A new sweep: its target (given, or the recipe's [record] target) and the settings --resume and reports need.
 SweepInfo create_sweep(Store& store, RecordOptions& o) {
   GPT_CHECK(o.runs >= 1, "--runs: give the number of runs (>= 1), or --resume SWEEP");
+  check_seed_range(o.first_seed, o.runs);
   if (o.data.empty()) o.data = default_data_dir(o.recipe);
   const std::vector<std::string> argv_template = command_template(o);
+  check_data_folder(argv_template, o.data, o.launcher);
   std::string target_source = "--target";
   if (!o.target) {
     const std::filesystem::path trainer = o.trainer.empty() ? default_trainer() : std::filesystem::path(o.trainer);
@@ -110,7 +113,8 @@ SweepInfo create_sweep(Store& store, RecordOptions& o) {
   sweep.runs_planned = o.runs;
   sweep.gpus = o.gpus;
   sweep.environment_id = store.upsert_environment(probe_environment());
-  store.create_sweep_unique(sweep);  // name-2, name-3 ... when taken, decided under the write lock
+  // A default name gets -2, -3 ... when taken (decided under the write lock); a given --name is refused instead.
+  store.create_sweep_unique(sweep, /*name_given=*/!o.name.empty());
   sweep = *store.find_sweep(std::to_string(sweep.id));
   SweepParams params(store, sweep);
   SweepRunSettings{o.first_seed, o.data, o.timeout_s}.save(params);
@@ -141,19 +145,22 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
   arm.values = {{"recipe", o.recipe}, {"data", o.data}, {"gpus", std::to_string(std::max(o.gpus, 1))}};
   if (o.early_stop_step > 0) arm.early_stop_step = o.early_stop_step;
   const auto run_root = sweep_runs_dir(global, sweep.name);
+  const SweepHold hold = SweepHold::take(run_root, sweep.name);  // before planning: one harness per sweep
+  // Made (and checked: no symbolic link below the database's folder) before the runs, not after all of them.
+  const auto reports_dir = sweep_reports_dir(global, sweep.name);
   const std::vector<RunPlan> plans =
       plan_missing_runs(store, sweep, argv_template, {arm}, o.first_seed, o.runs, run_root);
   const SweepCall call = run_sweep_plans(
       store, sweep, plans, SweepExecution{o.parallel, o.timeout_s, o.gpus, o.quiet, o.launcher}, run_root, "record");
 
   const SweepReport report = build_sweep_report(store, sweep, ReportOptions{*o.target, o.alpha, o.track3});
-  const auto md = write_report_files(report, sweep_reports_dir(global, sweep.name));
+  const auto md = write_report_files(report, reports_dir);
   write_sweep_html(store, report, md.parent_path());  // report.html beside report.md
   if (o.format == "json") {
     auto doc = to_json(report);
     doc["interrupted"] = call.ran.interrupted;
     doc["report_path"] = md.string();
-    std::cout << doc.dump(2) << "\n";
+    std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << render_text(report) << "report: " << md.string() << "\n";
   }
@@ -165,18 +172,20 @@ int run_record(const RecordOptions& cli, GlobalOptions& global) {
 void add_record_command(CLI::App& app, GlobalOptions& global) {
   auto opts = std::make_shared<RecordOptions>();
   CLI::App* sub = app.add_subcommand("record", "run N seeded runs and test the mean val loss against the target");
-  sub->add_option("--runs", opts->runs, "number of seeded runs")->check(CLI::PositiveNumber);
+  sub->add_option("--runs", opts->runs, "number of seeded runs")->check(whole_in(1, kMaxRuns));
   sub->add_option("--recipe", opts->recipe, "trainer recipe (default tiny)");
   sub->add_option("--gpus", opts->gpus, "GPUs per run (passed as --gpus; partitions devices with --parallel)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_in(1, 4096));
   sub->add_option("--target", opts->target,
-                  "target val loss (default: the recipe's [record] target, read with `train_gpt --print-recipe`)");
-  sub->add_option("--alpha", opts->alpha, "significance level (default 0.01)")->check(CLI::Range(1e-12, 0.999999));
+                  "target val loss (default: the recipe's [record] target, read with `train_gpt --print-recipe`)")
+      ->check(finite_in(0, kMaxTargetLoss));
+  sub->add_option("--alpha", opts->alpha, "significance level (default 0.01)")->check(finite_in(1e-12, 0.999999));
   sub->add_option("--resume", opts->resume,
                   "continue this sweep (id or name): run only the missing seeds; with --runs N, extend it to N runs");
   sub->add_option("--timeout", opts->timeout_s, "seconds per run before its process group is killed")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--parallel", opts->parallel, "runs at once (CUDA_VISIBLE_DEVICES partitions)")->check(CLI::PositiveNumber);
+      ->check(finite_in(0, kMaxTimeoutS));
+  sub->add_option("--parallel", opts->parallel, "runs at once (CUDA_VISIBLE_DEVICES partitions)")
+      ->check(whole_in(1, 4096));
   sub->add_flag("--track3", opts->track3, "judge with the track-3 rule (target - mean) * sqrt(n) >= 0.004");
   sub->add_option("--format", opts->format, "report format")->check(CLI::IsMember({"text", "json"}));
   sub->add_option("--data", opts->data, "data folder (default: the recipe's corpus, data/default for tiny)");
@@ -186,11 +195,12 @@ void add_record_command(CLI::App& app, GlobalOptions& global) {
   sub->add_option("--set", opts->sets, "recipe override KEY=VALUE passed to every run as --set (repeatable)")
       ->allow_extra_args(false);
   add_sweep_name_option(*sub, opts->name, "sweep name (default record-RECIPE-TIMESTAMP)");
-  sub->add_option("--first-seed", opts->first_seed, "seed of the first run; run i uses first-seed + i");
+  sub->add_option("--first-seed", opts->first_seed, "seed of the first run; run i uses first-seed + i")
+      ->check(whole_in(0, std::numeric_limits<std::int64_t>::max()));
   sub->add_option("--early-stop-step", opts->early_stop_step,
                   "opt-in early-stop rule: a run ending on a validation at this step is complete (default: only "
                   "a validation at the total step count is a final result)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_in(1, std::numeric_limits<std::int64_t>::max()));
   sub->add_flag("--quiet", opts->quiet, "no progress output");
   add_launcher_options(*sub, opts->launcher);
   sub->add_option("command", opts->command, "command to run instead of train_gpt (after --); may use {seed}, "

@@ -23,6 +23,9 @@ int run_report(const ReportCommandOptions& o, GlobalOptions& global) {
   const auto sweep = store.find_sweep(o.sweep);
   GPT_CHECK(sweep.has_value(), "--sweep: no sweep '", o.sweep, "' in '", resolve_db_path(global.db).string(), "'");
   const auto dir = o.out.empty() ? sweep_reports_dir(global, sweep->name) : std::filesystem::path(o.out);
+  std::error_code ec;
+  GPT_CHECK(!std::filesystem::exists(dir, ec) || std::filesystem::is_directory(dir, ec), "--out: '", dir.string(),
+            "' exists and is not a folder (the reports are written into a folder)");
   if (sweep->kind == "compare") {
     const auto page = comparison_page_from_store(store, *sweep, stored_comparison_settings(store, *sweep));
     const auto files = write_comparison_reports(store, *sweep, page, dir);
@@ -50,7 +53,7 @@ void add_report_command(CLI::App& app, GlobalOptions& global) {
   sub->add_option("--sweep", opts->sweep, "sweep id or name")->required();
   sub->add_option("--out", opts->out, "folder for the reports (default <db folder>/reports/<sweep>)");
   sub->add_option("--power", opts->power, "wanted power of the power-analysis section (default 0.8)")
-      ->check(CLI::Range(1e-6, 0.999999));
+      ->check(finite_in(1e-6, 0.999999));
   sub->callback([opts, &global] { global.exit_code = run_report(*opts, global); });
 }
 

@@ -1,11 +1,16 @@
 #include "harness/commands/sweep_lifecycle.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <limits>
 #include <set>
 
 #include "harness/commands/common.h"
@@ -143,20 +148,63 @@ SweepInfo find_sweep_to_resume(Store& store, const std::string& id_or_name, cons
   return *found;
 }
 
-void extend_planned_runs(Store& store, SweepInfo& sweep, int runs_per_arm, int arms) {
+void extend_planned_runs(Store& /*store*/, SweepInfo& sweep, int runs_per_arm, int arms) {
   const char* unit = arms == 1 ? " runs" : " runs per arm";
   const int planned_per_arm = sweep.runs_planned / arms;
   GPT_CHECK(runs_per_arm == 0 || arms * runs_per_arm >= sweep.runs_planned, "--runs ", runs_per_arm,
             " with --resume: sweep '", sweep.name, "' already has ", planned_per_arm, arms == 1 ? " planned" : "", unit,
             "; --runs can only extend it");
+  // Only in memory here: run_sweep_plans stores the new plan once the runs start, so a resume refused on the way
+  // (a bad option, a missing trainer) leaves the stored plan as it was.
   if (arms * runs_per_arm > sweep.runs_planned) {
-    store.set_runs_planned(sweep.id, arms * runs_per_arm);
     spdlog::info("sweep \"{}\" extended from {} to {}{}", sweep.name, planned_per_arm, runs_per_arm, unit);
     sweep.runs_planned = arms * runs_per_arm;
   }
 }
 
 // ---- planning and running ----
+
+void check_data_folder(const std::vector<std::string>& argv_template, const std::string& data,
+                       const LauncherSettings& launcher) {
+  if (launcher.kind != "local") return;
+  const bool uses_data = std::any_of(argv_template.begin(), argv_template.end(),
+                                     [](const std::string& arg) { return arg.find("{data}") != std::string::npos; });
+  if (!uses_data) return;
+  std::error_code ec;
+  GPT_CHECK(std::filesystem::is_directory(data, ec), "--data: no folder '", data,
+            "' (the runs read their shards there; pass --data DIR, or build the corpus: docs/CORPUS.md)");
+}
+
+SweepHold SweepHold::take(const std::filesystem::path& run_root, const std::string& sweep_name) {
+  const std::filesystem::path path = run_root / "sweep.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  GPT_CHECK(fd >= 0, "sweep '", sweep_name, "': cannot open its lock file '", path.string(),
+            "': ", std::strerror(errno));
+  SweepHold hold(fd);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {};
+    const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
+    GPT_FAIL("sweep '", sweep_name, "' is being run by another harness",
+             n > 0 ? " (pid " + std::string(pid, static_cast<size_t>(n)) + ")" : "",
+             "; two at once would run the same seeds twice; wait for it to end, then --resume ", sweep_name);
+  }
+  const std::string me = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) == 0 && ::pwrite(fd, me.data(), me.size(), 0) < 0) {
+    spdlog::debug("sweep '{}': could not write the holder's pid to '{}'", sweep_name, path.string());
+  }
+  return hold;
+}
+
+SweepHold::~SweepHold() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void check_seed_range(std::int64_t first_seed, int runs) {
+  GPT_CHECK(first_seed >= 0, "--first-seed: expected a seed >= 0 (train_gpt's seed is unsigned), got ", first_seed);
+  GPT_CHECK(runs <= 0 || first_seed <= std::numeric_limits<std::int64_t>::max() - (runs - 1), "--first-seed ",
+            first_seed, " with --runs ", runs, ": the last seed would be beyond ",
+            std::numeric_limits<std::int64_t>::max(), " (the largest seed a run can be stored with)");
+}
 
 std::vector<RunPlan> plan_missing_runs(Store& store, const SweepInfo& sweep,
                                        const std::vector<std::string>& argv_template,
@@ -167,10 +215,11 @@ std::vector<RunPlan> plan_missing_runs(Store& store, const SweepInfo& sweep,
   for (const auto& r : store.runs(sweep.id)) {
     if (r.seed && r.status != RunStatus::killed) done[r.arm].insert(*r.seed);
   }
+  check_seed_range(first_seed, runs_per_arm);
   std::vector<RunPlan> plans;
   for (const compare::InterleavedRun& run :
        compare::interleaved_order(arms.size(), static_cast<size_t>(std::max(runs_per_arm, 0)))) {
-    const std::int64_t seed = first_seed + static_cast<std::int64_t>(run.seed_offset);
+    const std::int64_t seed = first_seed + static_cast<std::int64_t>(run.seed_offset);  // in range: check_seed_range
     const PlannedArm& arm = arms[run.arm];
     if (done[arm.name].count(seed)) continue;
     RunPlan plan;
@@ -264,6 +313,8 @@ SweepCall run_sweep_plans(Store& store, const SweepInfo& sweep, const std::vecto
                           const std::string& command) {
   SweepCall call;
   call.command = command;
+  const auto stored = store.find_sweep(std::to_string(sweep.id));
+  if (stored && sweep.runs_planned > stored->runs_planned) store.set_runs_planned(sweep.id, sweep.runs_planned);
   call.ran = execute_sweep_plans(store, sweep, plans, execution, run_root);
   call.spooled = report_unstored_runs(call.ran, plans, resume_hint(command, sweep));
   return call;

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/record/run_launcher.h"
@@ -87,6 +88,7 @@ void refuse_options_on_resume(const std::vector<std::string>& given,
 SweepInfo find_sweep_to_resume(Store& store, const std::string& id_or_name, const std::string& kind,
                                const std::filesystem::path& db);
 // --runs N with --resume: the sweep grows to N runs per arm (`arms` runs a seed); it never shrinks. 0: unchanged.
+// Changes `sweep` only: run_sweep_plans stores the larger plan when the runs start.
 void extend_planned_runs(Store& store, SweepInfo& sweep, int runs_per_arm, int arms);
 
 // ---- planning and running ----
@@ -100,6 +102,33 @@ struct PlannedArm {
   std::map<std::string, std::string> params;  // stored with each of its runs
   std::optional<std::int64_t> early_stop_step;
 };
+// The data folder of a command that uses it ({data}, as train_gpt's does) must exist before the first run: a missing
+// one made every run fail, one by one, into a sweep of failed runs (exit 1). Slurm jobs read it on their nodes, so
+// it is not checked here for them.
+void check_data_folder(const std::vector<std::string>& argv_template, const std::string& data,
+                       const LauncherSettings& launcher);
+
+// One harness at a time runs a sweep: two `record --resume S` at once planned the same missing seeds and ran each
+// twice, the second overwriting the first's outputs. The hold is an exclusive flock on `<runs dir>/sweep.lock`
+// (holding the holder's pid), taken before the runs are planned and released when the object goes (or the process
+// ends, however it ends); a second harness is refused with exit 2, naming the holder.
+class SweepHold {
+ public:
+  static SweepHold take(const std::filesystem::path& run_root, const std::string& sweep_name);
+  SweepHold(SweepHold&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  SweepHold& operator=(SweepHold&&) = delete;
+  SweepHold(const SweepHold&) = delete;
+  ~SweepHold();
+
+ private:
+  explicit SweepHold(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
+// Seeds first_seed .. first_seed + runs - 1 must each be a seed >= 0 that a run is stored with (int64): checked
+// before a sweep is created, so a seed range that wraps around never becomes a stored sweep.
+void check_seed_range(std::int64_t first_seed, int runs);
+
 // The runs still missing, seed by seed and arm by arm within a seed (ABAB...: drift hits every arm alike): every
 // (arm, seed) without a stored run that was not killed.
 std::vector<RunPlan> plan_missing_runs(Store& store, const SweepInfo& sweep,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -15,13 +16,26 @@
 namespace gpt::harness {
 namespace {
 
+// $TMPDIR (else /tmp), checked here: std::filesystem::temp_directory_path() throws a library error that names
+// neither TMPDIR nor what to do.
+std::filesystem::path temp_folder() {
+  const char* env = std::getenv("TMPDIR");
+  const std::filesystem::path folder = env != nullptr && *env != '\0' ? env : "/tmp";
+  std::error_code ec;
+  GPT_CHECK(std::filesystem::is_directory(folder, ec), "TMPDIR: '", folder.string(),
+            "' is not a folder (commands' output is captured in a temporary file there; set TMPDIR to an existing "
+            "folder, or unset it for /tmp)");
+  return folder;
+}
+
 // A temporary file for a child's captured output, removed when the object goes out of scope.
 class CaptureFile {
  public:
   CaptureFile() {
-    std::string name = (std::filesystem::temp_directory_path() / "harness-capture-XXXXXX").string();
+    const std::filesystem::path folder = temp_folder();
+    std::string name = (folder / "harness-capture-XXXXXX").string();
     const int fd = ::mkstemp(name.data());
-    GPT_CHECK(fd >= 0, "cannot create a temporary file in ", std::filesystem::temp_directory_path().string(),
+    GPT_CHECK(fd >= 0, "TMPDIR: cannot create a temporary file in ", folder.string(),
               " to capture a command's output: ", std::strerror(errno));
     ::close(fd);
     path_ = name;

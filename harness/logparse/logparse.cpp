@@ -72,13 +72,23 @@ std::optional<StepLine> parse_fields(const std::vector<std::string_view>& fields
       if (slash == std::string_view::npos) return std::nullopt;
       auto s = parse_int(value.substr(0, slash));
       auto total = parse_int(value.substr(slash + 1));
-      if (!s || !total || *s < 0 || *total <= 0) return std::nullopt;
+      if (!s || !total) return std::nullopt;
       line.step = *s;
       line.total = *total;
       have_step = true;
+      if (*s < 0 || *total <= 0) {
+        line.problem = "step:" + std::string(value) + " (expected a step >= 0 of a total >= 1)";
+      } else if (*s > *total) {
+        line.problem = "step " + std::to_string(*s) + " is beyond the total step count " + std::to_string(*total);
+      }
     } else if (key == "val_loss" || key == "train_loss") {
       auto x = parse_double(value);
-      if (!x) return std::nullopt;
+      if (!x) {
+        if (line.problem.empty())
+          line.problem = std::string(key) + " '" + std::string(value.substr(0, 40)) +
+                         "' is not a number (expected a decimal such as 3.2771)";
+        continue;
+      }
       (key == "val_loss" ? line.val_loss : line.train_loss) = *x;
       const std::size_t point = value.find('.');
       if (key == "val_loss" && point != std::string_view::npos) {
@@ -129,11 +139,16 @@ struct RunBuilder {
   std::optional<std::int64_t> first_nonfinite_step;
   bool ends_mid_line = false;
   std::string diverged_line;  // the trainer's `diverged: <why>` line, if printed
+  std::string first_problem;  // the first step line that cannot be read (StepLine::problem), with its line number
 
   void add(const StepLine& s, size_t line_no) {
     if (log.step_lines == 0) log.first_line = line_no;
     log.last_line = line_no;
     ++log.step_lines;
+    if (!s.problem.empty()) {  // the first unreadable step line decides the run; its numbers are not used
+      if (first_problem.empty()) first_problem = "line " + std::to_string(line_no) + ": " + s.problem;
+      return;
+    }
     log.total_steps = s.total;
     log.time_in_seconds = log.time_in_seconds || s.time_in_seconds;
     if (s.val_loss) log.val_points.push_back({s.step, *s.val_loss, s.train_time_ms, s.val_loss_decimals});
@@ -144,6 +159,12 @@ struct RunBuilder {
   }
 
   ParsedLog finish(const LogParseOptions& options) {
+    if (!first_problem.empty()) {
+      if (last) log.last_step = last->step;
+      log.outcome = LogOutcome::invalid;
+      log.reason = first_problem;
+      return std::move(log);
+    }
     if (!last) {
       if (!diverged_line.empty()) {
         log.outcome = LogOutcome::diverged;

@@ -33,6 +33,10 @@ struct StepLine {
   std::optional<double> train_loss;
   std::optional<double> train_time_ms;  // `ms` and `s` suffixes both normalised to milliseconds
   bool time_in_seconds = false;
+  // Why this step line cannot be read as the trainer meant it (a step beyond its total, a total of 0, a loss or
+  // time that is no number: 1e309, 3,2771, 0x1p1); empty when it reads. A log with such a line is `failed`
+  // with this reason rather than taken for a log without step lines or without a final validation.
+  std::string problem;
 };
 
 // Parses one line as a step line; nullopt when it is not one (source code, headers, other output). A step

@@ -161,8 +161,14 @@ std::filesystem::path write_night_report(const NightReport& r, const std::filesy
     if (std::isnan(f.baseline_mean)) {
       md << "- | - | - | ";
     } else {
-      std::snprintf(buf, sizeof buf, "%.6g | %+.2f%% | %.3g | ", f.baseline_mean, 100 * f.relative, f.new_night_p);
+      std::snprintf(buf, sizeof buf, "%.6g | %+.2f%% | ", f.baseline_mean, 100 * f.relative);
       md << buf;
+      if (std::isnan(f.new_night_p)) {  // a test that did not run has no p-value
+        md << "not tested | ";
+      } else {
+        std::snprintf(buf, sizeof buf, "%.3g | ", f.new_night_p);
+        md << buf;
+      }
     }
     std::snprintf(buf, sizeof buf, "%.2f%% | ", 100 * f.min_effect);
     md << buf;

@@ -98,9 +98,15 @@ BenchmarkRun parse_google_benchmark_run(std::string_view json_text, std::string_
     s.real_time = b["real_time"].get<double>();
     s.time_unit = text_field("time_unit", "ns");
     s.executable = text_field("executable", "");
-    to_nanoseconds(1.0, s.time_unit, source);  // rejects an unknown unit here, naming the file
-    GPT_CHECK(std::isfinite(s.real_time) && s.real_time >= 0, source, ": benchmark '", s.name,
-              "' has real_time ", s.real_time, " (expected a finite time >= 0)");
+    // Checked in nanoseconds, as stored: 1e308 ms is finite as written but +inf once converted, and one stored
+    // inf makes every later decision over that history fail. A repetition longer than kMaxBenchmarkNs is no
+    // measurement either (a unit mix-up or a corrupt file).
+    const double ns = to_nanoseconds(s.real_time, s.time_unit, source);  // rejects an unknown unit, naming the file
+    GPT_CHECK(std::isfinite(ns) && ns >= 0 && ns <= kMaxBenchmarkNs, source, ": benchmark '", s.name, "': real_time ",
+              s.real_time, " ", s.time_unit,
+              " is not a time this harness stores (expected a finite "
+              "time >= 0 and at most ",
+              kMaxBenchmarkNs / 1e9, " s per iteration)");
     run.samples.push_back(std::move(s));
   }
   return run;
@@ -128,8 +134,9 @@ std::vector<RegressionFinding> detect_regressions(const std::vector<BenchmarkHis
   GPT_CHECK(o.min_history >= 2, "nightly: the new-night test needs at least 2 nights of history");
   std::vector<RegressionFinding> findings;
   std::vector<double> p_values;                      // every test of the night, both kinds
-  enum class Test { new_night, two_nights, change_point };
+  enum class Test { new_night, recent_nights, change_point };
   std::vector<std::pair<size_t, Test>> p_owner;      // (finding, which test)
+  std::vector<size_t> recent_of;                     // per p-value of a recent-nights test: its entry in f.recent
   for (const BenchmarkHistory& h : histories) {
     GPT_CHECK(!h.nights.empty(), "nightly: benchmark '", h.name, "' has an empty history");
     std::vector<double> means;
@@ -144,7 +151,7 @@ std::vector<RegressionFinding> detect_regressions(const std::vector<BenchmarkHis
     f.name = h.name;
     f.nights = means.size();
     f.latest_mean = window.back();
-    f.baseline_mean = f.noise_cv = f.relative = f.two_night_relative = kNaN;
+    f.baseline_mean = f.noise_cv = f.relative = kNaN;
     f.min_effect = o.min_relative_change;
     const std::vector<double> history(window.begin(), window.end() - 1);
     if (!history.empty()) {
@@ -161,22 +168,25 @@ std::vector<RegressionFinding> detect_regressions(const std::vector<BenchmarkHis
       f.new_night_p = upper_tail((f.latest_mean - f.baseline_mean) / scale, static_cast<double>(history.size() - 1));
       p_values.push_back(f.new_night_p);
       p_owner.emplace_back(findings.size(), Test::new_night);
+      recent_of.push_back(0);
     } else {
       f.note = std::to_string(history.size()) + " night(s) of history; the test needs " +
                std::to_string(o.min_history);
     }
-    // The two newest nights against the nights before them: a step is confirmed on its second night even when
-    // its first night, now in the history, widens the spread of the one-night test.
-    if (window.size() >= o.min_history + 2) {
-      const std::vector<double> earlier(window.begin(), window.end() - 2);
+    // The k newest nights against the nights before them: a step too small to stand out on one night is confirmed
+    // once enough nights at the slower level have gathered (its first nights, now in the history, would widen the
+    // spread of the one-night test).
+    for (size_t k = 2; k <= o.recent_nights + 1 && window.size() >= o.min_history + k; ++k) {
+      const std::vector<double> earlier(window.begin(), window.end() - static_cast<std::ptrdiff_t>(k));
       const double m = mean_of(earlier);
       const double sd = std::max(sd_of(earlier, m), 1e-9 * std::abs(m));
-      const double recent = (window[window.size() - 1] + window[window.size() - 2]) / 2;
-      f.two_night_relative = (recent - m) / std::abs(m);
-      f.two_night_p = upper_tail((recent - m) / (sd * std::sqrt(0.5 + 1.0 / static_cast<double>(earlier.size()))),
-                                 static_cast<double>(earlier.size() - 1));
-      p_values.push_back(f.two_night_p);
-      p_owner.emplace_back(findings.size(), Test::two_nights);
+      const double recent = mean_of(std::vector<double>(window.end() - static_cast<std::ptrdiff_t>(k), window.end()));
+      const double scale = sd * std::sqrt(1.0 / static_cast<double>(k) + 1.0 / static_cast<double>(earlier.size()));
+      f.recent.push_back(
+          {k, (recent - m) / std::abs(m), upper_tail((recent - m) / scale, static_cast<double>(earlier.size() - 1))});
+      p_values.push_back(f.recent.back().p);
+      p_owner.emplace_back(findings.size(), Test::recent_nights);
+      recent_of.push_back(f.recent.size() - 1);
     }
     if (window.size() >= 2 * o.min_size) {
       for (const auto& cp : stats::e_divisive(window, o.alpha, o.permutations, o.seed, o.min_size)) {
@@ -197,14 +207,17 @@ std::vector<RegressionFinding> detect_regressions(const std::vector<BenchmarkHis
         if (std::isnan(f.change_p)) f.change_p = 1.0;
         p_values.push_back(f.change_p);
         p_owner.emplace_back(findings.size(), Test::change_point);
+        recent_of.push_back(0);
       }
     }
     findings.push_back(std::move(f));
   }
   if (p_values.empty()) return findings;
   const std::vector<bool> rejected = stats::benjamini_hochberg(p_values, o.fdr);
-  // Which tests confirmed a slowdown, per finding: they say where the slower level began.
+  // Which tests confirmed a slowdown, per finding: they say where the slower level began (for the recent-nights
+  // tests, the k of the most significant one that fired).
   std::vector<std::array<bool, 3>> fired(findings.size(), {false, false, false});
+  std::vector<std::pair<double, size_t>> best_recent(findings.size(), {2.0, 0});  // (p, k)
   for (size_t i = 0; i < p_values.size(); ++i) {
     if (!rejected[i]) continue;
     const size_t which = p_owner[i].first;
@@ -212,7 +225,12 @@ std::vector<RegressionFinding> detect_regressions(const std::vector<BenchmarkHis
     bool confirmed = false;
     switch (p_owner[i].second) {
       case Test::change_point: confirmed = f.change_point_regression = f.change_relative >= f.min_effect; break;
-      case Test::two_nights: confirmed = f.two_night_relative >= f.min_effect; break;
+      case Test::recent_nights: {
+        const auto& test = f.recent[recent_of[i]];
+        confirmed = test.relative >= f.min_effect;
+        if (confirmed && test.p < best_recent[which].first) best_recent[which] = {test.p, test.nights};
+        break;
+      }
       case Test::new_night: confirmed = f.relative >= f.min_effect; break;
     }
     f.new_night_regression |= confirmed && p_owner[i].second != Test::change_point;
@@ -221,12 +239,14 @@ std::vector<RegressionFinding> detect_regressions(const std::vector<BenchmarkHis
   for (size_t i = 0; i < findings.size(); ++i) {
     RegressionFinding& f = findings[i];
     if (!f.regression()) continue;
-    // The change point where E-divisive placed it; else the newest night when it alone is slower; else the two
-    // newest nights (a step its first night did not confirm).
+    // The change point where E-divisive placed it; else the newest night when it alone is slower; else the first
+    // of the k newest nights whose test fired most clearly (a step its first nights did not confirm).
     if (fired[i][static_cast<size_t>(Test::change_point)]) {
       f.regression_start = f.change_points.back();
+    } else if (fired[i][static_cast<size_t>(Test::new_night)]) {
+      f.regression_start = f.nights - 1;
     } else {
-      f.regression_start = fired[i][static_cast<size_t>(Test::new_night)] ? f.nights - 1 : f.nights - 2;
+      f.regression_start = f.nights - best_recent[i].second;
     }
     f.regression_start_label = night_label(histories[i], f.regression_start);
   }
@@ -241,9 +261,12 @@ std::string format_findings(const std::vector<RegressionFinding>& findings) {
     if (std::isnan(f.baseline_mean)) {
       std::snprintf(line, sizeof line, "%s %s: %.6g (first night)", "ok        ", f.name.c_str(), f.latest_mean);
     } else {
-      std::snprintf(line, sizeof line, "%s %s: %.6g vs %.6g (%+.2f%%, p=%.2g, min effect %.2f%%)",
+      // A test that did not run has no p-value to print.
+      char p[32] = "not tested";
+      if (!std::isnan(f.new_night_p)) std::snprintf(p, sizeof p, "p=%.2g", f.new_night_p);
+      std::snprintf(line, sizeof line, "%s %s: %.6g vs %.6g (%+.2f%%, %s, min effect %.2f%%)",
                     f.regression() ? "REGRESSION" : "ok        ", f.name.c_str(), f.latest_mean, f.baseline_mean,
-                    100 * f.relative, f.new_night_p, 100 * f.min_effect);
+                    100 * f.relative, p, 100 * f.min_effect);
     }
     os << line;
     if (f.regression()) {

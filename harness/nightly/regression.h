@@ -5,8 +5,9 @@
 // Per benchmark (values: larger is worse), on the night means of its stored history:
 //  - new-night test: is the newest night above its history? A one-sided t-test for one new observation
 //    against the previous `window` nights (prediction interval: t = (x − m) / (s·√(1 + 1/n)), df n − 1), so
-//    the night-to-night noise of that benchmark sets the scale; the same for the mean of the two newest
-//    nights against the nights before them (a step is confirmed on its second night at the latest);
+//    the night-to-night noise of that benchmark sets the scale; the same for the mean of the k newest nights
+//    against the nights before them, k = 2 .. recent_nights + 1 (a small step gathers evidence night by night:
+//    the mean of k nights has 1/√k of one night's noise);
 //  - change points: E-divisive over the window; a recent change point to slower values is tested with
 //    Welch's t (one-sided) between the night means before and after it.
 // Every p-value of the night, of both kinds and all benchmarks, goes through ONE Benjamini–Hochberg
@@ -14,6 +15,7 @@
 // least the benchmark's minimum effect: max(min_relative_change, noise_factor × the history's night-to-night
 // coefficient of variation, estimated from the median successive difference so a step does not inflate it).
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,8 +48,13 @@ struct BenchmarkRun {
   std::vector<BenchmarkSample> samples;
 };
 
+// The longest time per iteration a benchmark entry may report: about 11.6 days, far beyond any benchmark, so a
+// value above it is a corrupt file or a unit mix-up, refused at the parse rather than stored.
+inline constexpr double kMaxBenchmarkNs = 1e15;
+
 // `source` names the input in error messages. Throws gpt::Error for text that is not Google Benchmark JSON
-// (no "benchmarks" array) or an entry without a name, a numeric real_time or a known time unit.
+// (no "benchmarks" array) or an entry without a name, a numeric real_time or a known time unit, or whose time is
+// not finite, negative or above kMaxBenchmarkNs once in nanoseconds.
 std::vector<BenchmarkSample> parse_google_benchmark_json(std::string_view json_text, std::string_view source);
 BenchmarkRun parse_google_benchmark_run(std::string_view json_text, std::string_view source);
 
@@ -69,10 +76,14 @@ std::string night_label(const std::string& stamp, const std::string& commit);
 // The label of night `index` of `history`: its date and commit where known, else "night N".
 std::string night_label(const BenchmarkHistory& history, size_t index);
 
+// The p-value of a test that did not run (too little history, no recent change point): printed as "not tested",
+// never as a p-value.
+inline constexpr double kNotTested = std::numeric_limits<double>::quiet_NaN();
+
 struct RegressionOptions {
   double fdr = 0.002;                 // Benjamini–Hochberg q over every p-value of the night
   double min_relative_change = 0.02;  // floor of every benchmark's minimum effect
-  double noise_factor = 3.0;          // minimum effect >= noise_factor × night-to-night CV
+  double noise_factor = 1.0;          // minimum effect >= noise_factor × night-to-night CV
   size_t min_history = 5;             // nights before the newest needed for the new-night test
   size_t window = 30;                 // nights of history used (the newest included)
   double alpha = 0.05;                // E-divisive permutation significance
@@ -90,12 +101,17 @@ struct RegressionFinding {
   double noise_cv = 0;        // night-to-night coefficient of variation of the history (NaN when unknown)
   double min_effect = 0;      // the smallest relative slowdown this benchmark may flag
   double relative = 0;        // (latest − baseline) / baseline
-  double new_night_p = 1.0;   // one-sided; 1 when not testable
-  double two_night_relative = 0;  // the two newest nights' mean against the nights before them
-  double two_night_p = 1.0;       // one-sided; 1 when not testable
+  double new_night_p = kNotTested;  // one-sided; kNotTested (NaN) when the history is too short
+  // The mean of the k newest nights against the nights before them, for each k tested (2 .. recent_nights + 1).
+  struct RecentNights {
+    size_t nights = 0;
+    double relative = 0;
+    double p = 1.0;
+  };
+  std::vector<RecentNights> recent;
   std::vector<size_t> change_points;  // night indices (of the whole history) where a segment starts
   double change_relative = 0;         // (after − before) / before at the most recent change point
-  double change_p = 1.0;              // one-sided Welch p at that change point; 1 when none is recent
+  double change_p = kNotTested;       // one-sided Welch p at that change point; kNotTested when none is recent
   bool new_night_regression = false;
   bool change_point_regression = false;
   size_t regression_start = 0;      // when regression(): the first night of the slower level

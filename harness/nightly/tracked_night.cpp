@@ -1,8 +1,11 @@
 #include "harness/nightly/tracked_night.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
+
+#include <spdlog/spdlog.h>
 
 #include "harness/nightly/change_point_tracking.h"
 
@@ -44,6 +47,13 @@ SeriesHistory load_series(Store& store, const Series& series) {
   auto& stamps = s.history.night_stamps;
   for (const BenchmarkResult& r :
        store.benchmark_history(std::string_view(series.suite), series.name, std::string_view(series.gpu))) {
+    // A value no parse accepts today (an older harness stored +inf for 1e308 ms) is left out with a warning:
+    // kept in, it made every later decision over this series fail.
+    if (!std::isfinite(r.value) || r.value < 0 || r.value > kMaxBenchmarkNs) {
+      spdlog::warn("nightly: {}: the value stored for night {} is {}, not a time; left out of the history",
+                   s.history.name, r.recorded_at, r.value);
+      continue;
+    }
     if (stamps.empty() || r.recorded_at != stamps.back()) {
       s.history.nights.emplace_back();
       stamps.push_back(r.recorded_at);

@@ -148,7 +148,10 @@ std::vector<std::string> device_partitions(int slots, int gpus_per_run, const ch
   GPT_CHECK(slots >= 1, "--parallel must be at least 1, got ", slots);
   GPT_CHECK(gpus_per_run >= 1, "--gpus must be at least 1, got ", gpus_per_run);
   std::vector<std::string> devices;
-  if (visible_devices != nullptr && *visible_devices != '\0') {
+  // Set but empty: the user hid every GPU. Each run gets that same empty list, never devices 0, 1, ... the user
+  // did not give (a CPU sweep runs as asked; a GPU trainer finds no device and says so).
+  if (visible_devices != nullptr && *visible_devices == '\0') return std::vector<std::string>(slots, "");
+  if (visible_devices != nullptr) {
     std::stringstream in(visible_devices);
     std::string id;
     while (std::getline(in, id, ',')) {

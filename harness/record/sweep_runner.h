@@ -49,7 +49,8 @@ class InterruptGuard {
 };
 
 // Splits the visible devices into `slots` groups of `gpus_per_run` ("0,1", "2,3", ...). The device list is
-// $CUDA_VISIBLE_DEVICES when set, else 0..slots*gpus_per_run-1. Throws if there are too few devices.
+// $CUDA_VISIBLE_DEVICES when set, else 0..slots*gpus_per_run-1; set but empty (no GPUs), every slot gets "".
+// Throws if there are too few devices.
 std::vector<std::string> device_partitions(int slots, int gpus_per_run, const char* visible_devices);
 
 SweepRunResult run_sweep(Store& store, std::int64_t sweep_id, const std::vector<RunPlan>& plans,

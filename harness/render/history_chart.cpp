@@ -27,7 +27,12 @@ std::vector<HistoryNight> history_nights(const std::vector<std::vector<double>>&
                                          const std::vector<std::string>& commits) {
   std::vector<HistoryNight> out;
   for (size_t i = 0; i < nights.size(); ++i) {
-    const auto& values = nights[i];
+    // Only finite values can be placed on an axis: a night holding +inf (stored by an older harness) would
+    // leave the chart without a scale.
+    std::vector<double> values;
+    for (double v : nights[i]) {
+      if (std::isfinite(v)) values.push_back(v);
+    }
     if (values.empty()) continue;
     double total = 0;
     for (double v : values) total += v;
@@ -65,6 +70,11 @@ std::string render_history_chart(const HistoryChart& c, int width, int height) {
   hi /= divisor;
   const double pad = hi > lo ? 0.08 * (hi - lo) : std::max(1e-9, 0.01 * std::abs(hi));
   const std::vector<double> ticks = svg::nice_ticks(lo - pad, hi + pad, 5);
+  if (ticks.empty()) {  // values too large to scale (a range that overflows): say so rather than draw nonsense
+    o << "<text x=\"" << width / 2 << "\" y=\"" << height / 2
+      << "\" text-anchor=\"middle\">values out of range; no chart</text>\n</svg>\n";
+    return o.str();
+  }
   const double y_lo = std::min(lo - pad, ticks.front()), y_hi = std::max(hi + pad, ticks.back());
   const double plot_w = width - kLeft - kRight, plot_h = height - kTop - kBottom;
   const size_t n = c.nights.size();

@@ -257,7 +257,8 @@ SiteSummary write_site(Store& store, const fs::path& out) {
     size_t open = 0;
     for (const auto& s : series) {
       gpus += (gpus.empty() ? "" : ", ") + (s.gpu.empty() ? std::string("-") : s.gpu);
-      for (const auto& c : load_change_points(store, s.suite, s.name, s.gpu)) open += c.status != "resolved" ? 1 : 0;
+      // "open" only: a confirmed change point is a settled slower level, no longer waiting for a decision.
+      for (const auto& c : load_change_points(store, s.suite, s.name, s.gpu)) open += c.status == "open" ? 1 : 0;
     }
     bench_rows << "<tr><td><a href=\"" << file << "\">" << esc(title) << "</a></td><td>" << esc(gpus)
                << "</td><td class=\"" << (open ? "status-bad" : "status-ok") << "\">" << open << "</td></tr>\n";

@@ -278,7 +278,8 @@ std::filesystem::path write_report_files(const SweepReport& rep, const std::file
     write("train_time.svg", times.render());
     plots.push_back("train_time.svg");
   }
-  write("report.json", to_json(rep).dump(2) + "\n");
+  // Invalid UTF-8 in a stored name (a log file name) is replaced, not thrown: the report must still be written.
+  write("report.json", to_json(rep).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   write("report.md", render_markdown(rep, plots));
   return dir / "report.md";
 }

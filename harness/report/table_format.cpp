@@ -45,7 +45,8 @@ std::string format_table(const sql::Table& table, const std::string& format) {
       for (size_t c = 0; c < row.size(); ++c) obj[table.columns[c]] = json_value(row[c]);
       rows.push_back(std::move(obj));
     }
-    o << rows.dump(2) << "\n";
+    // Replace, not throw: a stored text that is not UTF-8 (a log file name) must not make every query fail.
+    o << rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else if (format == "table") {
     std::vector<size_t> width(table.columns.size());
     for (size_t c = 0; c < table.columns.size(); ++c) width[c] = table.columns[c].size();

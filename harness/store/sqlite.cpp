@@ -1,5 +1,7 @@
 #include "harness/store/sqlite.h"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <system_error>
 #include <thread>
@@ -50,9 +52,18 @@ void retry_while_busy(int busy_timeout_ms, Step step) {
 
 Database Database::open(const std::filesystem::path& path, const OpenOptions& options) {
   GPT_CHECK(!path.empty(), "--db: the database path is empty");
+  std::error_code status_error;
+  const auto status = std::filesystem::status(path, status_error);
+  // A folder is named as one (it was "no database at"), and so is an empty file: SQLite reads zero bytes as an empty
+  // database, which a reading command then called "schema version 0, needs migrating".
+  GPT_CHECK(!std::filesystem::is_directory(status), "--db: '", path.string(), "' is a folder, not a database file");
   if (options.read_only) {
-    GPT_CHECK(std::filesystem::is_regular_file(path), "--db: no database at '", path.string(),
+    GPT_CHECK(std::filesystem::is_regular_file(status), "--db: no database at '", path.string(),
               "' (reading commands never create one; check the path or run `harness record` first)");
+    std::error_code size_error;
+    GPT_CHECK(std::filesystem::file_size(path, size_error) > 0 || size_error, "--db: '", path.string(),
+              "' is an empty file, not a database (reading commands never create one; remove it, or run a writing "
+              "command such as `harness record` to start a database there)");
   } else if (path.has_parent_path()) {
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
@@ -163,10 +174,28 @@ void Database::set_user_version(int version) { exec("PRAGMA user_version=" + std
 
 Statement::Statement(Database& db, std::string_view sql) : db_(&db), sql_(sql) {
   sqlite3_stmt* raw = nullptr;
-  const int rc = sqlite3_prepare_v2(db.handle(), sql_.data(), static_cast<int>(sql_.size()), &raw, nullptr);
+  const char* tail = nullptr;
+  const int rc = sqlite3_prepare_v2(db.handle(), sql_.data(), static_cast<int>(sql_.size()), &raw, &tail);
   stmt_.reset(raw);
   if (rc != SQLITE_OK) db.fail(rc, "prepare '" + sql_.substr(0, 80) + "'");
   GPT_CHECK(stmt_ != nullptr, "database '", db.path().string(), "': empty SQL statement");
+  // A statement runs alone: what follows it (`SELECT 1; DELETE ...`) was silently never run. Whitespace and
+  // comments prepare to nothing and may follow.
+  const std::string_view rest(tail, static_cast<size_t>(sql_.data() + sql_.size() - tail));
+  sqlite3_stmt* next = nullptr;
+  const int next_rc = sqlite3_prepare_v2(db.handle(), rest.data(), static_cast<int>(rest.size()), &next, nullptr);
+  sqlite3_finalize(next);
+  GPT_CHECK(next_rc == SQLITE_OK && next == nullptr, "database '", db.path().string(),
+            "': one SQL statement at a time; another follows the first: '", std::string(rest.substr(0, 80)), "'");
+}
+
+bool Statement::reads_only() const {
+  if (sqlite3_stmt_readonly(stmt_.get()) == 0) return false;
+  size_t at = sql_.find_first_not_of(" \t\r\n");
+  const std::string head = at == std::string::npos ? "" : sql_.substr(at, 6);
+  return !(head.size() == 6 && std::equal(head.begin(), head.end(), "VACUUM", [](char a, char b) {
+             return std::toupper(static_cast<unsigned char>(a)) == b;
+           }));
 }
 
 Statement& Statement::bind(int index, std::int64_t value) {

@@ -47,6 +47,10 @@ class Statement {
     return value ? bind(index, *value) : bind_null(index);
   }
 
+  // True when running it writes nothing: no table, no file (VACUUM INTO writes a new database file, even from a
+  // read-only connection, so it is never read-only here).
+  bool reads_only() const;
+
   bool step();  // true while a row is available
   void run();   // steps to completion (statements without result rows)
   void reset();

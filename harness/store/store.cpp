@@ -195,7 +195,7 @@ std::int64_t Store::create_sweep(SweepInfo sweep) {
   return id;
 }
 
-std::int64_t Store::create_sweep_unique(SweepInfo& sweep) {
+std::int64_t Store::create_sweep_unique(SweepInfo& sweep, bool name_given) {
   GPT_CHECK(!sweep.name.empty(), "a sweep needs a name");
   sql::Transaction tx(db_);
   const std::string base = sweep.name;
@@ -204,6 +204,8 @@ std::int64_t Store::create_sweep_unique(SweepInfo& sweep) {
     exists.reset();
     exists.bind(1, sweep.name);
     if (!exists.step()) break;
+    GPT_CHECK(!name_given, "--name: a sweep named '", base,
+              "' already exists; choose another name (record and compare continue a sweep with --resume ", base, ")");
     sweep.name = base + "-" + std::to_string(i);
   }
   sweep.id = create_sweep(sweep);
@@ -336,6 +338,8 @@ std::vector<ValPoint> Store::val_points(std::int64_t run_id) {
 
 std::int64_t Store::add_benchmark_result(const BenchmarkResult& r) {
   GPT_CHECK(!r.suite.empty() && !r.name.empty(), "a benchmark result needs a suite and a name");
+  GPT_CHECK(std::isfinite(r.value), "benchmark ", r.suite, "/", r.name, ": value ", r.value,
+            " is not finite (a stored inf or NaN breaks every later decision over its history)");
   auto s = db_.prepare(
       "INSERT INTO benchmark_results (suite, name, run, revision, value, unit, repetitions, recorded_at, "
       "environment_id) VALUES (?,?,?,?,?,?,?,COALESCE(?, strftime('%Y-%m-%dT%H:%M:%SZ','now')),?)");

@@ -104,7 +104,8 @@ class Store {
   std::int64_t create_sweep(SweepInfo sweep);  // fails if the name is taken
   // Creates the sweep under `sweep.name`, or `name-2`, `name-3`, ... when taken (checked inside the write
   // lock, so two harnesses started in the same second get different names); sets sweep.id and sweep.name.
-  std::int64_t create_sweep_unique(SweepInfo& sweep);
+  // A name the user gave (`name_given`) is never changed: a taken one is an error naming --name.
+  std::int64_t create_sweep_unique(SweepInfo& sweep, bool name_given = false);
   void set_runs_planned(std::int64_t sweep_id, int runs_planned);
   std::optional<SweepInfo> find_sweep(std::string_view id_or_name);
   std::vector<SweepInfo> sweeps();

@@ -25,5 +25,20 @@ TEST(UserErrorMessage, DropsSourceLocationsUnlessDebugging) {
   }
 }
 
+
+// Names in error messages were echoed with their raw control bytes (an escape sequence acts on the terminal) and
+// broken UTF-8.
+TEST(UserErrorMessage, ControlBytesAndBrokenUtf8AreEscaped) {
+  EXPECT_EQ(printable_text("sweep '\x1b[2Jx'"), "sweep '\\x1b[2Jx'");
+  EXPECT_EQ(printable_text("a\rb\x7f"), "a\\x0db\\x7f");
+  EXPECT_EQ(printable_text("run-\xff\xfe.txt"), "run-\\xff\\xfe.txt");
+  EXPECT_EQ(printable_text("\xc3"), "\\xc3");                         // a sequence cut short
+  EXPECT_EQ(printable_text("\xc0\xaf"), "\\xc0\\xaf");                // overlong
+  EXPECT_EQ(printable_text("\xed\xa0\x80"), "\\xed\\xa0\\x80");       // a surrogate
+  EXPECT_EQ(printable_text("µs, ✓, 𝄞\n\tnext"), "µs, ✓, 𝄞\n\tnext");  // well-formed text and line breaks stay
+  EXPECT_EQ(user_error_message("--sweep: no sweep '\x1b]0;x\x07' [harness/commands/query.cpp:12]", false),
+            "--sweep: no sweep '\\x1b]0;x\\x07'");
+}
+
 }  // namespace
 }  // namespace gpt

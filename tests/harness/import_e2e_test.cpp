@@ -158,3 +158,42 @@ TEST_F(RecordE2E, ImportSplitsAFolderThatMixesExperiments) {
 
 }  // namespace
 }  // namespace gpt::harness
+
+namespace gpt::harness {
+namespace {
+
+// A file is a log by its extension (.txt, .log): "catalog" ends in "log" but has none, and was imported.
+TEST_F(RecordE2E, ImportTakesLogsByTheirExtensionOnly) {
+  const std::string log =
+      "step:0/10 val_loss:10.8 train_time:0ms step_avg:0ms\n"
+      "step:10/10 val_loss:3.25 train_time:900ms step_avg:90ms\n";
+  dir.write("logs/run.txt", log);
+  dir.write("logs/run2.log", log);
+  dir.write("logs/catalog", log);
+  dir.write("logs/README", log);
+  const Result r = harness({"import", (dir / "logs").string(), "--name", "sweep", "--target", "3.5"});
+  ASSERT_LE(r.code, 1) << r.output;
+  EXPECT_EQ(runs().size(), 2u) << r.output;
+  EXPECT_EQ(r.output.find("catalog"), std::string::npos) << r.output;
+}
+
+// A loss that is no number the harness reads was "without a final validation"; step:0/0 was "no step lines".
+TEST_F(RecordE2E, ImportFailsALogWithAnUnreadableStepLineNamingIt) {
+  dir.write("logs/comma.txt", "step:10/10 val_loss:3,2771 train_time:900ms step_avg:90ms\n");
+  dir.write("logs/zero.txt", "step:0/0 val_loss:10.8 train_time:0ms step_avg:0ms\n");
+  dir.write("logs/beyond.txt", "step:150/100 val_loss:3.2 train_time:900ms step_avg:6ms\n");
+  ASSERT_LE(harness({"import", (dir / "logs").string(), "--name", "sweep", "--target", "3.5"}).code, 1);
+  const auto stored = runs();
+  ASSERT_EQ(stored.size(), 3u);
+  for (const RunRecord& r : stored) {
+    EXPECT_EQ(r.status, RunStatus::failed) << r.log_path << ": " << r.reason;
+  }
+  std::string reasons;
+  for (const RunRecord& r : stored) reasons += r.reason + "\n";
+  EXPECT_NE(reasons.find("val_loss '3,2771' is not a number"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("step:0/0"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("step 150 is beyond the total step count 100"), std::string::npos) << reasons;
+}
+
+}  // namespace
+}  // namespace gpt::harness

@@ -81,11 +81,51 @@ TEST(StepLine, RejectsNonStepLines) {
   EXPECT_FALSE(parse_step_line("    print0(f\"step:{step}/{train_steps} val_loss:{val_loss:.4f}\")"));
   EXPECT_FALSE(parse_step_line("step:{step}/{total} val_loss:{x:.4f}"));
   EXPECT_FALSE(parse_step_line("step:5 val_loss:3.3"));            // no total
-  EXPECT_FALSE(parse_step_line("step:5/0 val_loss:3.3"));          // zero total
-  EXPECT_FALSE(parse_step_line("step:5/10 val_loss:abc"));         // garbage loss
   EXPECT_FALSE(parse_step_line("step:5/10 train_time:fast"));      // garbage time
   EXPECT_FALSE(parse_step_line("val_loss:3.3 train_time:5ms"));    // no step field
   EXPECT_FALSE(parse_step_line("step:5/10 val_loss:3.3 and more")); // stray words
+}
+
+// A step line whose numbers cannot be read as the trainer meant them is a step line with a problem, not "no step
+// line": the log is failed naming it (it was "without a final validation" or "no step lines").
+TEST(StepLine, UnreadableNumbersAreAProblemOfAStepLine) {
+  for (const char* line : {"step:10/10 val_loss:1e309 train_time:9ms", "step:10/10 val_loss:3,2771 train_time:9ms",
+                           "step:10/10 val_loss:0x1p1 train_time:9ms", "step:5/10 val_loss:abc"}) {
+    const auto s = parse_step_line(line);
+    ASSERT_TRUE(s) << line;
+    EXPECT_NE(s->problem.find("is not a number"), std::string::npos) << line << ": " << s->problem;
+    EXPECT_FALSE(s->val_loss) << line;
+  }
+  EXPECT_NE(parse_step_line("step:0/0 val_loss:3.3")->problem.find("expected a step >= 0 of a total >= 1"),
+            std::string::npos);
+  EXPECT_NE(parse_step_line("step:150/100 val_loss:3.3")->problem.find("step 150 is beyond the total step count 100"),
+            std::string::npos);
+  EXPECT_TRUE(parse_step_line("step:100/100 val_loss:3.3")->problem.empty());
+}
+
+TEST(ParseLog, AStepLineWithAnUnreadableLossFailsTheRunNamingIt) {
+  for (const std::string bad : {"1e309", "3,2771", "0x1p1"}) {
+    const auto logs = parse_log("step:0/10 val_loss:10.8 train_time:0ms step_avg:0ms\nstep:10/10 val_loss:" + bad +
+                                " train_time:90ms step_avg:9ms\n");
+    ASSERT_EQ(logs.size(), 1u) << bad;
+    EXPECT_EQ(logs[0].outcome, LogOutcome::invalid) << bad;
+    EXPECT_NE(logs[0].reason.find("line 2: val_loss '" + bad + "' is not a number"), std::string::npos)
+        << logs[0].reason;
+  }
+}
+
+TEST(ParseLog, AZeroTotalOrAStepBeyondTheTotalFailsTheRun) {
+  const auto zero = parse_log("step:0/0 val_loss:10.8 train_time:0ms step_avg:0ms\n");
+  ASSERT_EQ(zero.size(), 1u);
+  EXPECT_EQ(zero[0].outcome, LogOutcome::invalid);  // was "no step lines found"
+  EXPECT_NE(zero[0].reason.find("step:0/0"), std::string::npos) << zero[0].reason;
+  const auto beyond = parse_log(
+      "step:0/100 val_loss:10.8 train_time:0ms step_avg:0ms\n"
+      "step:150/100 val_loss:3.2 train_time:90ms step_avg:0.6ms\n");
+  ASSERT_EQ(beyond.size(), 1u);
+  EXPECT_EQ(beyond[0].outcome, LogOutcome::invalid);  // was incomplete
+  EXPECT_NE(beyond[0].reason.find("step 150 is beyond the total step count 100"), std::string::npos)
+      << beyond[0].reason;
 }
 
 TEST(PeakMemory, ParsesAllocatedAndReserved) {

@@ -251,7 +251,7 @@ TEST_F(RecordE2E, BackendAndSetsReachTheTrainerAndTheStoredCommand) {
   const std::string trainer = kBin + "synthetic_trainer";
   const Result r = harness({"record", "--runs", "1", "--name", "sweep", "--trainer", trainer, "--backend", "cuda",
                             "--set", "data.cycle_train_shards=true", "--set", "validation.tokens=262144", "--quiet",
-                            "--target", "3.28"});
+                            "--target", "3.28", "--data", dir.path().string()});
   ASSERT_LE(r.code, 1) << r.output;
   Store store = Store::open(db());
   const auto sweep = store.find_sweep("sweep");

@@ -81,6 +81,9 @@ TEST(DevicePartitions, SplitsVisibleDevices) {
   EXPECT_EQ(device_partitions(1, 2, "3,1,2"), (std::vector<std::string>{"3,1"}));
   EXPECT_THROW(device_partitions(4, 2, "0,1"), gpt::Error);
   EXPECT_THROW(device_partitions(0, 1, nullptr), gpt::Error);
+  // CUDA_VISIBLE_DEVICES= (set, empty: no GPUs) handed out devices 0,1 and 2,3.
+  EXPECT_EQ(device_partitions(2, 2, ""), (std::vector<std::string>{"", ""}));
+  EXPECT_EQ(device_partitions(3, 1, ""), (std::vector<std::string>{"", "", ""}));
 }
 
 RunPlan plan_in(const TempDir& dir, const std::string& log) {

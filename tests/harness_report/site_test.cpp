@@ -2,6 +2,8 @@
 // link leads to a page of the site, and the pages render in headless Chromium without console errors.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "harness/render/history_chart.h"
 #include "harness/report/site.h"
 #include "harness/store/change_points.h"
@@ -120,6 +122,10 @@ TEST(Site, WritesIndexSweepAndBenchmarkPages) {
   EXPECT_NE(bench.find(">c0ffee7</text>"), std::string::npos);          // and commits
   EXPECT_NE(bench.find("class=\"change-point\""), std::string::npos);
   EXPECT_NE(bench.find("+6.6% (c0ffee7), confirmed"), std::string::npos);
+  // The one change point is confirmed, not open: the index's "open change points" column says 0.
+  const size_t cell = index.find("<td class=\"status-", index.find(page));
+  ASSERT_NE(cell, std::string::npos) << index;
+  EXPECT_EQ(index.substr(cell, 28), "<td class=\"status-ok\">0</td>") << index;
   const std::string records = read_file(dir / "site" / "records.html");
   EXPECT_NE(records.find("record-tiny-2"), std::string::npos);
   EXPECT_NE(records.find("<svg"), std::string::npos);
@@ -150,6 +156,68 @@ TEST(SiteBrowser, PagesRenderWithoutConsoleErrors) {
     EXPECT_TRUE(run.console.empty()) << site.pages[i] << ": " << run.console.front();
     expect_png(run.png, site.pages[i].string());
   }
+}
+
+}  // namespace
+}  // namespace gpt::harness
+
+namespace gpt::harness {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The index counts a change point as open only while its status is "open".
+TEST(Site, OpenChangePointsCountsOnlyOpenOnes) {
+  TempDir dir;
+  Store store = Store::open(dir / "h.db");
+  add_benchmark_history(store);
+  const auto count_cell = [&] {
+    write_site(store, dir / "site");
+    const std::string index = read_file(dir / "site" / "index.html");
+    const std::string page = page_slug("train_step_bench/BM_TrainStep/stage2/fp8:on/data:synthetic");
+    const size_t at = index.find("<td class=\"", index.find(page));
+    if (at == std::string::npos) return std::string("no row");
+    return index.substr(at + 11, index.find("</td>", at) - at - 11);  // e.g. status-ok">0
+  };
+  EXPECT_EQ(count_cell(), "status-ok\">0");
+  save_change_point(store, ChangePointRecord{0, "train_step_bench", "BM_TrainStep/stage2/fp8:on/data:synthetic",
+                                             "NVIDIA H100 80GB HBM3", "2026-12-03T12:00:00Z", "c0ffee2",
+                                             "2026-12-03T12:00:00Z", "c0ffee2", 656e6, 0.05, 0.02, "open", ""});
+  EXPECT_EQ(count_cell(), "status-bad\">1");
+  save_change_point(store, ChangePointRecord{0, "train_step_bench", "BM_TrainStep/stage2/fp8:on/data:synthetic",
+                                             "NVIDIA H200", "2026-12-01T12:00:00Z", "c0ffee0", "2026-12-01T12:00:00Z",
+                                             "c0ffee0", 650e6, 0.01, 0.02, "resolved", "2026-12-02T12:00:00Z"});
+  EXPECT_EQ(count_cell(), "status-bad\">1");
+}
+
+// A value stored as +inf (an older harness converted 1e308 ms to ns) left the chart without ticks, and
+// ticks.front() on the empty vector crashed `harness site`.
+TEST(Site, AStoredInfiniteValueDoesNotCrashTheSite) {
+  TempDir dir;
+  Store store = Store::open(dir / "h.db");
+  add_benchmark_history(store);
+  store.db().exec(
+      "INSERT INTO benchmark_results (suite, name, value, unit, recorded_at) VALUES ('train_step_bench', "
+      "'BM_TrainStep/stage2/fp8:on/data:synthetic', 9e999, 'ns', '2026-12-20T12:00:00Z')");
+  const SiteSummary site = write_site(store, dir / "site");
+  EXPECT_EQ(site.benchmarks, 1u);
+  const std::string page =
+      "benchmarks/" + page_slug("train_step_bench/BM_TrainStep/stage2/fp8:on/data:synthetic") + ".html";
+  EXPECT_NE(read_file(dir / "site" / page).find("<svg"), std::string::npos);
+}
+
+TEST(HistoryChart, NonFiniteValuesAreLeftOutOfTheNights) {
+  const auto nights = html::history_nights({{kInf}, {1.0, kInf, 3.0}, {}}, {"a", "b", "c"}, {});
+  ASSERT_EQ(nights.size(), 1u);  // the night of inf alone has nothing to draw
+  EXPECT_EQ(nights[0].stamp, "b");
+  EXPECT_DOUBLE_EQ(nights[0].mean, 2.0);
+  EXPECT_DOUBLE_EQ(nights[0].max, 3.0);
+}
+
+TEST(HistoryChart, ARangeTooWideToScaleSaysSoInsteadOfCrashing) {
+  const double huge = std::numeric_limits<double>::max();
+  html::HistoryChart chart{"time", "loss", {{"2026-12-01T00:00:00Z", "", huge, -huge, huge}}, {}};
+  EXPECT_NE(html::render_history_chart(chart).find("values out of range"), std::string::npos);
 }
 
 }  // namespace

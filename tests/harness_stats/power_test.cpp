@@ -124,5 +124,17 @@ TEST(PowerPlan, DegenerateInputs) {
   EXPECT_THROW(t_test_power(1, 0.5, 0.01), gpt::Error);
 }
 
+// A --std of 1e-300 gave an effect near 1e298, and Boost's non-central t threw instead of answering "power 1".
+TEST(PowerPlan, AVanishingStdGivesPowerOneNotABoostError) {
+  const auto plan = plan_power(3.27, 1e-300, 3.28, 0.01, 0.8, {2, 4});
+  EXPECT_EQ(plan.runs_needed, std::optional<std::size_t>(2));
+  EXPECT_EQ(plan.rows[0].power, 1.0);
+  EXPECT_EQ(plan.rows[1].power, 1.0);
+  EXPECT_EQ(t_test_power(2, 1e298, 1e-12), 1.0);
+  EXPECT_EQ(t_test_power(8, -1e298, 0.01), 0.0);
+  // Just inside the bound the distribution still answers, and agrees.
+  EXPECT_NEAR(t_test_power(8, 30.0 / std::sqrt(8.0), 0.01), 1.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace gpt::harness::stats
