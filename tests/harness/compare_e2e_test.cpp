@@ -444,5 +444,27 @@ TEST_F(CompareE2E, FailIfSlowerIsHonouredOnResume) {
       << resumed.output;
 }
 
+// `--` ends the harness's options also right after an option's optional value (`--fail-if-slower 5 -- CMD`):
+// the command keeps its own flags (here --seed, which compare also knows) instead of handing them to the harness.
+TEST_F(CompareE2E, DashesAfterAnOptionalValueEndTheHarnessOptions) {
+  auto args = compare_args(arm_build("base", 100000), arm_build("cand", 100000), 2);
+  args.insert(args.end(), {"--fail-if-slower", "5", "--", "{bin}", "--seed", "{seed}", "--run-id", "{run_id}", "--out",
+                           "{out}", "--steps", "12"});
+  const Result r = harness(args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("slowdown check: PASS"), std::string::npos) << r.output;
+  Store store = Store::open(db());
+  const auto sweep = store.find_sweep("cmp");
+  ASSERT_TRUE(sweep);
+  EXPECT_NE(sweep->command.find("\"--run-id\",\"{run_id}\""), std::string::npos) << sweep->command;
+  EXPECT_DOUBLE_EQ(std::stod(store.params(OwnerKind::sweep, sweep->id).at("fail_if_slower_pct")), 5.0);
+  const auto stored = compare_runs();
+  ASSERT_EQ(stored.size(), 4u);
+  for (const auto& run : stored) {
+    EXPECT_EQ(run.status, RunStatus::ok) << run.reason;
+    EXPECT_EQ(run.steps, 12);  // the command's own --steps reached it
+  }
+}
+
 }  // namespace
 }  // namespace gpt::harness
