@@ -108,6 +108,10 @@ void apply_run_summary(RunRecord& r, const RunSummary& s, std::optional<std::int
   if (s.train_data_cycled) r.params["train_data_cycled"] = std::string("1");
   if (s.train_data_passes) r.params["train_data_passes"] = std::to_string(*s.train_data_passes);
   if (s.environment && !s.environment->git_commit.empty()) r.params["trainer_commit"] = s.environment->git_commit;
+  if (!s.gpu_uuid.empty()) r.params["gpu_uuid"] = s.gpu_uuid;
+  if (!s.gpu_clocks.empty()) r.params["gpu_clocks"] = s.gpu_clocks;
+  if (!s.gpu_power_limit.empty()) r.params["gpu_power_limit"] = s.gpu_power_limit;
+  if (s.threads) r.params["threads"] = std::to_string(*s.threads);
 }
 
 RunRecord record_from_log(const ParsedLog& log, const std::filesystem::path& log_path) {

@@ -44,7 +44,7 @@ void empty_run_folder(const std::filesystem::path& out_dir);
 // another exit code is failed, and so is exit 0 from a run that wrote neither step lines nor a summary; exit 0
 // without a final result is incomplete. The reason names what went wrong and quotes the last line of output. The
 // trainer's OUT/ID.json adds provenance: its environment (commit, GPU) and the run params recipe_hash, world_size,
-// backend.
+// backend, and gpu_uuid, gpu_clocks, gpu_power_limit, threads where it reports them.
 RunRecord harvest_run(const RunPlan& plan, const ExitInfo& exit, RunEnd end, std::optional<double> timeout_s = {});
 
 // A run read from an existing log file (import): status from the parsed log alone.

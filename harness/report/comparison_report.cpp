@@ -124,8 +124,9 @@ ComparisonReportFiles write_comparison_reports(Store& store, const SweepInfo& sw
   files.html = write_comparison_html(store, sweep, page, dir);
   files.markdown = dir / "report.md";
   write_text(files.markdown,
-             render_comparison_markdown(page, reproduce_command(sweep, store.params(OwnerKind::sweep, sweep.id)),
-                                        collect_provenance(store, sweep, page_runs(page))));
+             render_comparison_markdown(
+                 page, reproduce_command(sweep, store.params(OwnerKind::sweep, sweep.id), store.db().path()),
+                 collect_provenance(store, sweep, page_runs(page))));
   return files;
 }
 

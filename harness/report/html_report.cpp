@@ -115,7 +115,8 @@ std::string compare_arm_recipe(const SweepInfo& sweep, const std::map<std::strin
   return it != params.end() ? it->second : sweep.recipe;
 }
 
-std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string, std::string>& params) {
+std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string, std::string>& params,
+                              const std::filesystem::path& db) {
   auto param = [&](const char* key) { return params.count(key) ? params.at(key) : std::string(); };
   auto timeout_option = [&] {
     const std::string t = param("timeout_s");
@@ -172,6 +173,10 @@ std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string
         cmd += " --" + std::string(arm) + "-set " + shell_quote(s);
       }
     }
+  }
+  const std::string program = "harness ";
+  if (!cmd.empty() && !db.empty()) {
+    cmd.insert(program.size(), "--db " + shell_quote(std::filesystem::absolute(db).lexically_normal().string()) + " ");
   }
   return cmd;
 }
@@ -332,7 +337,7 @@ namespace {
 HtmlContext context_from_store(Store& store, const SweepInfo& sweep, const std::vector<const RunRecord*>& runs) {
   HtmlContext c;
   c.provenance = collect_provenance(store, sweep, runs);
-  c.reproduce = reproduce_command(sweep, store.params(OwnerKind::sweep, sweep.id));
+  c.reproduce = reproduce_command(sweep, store.params(OwnerKind::sweep, sweep.id), store.db().path());
   return c;
 }
 

@@ -40,8 +40,10 @@ std::vector<const RunRecord*> page_runs(const ComparisonPage& page);
 std::string compare_arm_recipe(const SweepInfo& sweep, const std::map<std::string, std::string>& params,
                                const std::string& arm);
 
-// The command line that repeats a stored sweep (record or compare), shell-quoted; empty when unknown.
-std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string, std::string>& params);
+// The command line that repeats a stored sweep (record or compare), shell-quoted; empty when unknown. With `db` (the
+// database the sweep is stored in) it names it as --db (absolute): repeated elsewhere, it goes to the same store.
+std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string, std::string>& params,
+                              const std::filesystem::path& db = {});
 std::string shell_quote(const std::string& word);
 
 // Builds the context from the store (the runs' environments, reproduce command) and writes `dir`/report.html.

@@ -80,7 +80,9 @@ TEST_F(CompareE2E, SameSeedsArePairedStoredBesideTheDbAndReported) {
   const std::string md = read_file(dir / "reports" / "cmp" / "report.md");
   EXPECT_NE(md.find("**FASTER**"), std::string::npos) << md;
   EXPECT_NE(md.find("| candidate | 3 | ok |"), std::string::npos) << md;
-  EXPECT_NE(md.find("harness compare --baseline main --candidate feature --runs 4"), std::string::npos) << md;
+  EXPECT_NE(md.find("harness --db " + db().string() + " compare --baseline main --candidate feature --runs 4"),
+            std::string::npos)
+      << md;
   EXPECT_NE(read_file(dir / "reports" / "cmp" / "report.html").find("paired t"), std::string::npos);
   // `harness report` rewrites both from the database alone.
   std::filesystem::remove(dir / "reports" / "cmp" / "report.md");
