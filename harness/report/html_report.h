@@ -29,9 +29,15 @@ struct ComparisonPage {
   std::vector<RunRecord> baseline_runs, candidate_runs;  // every stored run, ok or not
   std::vector<std::string> revision_notes;  // per arm: its revision against the commit its trainer reports
   std::string baseline_recipe, candidate_recipe;  // what each arm ran (--baseline-recipe / --candidate-recipe)
+  // Each arm's recipe overrides (KEY=VALUE: the sweep's --set, then the arm's --baseline-set / --candidate-set) and
+  // the recipe hashes its runs' trainers reported (distinct, sorted; empty: none reported).
+  std::vector<std::string> baseline_overrides, candidate_overrides;
+  std::vector<std::string> baseline_recipe_hashes, candidate_recipe_hashes;
+  bool own_command = false;  // the arms ran a command given after `--`: their overrides are its own business
 };
 std::string render_comparison_html(const ComparisonPage& page, const HtmlContext& context);
-// "recipes: baseline A, candidate B" (or "recipe A in both arms").
+// What each arm ran: "baseline: recipe A, overrides K=V, recipe hash H; candidate: ..." (or "recipe A, no overrides,
+// recipe hash H in both arms" when the arms agree in recipe, overrides and reported hashes).
 std::string arm_recipes_sentence(const ComparisonPage& page);
 // Every run of the page, baseline first.
 std::vector<const RunRecord*> page_runs(const ComparisonPage& page);
