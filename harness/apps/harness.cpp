@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <iostream>
+#include <vector>
 
 #include "harness/commands/check_db.h"
 #include "harness/commands/common.h"
@@ -38,7 +39,8 @@ int main(int argc, char** argv) {
   add_compare_command(app, options);
   add_nightly_command(app, options);
   try {
-    app.parse(argc, argv);
+    const std::vector<const char*> args = harness_arguments(app, options, argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::RuntimeError& e) {  // compare/nightly report their verdict as an exit code
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {

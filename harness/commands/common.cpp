@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
@@ -25,6 +26,32 @@ void add_global_options(CLI::App& app, GlobalOptions& options) {
   app.add_option("--db-timeout", options.db_timeout_ms, "milliseconds to wait for a locked database")
       ->check(CLI::Range(0, std::numeric_limits<int>::max()));  // not NonNegativeNumber: its message prints DBL_MAX
   gpt::log::add_log_flags(app, options.log);
+}
+
+std::vector<const char*> harness_arguments(CLI::App& app, GlobalOptions& options, int argc, const char* const* argv) {
+  std::vector<const char*> args(argv, argv + argc);
+  const auto dashes = std::find_if(args.begin() + std::min(argc, 1), args.end(),
+                                   [](const char* word) { return std::string_view(word) == "--"; });
+  if (dashes == args.end()) return args;
+  // The subcommand is the first word before the `--` that names one.
+  const auto subcommands = app.get_subcommands([](CLI::App*) { return true; });
+  const CLI::App* named = nullptr;
+  for (auto word = args.begin() + 1; word != dashes && named == nullptr; ++word) {
+    for (const CLI::App* sub : subcommands) {
+      if (sub->check_name(*word)) named = sub;
+    }
+  }
+  if (named == nullptr || named->get_option_no_throw("command") == nullptr) return args;
+  options.command_after_dashes = std::vector<std::string>(dashes + 1, args.end());
+  args.erase(dashes, args.end());
+  return args;
+}
+
+void adopt_command_after_dashes(const GlobalOptions& options, std::vector<std::string>& command,
+                                std::vector<std::string>& given) {
+  if (!options.command_after_dashes) return;
+  command.insert(command.end(), options.command_after_dashes->begin(), options.command_after_dashes->end());
+  if (std::find(given.begin(), given.end(), "-- CMD") == given.end()) given.push_back("-- CMD");
 }
 
 void quiet_progress_if(bool quiet) {

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,21 @@ struct GlobalOptions {
   int db_timeout_ms = 5000;    // --db-timeout
   int exit_code = kExitPass;   // set by the subcommand that ran
   gpt::log::LogFlags log;      // --log-level, --quiet (diagnostics on stderr)
+  // The words after the first `--` when the subcommand takes a command there (record, compare); see
+  // harness_arguments.
+  std::optional<std::vector<std::string>> command_after_dashes;
 };
+
+// The first `--` on the command line always ends the harness's options. Left to CLI11, an option that takes an
+// optional or repeated value eats a `--` right after its value (`--fail-if-slower 5 -- CMD ...`), and the command's
+// own flags are then read as the harness's. For a subcommand with a `command` (record, compare) the words after
+// the first `--` go to options.command_after_dashes and the returned argv (for CLI11) ends before the `--`; for
+// any other, the argv is returned whole, so that CLI11 refuses the stray words as before.
+std::vector<const char*> harness_arguments(CLI::App& app, GlobalOptions& options, int argc, const char* const* argv);
+// In the callback of a command that takes one: appends the command after `--` to `command` (after any words CLI11
+// gave it without a `--`) and names it in `given` ("-- CMD", as given_options does).
+void adopt_command_after_dashes(const GlobalOptions& options, std::vector<std::string>& command,
+                                std::vector<std::string>& given);
 
 // Adds --db, --db-timeout, --log-level and --quiet to `app` (the top-level app: they are accepted before or after
 // the subcommand; a subcommand's own --quiet, where it has one, takes that flag after it).

@@ -405,6 +405,7 @@ void add_compare_command(CLI::App& app, GlobalOptions& global) {
     quiet_progress_if(o->quiet);
     o->launcher_given = cmd->get_option("--launcher")->count() > 0;
     o->given = given_options(*cmd);
+    adopt_command_after_dashes(global, o->command, o->given);
     global.exit_code = run_compare(*o, global);
   });
 }

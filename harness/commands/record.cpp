@@ -209,6 +209,7 @@ void add_record_command(CLI::App& app, GlobalOptions& global) {
     quiet_progress_if(opts->quiet);
     opts->launcher_given = sub->get_option("--launcher")->count() > 0;
     opts->given = given_options(*sub);
+    adopt_command_after_dashes(global, opts->command, opts->given);
     global.exit_code = run_record(*opts, global);
   });
 }

@@ -193,6 +193,19 @@ std::string slowdown_verdict(const ComparisonReport& r, const ComparisonSettings
   return "PASS: the runs do not show the candidate slower than " + limit.str() + " (" + p.str() + ")";
 }
 
+std::string record_check_verdict(const ComparisonReport& r, const ComparisonSettings& s) {
+  if (!r.candidate_record || !s.target_loss) return "";
+  std::ostringstream mean, target, p;
+  mean << std::fixed << std::setprecision(4);
+  if (r.candidate_loss) mean << " " << r.candidate_loss->mean;
+  target << std::fixed << std::setprecision(4) << *s.target_loss;
+  p << "one-sided t p = " << std::setprecision(3) << r.candidate_record->p_value
+    << (r.candidate_passes_record ? " < alpha " : " >= alpha ") << s.alpha;
+  const std::string loss = "the candidate's mean final val loss" + mean.str();
+  if (r.candidate_passes_record) return "PASS: " + loss + " is below the target " + target.str() + " (" + p.str() + ")";
+  return "not established: " + loss + " is not shown below the target " + target.str() + " (" + p.str() + ")";
+}
+
 std::string format_comparison(const ComparisonReport& r, const ComparisonSettings& settings) {
   std::ostringstream os;
   os << std::fixed;
@@ -216,11 +229,7 @@ std::string format_comparison(const ComparisonReport& r, const ComparisonSetting
   if (r.baseline_loss) arm_line("baseline", *r.baseline_loss, 4, "");
   if (r.candidate_loss) arm_line("candidate", *r.candidate_loss, 4, "");
   if (r.loss) shift_lines(os, *r.loss);
-  if (r.candidate_record) {
-    os << "  record check (mean < " << std::setprecision(4) << *settings.target_loss << ", one-sided): p="
-       << p_text(r.candidate_record->p_value) << " -> "
-       << (r.candidate_passes_record ? "PASS" : "not established") << "\n";
-  }
+  if (r.candidate_record) os << "  record check: " << record_check_verdict(r, settings) << "\n";
   if (const auto& published = settings.published) {
     os << "published baseline: n=" << published->runs << "  mean loss " << std::setprecision(4)
        << published->mean_val_loss;

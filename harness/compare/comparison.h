@@ -112,6 +112,12 @@ ComparisonReport analyze_comparison(const ArmResults& candidate, const ArmResult
 // slower than 102% of the baseline time (one-sided paired t p = 0.0004 < alpha 0.01)"; "" when there was none.
 std::string slowdown_verdict(const ComparisonReport& report, const ComparisonSettings& settings);
 
+// The record check of the candidate (one-sided t-test of its losses below the target) in one sentence, the same in
+// the terminal, Markdown and HTML reports: "PASS: the candidate's mean final val loss 6.7000 is below the target
+// 7.0200 (one-sided t p = 0.0004 < alpha 0.01)" or "not established: ... is not shown below the target ..."; ""
+// when there was none.
+std::string record_check_verdict(const ComparisonReport& report, const ComparisonSettings& settings);
+
 std::string format_comparison(const ComparisonReport& report, const ComparisonSettings& settings);
 
 }  // namespace gpt::harness::compare

@@ -102,6 +102,7 @@ Process Process::start(const LaunchSpec& spec) {
   GPT_CHECK(!spec.argv.empty() && !spec.argv[0].empty(), "launcher: empty command line");
   if (spec.log_path.has_parent_path()) std::filesystem::create_directories(spec.log_path.parent_path());
   Fd lock(spec.lock_path.empty() ? -1 : acquire_run_lock(spec.lock_path));
+  if (spec.before_start) spec.before_start();
 
   // Open the log here, not in the child, so a bad path is reported as such rather than as a failed run.
   Fd log(open_without_following(spec.log_path, O_WRONLY | O_CREAT | O_APPEND | (spec.truncate_log ? O_TRUNC : 0)));

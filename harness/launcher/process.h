@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -34,6 +35,9 @@ struct LaunchSpec {
   bool truncate_log = false;        // start the log afresh (after the lock is taken: never under a live run)
   std::filesystem::path working_dir;  // empty: ours
   std::filesystem::path stderr_path;  // empty: stderr goes to the log with stdout; else its own file (truncated)
+  // Runs once the lock is held and before the log is opened: what must never happen under a live run of the same
+  // folder (emptying it for a fresh attempt). An exception it throws ends the start.
+  std::function<void()> before_start;
 };
 
 // Another process (a trainer of an earlier, killed harness, or a second harness) holds the run folder's lock.

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -70,6 +71,22 @@ int open_without_following(const std::filesystem::path& path, int flags, mode_t 
   GPT_CHECK(!std::filesystem::is_symlink(path, ec), "'", path.string(),
             "' is a symbolic link; refusing to write through it (remove it)");
   GPT_FAIL("cannot open '", path.string(), "': ", std::strerror(err));
+}
+
+void empty_folder(const std::filesystem::path& dir, const std::vector<std::string>& keep) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(std::filesystem::symlink_status(dir, ec))) return;
+  std::vector<std::filesystem::path> entries;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (std::find(keep.begin(), keep.end(), entry.path().filename().string()) == keep.end()) {
+      entries.push_back(entry.path());
+    }
+  }
+  GPT_CHECK(!ec, "cannot list the run folder '", dir.string(), "': ", ec.message());
+  for (const auto& path : entries) {
+    std::filesystem::remove_all(path, ec);  // removes a link, not its target
+    GPT_CHECK(!ec, "cannot remove '", path.string(), "' from the run folder for a fresh attempt: ", ec.message());
+  }
 }
 
 }  // namespace gpt::harness

@@ -136,6 +136,10 @@ RunSummary parse_run_summary(const std::string& text, const std::string& source)
     env.git_dirty = e.contains("git_dirty") && e.at("git_dirty").is_boolean() && e.at("git_dirty").get<bool>();
     env.hostname = r.text(e, "hostname");
     s.environment = env;
+    s.gpu_uuid = r.text(e, "gpu_uuid");
+    s.gpu_clocks = r.text(e, "gpu_clocks");
+    s.gpu_power_limit = r.text(e, "gpu_power_limit");
+    s.threads = r.count(e, "threads", /*at_least_one=*/true);
   }
   return s;
 }

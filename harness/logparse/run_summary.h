@@ -1,9 +1,10 @@
 #pragma once
 // The run summary the trainer writes to OUT/ID.json (ARCHITECTURE contract). Fields the harness reads:
 //   schema_version, run_id, seed, recipe (string, or {"name", "hash"}), status, final_val_loss,
-//   train_time_ms, steps, total_steps, tokens, train_data {cycled, passes}, val_history [{step, val_loss, train_time_ms}],
-//   peak_memory_mib (or peak_memory {"allocated_mib", "reserved_mib"}), world_size, backend, git_commit,
-//   environment {gpu, driver, cuda, nccl, cpu, compiler, build_flags, git_commit, git_dirty, hostname}.
+//   train_time_ms, steps, total_steps, tokens, train_data {cycled, passes}, val_history [{step, val_loss,
+//   train_time_ms}], peak_memory_mib (or peak_memory {"allocated_mib", "reserved_mib"}), world_size, backend,
+//   git_commit, environment {gpu, driver, cuda, nccl, cpu, compiler, build_flags, git_commit, git_dirty, hostname,
+//   gpu_uuid, gpu_clocks, gpu_power_limit, threads}.
 // Every field is optional: a foreign trainer may write none of them, and the log stays the fallback.
 // A loss of null or a string "nan"/"inf" is read as NaN/inf (JSON has no NaN). The shared result checks
 // (harness/store/run_checks.h) refuse the whole summary for a negative loss, a negative count or steps beyond
@@ -38,6 +39,9 @@ struct RunSummary {
   std::optional<int> world_size;
   std::string backend;
   std::optional<Environment> environment;
+  // Beside the environment row (kept as run params): the GPU's UUID, clocks and power limit, the CPU threads.
+  std::string gpu_uuid, gpu_clocks, gpu_power_limit;
+  std::optional<std::int64_t> threads;
 };
 
 // Parses the summary text; throws gpt::Error naming `source` when it is not JSON or a field has the wrong type.

@@ -6,7 +6,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "harness/launcher/safe_files.h"
 #include "harness/logparse/run_summary.h"
+#include "harness/record/spool.h"
 #include "base/check.h"
 #include "base/file_read.h"
 
@@ -68,6 +70,10 @@ std::optional<std::string> summary_log_conflict(const ParsedLog& log, const RunS
   return std::nullopt;
 }
 
+void empty_run_folder(const std::filesystem::path& out_dir) {
+  empty_folder(out_dir, {kRunLockFileName, kSpoolFileName});
+}
+
 std::string last_output_line(const std::filesystem::path& path, std::size_t max_chars) {
   std::string text = try_read_file(path).value_or("");
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
@@ -102,6 +108,10 @@ void apply_run_summary(RunRecord& r, const RunSummary& s, std::optional<std::int
   if (s.train_data_cycled) r.params["train_data_cycled"] = std::string("1");
   if (s.train_data_passes) r.params["train_data_passes"] = std::to_string(*s.train_data_passes);
   if (s.environment && !s.environment->git_commit.empty()) r.params["trainer_commit"] = s.environment->git_commit;
+  if (!s.gpu_uuid.empty()) r.params["gpu_uuid"] = s.gpu_uuid;
+  if (!s.gpu_clocks.empty()) r.params["gpu_clocks"] = s.gpu_clocks;
+  if (!s.gpu_power_limit.empty()) r.params["gpu_power_limit"] = s.gpu_power_limit;
+  if (s.threads) r.params["threads"] = std::to_string(*s.threads);
 }
 
 RunRecord record_from_log(const ParsedLog& log, const std::filesystem::path& log_path) {
@@ -148,7 +158,8 @@ RunRecord harvest_run(const RunPlan& plan, const ExitInfo& exit, RunEnd end, std
   std::optional<std::string> conflict;  // the summary contradicts the log
   bool summary_complete = false;  // the summary holds a finite final loss at the end of the run
   const auto summary_path = plan.out_dir / (plan.run_id + ".json");
-  if (std::filesystem::exists(summary_path)) {
+  const bool summary_written = std::filesystem::exists(summary_path);
+  if (summary_written) {
     try {
       const RunSummary summary = read_run_summary(summary_path);
       conflict = summary_log_conflict(log, summary, plan.run_id);
@@ -185,6 +196,13 @@ RunRecord harvest_run(const RunPlan& plan, const ExitInfo& exit, RunEnd end, std
   } else if (exit.exit_code != 0) {
     r.status = RunStatus::failed;
     r.reason = with_last_line("trainer failed (" + exit.describe() + ")", plan.log_path);
+  } else if (log.step_lines == 0 && !summary_written) {
+    // Nothing of this run's own to judge: a result read from elsewhere would be another run's.
+    r.status = RunStatus::failed;
+    r.reason = with_last_line("exited 0 but wrote no result: no step lines in its output ('" +
+                                  plan.log_path.filename().string() + "') or in '" + own_log.filename().string() +
+                                  "', and no summary '" + summary_path.filename().string() + "'",
+                              plan.log_path);
   } else if ((log.outcome == LogOutcome::complete || summary_complete) && finite_result) {
     r.status = RunStatus::ok;
   } else {

@@ -30,11 +30,21 @@ struct RunPlan {
 
 enum class RunEnd { exited, timed_out, interrupted };
 
+// The lock file of a run folder, held by its trainer and everything the trainer starts.
+inline constexpr const char* kRunLockFileName = "run.lock";
+
+// Gives a run folder to a new attempt of its run: every file an earlier attempt left there (or a sweep of the same
+// name in another database beside this one) is removed but the lock and an unstored spool file, so that no summary,
+// log, step line or environment of another run can be read back as this attempt's result. Call it only while the
+// folder's lock is held (LaunchSpec::before_start) or no job of the run can still be running.
+void empty_run_folder(const std::filesystem::path& out_dir);
+
 // Builds the record of a finished run. Exit 0 with a final validation at the total step count (or at the
 // sweep's declared early-stop step) is ok; exit 3 (or a nan/inf final loss) is diverged; a signal or
-// another exit code is failed; exit 0 without a final result is incomplete. The reason names what went
-// wrong and quotes the last line of output. The trainer's OUT/ID.json adds provenance: its environment
-// (commit, GPU) and the run params recipe_hash, world_size, backend.
+// another exit code is failed, and so is exit 0 from a run that wrote neither step lines nor a summary; exit 0
+// without a final result is incomplete. The reason names what went wrong and quotes the last line of output. The
+// trainer's OUT/ID.json adds provenance: its environment (commit, GPU) and the run params recipe_hash, world_size,
+// backend, and gpu_uuid, gpu_clocks, gpu_power_limit, threads where it reports them.
 RunRecord harvest_run(const RunPlan& plan, const ExitInfo& exit, RunEnd end, std::optional<double> timeout_s = {});
 
 // A run read from an existing log file (import): status from the parsed log alone.

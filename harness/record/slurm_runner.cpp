@@ -146,6 +146,9 @@ class SlurmLauncher final : public RunLauncher {
   }
 
   JobFile submit(const RunPlan& plan, int attempt) {
+    // A new job of the run starts in an empty folder (no job of it is live: an unharvested one is adopted, never
+    // resubmitted), so that the run is judged by what this job writes alone.
+    empty_run_folder(plan.out_dir);
     const fs::path script = plan.out_dir / "slurm_job.sh";
     write_text_atomically(script, batch_script(plan, shape_, settings_));
     std::vector<std::string> argv = {"sbatch", "--parsable", "--job-name=" + job_name_};

@@ -214,7 +214,10 @@ SweepRunResult run_sweep(Store& store, std::int64_t sweep_id, const std::vector<
       slot.plan = queue.front();
       queue.pop_front();
       // A re-run seed (killed earlier) starts a fresh log, once its folder's lock shows nothing runs there.
-      LaunchSpec spec{slot.plan->argv, slot.plan->log_path, {}, slot.plan->out_dir / "run.lock", true};
+      LaunchSpec spec{slot.plan->argv, slot.plan->log_path, {}, slot.plan->out_dir / kRunLockFileName, true};
+      // Each attempt starts in an empty folder (once its lock shows nothing runs there): what is read back after
+      // the run can only be what this run wrote.
+      spec.before_start = [out_dir = slot.plan->out_dir] { empty_run_folder(out_dir); };
       spec.environment.emplace_back("SPEEDRUN_SEED", std::to_string(slot.plan->seed));
       spec.environment.emplace_back("SPEEDRUN_RUN_ID", slot.plan->run_id);
       spec.environment.emplace_back("SPEEDRUN_OUT", slot.plan->out_dir.string());

@@ -86,11 +86,7 @@ std::string render_comparison_markdown(const ComparisonPage& page, const std::st
   }
   for (const auto& note : page.revision_notes) o << "- What ran: " << note << "\n";
   if (!page.baseline_recipe.empty()) o << "- What ran: " << arm_recipes_sentence(page) << "\n";
-  if (r.candidate_record) {
-    o << "- Record check of the candidate: **" << (r.candidate_passes_record ? "PASS" : "not established")
-      << "** (mean final val loss < " << fixed(*s.target_loss, 4) << ", one-sided p = "
-      << general(r.candidate_record->p_value) << ")\n";
-  }
+  if (r.candidate_record) o << "- Record check of the candidate: **" << compare::record_check_verdict(r, s) << "**\n";
   if (s.published) {
     o << "- Published baseline: " << s.published->runs << " runs, mean final val loss "
       << fixed(s.published->mean_val_loss, 4);
@@ -124,8 +120,9 @@ ComparisonReportFiles write_comparison_reports(Store& store, const SweepInfo& sw
   files.html = write_comparison_html(store, sweep, page, dir);
   files.markdown = dir / "report.md";
   write_text(files.markdown,
-             render_comparison_markdown(page, reproduce_command(sweep, store.params(OwnerKind::sweep, sweep.id)),
-                                        collect_provenance(store, sweep, page_runs(page))));
+             render_comparison_markdown(
+                 page, reproduce_command(sweep, store.params(OwnerKind::sweep, sweep.id), store.db().path()),
+                 collect_provenance(store, sweep, page_runs(page))));
   return files;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <initializer_list>
+#include <set>
 #include <sstream>
 
 #include "harness/launcher/atomic_file.h"
@@ -102,11 +103,42 @@ std::string trainer_arguments(const SweepInfo& sweep) {
   return out;
 }
 
+std::string joined(const std::vector<std::string>& words, const char* separator) {
+  std::string out;
+  for (const auto& word : words) out += (out.empty() ? "" : separator) + word;
+  return out;
+}
+
+std::string arm_setup(const ComparisonPage& page, const std::string& recipe, const std::vector<std::string>& overrides,
+                      const std::vector<std::string>& hashes) {
+  std::string text = "recipe " + recipe;
+  if (page.own_command) {
+    text += ", the command given after --";
+  } else {
+    text += overrides.empty() ? ", no overrides" : ", overrides " + joined(overrides, " ");
+  }
+  if (hashes.empty()) return text + ", recipe hash not reported";
+  return text + (hashes.size() == 1 ? ", recipe hash " : ", recipe hashes ") + joined(hashes, ", ");
+}
+
+// The KEY=VALUE words after each --set of a stored train_gpt command template.
+std::vector<std::string> template_overrides(const std::vector<std::string>& argv) {
+  std::vector<std::string> sets;
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == "--set") sets.push_back(argv[++i]);
+  }
+  return sets;
+}
+
 }  // namespace
 
 std::string arm_recipes_sentence(const ComparisonPage& page) {
-  if (page.baseline_recipe == page.candidate_recipe) return "recipe " + page.candidate_recipe + " in both arms";
-  return "recipes: baseline " + page.baseline_recipe + ", candidate " + page.candidate_recipe;
+  const std::string baseline =
+      arm_setup(page, page.baseline_recipe, page.baseline_overrides, page.baseline_recipe_hashes);
+  const std::string candidate =
+      arm_setup(page, page.candidate_recipe, page.candidate_overrides, page.candidate_recipe_hashes);
+  if (baseline == candidate) return candidate + " in both arms";
+  return "baseline: " + baseline + "; candidate: " + candidate;
 }
 
 std::string compare_arm_recipe(const SweepInfo& sweep, const std::map<std::string, std::string>& params,
@@ -115,7 +147,8 @@ std::string compare_arm_recipe(const SweepInfo& sweep, const std::map<std::strin
   return it != params.end() ? it->second : sweep.recipe;
 }
 
-std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string, std::string>& params) {
+std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string, std::string>& params,
+                              const std::filesystem::path& db) {
   auto param = [&](const char* key) { return params.count(key) ? params.at(key) : std::string(); };
   auto timeout_option = [&] {
     const std::string t = param("timeout_s");
@@ -172,6 +205,10 @@ std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string
         cmd += " --" + std::string(arm) + "-set " + shell_quote(s);
       }
     }
+  }
+  const std::string program = "harness ";
+  if (!cmd.empty() && !db.empty()) {
+    cmd.insert(program.size(), "--db " + shell_quote(std::filesystem::absolute(db).lexically_normal().string()) + " ");
   }
   return cmd;
 }
@@ -260,9 +297,7 @@ std::string render_comparison_html(const ComparisonPage& page, const HtmlContext
     o << verdict_badge(!r.too_slow, "slowdown check: " + compare::slowdown_verdict(r, s));
   }
   if (r.candidate_record) {
-    o << verdict_badge(r.candidate_passes_record,
-                       std::string(r.candidate_passes_record ? "candidate reaches" : "candidate does not reach") +
-                           " the target " + fixed(*s.target_loss, 4) + " (p = " + general(r.candidate_record->p_value) + ")");
+    o << verdict_badge(r.candidate_passes_record, "record check: " + compare::record_check_verdict(r, s));
   }
   if (r.published_drift) {
     o << verdict_badge(!r.drifted, std::string(r.drifted ? "DRIFT: the fresh baseline runs differ from"
@@ -332,7 +367,7 @@ namespace {
 HtmlContext context_from_store(Store& store, const SweepInfo& sweep, const std::vector<const RunRecord*>& runs) {
   HtmlContext c;
   c.provenance = collect_provenance(store, sweep, runs);
-  c.reproduce = reproduce_command(sweep, store.params(OwnerKind::sweep, sweep.id));
+  c.reproduce = reproduce_command(sweep, store.params(OwnerKind::sweep, sweep.id), store.db().path());
   return c;
 }
 
@@ -389,6 +424,26 @@ ComparisonPage comparison_page_from_store(Store& store, const SweepInfo& sweep, 
   }
   page.baseline_recipe = compare_arm_recipe(sweep, params, "baseline");
   page.candidate_recipe = compare_arm_recipe(sweep, params, "candidate");
+  const auto argv = sweep.command.empty() ? std::vector<std::string>()
+                                          : nlohmann::json::parse(sweep.command).get<std::vector<std::string>>();
+  page.own_command = !argv.empty() && argv.front() != "{bin}";
+  for (const char* arm : {"baseline", "candidate"}) {
+    auto& overrides = std::string(arm) == "baseline" ? page.baseline_overrides : page.candidate_overrides;
+    if (!page.own_command) overrides = template_overrides(argv);
+    if (const auto it = params.find(std::string(arm) + "_sets"); it != params.end()) {
+      for (auto& set : nlohmann::json::parse(it->second).get<std::vector<std::string>>()) overrides.push_back(set);
+    }
+  }
+  // The hash each run's trainer reported for the recipe it resolved: what really ran, overrides included.
+  for (auto* arm : {&page.baseline_runs, &page.candidate_runs}) {
+    std::set<std::string> hashes;
+    for (const auto& run : *arm) {
+      const auto run_params = store.params(OwnerKind::run, run.id);
+      if (const auto it = run_params.find("recipe_hash"); it != run_params.end()) hashes.insert(it->second);
+    }
+    (arm == &page.baseline_runs ? page.baseline_recipe_hashes : page.candidate_recipe_hashes)
+        .assign(hashes.begin(), hashes.end());
+  }
   return page;
 }
 

@@ -29,9 +29,15 @@ struct ComparisonPage {
   std::vector<RunRecord> baseline_runs, candidate_runs;  // every stored run, ok or not
   std::vector<std::string> revision_notes;  // per arm: its revision against the commit its trainer reports
   std::string baseline_recipe, candidate_recipe;  // what each arm ran (--baseline-recipe / --candidate-recipe)
+  // Each arm's recipe overrides (KEY=VALUE: the sweep's --set, then the arm's --baseline-set / --candidate-set) and
+  // the recipe hashes its runs' trainers reported (distinct, sorted; empty: none reported).
+  std::vector<std::string> baseline_overrides, candidate_overrides;
+  std::vector<std::string> baseline_recipe_hashes, candidate_recipe_hashes;
+  bool own_command = false;  // the arms ran a command given after `--`: their overrides are its own business
 };
 std::string render_comparison_html(const ComparisonPage& page, const HtmlContext& context);
-// "recipes: baseline A, candidate B" (or "recipe A in both arms").
+// What each arm ran: "baseline: recipe A, overrides K=V, recipe hash H; candidate: ..." (or "recipe A, no overrides,
+// recipe hash H in both arms" when the arms agree in recipe, overrides and reported hashes).
 std::string arm_recipes_sentence(const ComparisonPage& page);
 // Every run of the page, baseline first.
 std::vector<const RunRecord*> page_runs(const ComparisonPage& page);
@@ -40,8 +46,10 @@ std::vector<const RunRecord*> page_runs(const ComparisonPage& page);
 std::string compare_arm_recipe(const SweepInfo& sweep, const std::map<std::string, std::string>& params,
                                const std::string& arm);
 
-// The command line that repeats a stored sweep (record or compare), shell-quoted; empty when unknown.
-std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string, std::string>& params);
+// The command line that repeats a stored sweep (record or compare), shell-quoted; empty when unknown. With `db` (the
+// database the sweep is stored in) it names it as --db (absolute): repeated elsewhere, it goes to the same store.
+std::string reproduce_command(const SweepInfo& sweep, const std::map<std::string, std::string>& params,
+                              const std::filesystem::path& db = {});
 std::string shell_quote(const std::string& word);
 
 // Builds the context from the store (the runs' environments, reproduce command) and writes `dir`/report.html.

@@ -2,7 +2,9 @@
 
 #include <map>
 #include <optional>
+#include <iterator>
 #include <sstream>
+#include <tuple>
 
 #include "harness/render/svg.h"
 
@@ -42,7 +44,7 @@ struct FieldTable {
 FieldTable field_table(const Provenance& p) {
   FieldTable t;
   for (size_t g = 0; g < p.groups.size(); ++g) {
-    const auto fields = environment_fields(p.groups[g].environment);
+    const auto fields = group_fields(p.groups[g]);
     if (g == 0) {
       t.values.resize(fields.size());
       for (const auto& [label, value] : fields) t.labels.push_back(label);
@@ -72,9 +74,17 @@ std::vector<std::pair<std::string, std::string>> environment_fields(const Enviro
           {"host", shown(e.hostname)}};
 }
 
+std::vector<std::pair<std::string, std::string>> group_fields(const ProvenanceGroup& group) {
+  auto fields = environment_fields(group.environment);
+  fields.insert(fields.end(), group.details.begin(), group.details.end());
+  return fields;
+}
+
 Provenance collect_provenance(Store& store, const SweepInfo& sweep, const std::vector<const RunRecord*>& runs) {
   Provenance p;
-  std::map<std::pair<std::int64_t, bool>, size_t> group_of;  // (environment row, from trainer) -> group
+  using Details = std::vector<std::pair<std::string, std::string>>;
+  // (environment row, from trainer, run details) -> group
+  std::map<std::tuple<std::int64_t, bool, Details>, size_t> group_of;
   for (const RunRecord* run : runs) {
     // A run stored without an environment ran where the sweep was started: the sweep's probe says what it can.
     const std::optional<std::int64_t> environment_id = run->environment_id ? run->environment_id : sweep.environment_id;
@@ -82,10 +92,15 @@ Provenance collect_provenance(Store& store, const SweepInfo& sweep, const std::v
       ++p.runs_without_environment;
       continue;
     }
+    const auto params = store.params(OwnerKind::run, run->id);
     const bool from_trainer =
-        run->environment_id && (run->environment_id != sweep.environment_id ||
-                                store.params(OwnerKind::run, run->id).count("trainer_commit") != 0);
-    const auto key = std::make_pair(*environment_id, from_trainer);
+        run->environment_id && (run->environment_id != sweep.environment_id || params.count("trainer_commit") != 0);
+    Details details;
+    for (const auto& [param, label] : kRunDetails) {
+      const auto it = params.find(param);
+      details.emplace_back(label, it == params.end() || it->second.empty() ? "-" : it->second);
+    }
+    const auto key = std::make_tuple(*environment_id, from_trainer, details);
     auto it = group_of.find(key);
     if (it == group_of.end()) {
       std::optional<Environment> env = store.environment(*environment_id);
@@ -94,7 +109,7 @@ Provenance collect_provenance(Store& store, const SweepInfo& sweep, const std::v
         continue;
       }
       it = group_of.emplace(key, p.groups.size()).first;
-      p.groups.push_back(ProvenanceGroup{std::move(*env), from_trainer, {}});
+      p.groups.push_back(ProvenanceGroup{std::move(*env), from_trainer, details, {}});
     }
     p.groups[it->second].runs.push_back(run_label(*run));
   }
@@ -117,6 +132,11 @@ nlohmann::json provenance_json(const Provenance& p) {
                       {"gpu", e.gpu}, {"driver", e.driver}, {"cuda", e.cuda}, {"nccl", e.nccl},
                       {"cpu", e.cpu_model}, {"compiler", e.compiler}, {"hostname", e.hostname},
                       {"fingerprint", e.fingerprint()}});
+    nlohmann::json& details = groups.back()["details"];
+    details = nlohmann::json::object();
+    for (size_t d = 0; d < g.details.size() && d < std::size(kRunDetails); ++d) {
+      details[kRunDetails[d].first] = g.details[d].second == "-" ? "" : g.details[d].second;
+    }
   }
   return {{"runs_differ", p.runs_differ()}, {"differing_fields", p.differing_fields},
           {"runs_without_environment", p.runs_without_environment}, {"environments", groups}};
@@ -129,7 +149,7 @@ std::string provenance_text(const Provenance& p) {
     const auto& group = p.groups[g];
     o << "  " << (p.runs_differ() ? "environment " + std::to_string(g + 1) + ", " : "") << source_text(group)
       << " (" << group.runs.size() << " run(s): " << join(group.runs) << ")\n   ";
-    for (const auto& [label, value] : environment_fields(group.environment)) o << " " << label << " " << value << ";";
+    for (const auto& [label, value] : group_fields(group)) o << " " << label << " " << value << ";";
     o << "\n";
   }
   if (p.runs_without_environment > 0) o << "  " << p.runs_without_environment << " run(s) without an environment\n";

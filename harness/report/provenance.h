@@ -17,8 +17,18 @@ namespace gpt::harness {
 struct ProvenanceGroup {
   Environment environment;
   bool from_trainer = true;       // false: the harness's probe (the trainer wrote no environment)
+  // What the runs' trainers reported beside the environment row, kept as run params (kRunDetails): (label, value),
+  // "-" where none was reported.
+  std::vector<std::pair<std::string, std::string>> details;
   std::vector<std::string> runs;  // "arm seed N" / run ids of the runs with this environment, in run order
 };
+
+// The run params (harvest.cpp, from the trainer's summary) a report shows with the environment: (param, label).
+inline constexpr std::pair<const char*, const char*> kRunDetails[] = {{"gpu_uuid", "GPU UUID"},
+                                                                      {"gpu_clocks", "GPU clocks"},
+                                                                      {"gpu_power_limit", "GPU power limit"},
+                                                                      {"threads", "threads"},
+                                                                      {"recipe_hash", "recipe hash"}};
 
 struct Provenance {
   std::vector<ProvenanceGroup> groups;        // one per distinct environment, first seen first
@@ -29,6 +39,8 @@ struct Provenance {
 
 // The (label, value) pairs a report shows for an environment, in display order; "-" for an empty value.
 std::vector<std::pair<std::string, std::string>> environment_fields(const Environment& environment);
+// A group's environment fields followed by its run details.
+std::vector<std::pair<std::string, std::string>> group_fields(const ProvenanceGroup& group);
 
 // Groups the runs' environments. A run's environment counts as its trainer's unless it is the sweep's own
 // probe row and the run has no `trainer_commit` param (harvest sets it from the trainer's report).

@@ -80,7 +80,9 @@ TEST_F(CompareE2E, SameSeedsArePairedStoredBesideTheDbAndReported) {
   const std::string md = read_file(dir / "reports" / "cmp" / "report.md");
   EXPECT_NE(md.find("**FASTER**"), std::string::npos) << md;
   EXPECT_NE(md.find("| candidate | 3 | ok |"), std::string::npos) << md;
-  EXPECT_NE(md.find("harness compare --baseline main --candidate feature --runs 4"), std::string::npos) << md;
+  EXPECT_NE(md.find("harness --db " + db().string() + " compare --baseline main --candidate feature --runs 4"),
+            std::string::npos)
+      << md;
   EXPECT_NE(read_file(dir / "reports" / "cmp" / "report.html").find("paired t"), std::string::npos);
   // `harness report` rewrites both from the database alone.
   std::filesystem::remove(dir / "reports" / "cmp" / "report.md");
@@ -418,9 +420,10 @@ TEST_F(CompareE2E, PerArmRecipesReachOnlyTheirArm) {
     }
   }
   const std::string md = read_file(dir / "reports" / "cmp" / "report.md");
-  EXPECT_NE(md.find("- What ran: recipes: baseline tiny, candidate tiny-lr"), std::string::npos) << md;
+  EXPECT_NE(md.find("- What ran: baseline: recipe tiny, no overrides"), std::string::npos) << md;
+  EXPECT_NE(md.find("; candidate: recipe tiny-lr, no overrides"), std::string::npos) << md;
   EXPECT_NE(md.find("--recipe tiny --candidate-recipe tiny-lr"), std::string::npos) << md;
-  EXPECT_NE(read_file(dir / "reports" / "cmp" / "report.html").find("recipes: baseline tiny, candidate tiny-lr"),
+  EXPECT_NE(read_file(dir / "reports" / "cmp" / "report.html").find("candidate: recipe tiny-lr, no overrides"),
             std::string::npos);
   // --resume runs the extension with the stored recipes and refuses a new one.
   const Result changed = harness({"compare", "--resume", "cmp", "--baseline-recipe", "mini"});
@@ -460,6 +463,64 @@ TEST_F(CompareE2E, FailIfSlowerIsHonouredOnResume) {
   EXPECT_EQ(resumed.code, 1) << resumed.output;
   EXPECT_NE(resumed.output.find("FAIL: the candidate is slower than 100% of the baseline time"), std::string::npos)
       << resumed.output;
+}
+
+// Per-arm overrides make the arms run different recipes: every report names each arm's overrides and the recipe
+// hash its trainer reported, never "recipe tiny in both arms"; the record check reads the same in the terminal,
+// Markdown and HTML; the Reproduce line names the database.
+TEST_F(CompareE2E, WhatRanNamesEachArmsOverridesAndRecipeHash) {
+  // The candidate's mean 3.2790 is below the target 3.28 but two runs cannot show it (p ~ 0.3): not established.
+  auto args = compare_args(arm_build("base", 100000, 3.2790, "--recipe-hash 1111aaaa"),
+                           arm_build("cand", 100000, 3.2790, "--recipe-hash 2222bbbb"), 2);
+  args.insert(args.end(),
+              {"--set", "optim.wd=0", "--baseline-set", "optim.lr=0.01", "--candidate-set", "optim.lr=0.02"});
+  const Result r = harness(args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string md = read_file(dir / "reports" / "cmp" / "report.md");
+  const std::string html = read_file(dir / "reports" / "cmp" / "report.html");
+  const std::string what_ran =
+      "baseline: recipe tiny, overrides optim.wd=0 optim.lr=0.01, recipe hash 1111aaaa; "
+      "candidate: recipe tiny, overrides optim.wd=0 optim.lr=0.02, recipe hash 2222bbbb";
+  for (const std::string* text : {&r.output, &md, &html}) {
+    EXPECT_NE(text->find(what_ran), std::string::npos) << *text;
+    EXPECT_EQ(text->find("recipe tiny in both arms"), std::string::npos) << *text;
+  }
+  // One wording of the record check, from one place: what the Markdown says, the HTML badge and the terminal say.
+  const std::string verdict = "not established: the candidate's mean final val loss 3.2";
+  const size_t at = md.find(verdict);
+  ASSERT_NE(at, std::string::npos) << md;
+  const std::string sentence = md.substr(at, md.find("**", at) - at);
+  EXPECT_NE(sentence.find("is not shown below the target 3.2800 (one-sided t p = "), std::string::npos) << sentence;
+  EXPECT_NE(r.output.find("record check: " + sentence), std::string::npos) << r.output;
+  std::string escaped;  // as the HTML writes it
+  for (char c : sentence) {
+    escaped += c == '\'' ? "&apos;" : c == '>' ? "&gt;" : c == '<' ? "&lt;" : std::string(1, c);
+  }
+  EXPECT_NE(html.find("record check: " + escaped), std::string::npos) << html;
+  EXPECT_EQ(html.find("does not reach"), std::string::npos);
+  EXPECT_NE(md.find("Reproduce: `harness --db " + db().string() + " compare --baseline main"), std::string::npos) << md;
+}
+
+// `--` ends the harness's options also right after an option's optional value (`--fail-if-slower 5 -- CMD`):
+// the command keeps its own flags (here --seed, which compare also knows) instead of handing them to the harness.
+TEST_F(CompareE2E, DashesAfterAnOptionalValueEndTheHarnessOptions) {
+  auto args = compare_args(arm_build("base", 100000), arm_build("cand", 100000), 2);
+  args.insert(args.end(), {"--fail-if-slower", "5", "--", "{bin}", "--seed", "{seed}", "--run-id", "{run_id}", "--out",
+                           "{out}", "--steps", "12"});
+  const Result r = harness(args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("slowdown check: PASS"), std::string::npos) << r.output;
+  Store store = Store::open(db());
+  const auto sweep = store.find_sweep("cmp");
+  ASSERT_TRUE(sweep);
+  EXPECT_NE(sweep->command.find("\"--run-id\",\"{run_id}\""), std::string::npos) << sweep->command;
+  EXPECT_DOUBLE_EQ(std::stod(store.params(OwnerKind::sweep, sweep->id).at("fail_if_slower_pct")), 5.0);
+  const auto stored = compare_runs();
+  ASSERT_EQ(stored.size(), 4u);
+  for (const auto& run : stored) {
+    EXPECT_EQ(run.status, RunStatus::ok) << run.reason;
+    EXPECT_EQ(run.steps, 12);  // the command's own --steps reached it
+  }
 }
 
 }  // namespace

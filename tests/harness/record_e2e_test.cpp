@@ -81,11 +81,12 @@ TEST_F(RecordE2E, HangIsKilledAtTheTimeout) {
   EXPECT_EQ(r.code, 1);
 }
 
-TEST_F(RecordE2E, GarbageOutputIsIncomplete) {
+// Neither step lines nor a summary: nothing of the run's own to judge, so it failed.
+TEST_F(RecordE2E, GarbageOutputIsFailed) {
   record(1, {}, {}, {{"SYNTH_MODE", "garbage"}});
   auto stored = runs();
   ASSERT_EQ(stored.size(), 1u);
-  EXPECT_EQ(stored[0].status, RunStatus::incomplete);
+  EXPECT_EQ(stored[0].status, RunStatus::failed);
   EXPECT_NE(stored[0].reason.find("no step lines"), std::string::npos) << stored[0].reason;
 }
 

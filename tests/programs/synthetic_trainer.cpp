@@ -92,6 +92,8 @@ int main(int argc, char** argv) {
   app.add_option("--mode-seeds", mode_seeds);
   app.add_flag("--track3", track3);
   app.add_option("--git-commit", git_commit, "the commit ID.json reports (a build's own, in compare's tests)");
+  std::string recipe_hash = "synthetic";
+  app.add_option("--recipe-hash", recipe_hash, "the recipe hash ID.json reports (an arm's own, in compare's tests)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -155,7 +157,7 @@ int main(int argc, char** argv) {
   nlohmann::json summary = {{"schema_version", 1},
                             {"run_id", run_id},
                             {"seed", seed},
-                            {"recipe", {{"name", recipe}, {"hash", "synthetic"}}},
+                            {"recipe", {{"name", recipe}, {"hash", recipe_hash}}},
                             {"status", "ok"},
                             {"final_val_loss", std::round(final_loss * 1e4) / 1e4},
                             {"train_time_ms", std::round(total_ms)},

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "trainer/run/backend.h"
+
 namespace gpt {
 namespace {
 
@@ -54,7 +56,26 @@ TEST(RunEnvironment, DescribesThisMachine) {
   const auto j = env.to_json();
   EXPECT_EQ(j.at("backend"), "cpu");
   EXPECT_TRUE(j.contains("git_commit"));
+  EXPECT_EQ(j.at("threads"), 2);
   EXPECT_GT(peak_rss_mib(), 0);
+}
+
+// The compiler is named with its version ("GCC 12.2.0", "Clang 16.0.6"), not by a bare version number.
+TEST(RunEnvironment, NamesTheCompilerWithItsVersion) {
+  const std::string compiler = describe_environment("cpu", 1).compiler;
+  EXPECT_TRUE(compiler.rfind("GCC ", 0) == 0 || compiler.find("lang") != std::string::npos) << compiler;
+  EXPECT_NE(compiler.find_first_of("0123456789"), std::string::npos) << compiler;
+}
+
+// A CPU run has no GPU: the summary's GPU fields are there, empty (a CUDA run fills them: tests/gpu).
+TEST(RunEnvironment, CpuRunLeavesTheGpuFieldsEmpty) {
+  RunEnvironment env = describe_environment("cpu", 1);
+  describe_gpu(Device::cpu, env);
+  const auto j = env.to_json();
+  for (const char* field : {"gpu", "gpu_uuid", "driver", "cuda", "nccl", "gpu_clocks", "gpu_power_limit"}) {
+    ASSERT_TRUE(j.contains(field)) << field;
+    EXPECT_EQ(j.at(field), "") << field;
+  }
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "trainer/comm/nccl_comm.h"
 
+#include <string>
+
 #ifdef SPEEDRUN_HAVE_NCCL
 
 #include <cstring>
@@ -255,3 +257,20 @@ void NcclComm::barrier() {
 }  // namespace gpt
 
 #endif  // SPEEDRUN_HAVE_NCCL
+
+namespace gpt {
+
+std::string nccl_version() {
+#ifdef SPEEDRUN_HAVE_NCCL
+  int code = 0;
+  if (ncclGetVersion(&code) != ncclSuccess || code <= 0) return "";
+  // NCCL_VERSION_CODE: major * 10000 + minor * 100 + patch since 2.9, major * 1000 + minor * 100 + patch before.
+  const int major = code >= 10000 ? code / 10000 : code / 1000;
+  const int minor = code >= 10000 ? code / 100 % 100 : code / 100 % 10;
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(code % 100);
+#else
+  return "";
+#endif
+}
+
+}  // namespace gpt

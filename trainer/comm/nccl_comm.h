@@ -118,3 +118,12 @@ class NcclComm final : public Comm {
 }  // namespace gpt
 
 #endif  // SPEEDRUN_HAVE_NCCL
+
+#include <string>
+
+namespace gpt {
+
+// NCCL's version ("2.27.3", from ncclGetVersion) in a build with NCCL; "" in one without (or when NCCL cannot tell).
+std::string nccl_version();
+
+}  // namespace gpt

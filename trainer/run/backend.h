@@ -37,4 +37,12 @@ int visible_cuda_devices();
 // "NVIDIA H200 (sm_90, 139.8 GiB)" for CUDA, "cpu" otherwise: recorded in the run log header.
 std::string device_description(Device device);
 
+struct RunEnvironment;
+// Fills the GPU fields of a CUDA run's environment (run_log.h) from the device this process uses: its name and UUID,
+// the CUDA driver and runtime versions (cudaDriverGetVersion, cudaRuntimeGetVersion), NCCL's version in a build
+// with NCCL, and the SM and memory clocks. Where the NVML library can be loaded at run time (it is not linked: a
+// machine without it still runs), also the NVIDIA driver version, the current clocks and the enforced power limit.
+// Leaves them empty on the CPU.
+void describe_gpu(Device device, RunEnvironment& environment);
+
 }  // namespace gpt

@@ -25,6 +25,17 @@ std::string format(const char* fmt, auto... args) {
   return std::string(buf.data(), static_cast<size_t>(n));
 }
 
+// The compiler's name with its version: GCC's __VERSION__ is the bare number ("12.2.0"), Clang's names itself.
+std::string compiler_name(const std::string& version) {
+#if defined(__clang__)
+  return version.find("lang") == std::string::npos ? "Clang " + version : version;
+#elif defined(__GNUC__)
+  return "GCC " + version;
+#else
+  return version;
+#endif
+}
+
 }  // namespace
 
 std::string validation_line(int64_t step, int64_t total_steps, double val_loss, double train_time_ms) {
@@ -47,10 +58,23 @@ std::string peak_memory_line(int64_t allocated_mib, int64_t reserved_mib) {
 nlohmann::json RunEnvironment::to_json() const {
   nlohmann::json places = nlohmann::json::array();
   for (const RankPlace& p : ranks) places.push_back({{"rank", p.rank}, {"host", p.host}, {"device", p.device}});
-  return {{"hostname", hostname}, {"cpu", cpu},         {"threads", threads},       {"backend", backend},
-          {"compiler", compiler}, {"build_flags", build_type}, {"git_commit", git_commit}, {"git_dirty", git_dirty},
-          {"gpu", ""},            {"driver", ""},       {"cuda", ""},               {"nccl", ""},
-          {"world_size", world_size}, {"ranks", places}};
+  return {{"hostname", hostname},
+          {"cpu", cpu},
+          {"threads", threads},
+          {"backend", backend},
+          {"compiler", compiler},
+          {"build_flags", build_type},
+          {"git_commit", git_commit},
+          {"git_dirty", git_dirty},
+          {"gpu", gpu},
+          {"gpu_uuid", gpu_uuid},
+          {"driver", driver},
+          {"cuda", cuda},
+          {"nccl", nccl},
+          {"gpu_clocks", gpu_clocks},
+          {"gpu_power_limit", gpu_power_limit},
+          {"world_size", world_size},
+          {"ranks", places}};
 }
 
 RunEnvironment describe_environment(const std::string& backend, int threads) {
@@ -62,7 +86,7 @@ RunEnvironment describe_environment(const std::string& backend, int threads) {
   env.threads = threads;
   env.backend = backend;
   const BuildInfo& info = build_info();
-  env.compiler = info.compiler;
+  env.compiler = compiler_name(info.compiler);
   env.build_type = info.build_type;
   env.git_commit = info.git_commit;
   env.git_dirty = info.git_dirty;

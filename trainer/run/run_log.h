@@ -30,7 +30,11 @@ struct RunEnvironment {
   std::string cpu;
   int threads = 1;
   std::string backend;
-  std::string compiler;
+  std::string compiler;  // name and version, "GCC 12.2.0"
+  // The GPU of a CUDA run (describe_gpu in backend.h; all empty on the CPU): its name and UUID, the CUDA driver and
+  // runtime versions (the NVIDIA driver's beside the first where NVML can be loaded), NCCL's version in a build
+  // with NCCL, and its clocks and power limit where they can be read.
+  std::string gpu, gpu_uuid, driver, cuda, nccl, gpu_clocks, gpu_power_limit;
   std::string build_type;
   std::string git_commit;
   bool git_dirty = false;

@@ -113,6 +113,7 @@ struct TrainingRun::Impl {
     runner = std::make_unique<StepRunner>(*model, *optimizer, *tail, *comm, backend_device(options.backend),
                                           schedule.total_steps());
     environment = describe_environment(options.backend, options.threads);
+    describe_gpu(device, environment);
     environment.world_size = comm->world_size();
     environment.ranks = gather_rank_places(*comm, options.backend, options.threads, launch.local_rank);
     log_path = options.out_dir / (options.run_id + ".txt");
