@@ -78,6 +78,14 @@ TEST(Recipe, HashIsStableAndSensitive) {
   EXPECT_EQ(a.hash(), load_recipe("head", {"record.source=\"elsewhere\""}).hash());
 }
 
+// The sign of a zero is no configuration: -0.0 and 0.0 give one hash, in a scalar key and in a list.
+TEST(Recipe, NegativeZeroHashesAsZero) {
+  EXPECT_EQ(load_recipe("head", {"schedule.lr_floor=-0.0"}).hash(),
+            load_recipe("head", {"schedule.lr_floor=0.0"}).hash());
+  EXPECT_EQ(load_recipe("head", {"schedule.stages.0.mtp_end=[1.0, 0.5, -0.0]"}).hash(), load_recipe("head").hash());
+  EXPECT_NE(load_recipe("head", {"schedule.lr_floor=0.0"}).hash(), load_recipe("head").hash());
+}
+
 TEST(Recipe, Overrides) {
   const Recipe r =
       load_recipe("head", {"schedule.stages.1.lmax=1024", "optimizer.adam.lm_head.beta1=0.6", "record.target=3",

@@ -25,10 +25,21 @@ const auto& value_of(Get get, const Owner& owner) {
   return get(const_cast<Owner&>(owner));
 }
 
+// -0.0 and 0.0 are one configuration: both are written as 0.0, so a recipe's hash does not depend on the sign of a
+// zero it was given.
+template <class T>
+T canonical_value(const T& v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return v == T(0) ? T(0) : v;
+  } else {
+    return v;
+  }
+}
+
 template <class T>
 toml::array to_array(const std::vector<T>& values) {
   toml::array a;
-  for (const T& v : values) a.push_back(v);
+  for (const T& v : values) a.push_back(canonical_value(v));
   return a;
 }
 
@@ -61,7 +72,7 @@ toml::table canonical_table(const std::vector<KeySpec<Owner>>& keys, const Owner
           if constexpr (std::is_same_v<T, std::vector<double>> || std::is_same_v<T, std::vector<int64_t>>) {
             t.insert(leaf, to_array(value));
           } else {
-            t.insert(leaf, value);
+            t.insert(leaf, canonical_value(value));
           }
         },
         k.field);
