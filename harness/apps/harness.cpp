@@ -47,10 +47,12 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : kExitUsage;
   } catch (const gpt::Error& e) {  // the failure that decides the exit status: printed at every log level
-    std::cerr << "harness: error: " << user_error_message(e.what(), gpt::log::enabled(spdlog::level::debug)) << "\n";
+    std::cerr << "harness: error: " << gpt::user_error_message(e.what(), gpt::log::enabled(spdlog::level::debug))
+              << "\n";
     return kExitUsage;
   } catch (const std::exception& e) {
-    std::cerr << "harness: error: " << user_error_message(e.what(), gpt::log::enabled(spdlog::level::debug)) << "\n";
+    std::cerr << "harness: error: " << gpt::user_error_message(e.what(), gpt::log::enabled(spdlog::level::debug))
+              << "\n";
     return kExitFail;
   }
   // Output that never arrived (a full disk, a closed pipe) is a failure of the command, not a success.

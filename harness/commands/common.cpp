@@ -3,11 +3,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
 #include <limits>
+#include <sstream>
 #include <string_view>
+#include <system_error>
 
 #include "harness/launcher/safe_files.h"
 #include "harness/launcher/safe_names.h"
@@ -26,6 +30,53 @@ void add_global_options(CLI::App& app, GlobalOptions& options) {
   app.add_option("--db-timeout", options.db_timeout_ms, "milliseconds to wait for a locked database")
       ->check(CLI::Range(0, std::numeric_limits<int>::max()));  // not NonNegativeNumber: its message prints DBL_MAX
   gpt::log::add_log_flags(app, options.log);
+}
+
+namespace {
+
+// `input` shortened and with control bytes shown as '?', for an error message that must not carry them.
+std::string shown(const std::string& input) {
+  std::string out;
+  for (char c : input.substr(0, 64)) out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
+  return input.size() > 64 ? out + "..." : out;
+}
+
+std::string figure(double v) {
+  std::ostringstream os;
+  os << v;  // %g: 1e-12, 1e+07
+  return os.str();
+}
+
+}  // namespace
+
+CLI::Validator finite_in(double lo, double hi) {
+  const std::string range = "[" + figure(lo) + ", " + figure(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, range](std::string& input) -> std::string {
+        double v = 0;
+        const char* begin = input.data();
+        const auto [end, ec] = std::from_chars(begin, begin + input.size(), v);
+        if (ec != std::errc() || end != begin + input.size() || !std::isfinite(v) || v < lo || v > hi) {
+          return "expected a finite number in " + range + ", got '" + shown(input) + "'";
+        }
+        return {};
+      },
+      "NUMBER in " + range);
+}
+
+CLI::Validator whole_in(std::int64_t lo, std::int64_t hi) {
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, range](std::string& input) -> std::string {
+        std::int64_t v = 0;
+        const char* begin = input.data();
+        const auto [end, ec] = std::from_chars(begin, begin + input.size(), v);
+        if (ec != std::errc() || end != begin + input.size() || v < lo || v > hi) {
+          return "expected a whole number in " + range + ", got '" + shown(input) + "'";
+        }
+        return {};
+      },
+      "INT in " + range);
 }
 
 std::vector<const char*> harness_arguments(CLI::App& app, GlobalOptions& options, int argc, const char* const* argv) {

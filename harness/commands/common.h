@@ -8,6 +8,7 @@
 // SIGINT/SIGTERM (finished runs are stored; --resume continues). train_gpt's own 3 (diverged) is a run's status.
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -66,6 +67,18 @@ std::filesystem::path results_dir(const GlobalOptions& options);
 // stored before names were checked.
 std::filesystem::path sweep_runs_dir(const GlobalOptions& options, const std::string& sweep_name);
 std::filesystem::path sweep_reports_dir(const GlobalOptions& options, const std::string& sweep_name);
+// Option checks whose messages name what is expected in plain figures. CLI::Range lets NaN through (every comparison
+// with NaN is false) and prints its bounds with std::to_string (1e-12 as 0.000000, DBL_MAX as 309 digits).
+//   finite_in: a finite number in [lo, hi];  whole_in: a whole number in [lo, hi].
+CLI::Validator finite_in(double lo, double hi);
+CLI::Validator whole_in(std::int64_t lo, std::int64_t hi);
+
+// Bounds of the options that size a sweep or wait for a run: beyond them a value is a typo, not a plan (a
+// sweep of 2^31 runs reserves its plan before the first run; a timeout of 1e300 s is no limit but overflows clocks).
+inline constexpr std::int64_t kMaxRuns = 100000;
+inline constexpr double kMaxTimeoutS = 1e7;  // about 116 days
+inline constexpr double kMaxTargetLoss = 1e6;
+
 // --name of record, compare and import: a sweep name, checked by CLI11 with the flag named in the error.
 CLI::Option* add_sweep_name_option(CLI::App& command, std::string& name, const std::string& description);
 
