@@ -25,7 +25,6 @@ TEST(UserErrorMessage, DropsSourceLocationsUnlessDebugging) {
   }
 }
 
-
 // Names in error messages were echoed with their raw control bytes (an escape sequence acts on the terminal) and
 // broken UTF-8.
 TEST(UserErrorMessage, ControlBytesAndBrokenUtf8AreEscaped) {

@@ -374,7 +374,9 @@ Options parse(int argc, char** argv) {
   CLI::App app{"train_step_bench: one training step of a recipe's model on one GPU, timed with CUDA events"};
   app.add_option("--recipe", o.recipe, "recipe NAME|FILE whose step is timed")->capture_default_str();
   app.add_option("--steps", o.steps, "timed steps per row")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--warmup", o.warmup, "untimed steps before them")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--warmup", o.warmup, "untimed steps before them")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--json", o.json_path, "write the rows as Google Benchmark JSON to FILE");
   app.add_option("--only", o.only, "stages to time, comma-separated (stage0, stage1, ...)")->delimiter(',');
   app.add_option("--fp8", o.fp8, "FP8 products (the recipe's §7) on, off or both rows")
