@@ -49,7 +49,7 @@ BenchmarkHistory simulate(double sigma, size_t nights, size_t step_night, double
 
 // Decides nights from..end in turn, each seeing the nights up to it and the change points reported before it.
 // Returns, per benchmark, the nights (counted from `from`) on which it was flagged.
-std::vector<std::vector<size_t>> replay(const std::vector<BenchmarkHistory>& suite, size_t from) {
+std::vector<std::vector<size_t>> replay_suite(const std::vector<BenchmarkHistory>& suite, size_t from) {
   std::vector<std::vector<size_t>> flagged(suite.size());
   std::vector<std::vector<TrackedChangePoint>> tracked(suite.size());
   for (size_t night = from; night < suite[0].nights.size(); ++night) {
@@ -84,7 +84,7 @@ std::vector<PowerRow> power_curve(size_t benchmarks, const std::vector<double>& 
         suite.push_back(simulate(night_sigma(b, benchmarks), kHistory + kNightsAfter, kHistory,
                                  b == stepped ? step : 0.0, 1000 * s + b));
       }
-      const auto flagged = replay(suite, kHistory);
+      const auto flagged = replay_suite(suite, kHistory);
       if (flagged[stepped].empty()) continue;
       for (size_t j = flagged[stepped].front(); j < kNightsAfter; ++j) row.by[j] += 1.0 / static_cast<double>(suites);
     }
@@ -107,7 +107,7 @@ FalseAlarms false_alarms(size_t benchmarks, size_t seeds, size_t nights) {
       suite.push_back(
           simulate(night_sigma(b, benchmarks), kHistory + nights, kHistory + nights, 0.0, 77000 * seed + b));
     }
-    const auto flagged = replay(suite, kHistory);
+    const auto flagged = replay_suite(suite, kHistory);
     std::vector<bool> alarm(nights, false);
     for (const auto& nights_flagged : flagged) {
       fa.alarms += nights_flagged.size();
