@@ -168,7 +168,9 @@ TEST_F(RecordE2E, ImportTakesLogsByTheirExtensionOnly) {
       "step:0/10 val_loss:10.8 train_time:0ms step_avg:0ms\n"
       "step:10/10 val_loss:3.25 train_time:900ms step_avg:90ms\n";
   dir.write("logs/run.txt", log);
-  dir.write("logs/run2.log", log);
+  std::string other = log;  // another run, not a copy (copies are skipped)
+  other.replace(other.find("3.25"), 4, "3.30");
+  dir.write("logs/run2.log", other);
   dir.write("logs/catalog", log);
   dir.write("logs/README", log);
   const Result r = harness({"import", (dir / "logs").string(), "--name", "sweep", "--target", "3.5"});
