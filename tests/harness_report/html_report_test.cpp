@@ -147,7 +147,9 @@ TEST(HtmlReport, SweepPageIsSelfContained) {
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("Power analysis"), std::string::npos);
   EXPECT_NE(html.find("8x H100 80GB HBM3"), std::string::npos);  // environment
-  EXPECT_NE(html.find("harness record --runs 48 --recipe tiny"), std::string::npos);  // reproduce command
+  // The reproduce command names the database it stores into.
+  EXPECT_NE(html.find("harness --db "), std::string::npos);
+  EXPECT_NE(html.find(" record --runs 48 --recipe tiny"), std::string::npos);
   EXPECT_NE(html.find("&lt;at&gt; step 40 &amp; &quot;quoted&quot;"), std::string::npos);  // escaped reason
   EXPECT_NE(html.find("(log scale)"), std::string::npos);
   EXPECT_NE(html.find("class=\"verdict"), std::string::npos);
@@ -214,7 +216,7 @@ TEST(HtmlBrowser, ComparisonReportRendersWithoutConsoleErrors) {
   EXPECT_TRUE(page.report.faster);
   const std::string html = read_file(write_comparison_html(store, stored, page, dir / "out"));
   EXPECT_NE(html.find("FASTER"), std::string::npos);
-  EXPECT_NE(html.find("harness compare --baseline main --candidate feature --runs 4"), std::string::npos);
+  EXPECT_NE(html.find(" compare --baseline main --candidate feature --runs 4"), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);
   const auto run = render(dir, "compare", html);
   EXPECT_TRUE(run.console.empty()) << run.console.front();

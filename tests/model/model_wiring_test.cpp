@@ -121,15 +121,18 @@ TEST(ModelFp8, TrainingWithFp8StaysCloseToPlainProducts) {
 }
 
 // §7: the FP8 forward reads the weight copies of the last refresh_fp8, so a refresh after a weight change gives
-// exactly what a model built with the new weights gives; without the refresh the old copies are read.
+// exactly what a model built with the new weights gives; without the refresh the old copies are read. Each model
+// runs one forward from its initial delayed activation scale (a forward updates it), so the four compare exactly.
 TEST(ModelFp8, RefreshMakesTheCopiesOfTheCurrentWeights) {
   const ModelDims dims = small_dims();
   ModelWeights base = init_weights(dims, 64, DType::f64);
   perturb_weights(base, 65);
   ModelWeights other = init_weights(dims, 64, DType::f64);
   perturb_weights(other, 66);
-  ModelHarness updated(convert_weights(base, DType::f32));
-  ModelHarness fresh(convert_weights(base, DType::f32));
+  ModelHarness original(convert_weights(base, DType::f32));  // the old weights, refreshed
+  ModelHarness stale(convert_weights(base, DType::f32));     // new weights written after the refresh
+  ModelHarness updated(convert_weights(base, DType::f32));   // new weights written, then refreshed
+  ModelHarness fresh(convert_weights(base, DType::f32));     // new weights written before its first refresh
   ModelHarness source(convert_weights(other, DType::f32));
   const Microbatch mb = make_microbatch({30, 19}, dims.vocab, 512, 0, 67);
   StepConfig cfg = make_config(dims, 48, DType::f32, 5, 12, 0.3);
@@ -140,20 +143,17 @@ TEST(ModelFp8, RefreshMakesTheCopiesOfTheCurrentWeights) {
     tape.clear();
     return l;
   };
-  updated.model->refresh_fp8(true);
-  const double before = loss(updated);
+  for (ModelHarness* m : {&original, &stale, &updated}) m->model->refresh_fp8(true);
   // An optimizer step in place: new values of the FP8 weights overwrite the parameters' storage.
-  for (const char* name : {"mlp_bank", "lm_head"}) {
-    updated.value(name).copy_from(source.value(name));
-    fresh.value(name).copy_from(source.value(name));
+  for (ModelHarness* m : {&stale, &updated, &fresh}) {
+    for (const char* name : {"mlp_bank", "lm_head"}) m->value(name).copy_from(source.value(name));
   }
-  const double stale = loss(updated);
   updated.model->refresh_fp8(true);
   fresh.model->refresh_fp8(true);
-  const double refreshed = loss(updated);
+  const double refreshed = loss(updated), old = loss(original);
   EXPECT_EQ(refreshed, loss(fresh)) << "a refresh makes the copies of the current weights";
-  EXPECT_EQ(stale, before) << "between refreshes the forward reads the copies, not the weights";
-  EXPECT_NE(refreshed, before);
+  EXPECT_EQ(loss(stale), old) << "between refreshes the forward reads the copies, not the weights";
+  EXPECT_NE(refreshed, old);
 }
 
 }  // namespace
