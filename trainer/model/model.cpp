@@ -277,8 +277,12 @@ void GptModel::refresh_fp8(bool bootstrap) {
     mlp_fp8_refresh_w2_scale(w2, bootstrap, state);
     mlp_fp8_weights_.push_back(mlp_fp8_weights(w1, w2, state));
   }
-  // w_s is a constant (§7.1), so the copy does not depend on the accumulation count.
-  lm_head_fp8_ = lm_head_fp8_copy(params_.get("lm_head").value, LmHeadFp8Scales::make(1, bank.device()));
+  // w_s is a constant (§7.1), so the copy does not depend on the accumulation count: any made scales serve.
+  if (lm_head_fp8_accumulation_ == 0) {
+    lm_head_fp8_scales_ = LmHeadFp8Scales::make(1, bank.device());
+    lm_head_fp8_accumulation_ = 1;
+  }
+  lm_head_fp8_ = lm_head_fp8_copy(params_.get("lm_head").value, lm_head_fp8_scales_);
 }
 
 void GptModel::reset_fp8() {
