@@ -224,7 +224,7 @@ JSON
     ;;
   train_step_bench)
     fails bench && { echo "train_step_bench: CUDA error: out of memory" >&2; exit 1; }
-    json=$(value --json "$@"); only=$(value --only "$@"); fp8=$(value --fp8 "$@")
+    json=$(value --json "$@"); only=$(value --only "$@"); fp8=$(value --fp8 "$@"); trace=$(value --kernel-trace "$@")
     only=${only:-stage2,stage0} fp8=${fp8:-both}  # its defaults
     rows=""
     for stage in ${only//,/ }; do
@@ -232,6 +232,16 @@ JSON
         [[ $fp8 == on && $f == false || $fp8 == off && $f == true ]] && continue
         echo "$stage fp8=$f: T=49152 x 8, windows 640/1408"
         echo "  500.0 ms/step (fwd 150.0, bwd 330.0, opt 20.0), 786432 tok/s"
+        if [[ -n $trace ]]; then  # --kernel-trace: one traced step, its intervals as CSV
+          echo "  traced step: 500.0 ms (event-timed), GPU busy 0.0 ms, idle 500.0 ms (100.0%); 3 kernels, 1 copies"
+          sed 's/^ *//' > "$trace-$stage-fp8$([[ $f == true ]] && echo on || echo off).csv" << CSV
+kind,start_ns,end_ns,name
+kernel,0,30000,"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
+kernel,30000,40000,"void gpt::(anonymous namespace)::rmsnorm_kernel<float>(float const*, int)"
+memcpy,45000,46000,"[memcpy HtoD]"
+kernel,50000,60000,"void gpt::(anonymous namespace)::rmsnorm_kernel<float>(float const*, int)"
+CSV
+        fi
         rows+="${rows:+,}{\"shape\": \"$stage\", \"fp8\": $f, \"ms_per_step\": 500.0, \"forward_ms\": 150.0,"
         rows+=" \"backward_ms\": 330.0, \"optimizer_ms\": 20.0, \"tokens_per_s\": 786432.0, \"model_tflop_s\": 500.0,"
         rows+=" \"mfu_vs_989\": 0.5, \"mfu_vs_measured_gemm\": 0.6, \"peak_allocated_mib\": 40000}"

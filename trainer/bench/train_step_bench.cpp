@@ -4,7 +4,7 @@
 // (trainer/step/step_runner.h: schedule, gradients_final overlap, loss reduction, optimizer step, §7.2 FP8 refresh).
 //
 //   train_step_bench [--recipe NAME|FILE] [--steps N] [--warmup N] [--json FILE] [--only stage0,stage2,...]
-//                    [--fp8 on|off|both] [--data DIR] [--cu-rows-multiplier N]
+//                    [--fp8 on|off|both] [--data DIR] [--cu-rows-multiplier N] [--kernel-trace PREFIX]
 //
 // Shapes: one per scheduled stage of the recipe (trainer/bench/step_bench_shapes.h); for `head` stage 2 (T = 49,152,
 // windows 640/1408 tokens, MTP [1]), stage 1 (T = 32,768, windows 384/896, MTP [1, 0.5]) and stage 0 (T = 16,384,
@@ -16,7 +16,10 @@
 // Reports ms/step, tokens/s, model TFLOP/s from the §10.2 counter (kernels/flops.h), MFU against the 989 TFLOP/s
 // dense bf16 datasheet figure and against this run's measured cuBLASLt 8192³ bf16 rate, per-phase times (forward,
 // backward, optimizer; summed over the step's microbatches), peak memory (caching allocator statistics) and each
-// step's mean training loss (as the run logs it). Rows are named BM_TrainStep/<stage>/... for `head` (the
+// step's mean training loss (as the run logs it). --kernel-trace runs one more step per row under CUPTI
+// (trainer/bench/kernel_trace.h) and adds what the GPU did in it: kernels per step, busy time against the step's
+// event-timed length (the rest is GPU idle: launch gaps and host synchronisations), the longest idle gaps with the
+// activities on either side, the kernels that took the most time; the raw intervals go to PREFIX-<row>.csv. Rows are named BM_TrainStep/<stage>/... for `head` (the
 // history's names) and BM_TrainStep/<recipe>/<stage>/... for any other recipe.
 #include <unistd.h>
 
@@ -49,6 +52,9 @@
 #include "trainer/recipe/recipe.h"
 #include "trainer/gpt/gpt_trainable.h"
 #include "trainer/bench/step_bench_shapes.h"
+#ifdef SPEEDRUN_HAVE_CUPTI
+#include "trainer/bench/kernel_trace.h"
+#endif
 #include "trainer/run/training_run.h"
 #include "trainer/schedule/schedule.h"
 #include "trainer/step/step_runner.h"
@@ -67,6 +73,7 @@ struct Options {
   std::string fp8 = "both";       // on | off | both
   std::string data_dir;           // empty: synthetic microbatches
   int cu_rows_multiplier = 1;     // schedule.cu_rows_multiplier (4 for the proxy corpus's shorter documents)
+  std::string kernel_trace;       // empty: no traced step
 };
 
 // Synthetic microbatch: documents of 300..1100 tokens (mean 700) starting with BOS, ids uniform in [0, V).
@@ -224,7 +231,13 @@ class Bench {
       times.push_back(t);
     }
     const MemoryStats mem = memory_stats(Device::cuda);
-    return report(shape, fp8, s, dims, microbatch_count, times, losses, mem, gemm_tflops);
+    nlohmann::json row = report(shape, fp8, s, dims, microbatch_count, times, losses, mem, gemm_tflops);
+    if (!options.kernel_trace.empty()) {
+      const int it = options.warmup + options.steps;
+      row["kernel_trace"] = traced_step(it % 2 == 0 ? s : s_odd, batches,
+                                        options.kernel_trace + "-" + shape.name + (fp8 ? "-fp8on" : "-fp8off"));
+    }
+    return row;
   }
 
  private:
@@ -251,12 +264,74 @@ class Bench {
     return loader.next(call_shape(s));
   }
 
+  // One more step with its GPU activity recorded (--kernel-trace); raw intervals to PATH.csv.
+  nlohmann::json traced_step(const StepSchedule& current, const std::vector<Microbatch>& batches,
+                             const std::string& path);
+
   static nlohmann::json report(const StepBenchShape& shape, bool fp8, const StepSchedule& s, const ModelDims& dims,
                                int microbatch_count, const std::vector<StepTimes>& times,
                                const std::vector<double>& losses, const MemoryStats& mem, double gemm_tflops);
 
   std::unique_ptr<RecipeRun> run_;
 };
+
+#ifdef SPEEDRUN_HAVE_CUPTI
+nlohmann::json Bench::traced_step(const StepSchedule& current, const std::vector<Microbatch>& batches,
+                                  const std::string& path) {
+  run_->runner.apply_schedule(current);
+  KernelTrace trace;
+  cuda::Event begin(true), end(true);
+  trace.start();
+  begin.record(cuda::current_stream());
+  run_->runner.step(current, batches, {});
+  end.record(cuda::current_stream());
+  std::vector<ActivityInterval> intervals = trace.stop();
+  const double step_ms = cuda::Event::elapsed_ms(begin, end);
+  {
+    std::ofstream csv(path + ".csv");
+    GPT_CHECK(csv.good(), "train_step_bench: --kernel-trace: cannot write ", path, ".csv");
+    csv << "kind,start_ns,end_ns,name\n";
+    for (const ActivityInterval& a : intervals) {
+      const char* kind = a.kind == ActivityKind::kernel ? "kernel" : a.kind == ActivityKind::memcpy ? "memcpy" : "memset";
+      std::string name = a.name;
+      for (char& c : name) c = c == '"' ? '\'' : c;
+      csv << kind << ',' << a.start_ns << ',' << a.end_ns << ",\"" << name << "\"\n";
+    }
+  }
+  const TimelineSummary t = summarize_timeline(std::move(intervals));
+  // Idle: the event-timed step less the time some GPU work was in flight.
+  const double idle_ms = step_ms - t.busy_ms;
+  std::printf("  traced step: %.1f ms (event-timed), GPU busy %.1f ms, idle %.1f ms (%.1f%%); %lld kernels, %lld "
+              "copies, %lld memsets; %lld idle gaps >= 5 us sum to %.1f ms%s\n",
+              step_ms, t.busy_ms, idle_ms, 100 * idle_ms / step_ms, static_cast<long long>(t.kernels),
+              static_cast<long long>(t.copies), static_cast<long long>(t.memsets),
+              static_cast<long long>(t.idle_gaps_over_threshold), t.idle_over_threshold_ms,
+              trace.dropped() > 0 ? " (CUPTI DROPPED RECORDS: incomplete)" : "");
+  nlohmann::json top = nlohmann::json::array();
+  for (const NameTotal& n : t.top) {
+    std::printf("    %9.3f ms %5.1f%% x%-5lld %.110s\n", n.ms, 100 * n.ms / t.activity_ms,
+                static_cast<long long>(n.count), n.name.c_str());
+    top.push_back({{"name", n.name}, {"ms", n.ms}, {"count", n.count}});
+  }
+  nlohmann::json gaps = nlohmann::json::array();
+  for (const IdleGap& g : t.longest_gaps) {
+    std::printf("    idle %8.1f us after %.60s, before %.60s\n", g.us, g.before.c_str(), g.after.c_str());
+    gaps.push_back({{"us", g.us}, {"before", g.before}, {"after", g.after}});
+  }
+  return {{"step_ms", step_ms},         {"busy_ms", t.busy_ms},
+          {"idle_ms", idle_ms},         {"activity_ms", t.activity_ms},
+          {"span_ms", t.span_ms},       {"kernels", t.kernels},
+          {"copies", t.copies},         {"memsets", t.memsets},
+          {"idle_gaps_over_5us", t.idle_gaps_over_threshold},
+          {"idle_over_5us_ms", t.idle_over_threshold_ms},
+          {"dropped_records", trace.dropped()},
+          {"intervals_csv", path + ".csv"}, {"top", top}, {"longest_gaps", gaps}};
+}
+#else
+nlohmann::json Bench::traced_step(const StepSchedule&, const std::vector<Microbatch>&, const std::string&) {
+  GPT_FAIL("train_step_bench: --kernel-trace needs a build with CUPTI (the CUDA toolkit's extras/CUPTI)");
+}
+#endif
 
 nlohmann::json samples_json(const std::vector<StepTimes>& times) {
   nlohmann::json out = nlohmann::json::array();
@@ -383,6 +458,8 @@ Options parse(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off", "both"}))
       ->capture_default_str();
   app.add_option("--data", o.data_dir, "train shards of DIR instead of synthetic ids");
+  app.add_option("--kernel-trace", o.kernel_trace,
+                 "after each row, trace one more step (CUPTI): kernels, GPU busy/idle; raw intervals to PREFIX-<row>.csv");
   app.add_option("--cu-rows-multiplier", o.cu_rows_multiplier, "schedule.cu_rows_multiplier of the rows")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
