@@ -162,6 +162,58 @@ void BM_MixBackward4(benchmark::State& state) {
   state.SetLabel(version == cuda::kPromotedMixBackward ? "promoted" : "");
 }
 
+// The layer loop's residual mix at one stage-2 microbatch (49,152 rows, §2.8): ρ·x + π·a + G[:, 18]·x0 +
+// G[:, 19]·Bg, every coefficient one number per row (the calls mix_forward v2 and mix_backward v3/v4 take).
+// Forward bytes: four inputs read, out written. Backward: dout and the four x read (coefficient gradients), dx of x
+// and a overwritten, dx of x0 and Bg read and written (x0's and Bg's gradients gather over layers): 11 passes.
+// Argument: kernel version (kernels/cuda/mix_variants.h).
+struct ResidualMix {
+  static constexpr int64_t kRows = 49152;
+  Tensor x[4], dx[4], rho, pi, lanes, drho, dpi, dlanes, dout;
+  ResidualMix() {
+    for (int k = 0; k < 4; ++k) {
+      x[k] = random_device({kRows, kDim}, DType::bf16, 60 + k);
+      dx[k] = random_device({kRows, kDim}, DType::bf16, 70 + k);
+    }
+    rho = random_device({1}, DType::f32, 64);
+    pi = random_device({1}, DType::f32, 65);
+    lanes = random_device({kRows, 28}, DType::bf16, 66);
+    drho = Tensor::zeros({1}, DType::f32, Device::cuda);
+    dpi = Tensor::zeros({1}, DType::f32, Device::cuda);
+    dlanes = Tensor::zeros({kRows, 28}, DType::bf16, Device::cuda);
+    dout = random_device({kRows, kDim}, DType::bf16, 67);
+  }
+  std::vector<MixTerm> terms() const {
+    return {{x[0], Coef::of_scalar(rho)}, {x[1], Coef::of_scalar(pi)}, {x[2], Coef::of_lane(lanes, 18)},
+            {x[3], Coef::of_lane(lanes, 19)}};
+  }
+  std::vector<MixGrad> grads() const {
+    return {MixGrad{.dx = dx[0], .overwrite_dx = true, .dscalar = drho},
+            MixGrad{.dx = dx[1], .overwrite_dx = true, .dscalar = dpi}, MixGrad{.dx = dx[2], .dlanes = dlanes},
+            MixGrad{.dx = dx[3], .dlanes = dlanes}};
+  }
+};
+
+void BM_MixForwardResidual(benchmark::State& state) {
+  const int version = static_cast<int>(state.range(0));
+  const ResidualMix m;
+  const std::vector<MixTerm> terms = m.terms();
+  Tensor out = Tensor::empty({ResidualMix::kRows, kDim}, DType::bf16, Device::cuda);
+  bench::time_bytes_with_events(
+      state, [&] { cuda::mix_forward_version(terms, out, version); }, 5.0 * ResidualMix::kRows * kDim * 2);
+  state.SetLabel(version == cuda::kPromotedMixForward ? "promoted" : "");
+}
+
+void BM_MixBackwardResidual(benchmark::State& state) {
+  const int version = static_cast<int>(state.range(0));
+  const ResidualMix m;
+  const std::vector<MixTerm> terms = m.terms();
+  const std::vector<MixGrad> grads = m.grads();
+  bench::time_bytes_with_events(
+      state, [&] { cuda::mix_backward_version(m.dout, terms, grads, version); }, 11.0 * ResidualMix::kRows * kDim * 2);
+  state.SetLabel(version == cuda::kPromotedMixBackward ? "promoted" : "");
+}
+
 void BM_ReluSquareForward(benchmark::State& state) {
   const Tensor pre = random_device({kTokens, 4 * kDim}, DType::bf16, 10);
   Tensor post = Tensor::empty(pre.shape(), DType::bf16, Device::cuda);
@@ -349,6 +401,14 @@ BENCHMARK(BM_ScatterRows)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MixForward3)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MixBackward4)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MixForwardResidual)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MixBackwardResidual)
+    ->ArgName("version")
+    ->Arg(1)
+    ->Arg(3)
+    ->Arg(4)
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ReluSquareForward)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GeluBackward)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_BiasBackward)->UseManualTime()->Unit(benchmark::kMicrosecond);

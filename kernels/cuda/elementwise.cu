@@ -265,6 +265,130 @@ __global__ void mix_backward_v2_kernel(const __grid_constant__ MixArgs args, con
   }
 }
 
+// ---- one-pass versions for rows of whole-row coefficients (every term ungrouped: groups == 1) ------------------
+// The residual mixes of the layer loop (§2.8) and the λ·W weight scalings (§2.9) have NT ≤ 5 terms whose coefficient
+// is one number per row. v1 re-forms each term's coefficient for every pack (a double product and, for lane terms,
+// a 64-bit division to find the pack's lane group) and, in the backward, walks the row once per term with one load
+// latency after another. These versions form each coefficient once per row and handle all NT terms of a pack
+// together (NT independent loads in flight per lane), in v1's arithmetic: the same coefficients, the same order of
+// the per-element sums over terms and of the per-lane dot products over packs, the same warp sums, so that out, dx,
+// dG and the scalar partials are bit-identical to v1's.
+
+// NT whole-row coefficients of one row, as v1 forms them for every pack.
+template <typename T, typename A, int NT>
+__device__ __forceinline__ void row_coefficients(const MixArgs& args, const double* s_scalar, int64_t row,
+                                                 double (&lane_l)[NT], A (&coef)[NT]) {
+#pragma unroll
+  for (int k = 0; k < NT; ++k) {
+    lane_l[k] = lane_value<T>(args.t[k], row, 0);
+    coef[k] = static_cast<A>(s_scalar[k] * lane_l[k]);
+  }
+}
+
+// mix_forward v2: out = Σ_k coef_k · x_k, packs of 16 bytes, one warp per row.
+template <typename T, typename A, int NT>
+__global__ void mix_forward_rows_kernel(const __grid_constant__ MixArgs args, T* out, int64_t rows, int packs) {
+  constexpr int VEC = kVec16<T>;
+  __shared__ double s_scalar[kMaxTerms];
+  load_term_scalars<T, A>(args, s_scalar);
+  const int lane = threadIdx.x % 32;
+  const int64_t n = int64_t{packs} * VEC;
+  for (int64_t row = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32; row < rows; row += gridDim.x * int64_t{kWarps}) {
+    double lane_l[NT];
+    A coef[NT];
+    row_coefficients<T, A, NT>(args, s_scalar, row, lane_l, coef);
+    for (int p = lane; p < packs; p += 32) {
+      Pack<T, VEC> x[NT];
+#pragma unroll
+      for (int k = 0; k < NT; ++k) x[k] = load_pack<T, VEC>(static_cast<const T*>(args.t[k].x) + row * n + p * VEC);
+      A acc[VEC];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) acc[j] = A(0);
+#pragma unroll
+      for (int k = 0; k < NT; ++k) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) acc[j] += coef[k] * to_acc<A>(x[k].v[j]);
+      }
+      Pack<T, VEC> o;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) o.v[j] = from_acc<T>(acc[j]);
+      store_pack<T, VEC>(out + row * n + p * VEC, o);
+    }
+  }
+}
+
+// mix_backward v3: per pack, dout and every term's x (for its coefficient gradient) and old dx are loaded together,
+// each term's dot product gains the pack, and the dx packs are written; after the row, the NT warp sums, then dG
+// read-modify-writes and scalar partials in term order (lane 0). dout is read before any dx of its pack is written,
+// so a dx may overwrite dout in place; the host sends rows where a dx is some term's x, or two terms share a dx, to
+// v1.
+// kMinBlocks > 1 caps the registers (v4: 4 blocks of 8 warps per SM, 64 registers) at the price of spills; v3 leaves
+// them to the compiler (≈ 120 for four terms: 2 blocks per SM, more loads in flight per warp).
+template <typename T, typename A, int NT, int kMinBlocks>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
+    mix_backward_rows_kernel(const __grid_constant__ MixArgs args, const T* dout, int64_t rows, int packs,
+                             double* scalar_partial) {
+  constexpr int VEC = kVec16<T>;
+  __shared__ double s_scalar[kMaxTerms];
+  load_term_scalars<T, A>(args, s_scalar);
+  const int lane = threadIdx.x % 32;
+  const int64_t n = int64_t{packs} * VEC;
+  for (int64_t row = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32; row < rows; row += gridDim.x * int64_t{kWarps}) {
+    double lane_l[NT];
+    A coef[NT];
+    row_coefficients<T, A, NT>(args, s_scalar, row, lane_l, coef);
+    A dot[NT];
+#pragma unroll
+    for (int k = 0; k < NT; ++k) dot[k] = A(0);
+#pragma unroll 1  // the terms' loads are the parallelism; unrolled packs would cost occupancy in registers
+    for (int p = lane; p < packs; p += 32) {
+      const int64_t at = row * n + int64_t{p} * VEC;
+      const Pack<T, VEC> dv = load_pack<T, VEC>(dout + at);
+      Pack<T, VEC> xv[NT], ov[NT];
+#pragma unroll
+      for (int k = 0; k < NT; ++k) {
+        const TermArgs& a = args.t[k];
+        if (a.want_coef_grad) xv[k] = load_pack<T, VEC>(static_cast<const T*>(a.x) + at);
+        if (a.dx != nullptr && !a.overwrite_dx) ov[k] = load_pack<T, VEC>(static_cast<const T*>(a.dx) + at);
+      }
+#pragma unroll
+      for (int k = 0; k < NT; ++k) {
+        const TermArgs& a = args.t[k];
+        if (a.want_coef_grad) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) dot[k] += to_acc<A>(dv.v[j]) * to_acc<A>(xv[k].v[j]);
+        }
+        if (a.dx == nullptr) continue;
+        Pack<T, VEC> o;
+        if (a.overwrite_dx) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) o.v[j] = from_acc<T>(coef[k] * to_acc<A>(dv.v[j]));
+        } else {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) o.v[j] = from_acc<T>(to_acc<A>(ov[k].v[j]) + coef[k] * to_acc<A>(dv.v[j]));
+        }
+        store_pack<T, VEC>(static_cast<T*>(a.dx) + at, o);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < NT; ++k) {
+      if (args.t[k].want_coef_grad) dot[k] = warp_sum(dot[k]);
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int k = 0; k < NT; ++k) {
+        const TermArgs& a = args.t[k];
+        if (!a.want_coef_grad) continue;
+        if (a.dlanes != nullptr) {
+          T& slot = static_cast<T*>(a.dlanes)[row * a.lane_stride + a.lane];
+          slot = from_acc<T>(to_acc<A>(slot) + static_cast<A>(s_scalar[k]) * dot[k]);
+        }
+        if (a.dscalar != nullptr) scalar_partial[k * rows + row] = lane_l[k] * static_cast<double>(dot[k]);
+      }
+    }
+  }
+}
+
 // dscalar_k += f'(s_k) · Σ_rows partial[k][row]: one block per term, fixed-order tree in double. 1024 threads with
 // 8 independent loads in flight each: one block walks 49,152 partials in a few load latencies (the 256-thread loop
 // of one dependent load at a time took 72 µs per call).
@@ -353,13 +477,73 @@ int mix_backward_v2_packs(const MixArgs& args, int64_t packs) {
 
 unsigned row_blocks(int64_t rows) { return blocks_for(rows, kWarps, 1 << 20); }
 
+// The term count the one-pass versions take, when every term is ungrouped (0 sends the call to v1). The backward
+// also needs dx tensors that are no term's x and that no two terms share (it loads every term's old dx before
+// writing any). Instantiated for packed bf16 rows only, the recipe's dtype.
+constexpr int kMaxRowTerms = 5;
+int row_terms_for(const MixArgs& args, bool backward) {
+  if (args.n_terms < 1 || args.n_terms > kMaxRowTerms) return 0;
+  for (int k = 0; k < args.n_terms; ++k) {
+    const TermArgs& a = args.t[k];
+    if (a.groups != 1) return 0;
+    if (!backward || a.dx == nullptr) continue;
+    for (int j = 0; j < args.n_terms; ++j) {
+      if (a.dx == args.t[j].x || (j != k && a.dx == args.t[j].dx)) return 0;
+    }
+  }
+  return args.n_terms;
+}
+
+// Runs KERNEL<T, A, NT> for NT = terms (1 … kMaxRowTerms) with the launch arguments given.
+template <int NT = 1, typename Launch>
+void with_row_terms(int terms, Launch&& launch) {
+  if constexpr (NT <= kMaxRowTerms) {
+    if (terms == NT) {
+      launch(std::integral_constant<int, NT>{});
+    } else {
+      with_row_terms<NT + 1>(terms, launch);
+    }
+  }
+}
+
 }  // namespace
 
+int mix_row_terms(std::span<const MixTerm> terms, std::span<const MixGrad> grads, const Tensor& out) {
+  if (out.dtype() != DType::bf16) return 0;
+  MixArgs args = pack_terms(terms, "mix_row_terms");
+  for (size_t k = 0; k < grads.size(); ++k) {
+    if (grads[k].dx.defined()) args.t[k].dx = const_cast<void*>(grads[k].dx.raw());
+  }
+  const int64_t n = out.numel() / out.size(0);
+  return can_pack<__nv_bfloat16>(args, n, out.raw()) ? row_terms_for(args, !grads.empty()) : 0;
+}
+
 void mix_forward(std::span<const MixTerm> terms, Tensor& out) {
+  static const int version = kernel_version_from_env("SPEEDRUN_MIX_FORWARD", kPromotedMixForward,
+                                                     kMixForwardVersions);
+  mix_forward_version(terms, out, version);
+}
+
+void mix_forward_version(std::span<const MixTerm> terms, Tensor& out, int version) {
+  GPT_CHECK(version >= 1 && version <= kMixForwardVersions, "mix_forward: no version ", version, " (1 to ",
+            kMixForwardVersions, ")");
   const int64_t rows = out.size(0), n = out.numel() / rows;
   const MixArgs args = pack_terms(terms, "mix_forward");
   dispatch_floating_cuda(out.dtype(), "mix_forward", [&]<typename T, typename A>() {
-    if (can_pack<T>(args, n, out.raw())) {
+    const bool packed = can_pack<T>(args, n, out.raw());
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      const int row_terms = version == 2 && packed ? row_terms_for(args, false) : 0;
+      if (row_terms > 0) {
+        const int packs = static_cast<int>(n / kVec16<T>);
+        with_row_terms(row_terms, [&](auto nt) {
+          mix_forward_rows_kernel<T, A, decltype(nt)::value>
+              <<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(out), rows, packs);
+        });
+        GPT_CUDA_CHECK_LAUNCH();
+        return;
+      }
+    }
+    if (packed) {
       mix_forward_kernel<T, A, kVec16<T>><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(out), rows, n);
     } else {
       mix_forward_kernel<T, A, 1><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(out), rows, n);
@@ -398,6 +582,28 @@ void mix_backward_version(const Tensor& dout, std::span<const MixTerm> terms, st
   dispatch_floating_cuda(dout.dtype(), "mix_backward", [&]<typename T, typename A>() {
     const bool packed = can_pack<T>(args, n, dout.raw());
     const int v2_packs = version == 2 && packed ? mix_backward_v2_packs(args, n / kVec16<T>) : 0;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      const int row_terms = (version == 3 || version == 4) && packed ? row_terms_for(args, true) : 0;
+      if (row_terms > 0) {
+        const int packs = static_cast<int>(n / kVec16<T>);
+        with_row_terms(row_terms, [&](auto nt) {
+          constexpr int kTerms = decltype(nt)::value;
+          if (version == 3) {
+            mix_backward_rows_kernel<T, A, kTerms, 1>
+                <<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, packs, partial_ptr);
+          } else {
+            mix_backward_rows_kernel<T, A, kTerms, 4>
+                <<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, packs, partial_ptr);
+          }
+        });
+        GPT_CUDA_CHECK_LAUNCH();
+        if (any_scalar_grad) {
+          mix_scalar_grad_kernel<T, A><<<args.n_terms, kScalarGradThreads>>>(args, partial_ptr, rows);
+          GPT_CUDA_CHECK_LAUNCH();
+        }
+        return;
+      }
+    }
     if (v2_packs == 3) {
       mix_backward_v2_kernel<T, A, 3><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, n,
                                                                         partial_ptr);

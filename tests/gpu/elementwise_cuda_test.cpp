@@ -118,6 +118,151 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MixCuda,
                                            MixCase{DType::f32, 2048, 768}, MixCase{DType::f32, 1000, 384},
                                            MixCase{DType::bf16, 16384, 768}));
 
+// The one-pass versions (mix_forward v2, mix_backward v3/v4) on the calls they take: the layer loop's residual
+// mixes (§2.8: ρ·x + π·a + G[:, g0]·x0 + G[:, gb]·Bg, and the two-term MLP mix), the λ·W scaling (one term) and five
+// terms; each must equal v1 bit for bit (same coefficients, same order of every sum), here over rows that are not a
+// multiple of the block's eight warps.
+struct RowMixCase {
+  const char* name;
+  int terms;
+};
+
+class MixRowVersionsCuda : public ::testing::TestWithParam<RowMixCase> {};
+
+struct RowMixSetup {
+  std::vector<Tensor> x;
+  Tensor rho, pi, lanes;
+  std::vector<MixTerm> terms() const {
+    std::vector<MixTerm> t;
+    for (size_t k = 0; k < x.size(); ++k) {
+      switch (k % 4) {
+        case 0: t.push_back({x[k], Coef::of_scalar(rho)}); break;
+        case 1: t.push_back({x[k], Coef::of_scalar(pi)}); break;
+        case 2: t.push_back({x[k], Coef::of_lane(lanes, 18 + static_cast<int64_t>(k))}); break;
+        default: t.push_back({x[k], Coef::sigmoid_scalar(pi).times_lane(lanes, 19).plus(0.5f)}); break;
+      }
+    }
+    return t;
+  }
+};
+
+constexpr int64_t kRowMixRows = 4099, kRowMixWidth = 768;
+
+RowMixSetup row_mix_setup(int terms, uint64_t seed) {
+  RowMixSetup s;
+  for (int k = 0; k < terms; ++k) s.x.push_back(gpu(random_tensor({kRowMixRows, kRowMixWidth}, DType::bf16, seed + k)));
+  s.rho = gpu(scalar_tensor(0.8125, DType::f32));
+  s.pi = gpu(scalar_tensor(-1.37, DType::f32));
+  s.lanes = gpu(random_tensor({kRowMixRows, 28}, DType::bf16, seed + 20));
+  return s;
+}
+
+TEST_P(MixRowVersionsCuda, ForwardV2EqualsV1BitForBit) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  const RowMixSetup s = row_mix_setup(GetParam().terms, 500);
+  const auto terms = s.terms();
+  Tensor v1 = Tensor::empty({kRowMixRows, kRowMixWidth}, DType::bf16, Device::cuda), v2 = v1.clone();
+  poison(v1);
+  poison(v2);
+  ASSERT_EQ(cuda::mix_row_terms(terms, {}, v2), GetParam().terms) << "the one-pass kernel must take this call";
+  cuda::mix_forward_version(terms, v1, 1);
+  cuda::mix_forward_version(terms, v2, 2);
+  EXPECT_EQ(v2.to_doubles(), v1.to_doubles());
+}
+
+// out aliases x0: every term of a pack is read before the pack is written.
+TEST_P(MixRowVersionsCuda, InPlaceForwardV2EqualsV1) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  const RowMixSetup s1 = row_mix_setup(GetParam().terms, 600);
+  RowMixSetup s2 = s1;
+  s2.x[0] = s1.x[0].clone();
+  RowMixSetup s1_copy = s1;
+  s1_copy.x[0] = s1.x[0].clone();
+  cuda::mix_forward_version(s1_copy.terms(), s1_copy.x[0], 1);
+  cuda::mix_forward_version(s2.terms(), s2.x[0], 2);
+  EXPECT_EQ(s2.x[0].to_doubles(), s1_copy.x[0].to_doubles());
+}
+
+// dx of term 0 and 1 overwrite (the first writers of x's and a's gradients), the others accumulate (x0's and Bg's
+// gradients gather over layers); the last term's dx is dout itself, overwritten in place; scalar and lane gradients
+// for every term, the lane gradients of two terms in one tensor.
+TEST_P(MixRowVersionsCuda, BackwardV3AndV4EqualV1BitForBit) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  const int n_terms = GetParam().terms;
+  const RowMixSetup s = row_mix_setup(n_terms, 700);
+  const auto terms = s.terms();
+  const Tensor dout_start = gpu(random_tensor({kRowMixRows, kRowMixWidth}, DType::bf16, 710));
+  std::vector<Tensor> dx_start;
+  for (int k = 0; k < n_terms; ++k) dx_start.push_back(gpu(random_tensor({kRowMixRows, kRowMixWidth}, DType::bf16, 720 + k)));
+  const Tensor dl_start = gpu(random_tensor({kRowMixRows, 28}, DType::bf16, 730));
+  // Each scalar gradient has a tensor of its own (two terms adding into one would race in the scalar reduction).
+  struct Out {
+    Tensor dout, dl;
+    std::vector<Tensor> dx, dscalar;
+  };
+  auto run = [&](int version) {
+    Out o{dout_start.clone(), dl_start.clone(), {}, {}};
+    for (const Tensor& d : dx_start) o.dx.push_back(d.clone());
+    std::vector<MixGrad> grads(static_cast<size_t>(n_terms));
+    for (int k = 0; k < n_terms; ++k) {
+      MixGrad& g = grads[static_cast<size_t>(k)];
+      const bool last = k == n_terms - 1 && n_terms > 1;
+      g.dx = last ? o.dout : o.dx[static_cast<size_t>(k)];
+      g.overwrite_dx = k < 2 || last;
+      o.dscalar.push_back(gpu(scalar_tensor(0.25 - 0.5 * k, DType::f32)));
+      if (k == 4) continue;  // no coefficient gradient: dx alone
+      if (k % 4 != 2) g.dscalar = o.dscalar.back();
+      if (k % 4 >= 2) g.dlanes = o.dl;
+    }
+    if (version != 1) {
+      EXPECT_EQ(cuda::mix_row_terms(terms, grads, o.dout), n_terms) << "the one-pass kernel must take this call";
+    }
+    cuda::mix_backward_version(o.dout, terms, grads, version);
+    return o;
+  };
+  const Out v1 = run(1);
+  for (int version : {3, 4}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    const Out v = run(version);
+    EXPECT_EQ(v.dout.to_doubles(), v1.dout.to_doubles());
+    EXPECT_EQ(v.dl.to_doubles(), v1.dl.to_doubles());
+    for (int k = 0; k < n_terms; ++k) {
+      EXPECT_EQ(v.dx[k].to_doubles(), v1.dx[k].to_doubles()) << "dx" << k;
+      EXPECT_EQ(v.dscalar[k].to_doubles(), v1.dscalar[k].to_doubles()) << "dscalar" << k;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Terms, MixRowVersionsCuda,
+                         ::testing::Values(RowMixCase{"scale_weight", 1}, RowMixCase{"mlp_mix", 2},
+                                           RowMixCase{"layer0_mix", 3}, RowMixCase{"residual_mix", 4},
+                                           RowMixCase{"five_terms", 5}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// Calls the one-pass versions must leave to v1: grouped lanes, a dx that is another term's x, two terms sharing a
+// dx, more than five terms, f32 rows.
+TEST(MixRowVersionsCuda, LeavesOtherCallsToV1) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  const RowMixSetup s = row_mix_setup(4, 800);
+  Tensor out = Tensor::empty({kRowMixRows, kRowMixWidth}, DType::bf16, Device::cuda);
+  auto terms = s.terms();
+  ASSERT_EQ(cuda::mix_row_terms(terms, {}, out), 4);
+  auto grouped = terms;
+  grouped[2].coef = Coef::of_lane(s.lanes, 0, 6);
+  EXPECT_EQ(cuda::mix_row_terms(grouped, {}, out), 0);
+  std::vector<MixGrad> grads(4);
+  grads[0].dx = s.x[1];
+  EXPECT_EQ(cuda::mix_row_terms(terms, grads, out), 0) << "dx0 is x1";
+  Tensor shared = out.clone();
+  grads[0].dx = shared;
+  grads[1].dx = shared;
+  EXPECT_EQ(cuda::mix_row_terms(terms, grads, out), 0) << "dx0 and dx1 are one tensor";
+  std::vector<MixTerm> six(6, terms[0]);
+  EXPECT_EQ(cuda::mix_row_terms(six, {}, out), 0);
+  Tensor out32 = Tensor::empty({kRowMixRows, kRowMixWidth}, DType::f32, Device::cuda);
+  EXPECT_EQ(cuda::mix_row_terms(terms, {}, out32), 0);
+}
+
 // §2.7: the MUDD factor 0.1 in fp32, never rounded to bf16: 0.1f·2.25 -> bf16 0.224609375 (a bf16-rounded factor
 // gives 0.2255859375), on the CPU reference and on CUDA alike.
 TEST(MixUnroundedScalarCuda, KeepsTheFp32Factor) {
