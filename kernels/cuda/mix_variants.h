@@ -12,19 +12,24 @@
 //       batches) v2 was 2.3-3.2% slower than v1 at every stage: not promoted.
 //   v3: one warp per row, for rows whose terms all have one coefficient per row (ungrouped lanes, at most five
 //       terms, packed bf16): coefficients formed once per row, all terms of a pack loaded together, v1's
-//       arithmetic (bit-identical results); other calls run v1.
-//   v4: v3 with its registers capped at 64 (4 blocks of 8 warps per SM instead of 2; some spills).
+//       arithmetic (bit-identical results); other calls run v1. Promoted: with mix_forward v2, the `head` step (one
+//       H100, proxy batches, stages 0/1/2) took 247.5 / 473.4 / 699.4 ms against v1's 250.1 / 478.6 / 704.5 and
+//       249.1 / 477.5 / 706.7 in the same call, the same losses.
+//   v4: v3 with its registers capped at 64 (4 blocks of 8 warps per SM instead of 2; spills): 253.5 / 483.0 /
+//       717.2 ms in that call, slower than v1.
 // mix_forward:
 //   v1: one warp per row; per pack, every term's coefficient formed again and its x loaded one term at a time.
 //   v2: like mix_backward v3 (the same calls qualify, the rest run v1): coefficients once per row, all terms of a
-//       pack loaded together; bit-identical to v1.
+//       pack loaded together; bit-identical to v1. Timed in the step only together with mix_backward v3 (above);
+//       not promoted: ops_a_cuda_bench's MixForwardResidual/version:2 did not finish within the 120 s its call
+//       allowed, while the step and the GPU tests ran it without fault (open).
 #include <span>
 
 #include "kernels/elementwise.h"
 
 namespace gpt::cuda {
 
-inline constexpr int kPromotedMixBackward = 1;
+inline constexpr int kPromotedMixBackward = 3;
 inline constexpr int kMixBackwardVersions = 4;
 inline constexpr int kPromotedMixForward = 1;
 inline constexpr int kMixForwardVersions = 2;
