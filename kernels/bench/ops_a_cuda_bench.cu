@@ -167,21 +167,28 @@ void BM_MixBackward4(benchmark::State& state) {
 // Forward bytes: four inputs read, out written. Backward: dout and the four x read (coefficient gradients), dx of x
 // and a overwritten, dx of x0 and Bg read and written (x0's and Bg's gradients gather over layers): 11 passes.
 // Argument: kernel version (kernels/cuda/mix_variants.h).
+// The [rows, 768] tensors are filled on the GPU: Google Benchmark runs a benchmark's body several times while it
+// settles the iteration count, and host-drawn normals for nine of them took tens of seconds per run.
 struct ResidualMix {
   static constexpr int64_t kRows = 49152;
   Tensor x[4], dx[4], rho, pi, lanes, drho, dpi, dlanes, dout;
+  static Tensor filled(const Shape& shape, uint64_t seed) {
+    Tensor t = Tensor::empty(shape, DType::bf16, Device::cuda);
+    bench::fill_uniform(t, seed);
+    return t;
+  }
   ResidualMix() {
     for (int k = 0; k < 4; ++k) {
-      x[k] = random_device({kRows, kDim}, DType::bf16, 60 + k);
-      dx[k] = random_device({kRows, kDim}, DType::bf16, 70 + k);
+      x[k] = filled({kRows, kDim}, 60 + k);
+      dx[k] = filled({kRows, kDim}, 70 + k);
     }
     rho = random_device({1}, DType::f32, 64);
     pi = random_device({1}, DType::f32, 65);
-    lanes = random_device({kRows, 28}, DType::bf16, 66);
+    lanes = filled({kRows, 28}, 66);
     drho = Tensor::zeros({1}, DType::f32, Device::cuda);
     dpi = Tensor::zeros({1}, DType::f32, Device::cuda);
     dlanes = Tensor::zeros({kRows, 28}, DType::bf16, Device::cuda);
-    dout = random_device({kRows, kDim}, DType::bf16, 67);
+    dout = filled({kRows, kDim}, 67);
   }
   std::vector<MixTerm> terms() const {
     return {{x[0], Coef::of_scalar(rho)}, {x[1], Coef::of_scalar(pi)}, {x[2], Coef::of_lane(lanes, 18)},

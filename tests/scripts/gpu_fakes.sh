@@ -286,7 +286,8 @@ JSON
    "label": "v7 (candidate deferred_dq)"},
   {"name": "BM_GemmBf16/m:8192/n:8192/k:8192", "real_time": 1.5, "time_unit": "ms", "TFLOP/s": 700.0,
    "label": "algo 0"},
-  {"name": "BM_MixBackward4/version:2/rows:65536", "real_time": 0.1, "time_unit": "ms", "label": ""}]}
+  {"name": "BM_MixBackwardResidual/version:4/manual_time", "real_time": 0.1, "time_unit": "ms", "label": ""},
+  {"name": "BM_MixForwardResidual/version:1/manual_time", "real_time": 0.1, "time_unit": "ms", "label": ""}]}
 JSON
     ;;
 esac

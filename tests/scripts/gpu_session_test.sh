@@ -24,10 +24,11 @@ expect_call attention_bench \
 expect_call attention_bench "--benchmark_out=$OUT/attention-bench.json --benchmark_out_format=json"
 expect_call ops_a_cuda_bench "--benchmark_filter=Softcap|Mix|Fp8|Relu|Scatter"
 # The stand-in benchmarks label v4 the promoted forward (fa3), v7 the candidate backward (deferred_dq), and time
-# mix_backward v2 alone.
+# the residual mix backward v4 and forward v1 alone.
 expect_call train_step_bench "SPEEDRUN_ATTENTION_BACKWARD=deferred_dq SPEEDRUN_ATTENTION_FORWARD=fa3 \
-SPEEDRUN_MIX_BACKWARD=v2 SPEEDRUN_SCATTER_ROWS= --only stage2 --fp8 on --json $OUT/train-step-variants.json"
-expect_output "stage-2 row with forward fa3, backward deferred_dq, mix backward v2, scatter promoted"
+SPEEDRUN_MIX_BACKWARD=v4 SPEEDRUN_MIX_FORWARD=v1 SPEEDRUN_SCATTER_ROWS= --only stage2 --fp8 on --json \
+$OUT/train-step-variants.json"
+expect_output "stage-2 row with forward fa3, backward deferred_dq, mix forward v1, mix backward v4, scatter promoted"
 file=$(merged)
 [[ $(basename "${file:-none}") == 2026-12-07-0500-0123456.json ]] ||
   fail "merged benchmark JSON: '$file', expected \$OUT/benchmarks/2026-12-07-0500-0123456.json"
