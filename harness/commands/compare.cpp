@@ -152,18 +152,41 @@ SweepInfo create_sweep(Store& store, CompareOptions& o) {
   trainers["baseline"] = resolve_arm("baseline", o.baseline, dirs, o.build, named, o.command.empty());
   trainers["candidate"] = resolve_arm("candidate", o.candidate, dirs, o.build, std::nullopt, o.command.empty());
 
+  if (o.command.empty()) check_data_folder(command_template(o), o.data, o.launcher);
+
+  // Each arm's trainer is asked about its recipe and overrides before the first run: an unknown recipe or key fails
+  // here (exit 2) rather than as a sweep of failed runs. The candidate's answer also says what a record is.
+  std::optional<RecipeTarget> candidate_target;
+  std::string candidate_target_note;
+  for (const char* arm : kArms) {
+    const bool candidate = std::string(arm) == "candidate";
+    std::vector<std::string> sets = o.sets;
+    const auto& arm_sets = candidate ? o.candidate_sets : o.baseline_sets;
+    sets.insert(sets.end(), arm_sets.begin(), arm_sets.end());
+    const std::string& arm_recipe = candidate ? o.candidate_recipe : o.baseline_recipe;
+    const std::string recipe = arm_recipe.empty() ? o.recipe : arm_recipe;
+    if (!o.command.empty() && !(candidate && !o.target)) continue;  // a command after -- has its own flags
+    const RecipeCheck check = check_recipe(trainers[arm].binary, recipe, sets);
+    if (check.verdict == RecipeCheck::Verdict::refused && o.command.empty()) {
+      std::string given = "--recipe " + recipe;
+      for (const auto& set : sets) given += " --set " + set;
+      GPT_FAIL("compare: the ", arm, " arm's trainer '", trainers[arm].binary.string(), "' refuses `", given,
+               "`: ", check.message, "; nothing was run");
+    }
+    if (candidate) {
+      candidate_target = check.target;
+      candidate_target_note = "recipe " + recipe + " [record]: ";
+      if (!check.target) candidate_target_note = check.message;
+    }
+  }
   std::string target_source = "--target";
   if (!o.target) {
-    // The candidate's recipe says what a record is; a trainer that cannot tell leaves the record check out.
-    try {
-      std::vector<std::string> candidate_sets = o.sets;
-      candidate_sets.insert(candidate_sets.end(), o.candidate_sets.begin(), o.candidate_sets.end());
-      const std::string recipe = o.candidate_recipe.empty() ? o.recipe : o.candidate_recipe;
-      const RecipeTarget t = read_recipe_target(trainers["candidate"].binary, recipe, candidate_sets);
-      o.target = t.target;
-      target_source = "recipe " + recipe + " [record]: " + t.source;
-    } catch (const gpt::Error& e) {
-      if (!o.quiet) spdlog::info("no record check: {} (pass --target LOSS for one)", e.what());
+    if (candidate_target) {
+      o.target = candidate_target->target;
+      target_source = candidate_target_note + candidate_target->source;
+    } else {
+      // A trainer that cannot tell leaves the record check out.
+      if (!o.quiet) spdlog::info("no record check: {} (pass --target LOSS for one)", candidate_target_note);
       target_source.clear();
     }
   }

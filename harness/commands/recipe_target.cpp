@@ -1,6 +1,7 @@
 #include "harness/commands/recipe_target.h"
 
 #include <cmath>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "harness/launcher/command.h"
@@ -42,6 +43,37 @@ RecipeTarget read_recipe_target(const std::filesystem::path& trainer, const std:
   GPT_CHECK(r.succeeded(), "cannot read the record target of recipe '", recipe, "' from '", trainer.string(),
             "': it exited with status ", r.status(), err.empty() ? "" : " (" + err + ")");
   return parse_recipe_target(r.out, join_command(argv));
+}
+
+RecipeCheck check_recipe(const std::filesystem::path& trainer, const std::string& recipe,
+                         const std::vector<std::string>& sets, double timeout_s) {
+  RecipeCheck check;
+  std::error_code ec;
+  if (!std::filesystem::exists(trainer, ec)) {
+    check.message = "no trainer at '" + trainer.string() + "'";
+    return check;
+  }
+  std::vector<std::string> argv = {trainer.string(), "--print-recipe", "--recipe", recipe};
+  for (const auto& set : sets) argv.insert(argv.end(), {"--set", set});
+  CommandSpec spec;
+  spec.argv = argv;
+  spec.timeout_s = timeout_s;
+  const CommandResult r = run_command(spec);
+  const std::string first_line = r.err.substr(0, r.err.find('\n'));
+  if (!r.succeeded()) {
+    // A trainer that does not know the flag says so naming it; any other complaint is about the recipe.
+    const bool no_flag = r.err.find("--print-recipe") != std::string::npos;
+    check.verdict = no_flag ? RecipeCheck::Verdict::cannot_tell : RecipeCheck::Verdict::refused;
+    check.message = first_line.empty() ? "it exited with status " + std::to_string(r.status()) : first_line;
+    return check;
+  }
+  check.verdict = RecipeCheck::Verdict::accepted;
+  try {
+    check.target = parse_recipe_target(r.out, join_command(argv));
+  } catch (const gpt::Error& e) {
+    check.message = e.what();  // a recipe without a [record] target: accepted all the same
+  }
+  return check;
 }
 
 }  // namespace gpt::harness

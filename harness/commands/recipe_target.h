@@ -24,6 +24,18 @@ RecipeTarget read_recipe_target(const std::filesystem::path& trainer, const std:
                                 const std::vector<std::string>& sets = {},
                                 double timeout_s = kQuickCommandTimeoutS);
 
+// What a trainer says, before any run, of a recipe with its overrides (`--print-recipe --recipe R --set K=V...`):
+// accepted (with its record target when the recipe has one), refused (an unknown recipe, an unknown key or a bad
+// value: the trainer's complaint), or no answer from a trainer without --print-recipe (an older build, a stand-in).
+struct RecipeCheck {
+  enum class Verdict { accepted, refused, cannot_tell };
+  Verdict verdict = Verdict::cannot_tell;
+  std::string message;                // the trainer's complaint (refused) or why it could not tell
+  std::optional<RecipeTarget> target;  // accepted, and the recipe has a [record] target
+};
+RecipeCheck check_recipe(const std::filesystem::path& trainer, const std::string& recipe,
+                         const std::vector<std::string>& sets = {}, double timeout_s = kQuickCommandTimeoutS);
+
 // Parses the JSON that --print-recipe writes; `origin` names the command in errors.
 RecipeTarget parse_recipe_target(const std::string& json_text, const std::string& origin);
 

@@ -91,6 +91,17 @@ SweepInfo create_sweep(Store& store, RecordOptions& o) {
   const std::vector<std::string> argv_template = command_template(o);
   check_data_folder(argv_template, o.data, o.launcher);
   std::string target_source = "--target";
+  if (o.target && o.command.empty()) {
+    // The trainer is asked about the recipe and overrides before the first run (without --target, reading the
+    // target below asks it): an unknown recipe or key fails here, exit 2, not as a sweep of failed runs.
+    const RecipeCheck check = check_recipe(argv_template.front(), o.recipe, o.sets);
+    if (check.verdict == RecipeCheck::Verdict::refused) {
+      std::string given = "--recipe " + o.recipe;
+      for (const auto& set : o.sets) given += " --set " + set;
+      GPT_FAIL("record: the trainer '", argv_template.front(), "' refuses `", given, "`: ", check.message,
+               "; nothing was run");
+    }
+  }
   if (!o.target) {
     const std::filesystem::path trainer = o.trainer.empty() ? default_trainer() : std::filesystem::path(o.trainer);
     RecipeTarget from_recipe;

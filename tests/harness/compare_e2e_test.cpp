@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -394,11 +395,13 @@ TEST_F(CompareE2E, PerArmOverridesReachOnlyTheirArm) {
   const std::string md = read_file(dir / "reports" / "cmp" / "report.md");
   EXPECT_NE(md.find("--set optim.wd=0 --baseline-set optim.lr=0.01 --candidate-set optim.lr=0.02"), std::string::npos)
       << md;
-  // --resume keeps them: the extended runs get the same overrides.
+  // --resume keeps them: the extended runs get the same overrides (the first line is the question asked of the arm's
+  // trainer before the first run, not a run).
   const Result resumed = harness({"compare", "--resume", "cmp", "--runs", "3", "--quiet"});
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   const std::string more = read_file(dir / "cand-args.txt");
-  EXPECT_EQ(occurrences(more, "optim.lr=0.02"), 3u) << more;
+  EXPECT_EQ(occurrences(more, "--print-recipe --recipe tiny --set optim.wd=0 --set optim.lr=0.02"), 1u) << more;
+  EXPECT_EQ(occurrences(more, "optim.lr=0.02"), 4u) << more;
 }
 
 // --baseline-recipe / --candidate-recipe: each arm runs its own recipe (default --recipe); stored with the sweep and
@@ -435,16 +438,56 @@ TEST_F(CompareE2E, PerArmRecipesReachOnlyTheirArm) {
   EXPECT_EQ(occurrences(read_file(dir / "base-args.txt"), "--recipe tiny "), 3u);
 }
 
-// The default record target is read from the candidate's own recipe (its [record] table), not the shared one.
-TEST_F(CompareE2E, CandidateRecipeIsAskedForTheDefaultTarget) {
+// Each arm's trainer is asked about its own recipe before the first run; the default record target is read from the
+// candidate's recipe (its [record] table), not the shared one.
+TEST_F(CompareE2E, EachArmIsAskedAboutItsRecipeBeforeTheRuns) {
   recording_arm_builds();
   auto args = compare_args((dir / "base").string(), (dir / "cand").string(), 2);
   args.resize(args.size() - 2);  // no --target
   args.insert(args.end(), {"--recipe", "tiny", "--candidate-recipe", "tiny-lr"});
   const Result r = harness(args);
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(read_file(dir / "cand-args.txt").find("--print-recipe --recipe tiny-lr"), std::string::npos);
-  EXPECT_EQ(read_file(dir / "base-args.txt").find("--print-recipe"), std::string::npos);
+  EXPECT_EQ(read_file(dir / "cand-args.txt").find("--print-recipe --recipe tiny-lr\n"), 0u);
+  EXPECT_EQ(read_file(dir / "base-args.txt").find("--print-recipe --recipe tiny\n"), 0u);
+}
+
+// An arm whose trainer refuses its recipe or an override fails the comparison before any run (exit 2, naming the
+// arm, what it was given and the trainer's complaint); no sweep is stored. The stand-in trainers answer
+// --print-recipe through the real train_gpt.
+TEST_F(CompareE2E, ARefusedRecipeOrOverrideFailsBeforeAnyRun) {
+  ASSERT_TRUE(std::filesystem::exists(kBin + "train_gpt")) << "build the train_gpt target first";
+  for (const std::string name : {"base", "cand"}) {
+    arm_build(name, 100000);
+    const auto script = dir / name / "bin" / "train_gpt";
+    const std::string body = read_file(script);
+    std::ofstream(script) << "#!/bin/sh\n[ \"$1\" = --print-recipe ] && exec " << kBin << "train_gpt \"$@\"\n"
+                          << body.substr(body.find('\n') + 1);
+  }
+  auto args = compare_args((dir / "base").string(), (dir / "cand").string(), 2);
+  args.insert(args.end(), {"--recipe", "tiny", "--candidate-recipe", "no-such-recipe"});
+  const Result recipe = harness(args);
+  EXPECT_EQ(recipe.code, 2) << recipe.output;
+  EXPECT_NE(recipe.output.find("the candidate arm's trainer"), std::string::npos) << recipe.output;
+  EXPECT_NE(recipe.output.find("refuses `--recipe no-such-recipe`"), std::string::npos) << recipe.output;
+  EXPECT_NE(recipe.output.find("no-such-recipe"), std::string::npos) << recipe.output;
+  EXPECT_NE(recipe.output.find("nothing was run"), std::string::npos) << recipe.output;
+
+  args = compare_args((dir / "base").string(), (dir / "cand").string(), 2);
+  args.insert(args.end(), {"--recipe", "tiny", "--baseline-set", "optim.no_such_key=1"});
+  const Result set = harness(args);
+  EXPECT_EQ(set.code, 2) << set.output;
+  EXPECT_NE(set.output.find("the baseline arm's trainer"), std::string::npos) << set.output;
+  EXPECT_NE(set.output.find("--set optim.no_such_key=1"), std::string::npos) << set.output;
+
+  args = compare_args((dir / "base").string(), (dir / "cand").string(), 2);
+  *(std::find(args.begin(), args.end(), "--data") + 1) = (dir / "no-such-folder").string();
+  const Result data = harness(args);
+  EXPECT_EQ(data.code, 2) << data.output;
+  EXPECT_NE(data.output.find("--data: no folder"), std::string::npos) << data.output;
+  if (std::filesystem::exists(db())) {
+    Store store = Store::open(db());
+    EXPECT_FALSE(store.find_sweep("cmp").has_value()) << "a refused comparison stored a sweep";
+  }
 }
 
 // Every option given with --resume applies or is refused: --fail-if-slower and --timeout apply to the resumed

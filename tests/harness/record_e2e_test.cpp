@@ -132,6 +132,27 @@ TEST_F(RecordE2E, TargetComesFromTheRecipeUnlessGiven) {
       << cannot.output;
 }
 
+// With --target given the trainer is still asked about the recipe and the overrides before the first run: an unknown
+// recipe or key is a usage error (exit 2) naming what was given and the trainer's complaint, with no sweep stored.
+TEST_F(RecordE2E, ARefusedRecipeOrOverrideFailsBeforeAnyRun) {
+  ASSERT_TRUE(std::filesystem::exists(kBin + "train_gpt")) << "build the train_gpt target first";
+  const std::string data = dir.path().string();
+  const Result recipe = harness({"record", "--runs", "2", "--name", "s", "--recipe", "no-such-recipe", "--target",
+                                 "3.0", "--trainer", kBin + "train_gpt", "--data", data});
+  EXPECT_EQ(recipe.code, 2) << recipe.output;
+  EXPECT_NE(recipe.output.find("refuses `--recipe no-such-recipe`"), std::string::npos) << recipe.output;
+  EXPECT_NE(recipe.output.find("nothing was run"), std::string::npos) << recipe.output;
+  const Result set = harness({"record", "--runs", "2", "--name", "s", "--recipe", "tiny", "--target", "3.0",
+                              "--set", "optim.no_such_key=1", "--trainer", kBin + "train_gpt", "--data", data});
+  EXPECT_EQ(set.code, 2) << set.output;
+  EXPECT_NE(set.output.find("`--recipe tiny --set optim.no_such_key=1`"), std::string::npos) << set.output;
+  EXPECT_NE(set.output.find("no_such_key"), std::string::npos) << set.output;
+  if (std::filesystem::exists(db())) {
+    Store store = Store::open(db());
+    EXPECT_FALSE(store.find_sweep("s").has_value()) << "a refused record stored a sweep";
+  }
+}
+
 TEST_F(RecordE2E, NonZeroExitIsFailedWithLastOutputLine) {
   record(1, {}, {}, {{"SYNTH_MODE", "fail"}});
   auto stored = runs();

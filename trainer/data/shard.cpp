@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <fnmatch.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -90,49 +89,45 @@ void check_token_ids(const fs::path& path, std::span<const std::uint16_t> tokens
 
 }  // namespace
 
-// A read-only private mapping of a whole file (empty files map to an empty span).
-class Shard::Mapping {
- public:
-  explicit Mapping(const fs::path& path) {
-    // O_NONBLOCK: a FIFO swapped in after the type check must not block open(); fstat below rejects it.
-    FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-    GPT_CHECK(fd.get() >= 0, "shard ", path.string(), ": cannot open: ", errno_text(errno));
-    struct stat st {};
-    GPT_CHECK(::fstat(fd.get(), &st) == 0, "shard ", path.string(), ": cannot stat: ", errno_text(errno));
-    GPT_CHECK(S_ISREG(st.st_mode), "shard ", path.string(), ": not a regular file");
-    size_ = static_cast<std::size_t>(st.st_size);
-    if (size_ == 0) return;
-    void* addr = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
-    GPT_CHECK(addr != MAP_FAILED, "shard ", path.string(), ": cannot mmap ", size_, " bytes: ", errno_text(errno));
-    addr_ = addr;
-    fd_ = std::move(fd);  // kept to notice a file shrunk under the mapping (reading past its end is SIGBUS)
+// Reads a whole regular file into memory: with `tokens`, a `.bin` shard (the header into `head`, checked, then the
+// payload); with `bytes`, every byte. Shards are read, not memory-mapped: a mapped file that shrinks while the run
+// holds it ends the process with SIGBUS at the first lost page, with no message and no summary; a read sees a short
+// file and fails naming it, and a file changed after it was read no longer matters.
+void read_whole_file(const fs::path& path, std::span<std::byte> head, std::vector<std::uint16_t>* tokens,
+                     std::vector<std::byte>* bytes) {
+  // O_NONBLOCK: a FIFO swapped in after the type check must not block open(); fstat below rejects it.
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  GPT_CHECK(fd.get() >= 0, "shard ", path.string(), ": cannot open: ", errno_text(errno));
+  struct stat st {};
+  GPT_CHECK(::fstat(fd.get(), &st) == 0, "shard ", path.string(), ": cannot stat: ", errno_text(errno));
+  GPT_CHECK(S_ISREG(st.st_mode), "shard ", path.string(), ": not a regular file");
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  std::uint64_t offset = 0;
+  auto read_into = [&](std::byte* dst, std::uint64_t n) {
+    while (n > 0) {
+      const ssize_t got = ::pread(fd.get(), dst, static_cast<std::size_t>(std::min<std::uint64_t>(n, 1u << 30)),
+                                  static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      GPT_CHECK(got >= 0, "shard ", path.string(), ": read failed at byte ", offset, ": ", errno_text(errno));
+      GPT_CHECK(got > 0, "shard ", path.string(), ": the file shrank while it was read (", size,
+                " bytes when opened, it ended at byte ", offset, "); a shard must stay unchanged during a run");
+      dst += got;
+      offset += static_cast<std::uint64_t>(got);
+      n -= static_cast<std::uint64_t>(got);
+    }
+  };
+  if (bytes != nullptr) {
+    bytes->resize(static_cast<std::size_t>(size));
+    read_into(bytes->data(), size);
+    return;
   }
-  // The file's size now, or -1 when it cannot be read.
-  std::int64_t current_size() const {
-    struct stat st {};
-    if (fd_.get() < 0) return static_cast<std::int64_t>(size_);
-    return ::fstat(fd_.get(), &st) == 0 ? static_cast<std::int64_t>(st.st_size) : -1;
-  }
-  std::size_t mapped_size() const { return size_; }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() {
-    if (addr_ != nullptr) ::munmap(addr_, size_);
-  }
-  std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(addr_), size_}; }
-
- private:
-  void* addr_ = nullptr;
-  std::size_t size_ = 0;
-  FileDescriptor fd_{-1};
-};
-
-void Shard::check_unchanged() const {
-  if (mapping_ == nullptr) return;  // compressed shards are decompressed into memory
-  const std::int64_t now = mapping_->current_size();
-  GPT_CHECK(now == static_cast<std::int64_t>(mapping_->mapped_size()), "shard ", path_.string(),
-            ": the file changed size while the run reads it (", mapping_->mapped_size(), " bytes when opened, ", now,
-            " now); a shard must stay unchanged during a run");
+  GPT_CHECK(size >= head.size(), "shard ", path.string(), ": truncated header: ", size, " bytes, expected ",
+            head.size());
+  read_into(head.data(), head.size());
+  const std::int64_t n_tokens = parse_header(path, head);
+  check_payload_size(path, n_tokens, size - head.size());
+  tokens->resize(static_cast<std::size_t>(n_tokens));
+  read_into(reinterpret_cast<std::byte*>(tokens->data()), 2 * static_cast<std::uint64_t>(n_tokens));
 }
 
 Shard::Shard(Shard&&) noexcept = default;
@@ -203,22 +198,16 @@ Shard Shard::open(const fs::path& path, const ShardOpenOptions& options) {
   GPT_CHECK(fs::is_regular_file(status), "shard ", path.string(), ": not a regular file");
   Shard shard;
   shard.path_ = path;
-  auto mapping = std::make_unique<Mapping>(path);
   if (is_zstd_path(path)) {
-    shard.owned_ = decompress_shard(path, mapping->bytes());
-    shard.tokens_ = shard.owned_;
+    std::vector<std::byte> compressed;
+    read_whole_file(path, {}, nullptr, &compressed);
+    shard.owned_ = decompress_shard(path, compressed);
     shard.compressed_ = true;
   } else {
-    const auto bytes = mapping->bytes();
-    GPT_CHECK(bytes.size() >= kShardHeaderBytes, "shard ", path.string(), ": truncated header: ", bytes.size(),
-              " bytes, expected ", kShardHeaderBytes);
-    const std::int64_t n_tokens = parse_header(path, bytes.first(kShardHeaderBytes));
-    check_payload_size(path, n_tokens, bytes.size() - kShardHeaderBytes);
-    // The payload starts 1024 bytes into a page-aligned mapping, so it is suitably aligned for uint16.
-    shard.tokens_ = {reinterpret_cast<const std::uint16_t*>(bytes.data() + kShardHeaderBytes),
-                     static_cast<std::size_t>(n_tokens)};
-    shard.mapping_ = std::move(mapping);
+    std::array<std::byte, kShardHeaderBytes> header{};
+    read_whole_file(path, header, &shard.owned_, nullptr);
   }
+  shard.tokens_ = shard.owned_;
   if (options.check_token_ids) check_token_ids(path, shard.tokens_);
   return shard;
 }

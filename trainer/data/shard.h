@@ -1,6 +1,6 @@
 #pragma once
 // Token shards (RECIPE §1.1): a 256×int32 little-endian header (20240520, 1, N, zeros) followed by N uint16
-// GPT-2 token ids. Plain `.bin` files are memory-mapped; `.bin.zst` files are decompressed into memory.
+// GPT-2 token ids. Plain `.bin` files are read into memory whole; `.bin.zst` files are decompressed into memory.
 // Every defect is reported as a one-line gpt::Error naming the file and the problem.
 #include <cstddef>
 #include <cstdint>
@@ -26,7 +26,7 @@ struct ShardOpenOptions {
   bool check_token_ids = true;
 };
 
-// A read-only shard. Move-only; the mapping or buffer lives exactly as long as the object.
+// A read-only shard. Move-only; its tokens live exactly as long as the object.
 class Shard {
  public:
   static Shard open(const std::filesystem::path& path, const ShardOpenOptions& options = {});
@@ -41,16 +41,11 @@ class Shard {
   std::size_t size() const { return tokens_.size(); }
   const std::filesystem::path& path() const { return path_; }
   bool compressed() const { return compressed_; }
-  // Throws gpt::Error naming the file when a mapped shard's file changed size since it was opened: reading a
-  // page past a truncated file's end would kill the run with SIGBUS, without a message or a summary.
-  void check_unchanged() const;
 
  private:
-  class Mapping;
   Shard() = default;
   std::filesystem::path path_;
-  std::unique_ptr<Mapping> mapping_;   // set for `.bin`
-  std::vector<std::uint16_t> owned_;   // set for `.bin.zst`
+  std::vector<std::uint16_t> owned_;  // the tokens, read whole when opened (never mapped: see shard.cpp)
   std::span<const std::uint16_t> tokens_;
   bool compressed_ = false;
 };
