@@ -30,7 +30,7 @@ RecipeTarget read_recipe_target(const std::filesystem::path& trainer, const std:
 struct RecipeCheck {
   enum class Verdict { accepted, refused, cannot_tell };
   Verdict verdict = Verdict::cannot_tell;
-  std::string message;                // the trainer's complaint (refused) or why it could not tell
+  std::string message;                 // the trainer's complaint (refused) or why it could not tell
   std::optional<RecipeTarget> target;  // accepted, and the recipe has a [record] target
 };
 RecipeCheck check_recipe(const std::filesystem::path& trainer, const std::string& recipe,

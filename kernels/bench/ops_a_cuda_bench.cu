@@ -191,7 +191,9 @@ struct ResidualMix {
     dout = filled({kRows, kDim}, 67);
   }
   std::vector<MixTerm> terms() const {
-    return {{x[0], Coef::of_scalar(rho)}, {x[1], Coef::of_scalar(pi)}, {x[2], Coef::of_lane(lanes, 18)},
+    return {{x[0], Coef::of_scalar(rho)},
+            {x[1], Coef::of_scalar(pi)},
+            {x[2], Coef::of_lane(lanes, 18)},
             {x[3], Coef::of_lane(lanes, 19)}};
   }
   std::vector<MixGrad> grads() const {

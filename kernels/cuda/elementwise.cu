@@ -519,8 +519,7 @@ int mix_row_terms(std::span<const MixTerm> terms, std::span<const MixGrad> grads
 }
 
 void mix_forward(std::span<const MixTerm> terms, Tensor& out) {
-  static const int version = kernel_version_from_env("SPEEDRUN_MIX_FORWARD", kPromotedMixForward,
-                                                     kMixForwardVersions);
+  static const int version = kernel_version_from_env("SPEEDRUN_MIX_FORWARD", kPromotedMixForward, kMixForwardVersions);
   mix_forward_version(terms, out, version);
 }
 

@@ -39,8 +39,8 @@ TEST(KernelTimeline, OverlapCountsOnceInBusyTime) {
 // Gaps are measured from the end of the busy run (not of its last-starting activity) and name what bounds them.
 TEST(KernelTimeline, GapsNameTheWorkOnEitherSide) {
   const TimelineSummary s = summarize_timeline(
-      {kernel("late", 300, 310), kernel("long", 0, 100), kernel("short", 10, 20), kernel("next", 103, 200)},
-      30, 10, 5.0);
+      {kernel("late", 300, 310), kernel("long", 0, 100), kernel("short", 10, 20), kernel("next", 103, 200)}, 30, 10,
+      5.0);
   EXPECT_DOUBLE_EQ(s.busy_ms, 0.207);
   EXPECT_DOUBLE_EQ(s.span_ms, 0.31);
   EXPECT_NEAR(s.idle_in_span_ms, 0.103, 1e-12);
@@ -55,7 +55,9 @@ TEST(KernelTimeline, GapsNameTheWorkOnEitherSide) {
 }
 
 TEST(KernelTimeline, TotalsPerNameLongestFirstAndCountedByKind) {
-  std::vector<ActivityInterval> in = {kernel("gemm", 0, 50), kernel("norm", 50, 60), kernel("gemm", 60, 110),
+  std::vector<ActivityInterval> in = {kernel("gemm", 0, 50),
+                                      kernel("norm", 50, 60),
+                                      kernel("gemm", 60, 110),
                                       {ActivityKind::memcpy, "[memcpy HtoD]", 110'000, 115'000},
                                       {ActivityKind::memset, "[memset]", 115'000, 116'000}};
   const TimelineSummary s = summarize_timeline(in, 2);

@@ -136,10 +136,18 @@ struct RowMixSetup {
     std::vector<MixTerm> t;
     for (size_t k = 0; k < x.size(); ++k) {
       switch (k % 4) {
-        case 0: t.push_back({x[k], Coef::of_scalar(rho)}); break;
-        case 1: t.push_back({x[k], Coef::of_scalar(pi)}); break;
-        case 2: t.push_back({x[k], Coef::of_lane(lanes, 18 + static_cast<int64_t>(k))}); break;
-        default: t.push_back({x[k], Coef::sigmoid_scalar(pi).times_lane(lanes, 19).plus(0.5f)}); break;
+        case 0:
+          t.push_back({x[k], Coef::of_scalar(rho)});
+          break;
+        case 1:
+          t.push_back({x[k], Coef::of_scalar(pi)});
+          break;
+        case 2:
+          t.push_back({x[k], Coef::of_lane(lanes, 18 + static_cast<int64_t>(k))});
+          break;
+        default:
+          t.push_back({x[k], Coef::sigmoid_scalar(pi).times_lane(lanes, 19).plus(0.5f)});
+          break;
       }
     }
     return t;
@@ -193,7 +201,8 @@ TEST_P(MixRowVersionsCuda, BackwardV3AndV4EqualV1BitForBit) {
   const auto terms = s.terms();
   const Tensor dout_start = gpu(random_tensor({kRowMixRows, kRowMixWidth}, DType::bf16, 710));
   std::vector<Tensor> dx_start;
-  for (int k = 0; k < n_terms; ++k) dx_start.push_back(gpu(random_tensor({kRowMixRows, kRowMixWidth}, DType::bf16, 720 + k)));
+  for (int k = 0; k < n_terms; ++k)
+    dx_start.push_back(gpu(random_tensor({kRowMixRows, kRowMixWidth}, DType::bf16, 720 + k)));
   const Tensor dl_start = gpu(random_tensor({kRowMixRows, 28}, DType::bf16, 730));
   // Each scalar gradient has a tensor of its own (two terms adding into one would race in the scalar reduction).
   struct Out {

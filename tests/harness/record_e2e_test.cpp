@@ -142,8 +142,8 @@ TEST_F(RecordE2E, ARefusedRecipeOrOverrideFailsBeforeAnyRun) {
   EXPECT_EQ(recipe.code, 2) << recipe.output;
   EXPECT_NE(recipe.output.find("refuses `--recipe no-such-recipe`"), std::string::npos) << recipe.output;
   EXPECT_NE(recipe.output.find("nothing was run"), std::string::npos) << recipe.output;
-  const Result set = harness({"record", "--runs", "2", "--name", "s", "--recipe", "tiny", "--target", "3.0",
-                              "--set", "optim.no_such_key=1", "--trainer", kBin + "train_gpt", "--data", data});
+  const Result set = harness({"record", "--runs", "2", "--name", "s", "--recipe", "tiny", "--target", "3.0", "--set",
+                              "optim.no_such_key=1", "--trainer", kBin + "train_gpt", "--data", data});
   EXPECT_EQ(set.code, 2) << set.output;
   EXPECT_NE(set.output.find("`--recipe tiny --set optim.no_such_key=1`"), std::string::npos) << set.output;
   EXPECT_NE(set.output.find("no_such_key"), std::string::npos) << set.output;

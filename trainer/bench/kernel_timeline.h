@@ -52,8 +52,8 @@ inline TimelineSummary summarize_timeline(std::vector<ActivityInterval> interval
   TimelineSummary s;
   std::map<std::string, NameTotal> by_name;
   for (const ActivityInterval& a : intervals) {
-    if (a.end_ns < a.start_ns) throw std::invalid_argument("kernel timeline: an interval of '" + a.name +
-                                                           "' ends before it starts");
+    if (a.end_ns < a.start_ns)
+      throw std::invalid_argument("kernel timeline: an interval of '" + a.name + "' ends before it starts");
     const double ms = static_cast<double>(a.end_ns - a.start_ns) * 1e-6;
     s.activity_ms += ms;
     NameTotal& t = by_name[a.name];
@@ -61,9 +61,15 @@ inline TimelineSummary summarize_timeline(std::vector<ActivityInterval> interval
     t.ms += ms;
     ++t.count;
     switch (a.kind) {
-      case ActivityKind::kernel: ++s.kernels; break;
-      case ActivityKind::memcpy: ++s.copies; break;
-      case ActivityKind::memset: ++s.memsets; break;
+      case ActivityKind::kernel:
+        ++s.kernels;
+        break;
+      case ActivityKind::memcpy:
+        ++s.copies;
+        break;
+      case ActivityKind::memset:
+        ++s.memsets;
+        break;
     }
   }
   for (auto& [name, total] : by_name) s.top.push_back(total);

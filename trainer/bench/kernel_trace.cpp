@@ -17,14 +17,14 @@ namespace gpt {
 
 namespace {
 
-#define GPT_CUPTI_CHECK(call)                                                                   \
-  do {                                                                                          \
-    const CUptiResult status_ = (call);                                                         \
-    if (status_ != CUPTI_SUCCESS) {                                                             \
-      const char* text_ = nullptr;                                                              \
-      cuptiGetResultString(status_, &text_);                                                    \
-      GPT_FAIL("CUPTI: ", #call, " failed: ", text_ != nullptr ? text_ : "unknown error");      \
-    }                                                                                           \
+#define GPT_CUPTI_CHECK(call)                                                              \
+  do {                                                                                     \
+    const CUptiResult status_ = (call);                                                    \
+    if (status_ != CUPTI_SUCCESS) {                                                        \
+      const char* text_ = nullptr;                                                         \
+      cuptiGetResultString(status_, &text_);                                               \
+      GPT_FAIL("CUPTI: ", #call, " failed: ", text_ != nullptr ? text_ : "unknown error"); \
+    }                                                                                      \
   } while (0)
 
 constexpr size_t kBufferBytes = 8u << 20;  // CUPTI asks for buffers one at a time; 8 MiB holds ≈ 40k kernel records
@@ -49,10 +49,14 @@ std::string demangle(const char* name) {
 
 const char* copy_name(uint8_t kind) {
   switch (kind) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "[memcpy HtoD]";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "[memcpy DtoH]";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "[memcpy DtoD]";
-    default: return "[memcpy other]";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+      return "[memcpy HtoD]";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+      return "[memcpy DtoH]";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+      return "[memcpy DtoD]";
+    default:
+      return "[memcpy other]";
   }
 }
 
@@ -84,7 +88,8 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
         got.push_back({ActivityKind::memset, "[memset]", m->start, m->end});
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
   size_t dropped = 0;
@@ -102,7 +107,8 @@ constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 
 
 KernelTrace::KernelTrace() {
   static std::once_flag registered;
-  std::call_once(registered, [] { GPT_CUPTI_CHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)); });
+  std::call_once(registered,
+                 [] { GPT_CUPTI_CHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)); });
 }
 
 KernelTrace::~KernelTrace() {

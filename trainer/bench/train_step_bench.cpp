@@ -19,8 +19,9 @@
 // step's mean training loss (as the run logs it). --kernel-trace runs one more step per row under CUPTI
 // (trainer/bench/kernel_trace.h) and adds what the GPU did in it: kernels per step, busy time against the step's
 // event-timed length (the rest is GPU idle: launch gaps and host synchronisations), the longest idle gaps with the
-// activities on either side, the kernels that took the most time; the raw intervals go to PREFIX-<row>.csv. Rows are named BM_TrainStep/<stage>/... for `head` (the
-// history's names) and BM_TrainStep/<recipe>/<stage>/... for any other recipe.
+// activities on either side, the kernels that took the most time; the raw intervals go to PREFIX-<row>.csv. Rows are
+// named BM_TrainStep/<stage>/... for `head` (the history's names) and BM_TrainStep/<recipe>/<stage>/... for any other
+// recipe.
 #include <unistd.h>
 
 #include <algorithm>
@@ -292,7 +293,9 @@ nlohmann::json Bench::traced_step(const StepSchedule& current, const std::vector
     GPT_CHECK(csv.good(), "train_step_bench: --kernel-trace: cannot write ", path, ".csv");
     csv << "kind,start_ns,end_ns,name\n";
     for (const ActivityInterval& a : intervals) {
-      const char* kind = a.kind == ActivityKind::kernel ? "kernel" : a.kind == ActivityKind::memcpy ? "memcpy" : "memset";
+      const char* kind = a.kind == ActivityKind::kernel   ? "kernel"
+                         : a.kind == ActivityKind::memcpy ? "memcpy"
+                                                          : "memset";
       std::string name = a.name;
       for (char& c : name) c = c == '"' ? '\'' : c;
       csv << kind << ',' << a.start_ns << ',' << a.end_ns << ",\"" << name << "\"\n";
@@ -301,12 +304,13 @@ nlohmann::json Bench::traced_step(const StepSchedule& current, const std::vector
   const TimelineSummary t = summarize_timeline(std::move(intervals));
   // Idle: the event-timed step less the time some GPU work was in flight.
   const double idle_ms = step_ms - t.busy_ms;
-  std::printf("  traced step: %.1f ms (event-timed), GPU busy %.1f ms, idle %.1f ms (%.1f%%); %lld kernels, %lld "
-              "copies, %lld memsets; %lld idle gaps >= 5 us sum to %.1f ms%s\n",
-              step_ms, t.busy_ms, idle_ms, 100 * idle_ms / step_ms, static_cast<long long>(t.kernels),
-              static_cast<long long>(t.copies), static_cast<long long>(t.memsets),
-              static_cast<long long>(t.idle_gaps_over_threshold), t.idle_over_threshold_ms,
-              trace.dropped() > 0 ? " (CUPTI DROPPED RECORDS: incomplete)" : "");
+  std::printf(
+      "  traced step: %.1f ms (event-timed), GPU busy %.1f ms, idle %.1f ms (%.1f%%); %lld kernels, %lld "
+      "copies, %lld memsets; %lld idle gaps >= 5 us sum to %.1f ms%s\n",
+      step_ms, t.busy_ms, idle_ms, 100 * idle_ms / step_ms, static_cast<long long>(t.kernels),
+      static_cast<long long>(t.copies), static_cast<long long>(t.memsets),
+      static_cast<long long>(t.idle_gaps_over_threshold), t.idle_over_threshold_ms,
+      trace.dropped() > 0 ? " (CUPTI DROPPED RECORDS: incomplete)" : "");
   nlohmann::json top = nlohmann::json::array();
   for (const NameTotal& n : t.top) {
     std::printf("    %9.3f ms %5.1f%% x%-5lld %.110s\n", n.ms, 100 * n.ms / t.activity_ms,
@@ -318,14 +322,20 @@ nlohmann::json Bench::traced_step(const StepSchedule& current, const std::vector
     std::printf("    idle %8.1f us after %.60s, before %.60s\n", g.us, g.before.c_str(), g.after.c_str());
     gaps.push_back({{"us", g.us}, {"before", g.before}, {"after", g.after}});
   }
-  return {{"step_ms", step_ms},         {"busy_ms", t.busy_ms},
-          {"idle_ms", idle_ms},         {"activity_ms", t.activity_ms},
-          {"span_ms", t.span_ms},       {"kernels", t.kernels},
-          {"copies", t.copies},         {"memsets", t.memsets},
+  return {{"step_ms", step_ms},
+          {"busy_ms", t.busy_ms},
+          {"idle_ms", idle_ms},
+          {"activity_ms", t.activity_ms},
+          {"span_ms", t.span_ms},
+          {"kernels", t.kernels},
+          {"copies", t.copies},
+          {"memsets", t.memsets},
           {"idle_gaps_over_5us", t.idle_gaps_over_threshold},
           {"idle_over_5us_ms", t.idle_over_threshold_ms},
           {"dropped_records", trace.dropped()},
-          {"intervals_csv", path + ".csv"}, {"top", top}, {"longest_gaps", gaps}};
+          {"intervals_csv", path + ".csv"},
+          {"top", top},
+          {"longest_gaps", gaps}};
 }
 #else
 nlohmann::json Bench::traced_step(const StepSchedule&, const std::vector<Microbatch>&, const std::string&) {
@@ -458,8 +468,9 @@ Options parse(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off", "both"}))
       ->capture_default_str();
   app.add_option("--data", o.data_dir, "train shards of DIR instead of synthetic ids");
-  app.add_option("--kernel-trace", o.kernel_trace,
-                 "after each row, trace one more step (CUPTI): kernels, GPU busy/idle; raw intervals to PREFIX-<row>.csv");
+  app.add_option(
+      "--kernel-trace", o.kernel_trace,
+      "after each row, trace one more step (CUPTI): kernels, GPU busy/idle; raw intervals to PREFIX-<row>.csv");
   app.add_option("--cu-rows-multiplier", o.cu_rows_multiplier, "schedule.cu_rows_multiplier of the rows")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
