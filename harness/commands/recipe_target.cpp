@@ -28,21 +28,39 @@ RecipeTarget parse_recipe_target(const std::string& json_text, const std::string
   return t;
 }
 
+namespace {
+
+// `trainer --print-recipe --recipe R [--set K=V]...`: its argv (for messages) and what it answered.
+struct RecipeAnswer {
+  std::vector<std::string> argv;
+  CommandResult result;
+  std::string first_error_line;  // the trainer's own complaint: an unknown recipe, a flag it does not know
+};
+
+RecipeAnswer ask_for_recipe(const std::filesystem::path& trainer, const std::string& recipe,
+                            const std::vector<std::string>& sets, double timeout_s) {
+  RecipeAnswer answer;
+  answer.argv = {trainer.string(), "--print-recipe", "--recipe", recipe};
+  for (const auto& set : sets) answer.argv.insert(answer.argv.end(), {"--set", set});
+  CommandSpec spec;
+  spec.argv = answer.argv;
+  spec.timeout_s = timeout_s;
+  answer.result = run_command(spec);
+  answer.first_error_line = answer.result.err.substr(0, answer.result.err.find('\n'));
+  return answer;
+}
+
+}  // namespace
+
 RecipeTarget read_recipe_target(const std::filesystem::path& trainer, const std::string& recipe,
                                 const std::vector<std::string>& sets, double timeout_s) {
   GPT_CHECK(std::filesystem::exists(trainer), "no trainer at '", trainer.string(), "' to read the record target of "
             "recipe '", recipe, "' from");
-  std::vector<std::string> argv = {trainer.string(), "--print-recipe", "--recipe", recipe};
-  for (const auto& set : sets) argv.insert(argv.end(), {"--set", set});
-  // The trainer's own complaint (an unknown recipe, a trainer without --print-recipe) goes into the error.
-  CommandSpec spec;
-  spec.argv = argv;
-  spec.timeout_s = timeout_s;
-  const CommandResult r = run_command(spec);
-  const std::string err = r.err.substr(0, r.err.find('\n'));  // the first line names the problem
-  GPT_CHECK(r.succeeded(), "cannot read the record target of recipe '", recipe, "' from '", trainer.string(),
-            "': it exited with status ", r.status(), err.empty() ? "" : " (" + err + ")");
-  return parse_recipe_target(r.out, join_command(argv));
+  const RecipeAnswer a = ask_for_recipe(trainer, recipe, sets, timeout_s);
+  const std::string& err = a.first_error_line;
+  GPT_CHECK(a.result.succeeded(), "cannot read the record target of recipe '", recipe, "' from '", trainer.string(),
+            "': it exited with status ", a.result.status(), err.empty() ? "" : " (" + err + ")");
+  return parse_recipe_target(a.result.out, join_command(a.argv));
 }
 
 RecipeCheck check_recipe(const std::filesystem::path& trainer, const std::string& recipe,
@@ -53,23 +71,18 @@ RecipeCheck check_recipe(const std::filesystem::path& trainer, const std::string
     check.message = "no trainer at '" + trainer.string() + "'";
     return check;
   }
-  std::vector<std::string> argv = {trainer.string(), "--print-recipe", "--recipe", recipe};
-  for (const auto& set : sets) argv.insert(argv.end(), {"--set", set});
-  CommandSpec spec;
-  spec.argv = argv;
-  spec.timeout_s = timeout_s;
-  const CommandResult r = run_command(spec);
-  const std::string first_line = r.err.substr(0, r.err.find('\n'));
-  if (!r.succeeded()) {
+  const RecipeAnswer a = ask_for_recipe(trainer, recipe, sets, timeout_s);
+  if (!a.result.succeeded()) {
     // A trainer that does not know the flag says so naming it; any other complaint is about the recipe.
-    const bool no_flag = r.err.find("--print-recipe") != std::string::npos;
+    const bool no_flag = a.result.err.find("--print-recipe") != std::string::npos;
     check.verdict = no_flag ? RecipeCheck::Verdict::cannot_tell : RecipeCheck::Verdict::refused;
-    check.message = first_line.empty() ? "it exited with status " + std::to_string(r.status()) : first_line;
+    check.message = a.first_error_line.empty() ? "it exited with status " + std::to_string(a.result.status())
+                                               : a.first_error_line;
     return check;
   }
   check.verdict = RecipeCheck::Verdict::accepted;
   try {
-    check.target = parse_recipe_target(r.out, join_command(argv));
+    check.target = parse_recipe_target(a.result.out, join_command(a.argv));
   } catch (const gpt::Error& e) {
     check.message = e.what();  // a recipe without a [record] target: accepted all the same
   }
