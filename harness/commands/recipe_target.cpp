@@ -76,8 +76,8 @@ RecipeCheck check_recipe(const std::filesystem::path& trainer, const std::string
     // A trainer that does not know the flag says so naming it; any other complaint is about the recipe.
     const bool no_flag = a.result.err.find("--print-recipe") != std::string::npos;
     check.verdict = no_flag ? RecipeCheck::Verdict::cannot_tell : RecipeCheck::Verdict::refused;
-    check.message = a.first_error_line.empty() ? "it exited with status " + std::to_string(a.result.status())
-                                               : a.first_error_line;
+    check.message =
+        a.first_error_line.empty() ? "it exited with status " + std::to_string(a.result.status()) : a.first_error_line;
     return check;
   }
   check.verdict = RecipeCheck::Verdict::accepted;
