@@ -9,6 +9,7 @@
 // must synchronise before its tensors are freed.
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
@@ -39,6 +40,10 @@ class CachingPool {
         (void)cudaGetLastError();
         release_cached_locked();
         err = cudaMalloc(&p, size);
+        if (err == cudaErrorMemoryAllocation) {
+          (void)cudaGetLastError();
+          fail_out_of_memory_locked(size);
+        }
       }
       GPT_CUDA_CHECK(err);
       stats_.reserved += size;
@@ -67,6 +72,19 @@ class CachingPool {
   }
 
  private:
+  // What a failed allocation needed and what held the memory: the request, the live tensors, what the pool still
+  // reserves after returning its cache, and the device's own count (other processes' memory included).
+  [[noreturn]] void fail_out_of_memory_locked(size_t size) const {
+    size_t free_bytes = 0, total_bytes = 0;
+    const bool known = cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
+    (void)cudaGetLastError();
+    auto mib = [](size_t b) { return std::to_string((b + (size_t{1} << 20) - 1) >> 20) + " MiB"; };
+    GPT_FAIL("CUDA out of memory: could not allocate ", mib(size), " (", size, " bytes); live tensors hold ",
+             mib(stats_.allocated), " (peak ", mib(stats_.peak_allocated), "), the pool reserves ",
+             mib(stats_.reserved), " after returning its cache to the driver; the device has ",
+             known ? mib(free_bytes) + " free of " + mib(total_bytes) : std::string("an unknown amount free"));
+  }
+
   void release_cached_locked() noexcept {
     for (auto& [size, blocks] : free_) {
       for (void* p : blocks) cudaFree(p);

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "kernels/tensor.h"
 
 namespace gpt {
@@ -40,6 +43,24 @@ TEST(CudaMemoryPool, ZeroedTensorReadsZeroAfterReuse) {
   }
   Tensor z = Tensor::zeros({4096}, DType::f32, Device::cuda);
   for (double v : z.to_doubles()) ASSERT_EQ(v, 0.0);
+}
+
+// An allocation the device cannot hold is an error that says how much was asked for and what holds the memory, not
+// a bare "out of memory"; the pool goes on serving afterwards.
+TEST(CudaMemoryPool, OutOfMemoryNamesTheRequestAndWhatHoldsTheMemory) {
+  ASSERT_TRUE(cuda_available());
+  const int64_t elements = int64_t{1} << 47;  // 512 TiB of f32: more than any GPU has
+  try {
+    Tensor huge = Tensor::empty({elements}, DType::f32, Device::cuda);
+    FAIL() << "allocated 512 TiB";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("CUDA out of memory: could not allocate 536870912 MiB"), std::string::npos) << what;
+    EXPECT_NE(what.find("live tensors hold"), std::string::npos) << what;
+    EXPECT_NE(what.find(" free of "), std::string::npos) << what;
+  }
+  Tensor small = Tensor::zeros({16}, DType::f32, Device::cuda);
+  EXPECT_EQ(small.to_doubles(), std::vector<double>(16, 0.0));
 }
 
 }  // namespace
