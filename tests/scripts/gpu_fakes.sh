@@ -185,7 +185,9 @@ value() {  # value FLAG ARGS...: the argument after FLAG
 }
 if ((${#sources[@]})); then
   # CLI11's names may list aliases ("-r,--runs"); train_step_bench compares each argument.
-  declared=" $(grep -rhosE -- '(add_option|add_flag)\("[^"]*"|== "--[A-Za-z0-9-]+"' "${sources[@]}" |
+  # Sources joined into one line first: clang-format may break `add_option(` and its name onto two lines.
+  declared=" $(grep -rhs -- '' "${sources[@]}" | tr '\n' ' ' |
+               grep -oE -- '(add_option|add_flag)\([[:space:]]*"[^"]*"|== "--[A-Za-z0-9-]+"' |
                grep -oE -- '--[A-Za-z0-9-]+' | tr '\n' ' ')"
   prev=""
   for a in "$@"; do
