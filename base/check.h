@@ -26,8 +26,8 @@ template <typename... Args>
 }  // namespace gpt
 
 // GPT_CHECK(cond, "message parts", value, ...): throws gpt::Error naming the failed condition's context.
-#define GPT_CHECK(cond, ...)                                                         \
-  do {                                                                               \
+#define GPT_CHECK(cond, ...)                                                                \
+  do {                                                                                      \
     if (!(cond)) ::gpt::detail::fail(__FILE__, __LINE__, #cond __VA_OPT__(, ) __VA_ARGS__); \
   } while (0)
 #define GPT_FAIL(...) ::gpt::detail::fail(__FILE__, __LINE__, nullptr, __VA_ARGS__)

@@ -14,7 +14,7 @@
 namespace gpt {
 
 struct AdamArgs {
-  double lr = 0;            // lr_e = base_lr·η(s)·lr_mul
+  double lr = 0;  // lr_e = base_lr·η(s)·lr_mul
   double beta1 = 0.9, beta2 = 0.99;
   double eps = 1e-10;
   double weight_decay = 0;  // wd·wd_mul

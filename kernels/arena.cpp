@@ -25,8 +25,8 @@ Arena::Arena(Device device, size_t capacity_bytes) : storage_(std::make_shared<S
 
 Tensor Arena::allocate(const Shape& shape, DType dtype) {
   const size_t need = footprint(shape, dtype);
-  GPT_CHECK(need <= remaining(), "arena: ", dtype_name(dtype), shape_string(shape), " needs ", need,
-            " bytes, only ", remaining(), " of ", capacity(), " are left (plan the arena with ArenaPlan)");
+  GPT_CHECK(need <= remaining(), "arena: ", dtype_name(dtype), shape_string(shape), " needs ", need, " bytes, only ",
+            remaining(), " of ", capacity(), " are left (plan the arena with ArenaPlan)");
   Tensor t = Tensor::from_storage(storage_, used_, shape, dtype);
   used_ += need;
   return t;

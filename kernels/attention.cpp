@@ -37,8 +37,8 @@ void check_cu_seqlens_values(const Tensor& cu_seqlens, int64_t tokens, const cha
   const int64_t r = cu_seqlens.size(0);
   GPT_CHECK(cu[0] == 0, op, ": cu_seqlens[0] must be 0, got ", cu[0]);
   for (int64_t i = 1; i < r; ++i) {
-    GPT_CHECK(cu[i] >= cu[i - 1], op, ": cu_seqlens must be non-decreasing, got cu_seqlens[", i - 1, "] = ",
-              cu[i - 1], " > cu_seqlens[", i, "] = ", cu[i]);
+    GPT_CHECK(cu[i] >= cu[i - 1], op, ": cu_seqlens must be non-decreasing, got cu_seqlens[", i - 1, "] = ", cu[i - 1],
+              " > cu_seqlens[", i, "] = ", cu[i]);
   }
   GPT_CHECK(cu[r - 1] == tokens, op, ": cu_seqlens must end at T = ", tokens, ", got cu_seqlens[", r - 1,
             "] = ", cu[r - 1]);
@@ -58,9 +58,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   GPT_BACKEND_CALL(q.device(), attention_forward, q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
-void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                        Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
+void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
+                        const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv, int64_t window,
+                        float scale, AttentionGradWrites writes) {
   constexpr const char* op = "attention_backward";
   check_qkv(q, k, v, op);
   check_cu_seqlens_layout(cu_seqlens, op);
@@ -72,8 +72,7 @@ void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, cons
   check_shape(lse, {q.size(1), q.size(0)}, "attention_backward: lse ([H, T])");
   check_dtype(lse, stat_dtype(q.dtype()), "attention_backward: lse");
   check_same_device({&dy, &q, &k, &v, &cu_seqlens, &y, &lse, &dq, &dk, &dv}, op);
-  GPT_BACKEND_CALL(q.device(), attention_backward, dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale,
-                   writes);
+  GPT_BACKEND_CALL(q.device(), attention_backward, dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale, writes);
 }
 
 void zero_overwritten(const AttentionGradWrites& writes, Tensor& dq, Tensor& dk, Tensor& dv) {

@@ -43,9 +43,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
                        Tensor& lse, int64_t window, float scale);
 // Backward: dq, dk, dv += gradients of Σ ⟨dy, y⟩ (or = where `writes` says so). y and lse are the forward's
 // outputs; shapes as above, all of q's dtype. Window and scale must be the forward's.
-void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                        Tensor& dv, int64_t window, float scale, AttentionGradWrites writes = {});
+void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
+                        const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv, int64_t window,
+                        float scale, AttentionGradWrites writes = {});
 
 // Zeroes the gradients that `writes` marks GradWrite::overwrite: what a backward that only adds does first (adding
 // into zeros is the definition of overwriting).
@@ -63,17 +63,17 @@ void check_cu_seqlens_values(const Tensor& cu_seqlens, int64_t tokens, const cha
 namespace cpu {
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                        Tensor& lse, int64_t window, float scale);
-void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                        Tensor& dv, int64_t window, float scale, AttentionGradWrites writes);
+void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
+                        const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv, int64_t window,
+                        float scale, AttentionGradWrites writes);
 void double_cu_seqlens(const Tensor& cu_seqlens, Tensor& doubled);
 }  // namespace cpu
 namespace cuda {
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
                        Tensor& lse, int64_t window, float scale);
-void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                        Tensor& dv, int64_t window, float scale, AttentionGradWrites writes);
+void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
+                        const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv, int64_t window,
+                        float scale, AttentionGradWrites writes);
 void double_cu_seqlens(const Tensor& cu_seqlens, Tensor& doubled);
 }  // namespace cuda
 

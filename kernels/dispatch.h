@@ -3,18 +3,18 @@
 #include "kernels/tensor.h"
 
 #ifdef SPEEDRUN_HAVE_CUDA
-#define GPT_BACKEND_CALL(device, fn, ...)                   \
-  do {                                                      \
-    if ((device) == ::gpt::Device::cuda) {                  \
-      ::gpt::cuda::fn(__VA_ARGS__);                         \
-    } else {                                                \
-      ::gpt::cpu::fn(__VA_ARGS__);                          \
-    }                                                       \
+#define GPT_BACKEND_CALL(device, fn, ...)  \
+  do {                                     \
+    if ((device) == ::gpt::Device::cuda) { \
+      ::gpt::cuda::fn(__VA_ARGS__);        \
+    } else {                               \
+      ::gpt::cpu::fn(__VA_ARGS__);         \
+    }                                      \
   } while (0)
 #else
-#define GPT_BACKEND_CALL(device, fn, ...)                                                  \
-  do {                                                                                     \
+#define GPT_BACKEND_CALL(device, fn, ...)                                                   \
+  do {                                                                                      \
     GPT_CHECK((device) == ::gpt::Device::cpu, #fn ": CUDA tensor in a build without CUDA"); \
-    ::gpt::cpu::fn(__VA_ARGS__);                                                           \
+    ::gpt::cpu::fn(__VA_ARGS__);                                                            \
   } while (0)
 #endif

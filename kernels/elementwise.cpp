@@ -20,8 +20,8 @@ void check_coef(const Coef& c, const Tensor& out, const char* what) {
     check_dtype(c.lanes, out.dtype(), what);
     check_same_device({&c.lanes, &out}, what);
     GPT_CHECK(c.groups >= 1 && n % c.groups == 0, what, ": groups ", c.groups, " must divide the row size ", n);
-    GPT_CHECK(c.lane >= 0 && c.lane + c.groups <= c.lanes.size(1), what, ": lanes [", c.lane, ", ",
-              c.lane + c.groups, ") outside the ", c.lanes.size(1), " lanes of ", c.lanes.describe());
+    GPT_CHECK(c.lane >= 0 && c.lane + c.groups <= c.lanes.size(1), what, ": lanes [", c.lane, ", ", c.lane + c.groups,
+              ") outside the ", c.lanes.size(1), " lanes of ", c.lanes.describe());
   }
 }
 

@@ -41,7 +41,7 @@ enum class ScalarFn : uint8_t { identity, sigmoid, unrounded };
 struct Coef {
   Tensor scalar{};  // undefined: S = 1
   ScalarFn fn = ScalarFn::identity;
-  Tensor lanes{};   // undefined: L = 1
+  Tensor lanes{};  // undefined: L = 1
   int64_t lane = 0;
   int64_t groups = 1;
   float offset = 0.0f;  // only used with lanes

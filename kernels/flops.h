@@ -14,7 +14,7 @@ struct FlopModel {
   int64_t d = 768;
   int64_t mlp_hidden = 3072;
   int64_t vocab = 50304;
-  int64_t attention_layers = 10;   // layer 6 has none (§2.1)
+  int64_t attention_layers = 10;  // layer 6 has none (§2.1)
   int64_t mlp_layers = 11;
   int64_t long_window_layers = 2;  // layers 3 and 10; the other attention layers use the short window
 };

@@ -126,12 +126,11 @@ void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const T
   GPT_CHECK(a8.defined() && is_fp8(a8.dtype()), "fp8_gemm: A must be e4m3 or e5m2, got ", a8.describe());
   GPT_CHECK(b8.defined() && is_fp8(b8.dtype()), "fp8_gemm: B must be e4m3 or e5m2, got ", b8.describe());
   GPT_CHECK(!(a8.dtype() == DType::e5m2 && b8.dtype() == DType::e5m2), "fp8_gemm: e5m2 x e5m2 is not supported");
-  GPT_CHECK(c.dtype() == DType::f32 || c.dtype() == DType::bf16, "fp8_gemm: C must be f32 or bf16, got ",
-            c.describe());
+  GPT_CHECK(c.dtype() == DType::f32 || c.dtype() == DType::bf16, "fp8_gemm: C must be f32 or bf16, got ", c.describe());
   check_scale(a_scale, "fp8_gemm: a_scale");
   check_scale(b_scale, "fp8_gemm: b_scale");
-  GPT_CHECK(a8.ndim() == 2 && b8.ndim() == 2 && c.ndim() == 2, "fp8_gemm: operands must be 2-D, got ",
-            a8.describe(), ", ", b8.describe(), ", ", c.describe());
+  GPT_CHECK(a8.ndim() == 2 && b8.ndim() == 2 && c.ndim() == 2, "fp8_gemm: operands must be 2-D, got ", a8.describe(),
+            ", ", b8.describe(), ", ", c.describe());
   const int64_t m = args.trans_a ? a8.size(1) : a8.size(0), k = args.trans_a ? a8.size(0) : a8.size(1);
   const int64_t kb = args.trans_b ? b8.size(1) : b8.size(0), n = args.trans_b ? b8.size(0) : b8.size(1);
   GPT_CHECK(k == kb, "fp8_gemm: inner dimensions differ (", a8.describe(), ", ", b8.describe(), ")");

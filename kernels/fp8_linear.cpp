@@ -22,8 +22,8 @@ LmHeadFp8Scales LmHeadFp8Scales::make(int64_t accumulation_steps, Device device)
   return {scalar_on(100.0f / 448.0f, device), scalar_on(1.6f / 448.0f, device), scalar_on(grad_s, device), grad_s};
 }
 
-void lm_head_fp8_forward(const Tensor& h, const Tensor& lm_head, const LmHeadFp8Scales& scales, Tensor& x8,
-                         Tensor& w8, Tensor& z_raw) {
+void lm_head_fp8_forward(const Tensor& h, const Tensor& lm_head, const LmHeadFp8Scales& scales, Tensor& x8, Tensor& w8,
+                         Tensor& z_raw) {
   check_dtype(x8, DType::e4m3, "lm_head_fp8_forward: x8");
   check_dtype(w8, DType::e4m3, "lm_head_fp8_forward: w8");
   quantize_fp8(h, scales.x_s, x8);
@@ -101,8 +101,8 @@ MlpFp8Weights mlp_fp8_weights(const Tensor& w1, const Tensor& w2, const MlpFp8St
   return out;
 }
 
-void mlp_fp8_forward(const Tensor& u, const Tensor& w1, const Tensor& w2, MlpFp8State& state, Tensor& pre,
-                     Tensor& post, Tensor& out) {
+void mlp_fp8_forward(const Tensor& u, const Tensor& w1, const Tensor& w2, MlpFp8State& state, Tensor& pre, Tensor& post,
+                     Tensor& out) {
   mlp_fp8_forward(u, mlp_fp8_weights(w1, w2, state), state, pre, post, out);
 }
 

@@ -16,8 +16,8 @@ struct LmHeadFp8Scales {
 
 // Forward: x8 = e4m3(h/x_s) [T, d], w8 = e4m3(lm_head/w_s) [d, V] (saved for the backward),
 // z_raw = bf16((x8·w8)·x_s·w_s) [T, V]. h, lm_head, z_raw: bf16 (f32 accepted for tests).
-void lm_head_fp8_forward(const Tensor& h, const Tensor& lm_head, const LmHeadFp8Scales& scales, Tensor& x8,
-                         Tensor& w8, Tensor& z_raw);
+void lm_head_fp8_forward(const Tensor& h, const Tensor& lm_head, const LmHeadFp8Scales& scales, Tensor& x8, Tensor& w8,
+                         Tensor& z_raw);
 
 // §7.1 FP8 copy of lm_head, w8 = e4m3(lm_head/w_s), in the two layouts its products read: [d, V] for the
 // backward's G8·W8ᵀ and [V, d] (K-contiguous, so the forward's FP8 GEMM needs no byte transpose of it). w_s is a
@@ -73,8 +73,8 @@ MlpFp8Weights mlp_fp8_weights(const Tensor& w1, const Tensor& w2, const MlpFp8St
 // Training forward of MLP_i(u) = relu(u·W1ᵀ)²·W2 with FP8 products. u: [T, d]; w1, w2: [hidden, d]; pre, post:
 // [T, hidden] (saved for the bf16 backward); out: [T, d]; all bf16 (f32 accepted). Updates state.act_scale for the
 // next forward from max(post).
-void mlp_fp8_forward(const Tensor& u, const Tensor& w1, const Tensor& w2, MlpFp8State& state, Tensor& pre,
-                     Tensor& post, Tensor& out);
+void mlp_fp8_forward(const Tensor& u, const Tensor& w1, const Tensor& w2, MlpFp8State& state, Tensor& pre, Tensor& post,
+                     Tensor& out);
 // The same forward from copies made of the same weights and state (mlp_fp8_weights): the same bits.
 void mlp_fp8_forward(const Tensor& u, const MlpFp8Weights& weights, MlpFp8State& state, Tensor& pre, Tensor& post,
                      Tensor& out);

@@ -44,7 +44,6 @@ struct Fp8GemmArgs {
 void gemm_fp8(const Tensor& a, const Tensor& b, Tensor& c, const Tensor& scale_a, const Tensor& scale_b,
               const Fp8GemmArgs& args = {});
 
-
 namespace cpu {
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmArgs& args);
 void gemm_fp8(const Tensor& a, const Tensor& b, Tensor& c, const Tensor& scale_a, const Tensor& scale_b,

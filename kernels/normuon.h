@@ -26,8 +26,8 @@
 namespace gpt {
 
 struct NorMuonArgs {
-  double momentum = 0.95;        // μ(s)
-  double lr = 0;                 // base_lr·η(s)
+  double momentum = 0.95;  // μ(s)
+  double lr = 0;           // base_lr·η(s)
   double weight_decay = 1.2;
   double beta2 = 0.9;            // decay of the second-moment state S
   double odd_matrix_lr_mul = 1;  // mat_mult of odd global matrix indices (2 for mlp_bank's W2)

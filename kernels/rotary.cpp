@@ -21,8 +21,8 @@ RotaryTables::RotaryTables(int64_t head_dim, int64_t positions) : head_dim_(head
 }
 
 void RotaryTables::apply_yarn(int64_t old_window, int64_t new_window) {
-  GPT_CHECK(old_window > 0 && new_window > 0, "RotaryTables::apply_yarn: windows must be > 0 tokens, got ",
-            old_window, " -> ", new_window);
+  GPT_CHECK(old_window > 0 && new_window > 0, "RotaryTables::apply_yarn: windows must be > 0 tokens, got ", old_window,
+            " -> ", new_window);
   const float ratio = static_cast<float>(old_window) / static_cast<float>(new_window);
   for (float& w : omega_) {
     const float r = static_cast<float>(old_window) * w / (2.0f * std::numbers::pi_v<float>);
@@ -54,8 +54,7 @@ void check_rotary_operands(const Tensor& x, const Tensor& cos, const Tensor& sin
   GPT_CHECK(is_floating(x.dtype()), op, ": x must be f64, f32 or bf16, got ", x.describe());
   const int64_t T = x.size(0), H = x.size(1), D = x.size(2);
   GPT_CHECK(D >= 8 && D % 4 == 0, op, ": head dim D must be a multiple of 4 and >= 8, got ", D);
-  GPT_CHECK(cos.ndim() == 2 && cos.size(1) == D / 4, op, ": cos must be [P, D/4 = ", D / 4, "], got ",
-            cos.describe());
+  GPT_CHECK(cos.ndim() == 2 && cos.size(1) == D / 4, op, ": cos must be [P, D/4 = ", D / 4, "], got ", cos.describe());
   check_shape(sin, cos.shape(), op);
   check_dtype(cos, x.dtype(), op);
   check_dtype(sin, x.dtype(), op);

@@ -22,25 +22,43 @@ bool available();
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::f64: case DType::i64: return 8;
-    case DType::f32: case DType::i32: return 4;
-    case DType::bf16: case DType::u16: return 2;
-    case DType::u8: case DType::e4m3: case DType::e5m2: return 1;
+    case DType::f64:
+    case DType::i64:
+      return 8;
+    case DType::f32:
+    case DType::i32:
+      return 4;
+    case DType::bf16:
+    case DType::u16:
+      return 2;
+    case DType::u8:
+    case DType::e4m3:
+    case DType::e5m2:
+      return 1;
   }
   GPT_FAIL("unknown dtype");
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f64: return "f64";
-    case DType::f32: return "f32";
-    case DType::bf16: return "bf16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::u16: return "u16";
-    case DType::u8: return "u8";
-    case DType::e4m3: return "e4m3";
-    case DType::e5m2: return "e5m2";
+    case DType::f64:
+      return "f64";
+    case DType::f32:
+      return "f32";
+    case DType::bf16:
+      return "bf16";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::u16:
+      return "u16";
+    case DType::u8:
+      return "u8";
+    case DType::e4m3:
+      return "e4m3";
+    case DType::e5m2:
+      return "e5m2";
   }
   return "?";
 }
@@ -232,10 +250,17 @@ Tensor from_host_values(std::span<const Src> values, Shape shape, DType dtype, D
   Tensor host = Tensor::empty(shape, dtype, Device::cpu);
   const size_t n = values.size();
   switch (dtype) {
-    case DType::f64: for (size_t i = 0; i < n; ++i) host.data<double>()[i] = static_cast<double>(values[i]); break;
-    case DType::f32: for (size_t i = 0; i < n; ++i) host.data<float>()[i] = static_cast<float>(values[i]); break;
-    case DType::bf16: for (size_t i = 0; i < n; ++i) host.data<bf16>()[i] = bf16(static_cast<float>(values[i])); break;
-    default: GPT_FAIL("from_floats: dtype ", dtype_name(dtype), " is not floating");
+    case DType::f64:
+      for (size_t i = 0; i < n; ++i) host.data<double>()[i] = static_cast<double>(values[i]);
+      break;
+    case DType::f32:
+      for (size_t i = 0; i < n; ++i) host.data<float>()[i] = static_cast<float>(values[i]);
+      break;
+    case DType::bf16:
+      for (size_t i = 0; i < n; ++i) host.data<bf16>()[i] = bf16(static_cast<float>(values[i]));
+      break;
+    default:
+      GPT_FAIL("from_floats: dtype ", dtype_name(dtype), " is not floating");
   }
   return host.to(device);
 }
@@ -338,12 +363,23 @@ std::vector<double> Tensor::to_doubles() const {
   const size_t n = static_cast<size_t>(numel());
   std::vector<double> out(n);
   switch (dtype_) {
-    case DType::f64: for (size_t i = 0; i < n; ++i) out[i] = host.data<double>()[i]; break;
-    case DType::f32: for (size_t i = 0; i < n; ++i) out[i] = host.data<float>()[i]; break;
-    case DType::bf16: for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(host.data<bf16>()[i]); break;
-    case DType::i32: for (size_t i = 0; i < n; ++i) out[i] = host.data<int32_t>()[i]; break;
-    case DType::i64: for (size_t i = 0; i < n; ++i) out[i] = static_cast<double>(host.data<int64_t>()[i]); break;
-    default: GPT_FAIL("to_doubles: unsupported dtype ", dtype_name(dtype_));
+    case DType::f64:
+      for (size_t i = 0; i < n; ++i) out[i] = host.data<double>()[i];
+      break;
+    case DType::f32:
+      for (size_t i = 0; i < n; ++i) out[i] = host.data<float>()[i];
+      break;
+    case DType::bf16:
+      for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(host.data<bf16>()[i]);
+      break;
+    case DType::i32:
+      for (size_t i = 0; i < n; ++i) out[i] = host.data<int32_t>()[i];
+      break;
+    case DType::i64:
+      for (size_t i = 0; i < n; ++i) out[i] = static_cast<double>(host.data<int64_t>()[i]);
+      break;
+    default:
+      GPT_FAIL("to_doubles: unsupported dtype ", dtype_name(dtype_));
   }
   return out;
 }

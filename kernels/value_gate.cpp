@@ -10,8 +10,8 @@ void check_value_gate(const Tensor& v, const Tensor& u, const Tensor& ve, const 
   GPT_CHECK(is_floating(v.dtype()), op, ": v must be f64, f32 or bf16, got ", v.describe());
   GPT_CHECK(v.size(1) * v.size(2) >= kValueGateLanes, op, ": ve rows need at least ", kValueGateLanes, " values");
   check_shape(ve, v.shape(), op);
-  GPT_CHECK(u.ndim() == 2 && u.size(0) == v.size(0) && u.size(1) >= kValueGateLanes, op,
-            ": u must be [T = ", v.size(0), ", C >= ", kValueGateLanes, "], got ", u.describe());
+  GPT_CHECK(u.ndim() == 2 && u.size(0) == v.size(0) && u.size(1) >= kValueGateLanes, op, ": u must be [T = ", v.size(0),
+            ", C >= ", kValueGateLanes, "], got ", u.describe());
   check_shape(gate, {v.size(1), 2 * kValueGateLanes}, op);
   for (const Tensor* t : {&u, &ve, &gate}) check_dtype(*t, v.dtype(), op);
 }
@@ -37,8 +37,7 @@ void value_gate_backward(const Tensor& dv_out, const Tensor& u, const Tensor& ve
   for (const Tensor* t : {&dv, &du, &dve, &dgate}) check_dtype(*t, dv_out.dtype(), "value_gate_backward: grads");
   GPT_CHECK(dv.raw() != dv_out.raw(), "value_gate_backward: dv must not alias dv_out");
   check_same_device({&dv_out, &u, &ve, &gate, &dv, &du, &dve, &dgate}, op);
-  GPT_BACKEND_CALL(dv_out.device(), value_gate_backward, dv_out, u, ve, gate, dv, du, dve, dgate, write_dv,
-                   write_dve);
+  GPT_BACKEND_CALL(dv_out.device(), value_gate_backward, dv_out, u, ve, gate, dv, du, dve, dgate, write_dv, write_dve);
 }
 
 }  // namespace gpt

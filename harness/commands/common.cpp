@@ -111,8 +111,7 @@ void quiet_progress_if(bool quiet) {
 
 Store open_store(const GlobalOptions& options, bool read_only) {
   GPT_CHECK(!(options.db_option != nullptr && options.db_option->count() > 0 && options.db.empty()),
-            "--db: the path is empty; give a database file, or leave --db out to use $SPEEDRUN_DB or ",
-            kDefaultDbPath);
+            "--db: the path is empty; give a database file, or leave --db out to use $SPEEDRUN_DB or ", kDefaultDbPath);
   const std::filesystem::path path = resolve_db_path(options.db);
   spdlog::debug("database {} ({}, waiting up to {} ms while locked)", path.string(),
                 read_only ? "read-only" : "read-write", options.db_timeout_ms);

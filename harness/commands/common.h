@@ -30,11 +30,11 @@ inline constexpr int kExitSpooled = 4;
 inline constexpr int kExitInterrupted = 130;
 
 struct GlobalOptions {
-  std::string db;              // --db (not given: $SPEEDRUN_DB or results/speedrun.db; given empty: an error)
+  std::string db;  // --db (not given: $SPEEDRUN_DB or results/speedrun.db; given empty: an error)
   const CLI::Option* db_option = nullptr;
-  int db_timeout_ms = 5000;    // --db-timeout
-  int exit_code = kExitPass;   // set by the subcommand that ran
-  gpt::log::LogFlags log;      // --log-level, --quiet (diagnostics on stderr)
+  int db_timeout_ms = 5000;   // --db-timeout
+  int exit_code = kExitPass;  // set by the subcommand that ran
+  gpt::log::LogFlags log;     // --log-level, --quiet (diagnostics on stderr)
   // The words after the first `--` when the subcommand takes a command there (record, compare); see
   // harness_arguments.
   std::optional<std::vector<std::string>> command_after_dashes;

@@ -60,8 +60,9 @@ struct CompareOptions {
 // With --resume, what may still change: how the remaining runs run and the slowdown check. Everything else is the
 // stored comparison's; an option that cannot apply is refused rather than silently ignored.
 bool applies_on_resume(const std::string& option) {
-  static const std::set<std::string> run_options = {"--resume", "--runs", "--parallel", "--timeout", "--quiet",
-                                                    "--fail-if-slower", "--launcher", "--sbatch-arg", "--srun-arg"};
+  static const std::set<std::string> run_options = {"--resume",   "--runs",       "--parallel",
+                                                    "--timeout",  "--quiet",      "--fail-if-slower",
+                                                    "--launcher", "--sbatch-arg", "--srun-arg"};
   return run_options.count(option) != 0 || option.rfind("--slurm-", 0) == 0;
 }
 
@@ -134,12 +135,13 @@ void set_optional_number(SweepParams& params, const char* key, const std::option
 SweepInfo create_sweep(Store& store, CompareOptions& o) {
   GPT_CHECK(o.runs >= 2, "--runs: give the runs per arm (>= 2: each arm's tests need two), or --resume SWEEP");
   check_seed_range(o.first_seed, o.runs);
-  GPT_CHECK(!o.baseline.empty() && !o.candidate.empty(), "compare: --baseline and --candidate are required for a new "
-                                                         "comparison (or --resume SWEEP)");
-  GPT_CHECK((o.backend.empty() && o.sets.empty() && o.baseline_sets.empty() && o.candidate_sets.empty()) ||
-                o.command.empty(),
-            "--backend/--set/--baseline-set/--candidate-set: they go to train_gpt; a command after -- keeps its own "
-            "command line");
+  GPT_CHECK(!o.baseline.empty() && !o.candidate.empty(),
+            "compare: --baseline and --candidate are required for a new "
+            "comparison (or --resume SWEEP)");
+  GPT_CHECK(
+      (o.backend.empty() && o.sets.empty() && o.baseline_sets.empty() && o.candidate_sets.empty()) || o.command.empty(),
+      "--backend/--set/--baseline-set/--candidate-set: they go to train_gpt; a command after -- keeps its own "
+      "command line");
   const std::optional<compare::Baseline> named = compare::find_baseline(o.baselines_dir, o.baseline);
   if (o.recipe.empty()) o.recipe = named ? named->recipe : "tiny";
   // A baseline recorded before its recipe was renamed: its own trainer knows the recipe by the old name only.
@@ -278,8 +280,8 @@ bool check_revisions(Store& store, const SweepInfo& sweep) {
   bool mismatch = false;
   for (const char* arm : kArms) {
     const std::string a(arm);
-    const compare::RevisionCheck check = compare::check_arm_revision(
-        {a, param(a), param(a + "_commit"), param(a + "_trainer_dir"), reported[a]});
+    const compare::RevisionCheck check =
+        compare::check_arm_revision({a, param(a), param(a + "_commit"), param(a + "_trainer_dir"), reported[a]});
     store.set_param(OwnerKind::sweep, sweep.id, a + "_revision_check", check.sentence);
     std::cout << (check.mismatch ? "MISMATCH: " : "") << check.sentence << "\n";
     mismatch = mismatch || check.mismatch;
@@ -363,8 +365,9 @@ int run_compare(CompareOptions o, GlobalOptions& global) {
 
 void add_compare_command(CLI::App& app, GlobalOptions& global) {
   auto o = std::make_shared<CompareOptions>();
-  CLI::App* cmd = app.add_subcommand("compare", "compare a candidate revision against a baseline (interleaved, "
-                                                "same-seed runs; paired tests)");
+  CLI::App* cmd = app.add_subcommand("compare",
+                                     "compare a candidate revision against a baseline (interleaved, "
+                                     "same-seed runs; paired tests)");
   cmd->add_option("--baseline", o->baseline, "git revision, or the name of baselines/<NAME>.toml");
   cmd->add_option("--candidate", o->candidate, "git revision of the candidate");
   cmd->add_option("--runs", o->runs, "runs per arm (with --resume: extend the sweep to this many)")
@@ -393,18 +396,22 @@ void add_compare_command(CLI::App& app, GlobalOptions& global) {
       ->check(finite_in(0, kMaxTimeoutS));
   cmd->add_option("--parallel", o->parallel, "runs at once (CUDA_VISIBLE_DEVICES partitions)")
       ->check(whole_in(1, 4096));
-  cmd->add_option("--backend", o->backend, "trainer backend, passed as --backend")->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--backend", o->backend, "trainer backend, passed as --backend")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--set", o->sets, "recipe override KEY=VALUE passed to every run of both arms (repeatable)")
       ->allow_extra_args(false);
-  cmd->add_option("--baseline-set", o->baseline_sets, "recipe override KEY=VALUE for the baseline's runs only, after "
-                                                      "--set (repeatable)")
+  cmd->add_option("--baseline-set", o->baseline_sets,
+                  "recipe override KEY=VALUE for the baseline's runs only, after "
+                  "--set (repeatable)")
       ->allow_extra_args(false);
-  cmd->add_option("--candidate-set", o->candidate_sets, "recipe override KEY=VALUE for the candidate's runs only, "
-                                                        "after --set (repeatable)")
+  cmd->add_option("--candidate-set", o->candidate_sets,
+                  "recipe override KEY=VALUE for the candidate's runs only, "
+                  "after --set (repeatable)")
       ->allow_extra_args(false);
   cmd->add_option("--preset", o->build.preset, "CMake configure preset the arms are built with (default cpu)");
-  cmd->add_option("--cmake-arg", o->build.cmake_args, "extra CMake configure argument for both arms, e.g. "
-                                                      "--cmake-arg=-DSPEEDRUN_ENABLE_CUDA=ON (repeatable)")
+  cmd->add_option("--cmake-arg", o->build.cmake_args,
+                  "extra CMake configure argument for both arms, e.g. "
+                  "--cmake-arg=-DSPEEDRUN_ENABLE_CUDA=ON (repeatable)")
       ->allow_extra_args(false);
   cmd->add_option("--build-dir", o->build_dirs,
                   "reuse an existing build: baseline=DIR or candidate=DIR (DIR/bin/train_gpt; repeatable)")

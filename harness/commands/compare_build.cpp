@@ -62,10 +62,11 @@ BuiltRevision build_revision(const std::string& revision, const BuildSettings& s
   spdlog::info("building {} ({}) with preset {} in {} (log {})", revision, b.sha.substr(0, 12), s.preset,
                b.build_dir.string(), log.string());
   const std::vector<std::string> configure = configure_command(b.tree, b.build_dir, s);
-  const CommandResult configured = run_command({configure, s.timeout_s, "--build-timeout", b.tree, configure_log, true});
+  const CommandResult configured =
+      run_command({configure, s.timeout_s, "--build-timeout", b.tree, configure_log, true});
   GPT_CHECK(configured.succeeded(), "compare: configuring ", revision, " failed (", configured.exit.describe(), ": ",
             join_command(configure), "); see ", configure_log.string());
-  const std::vector<std::string> build = {"cmake", "--build", b.build_dir.string(), "-j", std::to_string(s.jobs),
+  const std::vector<std::string> build = {"cmake",    "--build",  b.build_dir.string(), "-j", std::to_string(s.jobs),
                                           "--target", "train_gpt"};
   const CommandResult built = run_command({build, s.timeout_s, "--build-timeout", b.tree, log, true});
   GPT_CHECK(built.succeeded(), "compare: building ", revision, " failed (", built.exit.describe(), "); see ",

@@ -12,11 +12,12 @@
 namespace gpt::harness {
 
 struct BuildSettings {
-  std::string preset = "cpu";            // a configure preset of the revision's CMakePresets.json
-  std::vector<std::string> cmake_args;   // appended to the configure command
+  std::string preset = "cpu";           // a configure preset of the revision's CMakePresets.json
+  std::vector<std::string> cmake_args;  // appended to the configure command
   std::string cache_dir = ".cache/compare";
   int jobs = 2;
-  double timeout_s = kDefaultBuildTimeoutS;  // each step (worktree, configure, build); its process group is killed past it
+  double timeout_s =
+      kDefaultBuildTimeoutS;  // each step (worktree, configure, build); its process group is killed past it
 };
 
 struct BuiltRevision {

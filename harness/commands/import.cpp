@@ -170,8 +170,8 @@ int run_import(const ImportOptions& o, GlobalOptions& global) {
   int imported = 0;
   {
     sql::Transaction all(store.db());  // one unit: a killed or failed import stores nothing
-    sweep.name = o.name.empty() ? to_path_name("import-" + std::filesystem::path(o.paths.front()).filename().string())
-                                : o.name;
+    sweep.name =
+        o.name.empty() ? to_path_name("import-" + std::filesystem::path(o.paths.front()).filename().string()) : o.name;
     sweep.kind = "import";
     sweep.target = o.target;
     sweep.alpha = o.alpha;

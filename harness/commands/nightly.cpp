@@ -90,11 +90,12 @@ void run_benchmarks(Store& store, Night& night, const NightlyOptions& o, const f
   if (!o.manifest.empty()) {
     programs = nightly::bench_programs_from_manifest(o.manifest);
   } else {
-    const std::string listing = capture_stdout({"ctest", "--test-dir", build.string(), "-L", "bench", "--show-only=json-v1"},
-                                               kQuickCommandTimeoutS);
+    const std::string listing = capture_stdout(
+        {"ctest", "--test-dir", build.string(), "-L", "bench", "--show-only=json-v1"}, kQuickCommandTimeoutS);
     programs = nightly::bench_programs_from_ctest_json(listing, o.include_gpu);
   }
-  if (programs.empty()) night.notes.push_back("no benchmark programs found (CTest label `bench` in " + build.string() + ")");
+  if (programs.empty())
+    night.notes.push_back("no benchmark programs found (CTest label `bench` in " + build.string() + ")");
   for (const auto& program : programs) {
     const fs::path json = out / (program.suite + ".json");
     const fs::path log = out / (program.suite + ".log");
@@ -111,7 +112,8 @@ void run_benchmarks(Store& store, Night& night, const NightlyOptions& o, const f
         continue;
       }
       if (!fs::exists(json)) {
-        night.failures.push_back({program.suite, "skipped: wrote no Google Benchmark JSON (not a Google Benchmark program?)"});
+        night.failures.push_back(
+            {program.suite, "skipped: wrote no Google Benchmark JSON (not a Google Benchmark program?)"});
         continue;
       }
       const auto run = nightly::parse_google_benchmark_run(read_file(json, "benchmark JSON"), json.string());
@@ -136,12 +138,22 @@ void run_smoke(Store& store, Night& night, const NightlyOptions& o, const fs::pa
   plan.out_dir = out / "smoke";
   plan.log_path = plan.out_dir / "console.log";
   const std::string data = o.data.empty() ? (o.smoke_recipe == "tiny" ? "data/default" : "data/fineweb10B") : o.data;
-  plan.argv = {trainer.string(), "--recipe", o.smoke_recipe, "--data", fs::absolute(repo / data).string(), "--seed", "1",
-               "--run-id", plan.run_id, "--out", plan.out_dir.string()};
+  plan.argv = {trainer.string(),
+               "--recipe",
+               o.smoke_recipe,
+               "--data",
+               fs::absolute(repo / data).string(),
+               "--seed",
+               "1",
+               "--run-id",
+               plan.run_id,
+               "--out",
+               plan.out_dir.string()};
   fs::create_directories(plan.out_dir);
   Process process = Process::start(LaunchSpec{plan.argv, plan.log_path, {}, {}, true});
   const WaitResult waited = wait_with_timeout(process, o.smoke_timeout_s);
-  RunRecord run = harvest_run(plan, waited.exit, waited.timed_out ? RunEnd::timed_out : RunEnd::exited, o.smoke_timeout_s);
+  RunRecord run =
+      harvest_run(plan, waited.exit, waited.timed_out ? RunEnd::timed_out : RunEnd::exited, o.smoke_timeout_s);
   run.sweep_id = sweep_id;
   store.add_run(run, true);
   night.notes.push_back("smoke run (" + o.smoke_recipe + " on " + data + "): " + std::string(to_string(run.status)) +
@@ -377,14 +389,17 @@ void add_nightly_command(CLI::App& app, GlobalOptions& global) {
       ->check(finite_in(1e-3, kMaxTimeoutS));
   cmd->add_flag("--no-build", o->skip_build, "use the existing build");
   cmd->add_flag("--no-smoke", o->skip_smoke, "skip the training smoke run");
-  cmd->add_option("--ingest", o->ingest, "store these Google Benchmark JSON files or folders of them (one night each, "
-                                         "dated by their context; a night already stored is skipped) instead of "
-                                         "running anything, then decide and report");
-  cmd->add_option("--fdr", o->regression.fdr, "Benjamini-Hochberg q over every test of the night")->capture_default_str();
+  cmd->add_option("--ingest", o->ingest,
+                  "store these Google Benchmark JSON files or folders of them (one night each, "
+                  "dated by their context; a night already stored is skipped) instead of "
+                  "running anything, then decide and report");
+  cmd->add_option("--fdr", o->regression.fdr, "Benjamini-Hochberg q over every test of the night")
+      ->capture_default_str();
   cmd->add_option("--min-change", o->regression.min_relative_change, "floor of the minimum relative slowdown")
       ->capture_default_str();
   cmd->add_option("--noise-factor", o->regression.noise_factor,
-                  "minimum effect >= this x the benchmark's night-to-night variation")->capture_default_str();
+                  "minimum effect >= this x the benchmark's night-to-night variation")
+      ->capture_default_str();
   cmd->add_option("--window", o->regression.window, "nights of history used")->capture_default_str();
   cmd->callback([o, &global] {
     const int rc = run_nightly(*o, global);

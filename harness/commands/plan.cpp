@@ -107,8 +107,7 @@ void add_plan_command(CLI::App& app, GlobalOptions& global) {
   auto* alpha = sub->add_option("--alpha", opts->alpha, "significance level (default 0.01, or the sweep's)")
                     ->check(finite_in(1e-12, 0.999999));
   sub->add_option("--power", opts->power, "wanted power (default 0.8)")->check(finite_in(1e-6, 0.999999));
-  sub->add_option("--runs", opts->runs, "run counts to tabulate (default 2,4,...,128 and the sweep's)")
-      ->delimiter(',');
+  sub->add_option("--runs", opts->runs, "run counts to tabulate (default 2,4,...,128 and the sweep's)")->delimiter(',');
   sub->add_option("--format", opts->format, "output format")->check(CLI::IsMember({"text", "json"}));
   sub->callback([opts, target, alpha, &global] {
     opts->target_given = target->count() > 0;

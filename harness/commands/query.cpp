@@ -20,8 +20,8 @@ struct QueryOptions {
   std::string format = "table";
   std::string sweep;
   std::string bench;
-  std::string bench_name;   // --name: exact benchmark name (may contain '/')
-  std::string bench_suite;  // --suite: limits --name to one suite
+  std::string bench_name;                // --name: exact benchmark name (may contain '/')
+  std::string bench_suite;               // --suite: limits --name to one suite
   std::optional<std::string> bench_gpu;  // --gpu: only results measured on this GPU model ("" = none named)
   std::int64_t env_id = 0;
   std::string sql;
@@ -94,11 +94,11 @@ sql::Table history_table(Store& store, const QueryOptions& o) {
   GPT_CHECK(o.bench.empty() != o.bench_name.empty(),
             "query history: give the benchmark as SUITE/NAME or with --name NAME [--suite SUITE], not both");
   GPT_CHECK(o.bench_suite.empty() || !o.bench_name.empty(), "query history: --suite needs --name");
-  const auto history = o.bench_name.empty()
-                           ? store.benchmark_history(o.bench)
-                           : store.benchmark_history(o.bench_suite.empty() ? std::nullopt
-                                                                            : std::optional<std::string_view>(o.bench_suite),
-                                                     o.bench_name);
+  const auto history =
+      o.bench_name.empty()
+          ? store.benchmark_history(o.bench)
+          : store.benchmark_history(
+                o.bench_suite.empty() ? std::nullopt : std::optional<std::string_view>(o.bench_suite), o.bench_name);
   // The GPU model of each row: figures of different GPUs are different series (nightly keeps them apart too).
   std::map<std::int64_t, std::string> gpu_of_environment;
   auto gpu_of = [&](const BenchmarkResult& b) -> std::string {
@@ -125,10 +125,17 @@ sql::Table env_table(Store& store, std::int64_t id) {
   GPT_CHECK(env.has_value(), "query env: no environment with id ", id);
   sql::Table table;
   table.columns = {"field", "value"};
-  const std::pair<const char*, std::string> fields[] = {
-      {"gpu", env->gpu}, {"driver", env->driver}, {"cuda", env->cuda}, {"nccl", env->nccl}, {"cpu_model", env->cpu_model},
-      {"compiler", env->compiler}, {"build_flags", env->build_flags}, {"git_commit", env->git_commit},
-      {"git_dirty", env->git_dirty ? "yes" : "no"}, {"hostname", env->hostname}, {"fingerprint", env->fingerprint()}};
+  const std::pair<const char*, std::string> fields[] = {{"gpu", env->gpu},
+                                                        {"driver", env->driver},
+                                                        {"cuda", env->cuda},
+                                                        {"nccl", env->nccl},
+                                                        {"cpu_model", env->cpu_model},
+                                                        {"compiler", env->compiler},
+                                                        {"build_flags", env->build_flags},
+                                                        {"git_commit", env->git_commit},
+                                                        {"git_dirty", env->git_dirty ? "yes" : "no"},
+                                                        {"hostname", env->hostname},
+                                                        {"fingerprint", env->fingerprint()}};
   for (const auto& [k, v] : fields) table.rows.push_back({std::string(k), v});
   return table;
 }
@@ -161,8 +168,9 @@ void add_query_command(CLI::App& app, GlobalOptions& global) {
   history->add_option("bench", o->bench, "benchmark as SUITE/NAME (split at the first '/') or NAME");
   history->add_option("--name", o->bench_name, "exact benchmark name, which may contain '/' (e.g. BM_Matmul/1024)");
   history->add_option("--suite", o->bench_suite, "with --name: only this suite");
-  history->add_option("--gpu", o->bench_gpu, "only results measured on this GPU model, as stored (e.g. \"NVIDIA H200\"; "
-                                             "\"\" for results that name none)");
+  history->add_option("--gpu", o->bench_gpu,
+                      "only results measured on this GPU model, as stored (e.g. \"NVIDIA H200\"; "
+                      "\"\" for results that name none)");
   history->callback([o, &global] {
     Store store = open_store(global, /*read_only=*/true);
     global.exit_code = print(history_table(store, *o), *o);

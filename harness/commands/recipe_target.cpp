@@ -23,7 +23,8 @@ RecipeTarget parse_recipe_target(const std::string& json_text, const std::string
   t.target = record->at("target").get<double>();
   GPT_CHECK(std::isfinite(t.target) && t.target > 0, origin, ": record.target must be a positive number, got ",
             t.target);
-  if (record->contains("source") && record->at("source").is_string()) t.source = record->at("source").get<std::string>();
+  if (record->contains("source") && record->at("source").is_string())
+    t.source = record->at("source").get<std::string>();
   if (doc.contains("hash") && doc.at("hash").is_string()) t.recipe_hash = doc.at("hash").get<std::string>();
   return t;
 }
@@ -54,8 +55,10 @@ RecipeAnswer ask_for_recipe(const std::filesystem::path& trainer, const std::str
 
 RecipeTarget read_recipe_target(const std::filesystem::path& trainer, const std::string& recipe,
                                 const std::vector<std::string>& sets, double timeout_s) {
-  GPT_CHECK(std::filesystem::exists(trainer), "no trainer at '", trainer.string(), "' to read the record target of "
-            "recipe '", recipe, "' from");
+  GPT_CHECK(std::filesystem::exists(trainer), "no trainer at '", trainer.string(),
+            "' to read the record target of "
+            "recipe '",
+            recipe, "' from");
   const RecipeAnswer a = ask_for_recipe(trainer, recipe, sets, timeout_s);
   const std::string& err = a.first_error_line;
   GPT_CHECK(a.result.succeeded(), "cannot read the record target of recipe '", recipe, "' from '", trainer.string(),

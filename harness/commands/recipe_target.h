@@ -21,8 +21,7 @@ struct RecipeTarget {
 // (no such program, an unknown recipe, a trainer without --print-recipe, output that is not the expected JSON),
 // and CommandTimedOut naming the command when it has not answered within `timeout_s`.
 RecipeTarget read_recipe_target(const std::filesystem::path& trainer, const std::string& recipe,
-                                const std::vector<std::string>& sets = {},
-                                double timeout_s = kQuickCommandTimeoutS);
+                                const std::vector<std::string>& sets = {}, double timeout_s = kQuickCommandTimeoutS);
 
 // What a trainer says, before any run, of a recipe with its overrides (`--print-recipe --recipe R --set K=V...`):
 // accepted (with its record target when the recipe has one), refused (an unknown recipe, an unknown key or a bad

@@ -29,7 +29,7 @@ namespace {
 struct RecordOptions {
   int runs = 0;
   std::string recipe = "tiny";
-  int gpus = 0;  // 0: not passed to the trainer
+  int gpus = 0;                  // 0: not passed to the trainer
   std::optional<double> target;  // --target; not given: the recipe's [record] target
   double alpha = 0.01;
   std::string resume;
@@ -39,8 +39,8 @@ struct RecordOptions {
   std::string format = "text";
   std::string data;
   std::string trainer;
-  std::string backend;              // passed as --backend (train_gpt's default, cpu, when empty)
-  std::vector<std::string> sets;    // passed as --set KEY=VALUE each
+  std::string backend;            // passed as --backend (train_gpt's default, cpu, when empty)
+  std::vector<std::string> sets;  // passed as --set KEY=VALUE each
   std::string name;
   std::int64_t first_seed = 0;
   std::int64_t early_stop_step = 0;  // 0: none (a run is ok only at the total step count)
@@ -214,8 +214,9 @@ void add_record_command(CLI::App& app, GlobalOptions& global) {
       ->check(whole_in(1, std::numeric_limits<std::int64_t>::max()));
   sub->add_flag("--quiet", opts->quiet, "no progress output");
   add_launcher_options(*sub, opts->launcher);
-  sub->add_option("command", opts->command, "command to run instead of train_gpt (after --); may use {seed}, "
-                                            "{run_id}, {out}, {data}, {recipe}, {gpus}");
+  sub->add_option("command", opts->command,
+                  "command to run instead of train_gpt (after --); may use {seed}, "
+                  "{run_id}, {out}, {data}, {recipe}, {gpus}");
   sub->callback([opts, sub, &global] {
     quiet_progress_if(opts->quiet);
     opts->launcher_given = sub->get_option("--launcher")->count() > 0;

@@ -12,8 +12,9 @@ namespace gpt::harness {
 
 void add_site_command(CLI::App& app, GlobalOptions& global) {
   auto out = std::make_shared<std::string>();
-  CLI::App* sub = app.add_subcommand("site", "write a static history dashboard of the database (no scripts, no "
-                                             "network): sweeps, comparisons, benchmark histories");
+  CLI::App* sub = app.add_subcommand("site",
+                                     "write a static history dashboard of the database (no scripts, no "
+                                     "network): sweeps, comparisons, benchmark histories");
   sub->add_option("--out", *out, "folder of the site (created; its pages are replaced)")->required();
   sub->callback([out, &global] {
     Store store = open_store(global, /*read_only=*/true);

@@ -129,8 +129,8 @@ ComparisonReport analyze_comparison(const ArmResults& candidate, const ArmResult
               *settings.fail_if_slower_pct);
     const double allowed = 1.0 + *settings.fail_if_slower_pct / 100.0;
     if (r.time.paired) {
-      const Pairs p = common_seeds(candidate.train_time_s, candidate.time_seeds, baseline.train_time_s,
-                                   baseline.time_seeds);
+      const Pairs p =
+          common_seeds(candidate.train_time_s, candidate.time_seeds, baseline.train_time_s, baseline.time_seeds);
       r.slowdown = stats::paired_t_test(p.candidate, scaled(p.baseline, allowed), stats::Alternative::greater);
     } else {
       r.slowdown = stats::welch_t_test(candidate.train_time_s, scaled(baseline.train_time_s, allowed),
@@ -211,15 +211,15 @@ std::string format_comparison(const ComparisonReport& r, const ComparisonSetting
   os << std::fixed;
   const auto arm_line = [&](const char* label, const stats::Summary& s, int digits, const char* unit) {
     os << "  " << std::left << std::setw(10) << label << std::right << " n=" << s.n << "  mean "
-       << std::setprecision(digits) << s.mean << unit << "  sd " << s.std << unit << "  median " << s.median
-       << unit << "\n";
+       << std::setprecision(digits) << s.mean << unit << "  sd " << s.std << unit << "  median " << s.median << unit
+       << "\n";
   };
   os << "train time\n";
   arm_line("baseline", r.baseline_time, 3, " s");
   arm_line("candidate", r.candidate_time, 3, " s");
-  os << std::setprecision(4) << "  ratio candidate/baseline " << r.time_ratio << "  ("
-     << std::setprecision(1) << 100 * settings.confidence << "% bootstrap CI " << std::setprecision(4)
-     << r.time_ratio_ci.low << " .. " << r.time_ratio_ci.high << ")\n";
+  os << std::setprecision(4) << "  ratio candidate/baseline " << r.time_ratio << "  (" << std::setprecision(1)
+     << 100 * settings.confidence << "% bootstrap CI " << std::setprecision(4) << r.time_ratio_ci.low << " .. "
+     << r.time_ratio_ci.high << ")\n";
   shift_lines(os, r.time);
   os << "  verdict: "
      << (r.faster ? "candidate is faster" : (r.slower ? "candidate is slower" : "no significant difference"))
@@ -233,7 +233,8 @@ std::string format_comparison(const ComparisonReport& r, const ComparisonSetting
   if (const auto& published = settings.published) {
     os << "published baseline: n=" << published->runs << "  mean loss " << std::setprecision(4)
        << published->mean_val_loss;
-    if (published->mean_train_time_s) os << "  mean time " << std::setprecision(3) << *published->mean_train_time_s << " s";
+    if (published->mean_train_time_s)
+      os << "  mean time " << std::setprecision(3) << *published->mean_train_time_s << " s";
     os << "\n";
     if (r.published_drift) {
       os << "  fresh baseline runs vs the published mean (one-sample t, two-sided): t=" << std::setprecision(3)

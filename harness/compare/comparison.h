@@ -72,9 +72,9 @@ struct ComparisonSettings {
 struct ShiftTest {
   bool paired = false;
   size_t pairs = 0;
-  stats::TTestResult t{};                                 // paired t, else Welch; two-sided
-  std::optional<stats::WilcoxonResult> wilcoxon;          // paired: Wilcoxon signed-rank, two-sided
-  std::optional<stats::MannWhitneyResult> mann_whitney;   // unpaired: Mann–Whitney U, two-sided
+  stats::TTestResult t{};                                // paired t, else Welch; two-sided
+  std::optional<stats::WilcoxonResult> wilcoxon;         // paired: Wilcoxon signed-rank, two-sided
+  std::optional<stats::MannWhitneyResult> mann_whitney;  // unpaired: Mann–Whitney U, two-sided
   const char* t_name() const { return paired ? "paired t" : "Welch t"; }
   const char* rank_name() const { return paired ? "Wilcoxon signed-rank" : "Mann-Whitney U"; }
   double rank_p() const { return paired ? wilcoxon->p_value : mann_whitney->p_value; }

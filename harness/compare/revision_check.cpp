@@ -23,9 +23,9 @@ bool same_commit(const std::string& a, const std::string& b) {
 RevisionCheck check_arm_revision(const ArmRevision& a) {
   RevisionCheck c;
   const std::string who = a.arm + " '" + a.named + "'";
-  const bool all_match = !a.commit.empty() && !a.reported.empty() &&
-                         std::all_of(a.reported.begin(), a.reported.end(),
-                                     [&](const std::string& r) { return same_commit(r, a.commit); });
+  const bool all_match =
+      !a.commit.empty() && !a.reported.empty() &&
+      std::all_of(a.reported.begin(), a.reported.end(), [&](const std::string& r) { return same_commit(r, a.commit); });
   if (all_match) {
     c.sentence = who + " is commit " + short_commit(a.commit) + "; every run's trainer reports it";
     return c;
@@ -36,8 +36,8 @@ RevisionCheck check_arm_revision(const ArmRevision& a) {
       return c;
     }
     c.mismatch = true;
-    c.sentence = who + " was built from commit " + short_commit(a.commit) + ", but its trainer reports " +
-                 joined(a.reported);
+    c.sentence =
+        who + " was built from commit " + short_commit(a.commit) + ", but its trainer reports " + joined(a.reported);
     return c;
   }
   c.label_only = true;

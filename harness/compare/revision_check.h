@@ -9,11 +9,11 @@
 namespace gpt::harness::compare {
 
 struct ArmRevision {
-  std::string arm;                   // "baseline" | "candidate"
-  std::string named;                 // what the user gave (a revision, a named baseline, a label)
-  std::string commit;                // the commit `named` resolves to here; "" when it names none
-  std::string build_dir;             // non-empty: the trainer came from this folder, not from a build of `commit`
-  std::set<std::string> reported;    // the commits the arm's runs' trainers reported (empty ones left out)
+  std::string arm;                 // "baseline" | "candidate"
+  std::string named;               // what the user gave (a revision, a named baseline, a label)
+  std::string commit;              // the commit `named` resolves to here; "" when it names none
+  std::string build_dir;           // non-empty: the trainer came from this folder, not from a build of `commit`
+  std::set<std::string> reported;  // the commits the arm's runs' trainers reported (empty ones left out)
 };
 
 struct RevisionCheck {

@@ -102,10 +102,10 @@ CommandResult run_command(const CommandSpec& spec) {
   Process process = Process::start(launch);
   const WaitResult waited = wait_with_timeout(process, spec.timeout_s);
   if (waited.timed_out) {
-    throw CommandTimedOut(
-        "'" + join_command(spec.argv) + "' did not finish within " + format_seconds(spec.timeout_s) +
-        (spec.timeout_source.empty() ? "" : " (" + spec.timeout_source + ")") +
-        ": its process group was killed" + (capture ? "" : "; its output is in " + spec.log_path.string()));
+    throw CommandTimedOut("'" + join_command(spec.argv) + "' did not finish within " + format_seconds(spec.timeout_s) +
+                          (spec.timeout_source.empty() ? "" : " (" + spec.timeout_source + ")") +
+                          ": its process group was killed" +
+                          (capture ? "" : "; its output is in " + spec.log_path.string()));
   }
   CommandResult result;
   result.exit = waited.exit;

@@ -109,9 +109,8 @@ Process Process::start(const LaunchSpec& spec) {
   if (!spec.stderr_path.empty() && spec.stderr_path.has_parent_path()) {
     std::filesystem::create_directories(spec.stderr_path.parent_path());
   }
-  Fd err_log(spec.stderr_path.empty()
-                 ? -1
-                 : ::open(spec.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  Fd err_log(
+      spec.stderr_path.empty() ? -1 : ::open(spec.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   GPT_CHECK(spec.stderr_path.empty() || err_log.fd >= 0, "launcher: cannot open '", spec.stderr_path.string(),
             "' for the standard error of '", spec.argv[0], "': ", std::strerror(errno));
   int status_pipe[2];

@@ -26,13 +26,16 @@ struct LaunchSpec {
   LaunchSpec(std::vector<std::string> argv_, std::filesystem::path log_path_,
              std::vector<std::pair<std::string, std::string>> environment_ = {}, std::filesystem::path lock_path_ = {},
              bool truncate_log_ = false)
-      : argv(std::move(argv_)), log_path(std::move(log_path_)), environment(std::move(environment_)),
-        lock_path(std::move(lock_path_)), truncate_log(truncate_log_) {}
+      : argv(std::move(argv_)),
+        log_path(std::move(log_path_)),
+        environment(std::move(environment_)),
+        lock_path(std::move(lock_path_)),
+        truncate_log(truncate_log_) {}
   std::vector<std::string> argv;  // argv[0] is looked up in PATH unless it contains a '/'
   std::filesystem::path log_path;
   std::vector<std::pair<std::string, std::string>> environment;  // added or overridden variables
-  std::filesystem::path lock_path;  // empty: no lock
-  bool truncate_log = false;        // start the log afresh (after the lock is taken: never under a live run)
+  std::filesystem::path lock_path;                               // empty: no lock
+  bool truncate_log = false;          // start the log afresh (after the lock is taken: never under a live run)
   std::filesystem::path working_dir;  // empty: ours
   std::filesystem::path stderr_path;  // empty: stderr goes to the log with stdout; else its own file (truncated)
   // Runs once the lock is held and before the log is opened: what must never happen under a live run of the same

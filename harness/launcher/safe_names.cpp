@@ -61,9 +61,8 @@ std::string to_path_name(std::string_view text) {
 }
 
 std::optional<std::string> slurm_name_problem(std::string_view value) {
-  const bool ok = std::all_of(value.begin(), value.end(), [](char c) {
-    return is_alnum(c) || c == '_' || c == '-' || c == '.' || c == ',';
-  });
+  const bool ok = std::all_of(value.begin(), value.end(),
+                              [](char c) { return is_alnum(c) || c == '_' || c == '-' || c == '.' || c == ','; });
   if (ok && value.size() <= kMaxNameLength) return std::nullopt;
   return "expected a Slurm name (letters, digits and _ - . , only, at most 128 characters)";
 }

@@ -7,8 +7,9 @@ namespace gpt::harness::slurm {
 namespace {
 
 bool is_plain_word(const std::string& word) {
-  return !word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                                                 "-_./=:,+@%") == std::string::npos;
+  return !word.empty() && word.find_first_not_of(
+                              "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                              "-_./=:,+@%") == std::string::npos;
 }
 
 }  // namespace

@@ -81,8 +81,8 @@ ExperimentArms experiment_arms(const std::vector<ExperimentKey>& keys) {
       ++runs_per_arm[out.arms[i]];
     }
     std::string note = "import: '" + folder + "' mixes " + std::to_string(distinct.size()) +
-                       " experiments (different " +
-                       std::string(steps ? "step counts" : (code ? "code" : "recipes")) + "); split into arms";
+                       " experiments (different " + std::string(steps ? "step counts" : (code ? "code" : "recipes")) +
+                       "); split into arms";
     for (const auto& [arm, n] : runs_per_arm) note += " \"" + arm + "\" (" + std::to_string(n) + " run(s))";
     out.notes.push_back(note);
   }

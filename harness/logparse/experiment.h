@@ -19,9 +19,9 @@ std::string sha1_hex(std::string_view bytes);
 std::string log_code_hash(std::string_view log_text);
 
 struct ExperimentKey {
-  std::string folder_arm;                  // the arm its folder gives
+  std::string folder_arm;  // the arm its folder gives
   std::optional<std::int64_t> total_steps;
-  std::string code_hash, recipe_hash;      // "" when unknown
+  std::string code_hash, recipe_hash;  // "" when unknown
   bool operator==(const ExperimentKey&) const = default;
 };
 

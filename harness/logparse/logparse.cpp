@@ -50,8 +50,8 @@ std::optional<std::int64_t> parse_int(std::string_view text) {
 bool valid_key(std::string_view key) {
   if (key.empty()) return false;
   for (char c : key) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                    c == '-' || c == '.';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
     if (!ok) return false;
   }
   return true;
@@ -153,7 +153,8 @@ struct RunBuilder {
     log.time_in_seconds = log.time_in_seconds || s.time_in_seconds;
     if (s.val_loss) log.val_points.push_back({s.step, *s.val_loss, s.train_time_ms, s.val_loss_decimals});
     if (s.train_loss) log.last_train_loss = s.train_loss;
-    const bool nonfinite = (s.val_loss && !std::isfinite(*s.val_loss)) || (s.train_loss && !std::isfinite(*s.train_loss));
+    const bool nonfinite =
+        (s.val_loss && !std::isfinite(*s.val_loss)) || (s.train_loss && !std::isfinite(*s.train_loss));
     if (nonfinite && !first_nonfinite_step) first_nonfinite_step = s.step;
     last = s;
   }
@@ -215,10 +216,10 @@ struct RunBuilder {
     }
     if (first_nonfinite_step || !diverged_line.empty()) {
       log.outcome = LogOutcome::diverged;
-      log.reason = !diverged_line.empty() ? diverged_line + " (step " + std::to_string(last->step) + "/" +
-                                                std::to_string(total) + ")"
-                                          : "loss became non-finite at step " + std::to_string(*first_nonfinite_step) +
-                                                " of " + std::to_string(total);
+      log.reason = !diverged_line.empty()
+                       ? diverged_line + " (step " + std::to_string(last->step) + "/" + std::to_string(total) + ")"
+                       : "loss became non-finite at step " + std::to_string(*first_nonfinite_step) + " of " +
+                             std::to_string(total);
       return std::move(log);
     }
     log.outcome = LogOutcome::incomplete;
@@ -227,8 +228,8 @@ struct RunBuilder {
                    " (val_loss " + loss_text(*last->val_loss) + "), before the total step count";
       if (!options.early_stop_step) log.reason += " (a planned early stop must be declared: --early-stop-step)";
     } else {
-      log.reason = "stopped at step " + std::to_string(last->step) + "/" + std::to_string(total) +
-                   " without a final validation";
+      log.reason =
+          "stopped at step " + std::to_string(last->step) + "/" + std::to_string(total) + " without a final validation";
     }
     if (ends_mid_line) log.reason += " (the log ends mid-line)";
     return std::move(log);

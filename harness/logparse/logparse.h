@@ -28,8 +28,8 @@ struct LogValPoint {
 struct StepLine {
   std::int64_t step = 0;
   std::int64_t total = 0;
-  std::optional<double> val_loss;       // present on validation lines
-  int val_loss_decimals = 0;            // digits after its decimal point
+  std::optional<double> val_loss;  // present on validation lines
+  int val_loss_decimals = 0;       // digits after its decimal point
   std::optional<double> train_loss;
   std::optional<double> train_time_ms;  // `ms` and `s` suffixes both normalised to milliseconds
   bool time_in_seconds = false;

@@ -26,7 +26,7 @@ struct RunSummary {
   std::optional<std::int64_t> seed;
   std::string recipe;
   std::string recipe_hash;  // recipe.hash when the recipe is an object
-  std::string status;  // "ok", "diverged", ... as the trainer wrote it
+  std::string status;       // "ok", "diverged", ... as the trainer wrote it
   std::optional<double> final_val_loss;
   std::optional<double> train_time_ms;
   std::optional<std::int64_t> steps;

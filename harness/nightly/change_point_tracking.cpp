@@ -23,9 +23,12 @@ double level_mean(const BenchmarkHistory& h, size_t begin, size_t end) {
 
 std::string_view to_string(ChangePointStatus status) {
   switch (status) {
-    case ChangePointStatus::open: return "open";
-    case ChangePointStatus::confirmed: return "confirmed";
-    case ChangePointStatus::resolved: return "resolved";
+    case ChangePointStatus::open:
+      return "open";
+    case ChangePointStatus::confirmed:
+      return "confirmed";
+    case ChangePointStatus::resolved:
+      return "resolved";
   }
   return "open";
 }
@@ -64,8 +67,8 @@ bool track_change_points(std::vector<TrackedChangePoint>& tracked, const Benchma
   TrackedChangePoint cp;
   cp.start_night = f.regression_start;
   cp.found_night = newest;
-  cp.before_mean = f.regression_start > previous_level ? level_mean(h, previous_level, f.regression_start)
-                                                       : f.baseline_mean;
+  cp.before_mean =
+      f.regression_start > previous_level ? level_mean(h, previous_level, f.regression_start) : f.baseline_mean;
   cp.relative = (level_mean(h, cp.start_night, newest + 1) - cp.before_mean) / std::abs(cp.before_mean);
   cp.min_effect = f.min_effect;
   tracked.push_back(cp);

@@ -23,11 +23,11 @@ std::string_view to_string(ChangePointStatus status);
 ChangePointStatus parse_change_point_status(std::string_view text);  // throws on another word
 
 struct TrackedChangePoint {
-  size_t start_night = 0;   // history index of the first night at the slower level
-  size_t found_night = 0;   // history index of the night it was reported on
-  double before_mean = 0;   // the level before it: mean of the nights of the previous level
-  double relative = 0;      // (mean since start − before_mean) / before_mean, updated every night
-  double min_effect = 0;    // the benchmark's minimum effect on the night it was found
+  size_t start_night = 0;  // history index of the first night at the slower level
+  size_t found_night = 0;  // history index of the night it was reported on
+  double before_mean = 0;  // the level before it: mean of the nights of the previous level
+  double relative = 0;     // (mean since start − before_mean) / before_mean, updated every night
+  double min_effect = 0;   // the benchmark's minimum effect on the night it was found
   ChangePointStatus status = ChangePointStatus::open;
   std::optional<size_t> resolved_night;
 };

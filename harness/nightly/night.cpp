@@ -81,8 +81,9 @@ std::string utc_stamp_from_benchmark_date(const std::string& date, const std::st
   int y, mo, d, h, mi, s;
   char sep = 0;
   int consumed = 0;
-  const bool ok = std::sscanf(date.c_str(), "%4d-%2d-%2d%c%2d:%2d:%2d%n", &y, &mo, &d, &sep, &h, &mi, &s, &consumed) == 7 &&
-                  (sep == 'T' || sep == ' ');
+  const bool ok =
+      std::sscanf(date.c_str(), "%4d-%2d-%2d%c%2d:%2d:%2d%n", &y, &mo, &d, &sep, &h, &mi, &s, &consumed) == 7 &&
+      (sep == 'T' || sep == ' ');
   GPT_CHECK(ok, source, ": context.date '", date, "' is not a date like 2026-12-05T02:00:11+00:00");
   std::string rest = date.substr(static_cast<size_t>(consumed));
   if (!rest.empty() && rest[0] == '.') {  // fractional seconds
@@ -94,8 +95,8 @@ std::string utc_stamp_from_benchmark_date(const std::string& date, const std::st
   if (!rest.empty() && rest != "Z") {
     int oh = 0, om = 0;
     char sign = rest[0];
-    GPT_CHECK((sign == '+' || sign == '-') &&
-                  (std::sscanf(rest.c_str() + 1, "%2d:%2d", &oh, &om) == 2 || std::sscanf(rest.c_str() + 1, "%2d%2d", &oh, &om) == 2),
+    GPT_CHECK((sign == '+' || sign == '-') && (std::sscanf(rest.c_str() + 1, "%2d:%2d", &oh, &om) == 2 ||
+                                               std::sscanf(rest.c_str() + 1, "%2d%2d", &oh, &om) == 2),
               source, ": context.date '", date, "' has an unreadable time zone '", rest, "'");
     offset_s = (sign == '+' ? 1 : -1) * (oh * 3600L + om * 60L);
   }
@@ -146,8 +147,7 @@ std::filesystem::path write_night_report(const NightReport& r, const std::filesy
   md << "# Nightly " << night_label(r.night, r.revision) << "\n\n- night: " << r.night
      << "\n- commit: " << (r.revision.empty() ? "- (the benchmark files name none)" : r.revision)
      << "\n- benchmarks: " << r.findings.size() << ", confirmed regressions tonight: " << confirmed
-     << ", new change points: " << r.found.size()
-     << "\n- failed or skipped programs: " << r.failures.size()
+     << ", new change points: " << r.found.size() << "\n- failed or skipped programs: " << r.failures.size()
      << "\n- decision: one Benjamini–Hochberg procedure over every test of the night (new-night t-tests and "
         "change points); a regression also needs a slowdown of at least the benchmark's minimum effect\n";
   for (const auto& note : r.notes) md << "- " << note << "\n";
@@ -176,7 +176,9 @@ std::filesystem::path write_night_report(const NightReport& r, const std::filesy
   }
   if (!r.tracked.empty()) {
     md << "\n## Change points\n\nEach is reported once, on the night it was found, then tracked: open, confirmed "
-          "(the slower level held " << kConfirmNights << " more nights), resolved (a night came back within half "
+          "(the slower level held "
+       << kConfirmNights
+       << " more nights), resolved (a night came back within half "
           "the minimum effect).\n\n| benchmark | change | first slower night | found | status |\n"
           "|---|---|---|---|---|\n";
     for (const auto& c : r.tracked) {
@@ -198,11 +200,12 @@ std::filesystem::path write_night_report(const NightReport& r, const std::filesy
     if (!plots) md << "\n## Flagged benchmarks\n\n";
     plots = true;
     const BenchmarkHistory& h = r.histories[i];
-    html::HistoryChart chart{"nightly mean", r.findings[i].name.rfind("smoke/", 0) == 0 &&
-                                                     r.findings[i].name.find("loss") != std::string::npos
-                                                 ? "loss"
-                                                 : "ns",
-                             {}, {}};
+    html::HistoryChart chart{
+        "nightly mean",
+        r.findings[i].name.rfind("smoke/", 0) == 0 && r.findings[i].name.find("loss") != std::string::npos ? "loss"
+                                                                                                           : "ns",
+        {},
+        {}};
     chart.nights = html::history_nights(h.nights, h.night_stamps, h.night_commits);
     chart.marks.push_back({r.findings[i].regression_start, "slower since " + r.findings[i].regression_start_label, ""});
     const std::string file = file_safe(r.findings[i].name) + ".svg";

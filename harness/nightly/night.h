@@ -12,8 +12,8 @@
 namespace gpt::harness::nightly {
 
 struct BenchProgram {
-  std::string suite;               // the program's name: the suite its benchmarks are stored under
-  std::vector<std::string> argv;   // the command CTest (or the manifest) gives
+  std::string suite;              // the program's name: the suite its benchmarks are stored under
+  std::vector<std::string> argv;  // the command CTest (or the manifest) gives
 };
 
 // The tests labelled `bench` in `build_dir` (`ctest --show-only=json-v1 -L bench`, without those also

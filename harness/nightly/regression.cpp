@@ -71,8 +71,8 @@ BenchmarkRun parse_google_benchmark_run(std::string_view json_text, std::string_
   if (doc.contains("context") && doc["context"].is_object()) {
     const auto& c = doc["context"];
     auto text = [&](const char* key) { return c.contains(key) && c[key].is_string() ? c[key].get<std::string>() : ""; };
-    run.context = BenchmarkContext{text("date"), text("host_name"), text("git_commit"), text("executable"),
-                                   text("gpu"), text("driver")};
+    run.context = BenchmarkContext{text("date"),       text("host_name"), text("git_commit"),
+                                   text("executable"), text("gpu"),       text("driver")};
   }
   // Field types are checked before every get<>(): a wrong type is a message naming the file and the entry, never a
   // bare nlohmann exception (found by tests/fuzz/benchmark_json_fuzz).
@@ -133,10 +133,10 @@ std::vector<RegressionFinding> detect_regressions(const std::vector<BenchmarkHis
   GPT_CHECK(o.fdr > 0 && o.fdr < 1, "nightly: --fdr must be in (0, 1), got ", o.fdr);
   GPT_CHECK(o.min_history >= 2, "nightly: the new-night test needs at least 2 nights of history");
   std::vector<RegressionFinding> findings;
-  std::vector<double> p_values;                      // every test of the night, both kinds
+  std::vector<double> p_values;  // every test of the night, both kinds
   enum class Test { new_night, recent_nights, change_point };
-  std::vector<std::pair<size_t, Test>> p_owner;      // (finding, which test)
-  std::vector<size_t> recent_of;                     // per p-value of a recent-nights test: its entry in f.recent
+  std::vector<std::pair<size_t, Test>> p_owner;  // (finding, which test)
+  std::vector<size_t> recent_of;                 // per p-value of a recent-nights test: its entry in f.recent
   for (const BenchmarkHistory& h : histories) {
     GPT_CHECK(!h.nights.empty(), "nightly: benchmark '", h.name, "' has an empty history");
     std::vector<double> means;
@@ -170,8 +170,7 @@ std::vector<RegressionFinding> detect_regressions(const std::vector<BenchmarkHis
       p_owner.emplace_back(findings.size(), Test::new_night);
       recent_of.push_back(0);
     } else {
-      f.note = std::to_string(history.size()) + " night(s) of history; the test needs " +
-               std::to_string(o.min_history);
+      f.note = std::to_string(history.size()) + " night(s) of history; the test needs " + std::to_string(o.min_history);
     }
     // The k newest nights against the nights before them: a step too small to stand out on one night is confirmed
     // once enough nights at the slower level have gathered (its first nights, now in the history, would widen the
@@ -195,7 +194,8 @@ std::vector<RegressionFinding> detect_regressions(const std::vector<BenchmarkHis
     }
     if (!f.change_points.empty() && f.change_points.back() + o.recent_nights >= means.size()) {
       const size_t last = f.change_points.back();
-      const size_t before_begin = f.change_points.size() >= 2 ? std::max(first, f.change_points[f.change_points.size() - 2]) : first;
+      const size_t before_begin =
+          f.change_points.size() >= 2 ? std::max(first, f.change_points[f.change_points.size() - 2]) : first;
       const std::vector<double> before(means.begin() + static_cast<std::ptrdiff_t>(before_begin),
                                        means.begin() + static_cast<std::ptrdiff_t>(last));
       const std::vector<double> after(means.begin() + static_cast<std::ptrdiff_t>(last), means.end());
@@ -224,14 +224,18 @@ std::vector<RegressionFinding> detect_regressions(const std::vector<BenchmarkHis
     RegressionFinding& f = findings[which];
     bool confirmed = false;
     switch (p_owner[i].second) {
-      case Test::change_point: confirmed = f.change_point_regression = f.change_relative >= f.min_effect; break;
+      case Test::change_point:
+        confirmed = f.change_point_regression = f.change_relative >= f.min_effect;
+        break;
       case Test::recent_nights: {
         const auto& test = f.recent[recent_of[i]];
         confirmed = test.relative >= f.min_effect;
         if (confirmed && test.p < best_recent[which].first) best_recent[which] = {test.p, test.nights};
         break;
       }
-      case Test::new_night: confirmed = f.relative >= f.min_effect; break;
+      case Test::new_night:
+        confirmed = f.relative >= f.min_effect;
+        break;
     }
     f.new_night_regression |= confirmed && p_owner[i].second != Test::change_point;
     fired[which][static_cast<size_t>(p_owner[i].second)] |= confirmed;

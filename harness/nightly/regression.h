@@ -36,7 +36,7 @@ struct BenchmarkSample {
 
 // The `context` block of a Google Benchmark JSON file: when, where and (a key the project adds) at which commit.
 struct BenchmarkContext {
-  std::string date;        // as written, e.g. "2026-12-05T02:00:11+00:00"
+  std::string date;  // as written, e.g. "2026-12-05T02:00:11+00:00"
   std::string host_name;
   std::string git_commit;  // empty when absent
   std::string executable;
@@ -97,10 +97,10 @@ struct RegressionFinding {
   std::string name;
   size_t nights = 0;
   double latest_mean = 0;
-  double baseline_mean = 0;   // mean of the history nights (NaN when there are none)
-  double noise_cv = 0;        // night-to-night coefficient of variation of the history (NaN when unknown)
-  double min_effect = 0;      // the smallest relative slowdown this benchmark may flag
-  double relative = 0;        // (latest − baseline) / baseline
+  double baseline_mean = 0;         // mean of the history nights (NaN when there are none)
+  double noise_cv = 0;              // night-to-night coefficient of variation of the history (NaN when unknown)
+  double min_effect = 0;            // the smallest relative slowdown this benchmark may flag
+  double relative = 0;              // (latest − baseline) / baseline
   double new_night_p = kNotTested;  // one-sided; kNotTested (NaN) when the history is too short
   // The mean of the k newest nights against the nights before them, for each k tested (2 .. recent_nights + 1).
   struct RecentNights {
@@ -114,9 +114,9 @@ struct RegressionFinding {
   double change_p = kNotTested;       // one-sided Welch p at that change point; kNotTested when none is recent
   bool new_night_regression = false;
   bool change_point_regression = false;
-  size_t regression_start = 0;      // when regression(): the first night of the slower level
+  size_t regression_start = 0;         // when regression(): the first night of the slower level
   std::string regression_start_label;  // that night's date and commit (night_label)
-  std::string note;  // why a test was not possible (too little history)
+  std::string note;                    // why a test was not possible (too little history)
   bool regression() const { return new_night_regression || change_point_regression; }
 };
 

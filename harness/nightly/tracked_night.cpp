@@ -28,8 +28,8 @@ std::vector<TrackedChangePoint> as_tracked(const std::vector<ChangePointRecord>&
     const auto start = index_of(s.history.night_stamps, newest + 1, r.start_night);
     const auto found = index_of(s.history.night_stamps, newest + 1, r.found_night);
     if (!start || !found) continue;
-    TrackedChangePoint cp{*start, *found, r.before_mean, r.relative, r.min_effect,
-                          parse_change_point_status(r.status), std::nullopt};
+    TrackedChangePoint cp{
+        *start, *found, r.before_mean, r.relative, r.min_effect, parse_change_point_status(r.status), std::nullopt};
     if (!r.resolved_night.empty()) {
       cp.resolved_night = index_of(s.history.night_stamps, newest + 1, r.resolved_night);
       if (!cp.resolved_night) cp.status = ChangePointStatus::confirmed;  // resolved after this night
@@ -115,9 +115,19 @@ NightDecision decide_nights(Store& store, const std::set<Series>& series, std::v
       if (added) {
         const TrackedChangePoint& cp = m.tracked.back();
         const auto& commits = s.history.night_commits;
-        ChangePointRecord r{0, s.series.suite, s.series.name, s.series.gpu, s.history.night_stamps[cp.start_night],
-                            commits[cp.start_night], stamp, commits[m.newest], cp.before_mean, cp.relative,
-                            cp.min_effect, std::string(to_string(cp.status)), ""};
+        ChangePointRecord r{0,
+                            s.series.suite,
+                            s.series.name,
+                            s.series.gpu,
+                            s.history.night_stamps[cp.start_night],
+                            commits[cp.start_night],
+                            stamp,
+                            commits[m.newest],
+                            cp.before_mean,
+                            cp.relative,
+                            cp.min_effect,
+                            std::string(to_string(cp.status)),
+                            ""};
         r.id = save_change_point(store, r);
         d.found.push_back(std::move(r));
       }

@@ -28,11 +28,11 @@ struct SeriesHistory {
 SeriesHistory load_series(Store& store, const Series& series);
 
 struct NightDecision {
-  std::vector<RegressionFinding> findings;    // per series, on the newest decided night it was measured
-  std::vector<BenchmarkHistory> histories;    // same order (for the plots)
-  std::vector<ChangePointRecord> found;       // change points first reported by this decision
-  std::vector<ChangePointRecord> tracked;     // every change point of the series, after this decision
-  std::string newest_commit;                  // the commit of the newest decided night ("" when unknown)
+  std::vector<RegressionFinding> findings;  // per series, on the newest decided night it was measured
+  std::vector<BenchmarkHistory> histories;  // same order (for the plots)
+  std::vector<ChangePointRecord> found;     // change points first reported by this decision
+  std::vector<ChangePointRecord> tracked;   // every change point of the series, after this decision
+  std::string newest_commit;                // the commit of the newest decided night ("" when unknown)
 };
 
 // Decides `stamps` (any order; decided oldest first) for every series measured on them, storing the change

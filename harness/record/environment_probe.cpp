@@ -51,7 +51,8 @@ Environment probe_environment() {
     e.driver = gpu.substr(gpu.find_first_not_of(' ', comma + 1));
   }
   const std::string nvcc = command_output("nvcc --version | grep release");
-  if (const auto pos = nvcc.find("release "); pos != std::string::npos) e.cuda = nvcc.substr(pos + 8, nvcc.find(',', pos) - pos - 8);
+  if (const auto pos = nvcc.find("release "); pos != std::string::npos)
+    e.cuda = nvcc.substr(pos + 8, nvcc.find(',', pos) - pos - 8);
   e.nccl = nccl_version();
   e.cpu_model = cpu_model();
 #if defined(__clang__)

@@ -17,8 +17,8 @@ namespace gpt::harness {
 namespace {
 
 void fill_from_log(RunRecord& r, const ParsedLog& log) {
-  r.final_val_loss = log.outcome == LogOutcome::complete || log.outcome == LogOutcome::diverged ? log.final_val_loss
-                                                                                              : std::nullopt;
+  r.final_val_loss =
+      log.outcome == LogOutcome::complete || log.outcome == LogOutcome::diverged ? log.final_val_loss : std::nullopt;
   r.train_time_ms = log.final_train_time_ms;
   r.steps = log.final_step;
   r.total_steps = log.total_steps;
@@ -57,8 +57,8 @@ std::optional<std::string> summary_log_conflict(const ParsedLog& log, const RunS
            std::to_string(*log.total_steps);
   }
   if (log.outcome != LogOutcome::complete || !log.final_val_loss) return std::nullopt;
-  const std::string log_final = "the log's final validation (val_loss " + loss_text(*log.final_val_loss) +
-                                " at step " + std::to_string(log.final_step.value_or(0)) + ")";
+  const std::string log_final = "the log's final validation (val_loss " + loss_text(*log.final_val_loss) + " at step " +
+                                std::to_string(log.final_step.value_or(0)) + ")";
   if (s.status == "diverged" || (s.final_val_loss && !std::isfinite(*s.final_val_loss))) {
     return "the run summary says the run diverged (status '" + s.status + "', final_val_loss " +
            (s.final_val_loss ? loss_text(*s.final_val_loss) : std::string("absent")) + ") but " + log_final +
@@ -119,10 +119,18 @@ RunRecord record_from_log(const ParsedLog& log, const std::filesystem::path& log
   r.log_path = log_path.string();
   fill_from_log(r, log);
   switch (log.outcome) {
-    case LogOutcome::complete: r.status = RunStatus::ok; break;
-    case LogOutcome::diverged: r.status = RunStatus::diverged; break;
-    case LogOutcome::incomplete: r.status = RunStatus::incomplete; break;
-    case LogOutcome::invalid: r.status = RunStatus::failed; break;
+    case LogOutcome::complete:
+      r.status = RunStatus::ok;
+      break;
+    case LogOutcome::diverged:
+      r.status = RunStatus::diverged;
+      break;
+    case LogOutcome::incomplete:
+      r.status = RunStatus::incomplete;
+      break;
+    case LogOutcome::invalid:
+      r.status = RunStatus::failed;
+      break;
   }
   r.reason = log.reason;
   return r;
@@ -156,7 +164,7 @@ RunRecord harvest_run(const RunPlan& plan, const ExitInfo& exit, RunEnd end, std
 
   std::string summary_problem;
   std::optional<std::string> conflict;  // the summary contradicts the log
-  bool summary_complete = false;  // the summary holds a finite final loss at the end of the run
+  bool summary_complete = false;        // the summary holds a finite final loss at the end of the run
   const auto summary_path = plan.out_dir / (plan.run_id + ".json");
   const bool summary_written = std::filesystem::exists(summary_path);
   if (summary_written) {

@@ -37,11 +37,14 @@ void add_launcher_options(CLI::App& command, LauncherSettings& s) {
   command.add_option("--slurm-partition", s.slurm.partition, "Slurm partition (sbatch --partition)")->check(slurm_name);
   command.add_option("--slurm-account", s.slurm.account, "Slurm account (sbatch --account)")->check(slurm_name);
   command.add_option("--slurm-qos", s.slurm.qos, "Slurm QOS (sbatch --qos)")->check(slurm_name);
-  command.add_option("--slurm-time", s.slurm.time_minutes,
-                     "job time limit in minutes (default: --timeout, else the recipe's budget)")
+  command
+      .add_option("--slurm-time", s.slurm.time_minutes,
+                  "job time limit in minutes (default: --timeout, else the recipe's budget)")
       ->check(CLI::PositiveNumber);
-  command.add_option("--sbatch-arg", s.slurm.sbatch_args, "extra sbatch option, e.g. --sbatch-arg=--constraint=h100 "
-                                                          "(repeatable)")
+  command
+      .add_option("--sbatch-arg", s.slurm.sbatch_args,
+                  "extra sbatch option, e.g. --sbatch-arg=--constraint=h100 "
+                  "(repeatable)")
       ->allow_extra_args(false);
   command.add_option("--srun-arg", s.slurm.srun_args, "extra srun option inside the job (repeatable)")
       ->allow_extra_args(false);
@@ -56,11 +59,16 @@ void add_launcher_options(CLI::App& command, LauncherSettings& s) {
 void save_launcher_settings(Store& store, std::int64_t sweep_id, const LauncherSettings& s) {
   store.set_param(OwnerKind::sweep, sweep_id, "launcher", s.kind);
   if (s.kind != "slurm") return;
-  const nlohmann::json slurm = {{"partition", s.slurm.partition}, {"account", s.slurm.account}, {"qos", s.slurm.qos},
-                                {"sbatch_args", s.slurm.sbatch_args}, {"srun_args", s.slurm.srun_args},
-                                {"time_minutes", s.slurm.time_minutes ? nlohmann::json(*s.slurm.time_minutes) : nullptr},
-                                {"resubmit_preempted", s.slurm.resubmit_preempted},
-                                {"max_resubmits", s.slurm.max_resubmits}, {"poll_s", s.slurm.poll_s}};
+  const nlohmann::json slurm = {
+      {"partition", s.slurm.partition},
+      {"account", s.slurm.account},
+      {"qos", s.slurm.qos},
+      {"sbatch_args", s.slurm.sbatch_args},
+      {"srun_args", s.slurm.srun_args},
+      {"time_minutes", s.slurm.time_minutes ? nlohmann::json(*s.slurm.time_minutes) : nullptr},
+      {"resubmit_preempted", s.slurm.resubmit_preempted},
+      {"max_resubmits", s.slurm.max_resubmits},
+      {"poll_s", s.slurm.poll_s}};
   store.set_param(OwnerKind::sweep, sweep_id, "slurm", slurm.dump());
 }
 
@@ -78,7 +86,8 @@ LauncherSettings load_launcher_settings(Store& store, std::int64_t sweep_id, con
       s.slurm.qos = j.value("qos", "");
       s.slurm.sbatch_args = j.value("sbatch_args", std::vector<std::string>{});
       s.slurm.srun_args = j.value("srun_args", std::vector<std::string>{});
-      if (j.contains("time_minutes") && !j.at("time_minutes").is_null()) s.slurm.time_minutes = j.at("time_minutes").get<int>();
+      if (j.contains("time_minutes") && !j.at("time_minutes").is_null())
+        s.slurm.time_minutes = j.at("time_minutes").get<int>();
       s.slurm.resubmit_preempted = s.slurm.resubmit_preempted || j.value("resubmit_preempted", false);
       s.slurm.max_resubmits = j.value("max_resubmits", 3);
       s.slurm.poll_s = given.slurm.poll_s != SlurmSettings{}.poll_s ? given.slurm.poll_s : j.value("poll_s", 2.0);

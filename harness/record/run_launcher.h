@@ -22,7 +22,7 @@ struct SlurmSettings {
   std::optional<int> time_minutes;       // --time; default: --timeout, else the recipe's budget
   bool resubmit_preempted = false;       // submit a preempted run again (up to max_resubmits times)
   int max_resubmits = 3;
-  double poll_s = 2.0;                   // seconds between squeue/scontrol polls
+  double poll_s = 2.0;  // seconds between squeue/scontrol polls
 };
 
 struct LauncherSettings {

@@ -76,9 +76,9 @@ std::vector<JobState> parse_sacct(const std::string& text) {
 }
 
 bool is_active(const std::string& state) {
-  static const char* const kActive[] = {"PENDING",    "RUNNING",      "CONFIGURING", "COMPLETING", "REQUEUED",
-                                        "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING",   "SUSPENDED",  "SIGNALING",
-                                        "STAGE_OUT",  "STOPPED",      "RESV_DEL_HOLD", "SPECIAL_EXIT"};
+  static const char* const kActive[] = {"PENDING",     "RUNNING",      "CONFIGURING",   "COMPLETING",  "REQUEUED",
+                                        "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING",      "SUSPENDED",   "SIGNALING",
+                                        "STAGE_OUT",   "STOPPED",      "RESV_DEL_HOLD", "SPECIAL_EXIT"};
   for (const char* s : kActive) {
     if (state == s) return true;
   }

@@ -42,8 +42,8 @@ struct JobFile {
     }
   }
   void save(const RunPlan& plan) const {
-    write_text_atomically(path(plan),
-                          nlohmann::json{{"job_id", job_id}, {"attempt", attempt}, {"harvested", harvested}}.dump() + "\n");
+    write_text_atomically(
+        path(plan), nlohmann::json{{"job_id", job_id}, {"attempt", attempt}, {"harvested", harvested}}.dump() + "\n");
   }
 };
 
@@ -64,8 +64,8 @@ class SlurmLauncher final : public RunLauncher {
     shape_.gpus = gpus_;
     shape_.time_minutes = settings_.time_minutes;
     if (!shape_.time_minutes) {
-      shape_.time_minutes = options.timeout_s ? static_cast<int>((*options.timeout_s + 59) / 60)
-                                              : default_time_minutes(recipe_);
+      shape_.time_minutes =
+          options.timeout_s ? static_cast<int>((*options.timeout_s + 59) / 60) : default_time_minutes(recipe_);
     }
     const auto sweep = store.find_sweep(std::to_string(sweep_id));
     job_name_ = sweep ? sweep->name : "speedrun";
@@ -113,7 +113,8 @@ class SlurmLauncher final : public RunLauncher {
         if (outcome.preempted && settings_.resubmit_preempted && it->job.attempt <= settings_.max_resubmits) {
           it->job.harvested = true;
           it->job.save(*it->plan);
-          say("seed " + std::to_string(it->plan->seed) + ": Slurm job " + it->job.job_id + " was preempted; resubmitting");
+          say("seed " + std::to_string(it->plan->seed) + ": Slurm job " + it->job.job_id +
+              " was preempted; resubmitting");
           it->job = submit(*it->plan, it->job.attempt + 1);
           ++it;
           continue;
@@ -155,11 +156,11 @@ class SlurmLauncher final : public RunLauncher {
     argv.insert(argv.end(), settings_.sbatch_args.begin(), settings_.sbatch_args.end());
     argv.push_back(script.string());
     const auto r = run_command(argv);
-    GPT_CHECK(r.status == 0, "sbatch failed for run ", plan.run_id, " (status ", r.status, "): ",
-              r.err.empty() ? r.out : r.err);
+    GPT_CHECK(r.status == 0, "sbatch failed for run ", plan.run_id, " (status ", r.status,
+              "): ", r.err.empty() ? r.out : r.err);
     std::string id = r.out.substr(0, r.out.find_first_of(";\n\r"));
-    GPT_CHECK(!id.empty() && id.find_first_not_of("0123456789_") == std::string::npos,
-              "sbatch for run ", plan.run_id, " printed no job id: '", r.out, "'");
+    GPT_CHECK(!id.empty() && id.find_first_not_of("0123456789_") == std::string::npos, "sbatch for run ", plan.run_id,
+              " printed no job id: '", r.out, "'");
     JobFile job{id, attempt, false};
     job.save(plan);
     say("seed " + std::to_string(plan.seed) + ": submitted as Slurm job " + id +
@@ -195,7 +196,8 @@ class SlurmLauncher final : public RunLauncher {
       if (states.count(t.job.job_id)) continue;
       std::ifstream exit_file(t.plan->out_dir / ("slurm-" + t.job.job_id + ".exit"));
       int code = 0;
-      if (exit_file >> code) states.emplace(t.job.job_id, JobState{t.job.job_id, code == 0 ? "COMPLETED" : "FAILED", code, 0, ""});
+      if (exit_file >> code)
+        states.emplace(t.job.job_id, JobState{t.job.job_id, code == 0 ? "COMPLETED" : "FAILED", code, 0, ""});
     }
     return states;
   }
@@ -203,8 +205,8 @@ class SlurmLauncher final : public RunLauncher {
   void store_run(Store& store, std::int64_t sweep_id, Tracked& t, const Outcome& outcome, SweepRunResult& result) {
     RunPlan plan = *t.plan;
     plan.log_path = plan.out_dir / ("slurm-" + t.job.job_id + ".log");
-    const std::optional<double> limit_s = shape_.time_minutes ? std::optional<double>(*shape_.time_minutes * 60.0)
-                                                              : options_->timeout_s;
+    const std::optional<double> limit_s =
+        shape_.time_minutes ? std::optional<double>(*shape_.time_minutes * 60.0) : options_->timeout_s;
     RunRecord record = harvest_run(plan, outcome.exit, outcome.end, limit_s);
     if (outcome.forced_status) record.status = *outcome.forced_status;
     if (!outcome.note.empty()) record.reason = outcome.note + (record.reason.empty() ? "" : ": " + record.reason);
@@ -215,8 +217,8 @@ class SlurmLauncher final : public RunLauncher {
     // Spool first, then insert, as local runs do: a locked database cannot lose a finished job's run.
     if (!spool_and_store(store, t.plan->out_dir, record, options_->insert_retry)) {
       ++result.spooled;
-      say("database still locked: run " + record.run_id + " kept in '" +
-          (t.plan->out_dir / kSpoolFileName).string() + "'; the next harness command stores it");
+      say("database still locked: run " + record.run_id + " kept in '" + (t.plan->out_dir / kSpoolFileName).string() +
+          "'; the next harness command stores it");
     }
     t.job.harvested = true;
     t.job.save(*t.plan);

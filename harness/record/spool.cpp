@@ -44,9 +44,15 @@ std::optional<std::int64_t> get_int(const json& j, const char* key) {
 }
 
 json environment_json(const Environment& e) {
-  return {{"gpu", e.gpu},         {"driver", e.driver},       {"cuda", e.cuda},
-          {"nccl", e.nccl},       {"cpu_model", e.cpu_model}, {"compiler", e.compiler},
-          {"build_flags", e.build_flags}, {"git_commit", e.git_commit}, {"git_dirty", e.git_dirty},
+  return {{"gpu", e.gpu},
+          {"driver", e.driver},
+          {"cuda", e.cuda},
+          {"nccl", e.nccl},
+          {"cpu_model", e.cpu_model},
+          {"compiler", e.compiler},
+          {"build_flags", e.build_flags},
+          {"git_commit", e.git_commit},
+          {"git_dirty", e.git_dirty},
           {"hostname", e.hostname}};
 }
 
@@ -69,17 +75,27 @@ Environment environment_from(const json& j) {
 
 void write_spool(const std::filesystem::path& path, const RunRecord& r) {
   json points = json::array();
-  for (const auto& p : r.val_points) points.push_back({{"step", p.step}, {"val_loss", opt(std::optional(p.val_loss))},
-                                                       {"train_time_ms", opt(p.train_time_ms)}});
-  json doc = {{"sweep_id", r.sweep_id},          {"arm", r.arm},
-              {"seed", opt(r.seed)},             {"run_id", r.run_id},
-              {"status", to_string(r.status)},   {"exit_code", opt(r.exit_code)},
-              {"final_val_loss", opt(r.final_val_loss)}, {"train_time_ms", opt(r.train_time_ms)},
-              {"steps", opt(r.steps)},           {"total_steps", opt(r.total_steps)},
-              {"tokens", opt(r.tokens)},         {"peak_memory_mib", opt(r.peak_memory_mib)},
-              {"log_path", r.log_path},          {"reason", r.reason},
-              {"wall_time_s", opt(r.wall_time_s)}, {"environment_id", opt(r.environment_id)},
-              {"val_points", points},            {"params", r.params}};
+  for (const auto& p : r.val_points)
+    points.push_back(
+        {{"step", p.step}, {"val_loss", opt(std::optional(p.val_loss))}, {"train_time_ms", opt(p.train_time_ms)}});
+  json doc = {{"sweep_id", r.sweep_id},
+              {"arm", r.arm},
+              {"seed", opt(r.seed)},
+              {"run_id", r.run_id},
+              {"status", to_string(r.status)},
+              {"exit_code", opt(r.exit_code)},
+              {"final_val_loss", opt(r.final_val_loss)},
+              {"train_time_ms", opt(r.train_time_ms)},
+              {"steps", opt(r.steps)},
+              {"total_steps", opt(r.total_steps)},
+              {"tokens", opt(r.tokens)},
+              {"peak_memory_mib", opt(r.peak_memory_mib)},
+              {"log_path", r.log_path},
+              {"reason", r.reason},
+              {"wall_time_s", opt(r.wall_time_s)},
+              {"environment_id", opt(r.environment_id)},
+              {"val_points", points},
+              {"params", r.params}};
   if (r.environment) doc["environment"] = environment_json(*r.environment);
   write_text_atomically(path, doc.dump(1) + "\n");
 }

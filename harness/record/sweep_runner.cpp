@@ -72,8 +72,8 @@ struct Slot {
 
 class Progress {
  public:
-  Progress(const SweepRunOptions& o, int total, int parallel) : out_(o.progress), tty_(o.progress_is_tty),
-      total_(total), parallel_(parallel) {}
+  Progress(const SweepRunOptions& o, int total, int parallel)
+      : out_(o.progress), tty_(o.progress_is_tty), total_(total), parallel_(parallel) {}
 
   void finished(const RunRecord& r, int done) {
     done_ = done;
@@ -160,9 +160,8 @@ std::vector<std::string> device_partitions(int slots, int gpus_per_run, const ch
   } else {
     for (int i = 0; i < slots * gpus_per_run; ++i) devices.push_back(std::to_string(i));
   }
-  GPT_CHECK(static_cast<int>(devices.size()) >= slots * gpus_per_run, "--parallel ", slots, " x --gpus ",
-            gpus_per_run, " needs ", slots * gpus_per_run, " devices but CUDA_VISIBLE_DEVICES lists ",
-            devices.size());
+  GPT_CHECK(static_cast<int>(devices.size()) >= slots * gpus_per_run, "--parallel ", slots, " x --gpus ", gpus_per_run,
+            " needs ", slots * gpus_per_run, " devices but CUDA_VISIBLE_DEVICES lists ", devices.size());
   std::vector<std::string> partitions;
   for (int s = 0; s < slots; ++s) {
     std::string part;
@@ -221,7 +220,8 @@ SweepRunResult run_sweep(Store& store, std::int64_t sweep_id, const std::vector<
       spec.environment.emplace_back("SPEEDRUN_SEED", std::to_string(slot.plan->seed));
       spec.environment.emplace_back("SPEEDRUN_RUN_ID", slot.plan->run_id);
       spec.environment.emplace_back("SPEEDRUN_OUT", slot.plan->out_dir.string());
-      if (!options.device_partitions.empty()) spec.environment.emplace_back("CUDA_VISIBLE_DEVICES", options.device_partitions[i]);
+      if (!options.device_partitions.empty())
+        spec.environment.emplace_back("CUDA_VISIBLE_DEVICES", options.device_partitions[i]);
       make_folders_below(slot.plan->out_dir.parent_path(), slot.plan->out_dir.filename());
       try {
         slot.process.emplace(Process::start(spec));

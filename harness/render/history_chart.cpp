@@ -114,8 +114,7 @@ std::string render_history_chart(const HistoryChart& c, int width, int height) {
     if (mark.night >= n) continue;
     const double x = x_of(mark.night) - (mark.night > 0 ? 0.5 * (x_of(mark.night) - x_of(mark.night - 1)) : 0);
     o << "<line class=\"change-point\" x1=\"" << x << "\" x2=\"" << x << "\" y1=\"" << kTop << "\" y2=\""
-      << kTop + plot_h
-      << "\" stroke=\"#c62828\" stroke-dasharray=\"5,4\"/>\n";
+      << kTop + plot_h << "\" stroke=\"#c62828\" stroke-dasharray=\"5,4\"/>\n";
     if (!mark.href.empty()) o << "<a href=\"" << svg::escape(mark.href) << "\">";
     o << "<text x=\"" << std::min(x + 4, kLeft + plot_w - 4) << "\" y=\"" << kTop - 8 << "\" fill=\"#c62828\""
       << (x + 4 + text_width(mark.label) > kLeft + plot_w ? " text-anchor=\"end\"" : "") << ">"
@@ -129,8 +128,8 @@ std::string render_history_chart(const HistoryChart& c, int width, int height) {
     const double x = x_of(i);
     o << "<line x1=\"" << x << "\" x2=\"" << x << "\" y1=\"" << y_of(night.min) << "\" y2=\"" << y_of(night.max)
       << "\" stroke=\"#90caf9\"/>\n<circle cx=\"" << x << "\" cy=\"" << y_of(night.mean)
-      << "\" r=\"3.5\" fill=\"#1565c0\"><title>" << svg::escape(night.stamp + " " + night.commit + ": " +
-                                                                 num(night.mean / divisor) + " " + unit)
+      << "\" r=\"3.5\" fill=\"#1565c0\"><title>"
+      << svg::escape(night.stamp + " " + night.commit + ": " + num(night.mean / divisor) + " " + unit)
       << "</title></circle>\n";
   }
   o << "</svg>\n";

@@ -58,8 +58,8 @@ void pad_range(double& lo, double& hi, bool log) {
 void open_svg(std::ostringstream& o, int width, int height, const std::string& title) {
   o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height << "\" viewBox=\"0 0 "
     << width << " " << height << "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n<title>"
-    << svg::escape(title) << "</title>\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\""
-    << width / 2 << "\" y=\"20\" text-anchor=\"middle\" font-size=\"15\">" << svg::escape(title) << "</text>\n";
+    << svg::escape(title) << "</title>\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"" << width / 2
+    << "\" y=\"20\" text-anchor=\"middle\" font-size=\"15\">" << svg::escape(title) << "</text>\n";
 }
 
 void x_axis(std::ostringstream& o, const Axis& axis, double y, double grid_top, const std::string& label,
@@ -174,7 +174,8 @@ std::string render_dot_plot(const DotPlot& plot, int width) {
       if (!std::isfinite(v)) continue;
       sum += v, ++n;
       o << "<circle cx=\"" << px(axis.to_pixel(v)) << "\" cy=\"" << px(y) << "\" r=\"3.5\" fill=\"" << color
-        << "\" fill-opacity=\"0.65\"><title>" << svg::escape(row.label) << ": " << tick_text(v) << "</title></circle>\n";
+        << "\" fill-opacity=\"0.65\"><title>" << svg::escape(row.label) << ": " << tick_text(v)
+        << "</title></circle>\n";
     }
     if (n > 0) {
       const double mx = axis.to_pixel(sum / n);
@@ -239,7 +240,8 @@ std::string render_curve_plot(const CurvePlot& plot, int width, int height) {
       o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.3\" stroke-opacity=\"0.8\""
         << (dashed ? " stroke-dasharray=\"5,3\"" : "") << " points=\"";
       for (const auto& [x, y] : run) {
-        if (std::isfinite(x) && std::isfinite(y)) o << px(x_axis_def.to_pixel(x)) << "," << px(y_axis_def.to_pixel(y)) << " ";
+        if (std::isfinite(x) && std::isfinite(y))
+          o << px(x_axis_def.to_pixel(x)) << "," << px(y_axis_def.to_pixel(y)) << " ";
       }
       o << "\"><title>" << svg::escape(plot.groups[gi].label) << "</title></polyline>\n";
     }

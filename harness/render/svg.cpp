@@ -42,8 +42,8 @@ void widen(double& lo, double& hi) {
 }
 
 void open_svg(std::ostringstream& o, int width, int height, const std::string& title) {
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
-    << "\" viewBox=\"0 0 " << width << " " << height << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height << "\" viewBox=\"0 0 "
+    << width << " " << height << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     << "<text x=\"" << width / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">" << escape(title)
     << "</text>\n";
@@ -54,11 +54,11 @@ void y_axis(std::ostringstream& o, const Frame& f, const std::string& label) {
     if (t < f.y0 - 1e-12 || t > f.y1 + 1e-12) continue;
     o << "<line x1=\"" << Frame::left << "\" x2=\"" << f.width - Frame::right << "\" y1=\"" << num(f.py(t))
       << "\" y2=\"" << num(f.py(t)) << "\" stroke=\"#e0e0e0\"/>\n"
-      << "<text x=\"" << Frame::left - 6 << "\" y=\"" << num(f.py(t) + 4) << "\" text-anchor=\"end\">"
-      << tick_label(t) << "</text>\n";
+      << "<text x=\"" << Frame::left - 6 << "\" y=\"" << num(f.py(t) + 4) << "\" text-anchor=\"end\">" << tick_label(t)
+      << "</text>\n";
   }
-  o << "<text transform=\"translate(16," << f.height / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
-    << escape(label) << "</text>\n"
+  o << "<text transform=\"translate(16," << f.height / 2 << ") rotate(-90)\" text-anchor=\"middle\">" << escape(label)
+    << "</text>\n"
     << "<line x1=\"" << Frame::left << "\" x2=\"" << Frame::left << "\" y1=\"" << Frame::top << "\" y2=\""
     << f.height - Frame::bottom << "\" stroke=\"black\"/>\n"
     << "<line x1=\"" << Frame::left << "\" x2=\"" << f.width - Frame::right << "\" y1=\"" << f.height - Frame::bottom
@@ -71,11 +71,21 @@ std::string escape(std::string_view text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
         // Control characters are not allowed in XML 1.0.
         if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n') out += c;
@@ -181,8 +191,8 @@ std::string StripChart::render(int width, int height) const {
     }
     if (n > 0) {
       const double mean = sum / static_cast<double>(n);
-      o << "<line x1=\"" << num(cx - 30) << "\" x2=\"" << num(cx + 30) << "\" y1=\"" << num(f.py(mean))
-        << "\" y2=\"" << num(f.py(mean)) << "\" stroke=\"black\" stroke-width=\"2\"><title>mean " << tick_label(mean)
+      o << "<line x1=\"" << num(cx - 30) << "\" x2=\"" << num(cx + 30) << "\" y1=\"" << num(f.py(mean)) << "\" y2=\""
+        << num(f.py(mean)) << "\" stroke=\"black\" stroke-width=\"2\"><title>mean " << tick_label(mean)
         << "</title></line>\n";
     }
   }

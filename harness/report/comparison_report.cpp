@@ -49,8 +49,8 @@ std::string run_line(const RunRecord& r) {
   std::ostringstream o;
   o << "| " << r.arm << " | " << (r.seed ? std::to_string(*r.seed) : "-") << " | " << to_string(r.status) << " | "
     << (r.final_val_loss ? fixed(*r.final_val_loss, 4) : "-") << " | "
-    << (r.train_time_ms ? fixed(*r.train_time_ms / 1000.0, 3) : "-") << " | "
-    << step_text(r) << " | " << r.reason << " |\n";
+    << (r.train_time_ms ? fixed(*r.train_time_ms / 1000.0, 3) : "-") << " | " << step_text(r) << " | " << r.reason
+    << " |\n";
   return o.str();
 }
 
@@ -98,7 +98,8 @@ std::string render_comparison_markdown(const ComparisonPage& page, const std::st
   }
   o << "\n| | baseline | candidate |\n|---|---:|---:|\n";
   o << "| finished runs | " << r.baseline_time.n << " | " << r.candidate_time.n << " |\n";
-  o << "| mean train time (s) | " << fixed(r.baseline_time.mean, 3) << " | " << fixed(r.candidate_time.mean, 3) << " |\n";
+  o << "| mean train time (s) | " << fixed(r.baseline_time.mean, 3) << " | " << fixed(r.candidate_time.mean, 3)
+    << " |\n";
   o << "| std train time (s) | " << fixed(r.baseline_time.std, 3) << " | " << fixed(r.candidate_time.std, 3) << " |\n";
   o << "| mean final val loss | " << (r.baseline_loss ? fixed(r.baseline_loss->mean, 4) : "-") << " | "
     << (r.candidate_loss ? fixed(r.candidate_loss->mean, 4) : "-") << " |\n";

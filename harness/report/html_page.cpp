@@ -23,7 +23,8 @@ figure{margin:12px 0}svg{max-width:100%;height:auto}code{font-size:12px}
 std::string page_head(const std::string& title) {
   return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-         "<title>" + svg::escape(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+         "<title>" +
+         svg::escape(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
 }
 
 }  // namespace gpt::harness::html

@@ -224,8 +224,8 @@ std::string render_sweep_html(const SweepReport& rep, const HtmlContext& context
   o << ". Target val loss " << fixed(rep.options.target, 4) << ", alpha " << general(rep.options.alpha) << ".</p>\n";
 
   o << "<h2>Verdict per arm</h2>\n<table>\n<tr><th>arm</th><th>ok</th><th>not ok</th><th>mean loss</th><th>std</th>"
-       "<th>p (mean &lt; target)</th><th>upper bound</th><th>runs for power " << general(rep.options.power)
-    << "</th><th>mean time (ms)</th><th>verdict</th></tr>\n";
+       "<th>p (mean &lt; target)</th><th>upper bound</th><th>runs for power "
+    << general(rep.options.power) << "</th><th>mean time (ms)</th><th>verdict</th></tr>\n";
   for (const auto& arm : rep.arms) {
     o << "<tr><td>" << esc(arm_name(arm.arm)) << "</td><td class=\"num\">" << arm.ok.size() << "</td><td class=\"num\">"
       << arm.not_ok.size() << "</td><td class=\"num\">" << (arm.loss ? fixed(arm.loss->mean, 4) : "-")

@@ -27,8 +27,8 @@ struct ComparisonPage {
   compare::ComparisonSettings settings;
   compare::ComparisonReport report;
   std::vector<RunRecord> baseline_runs, candidate_runs;  // every stored run, ok or not
-  std::vector<std::string> revision_notes;  // per arm: its revision against the commit its trainer reports
-  std::string baseline_recipe, candidate_recipe;  // what each arm ran (--baseline-recipe / --candidate-recipe)
+  std::vector<std::string> revision_notes;               // per arm: its revision against the commit its trainer reports
+  std::string baseline_recipe, candidate_recipe;         // what each arm ran (--baseline-recipe / --candidate-recipe)
   // Each arm's recipe overrides (KEY=VALUE: the sweep's --set, then the arm's --baseline-set / --candidate-set) and
   // the recipe hashes its runs' trainers reported (distinct, sorted; empty: none reported).
   std::vector<std::string> baseline_overrides, candidate_overrides;

@@ -34,9 +34,9 @@ std::vector<std::size_t> default_power_rows(std::size_t observed) {
 
 std::string power_text(const stats::PowerPlan& p, const std::string& indent) {
   std::ostringstream o;
-  o << indent << "power analysis (one-sided t-test, alpha " << num(p.alpha, "%.4g") << ", power " << num(p.power, "%.4g")
-    << ", mean " << num(p.mean, "%.4f") << ", std " << num(p.std, "%.4f") << ", effect d = " << num(p.effect, "%.3f")
-    << ")\n";
+  o << indent << "power analysis (one-sided t-test, alpha " << num(p.alpha, "%.4g") << ", power "
+    << num(p.power, "%.4g") << ", mean " << num(p.mean, "%.4f") << ", std " << num(p.std, "%.4f")
+    << ", effect d = " << num(p.effect, "%.3f") << ")\n";
   o << indent << "  runs needed for power " << num(p.power, "%.4g") << ": " << runs_needed_text(p) << "\n";
   if (!p.rows.empty()) {
     o << indent << "  runs   power at this effect   smallest provable improvement   mean needed\n";
@@ -68,10 +68,16 @@ std::string power_markdown(const stats::PowerPlan& p) {
 nlohmann::json power_json(const stats::PowerPlan& p) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : p.rows) {
-    rows.push_back({{"runs", r.runs}, {"power", finite_or_null(r.power)},
-                    {"min_improvement", finite_or_null(r.min_improvement)}, {"max_mean", finite_or_null(r.max_mean)}});
+    rows.push_back({{"runs", r.runs},
+                    {"power", finite_or_null(r.power)},
+                    {"min_improvement", finite_or_null(r.min_improvement)},
+                    {"max_mean", finite_or_null(r.max_mean)}});
   }
-  return {{"mean", p.mean}, {"std", p.std}, {"target", p.target}, {"alpha", p.alpha}, {"power", p.power},
+  return {{"mean", p.mean},
+          {"std", p.std},
+          {"target", p.target},
+          {"alpha", p.alpha},
+          {"power", p.power},
           {"effect", finite_or_null(p.effect)},
           {"runs_needed", p.runs_needed ? nlohmann::json(*p.runs_needed) : nlohmann::json(nullptr)},
           {"rows", rows}};

@@ -127,10 +127,18 @@ nlohmann::json provenance_json(const Provenance& p) {
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& g : p.groups) {
     const Environment& e = g.environment;
-    groups.push_back({{"source", g.from_trainer ? "trainer" : "harness_probe"}, {"runs", g.runs},
-                      {"git_commit", e.git_commit}, {"git_dirty", e.git_dirty}, {"build_flags", e.build_flags},
-                      {"gpu", e.gpu}, {"driver", e.driver}, {"cuda", e.cuda}, {"nccl", e.nccl},
-                      {"cpu", e.cpu_model}, {"compiler", e.compiler}, {"hostname", e.hostname},
+    groups.push_back({{"source", g.from_trainer ? "trainer" : "harness_probe"},
+                      {"runs", g.runs},
+                      {"git_commit", e.git_commit},
+                      {"git_dirty", e.git_dirty},
+                      {"build_flags", e.build_flags},
+                      {"gpu", e.gpu},
+                      {"driver", e.driver},
+                      {"cuda", e.cuda},
+                      {"nccl", e.nccl},
+                      {"cpu", e.cpu_model},
+                      {"compiler", e.compiler},
+                      {"hostname", e.hostname},
                       {"fingerprint", e.fingerprint()}});
     nlohmann::json& details = groups.back()["details"];
     details = nlohmann::json::object();
@@ -138,8 +146,10 @@ nlohmann::json provenance_json(const Provenance& p) {
       details[kRunDetails[d].first] = g.details[d].second == "-" ? "" : g.details[d].second;
     }
   }
-  return {{"runs_differ", p.runs_differ()}, {"differing_fields", p.differing_fields},
-          {"runs_without_environment", p.runs_without_environment}, {"environments", groups}};
+  return {{"runs_differ", p.runs_differ()},
+          {"differing_fields", p.differing_fields},
+          {"runs_without_environment", p.runs_without_environment},
+          {"environments", groups}};
 }
 
 std::string provenance_text(const Provenance& p) {
@@ -147,8 +157,8 @@ std::string provenance_text(const Provenance& p) {
   o << "environment: " << heading_note(p) << "\n";
   for (size_t g = 0; g < p.groups.size(); ++g) {
     const auto& group = p.groups[g];
-    o << "  " << (p.runs_differ() ? "environment " + std::to_string(g + 1) + ", " : "") << source_text(group)
-      << " (" << group.runs.size() << " run(s): " << join(group.runs) << ")\n   ";
+    o << "  " << (p.runs_differ() ? "environment " + std::to_string(g + 1) + ", " : "") << source_text(group) << " ("
+      << group.runs.size() << " run(s): " << join(group.runs) << ")\n   ";
     for (const auto& [label, value] : group_fields(group)) o << " " << label << " " << value << ";";
     o << "\n";
   }

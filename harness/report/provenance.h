@@ -16,7 +16,7 @@ namespace gpt::harness {
 
 struct ProvenanceGroup {
   Environment environment;
-  bool from_trainer = true;       // false: the harness's probe (the trainer wrote no environment)
+  bool from_trainer = true;  // false: the harness's probe (the trainer wrote no environment)
   // What the runs' trainers reported beside the environment row, kept as run params (kRunDetails): (label, value),
   // "-" where none was reported.
   std::vector<std::pair<std::string, std::string>> details;

@@ -57,8 +57,8 @@ SweepRow sweep_row(Store& store, const SweepInfo& sweep, const fs::path& out, Si
       const auto& r = page.report;
       row.verdict = r.faster ? "FASTER" : (r.slower ? "SLOWER" : "no significant difference");
       row.pass = !r.slower;
-      row.detail = "time ratio " + fixed(r.time_ratio, 4) + " (" + r.time.t_name() + " p = " +
-                   general(r.time.t.p_value) + ")";
+      row.detail =
+          "time ratio " + fixed(r.time_ratio, 4) + " (" + r.time.t_name() + " p = " + general(r.time.t.p_value) + ")";
       summary.pages.push_back(write_comparison_html(store, sweep, page, dir));
     } else {
       ReportOptions options;
@@ -91,9 +91,9 @@ void sweep_table(std::ostringstream& o, const std::vector<SweepRow>& rows) {
   o << "<table>\n<tr><th>id</th><th>sweep</th><th>kind</th><th>recipe</th><th>created</th><th>runs</th>"
        "<th>verdict</th><th>detail</th></tr>\n";
   for (const auto& r : rows) {
-    const std::string name = r.has_page ? "<a href=\"sweeps/" + std::to_string(r.sweep.id) + "/report.html\">" +
-                                              esc(r.sweep.name) + "</a>"
-                                        : esc(r.sweep.name);
+    const std::string name =
+        r.has_page ? "<a href=\"sweeps/" + std::to_string(r.sweep.id) + "/report.html\">" + esc(r.sweep.name) + "</a>"
+                   : esc(r.sweep.name);
     o << "<tr><td class=\"num\">" << r.sweep.id << "</td><td>" << name << "</td><td>" << esc(r.sweep.kind)
       << "</td><td>" << esc(r.sweep.recipe.empty() ? "-" : r.sweep.recipe) << "</td><td>" << esc(r.sweep.created_at)
       << "</td><td class=\"num\">" << r.sweep.runs_planned << "</td><td class=\""
@@ -128,9 +128,8 @@ std::string benchmark_page(Store& store, const std::string& title, const std::ve
   std::vector<nightly::SeriesHistory> histories;
   for (const auto& s : series) histories.push_back(nightly::load_series(store, s));
   // The longest history first: it is the one a reader came for.
-  std::stable_sort(histories.begin(), histories.end(), [](const auto& a, const auto& b) {
-    return a.history.nights.size() > b.history.nights.size();
-  });
+  std::stable_sort(histories.begin(), histories.end(),
+                   [](const auto& a, const auto& b) { return a.history.nights.size() > b.history.nights.size(); });
   for (const nightly::SeriesHistory& h : histories) {
     const nightly::Series& s = h.series;
     const auto change_points = load_change_points(store, s.suite, s.name, s.gpu);
@@ -138,9 +137,11 @@ std::string benchmark_page(Store& store, const std::string& title, const std::ve
     for (const auto& r : store.benchmark_history(std::string_view(s.suite), s.name, std::string_view(s.gpu))) {
       unit = r.unit;
     }
-    html::HistoryChart chart{s.suite == "smoke" && s.name.find("loss") != std::string::npos ? "final val loss"
-                                                                                             : "time per iteration",
-                             unit, {}, {}};
+    html::HistoryChart chart{
+        s.suite == "smoke" && s.name.find("loss") != std::string::npos ? "final val loss" : "time per iteration",
+        unit,
+        {},
+        {}};
     chart.nights = html::history_nights(h.history.nights, h.history.night_stamps, h.history.night_commits);
     for (const auto& c : change_points) {
       const auto at = std::find(h.history.night_stamps.begin(), h.history.night_stamps.end(), c.start_night);
@@ -164,7 +165,8 @@ std::string benchmark_page(Store& store, const std::string& title, const std::ve
     double largest = 0;
     for (const auto& n : chart.nights) largest = std::max(largest, n.max);
     const auto [shown_unit, divisor] = html::display_unit(unit, largest);  // the chart's unit
-    o << "<table>\n<tr><th>night (UTC)</th><th>commit</th><th>mean (" << esc(shown_unit) << ")</th><th>min</th>"
+    o << "<table>\n<tr><th>night (UTC)</th><th>commit</th><th>mean (" << esc(shown_unit)
+      << ")</th><th>min</th>"
          "<th>max</th><th>repetitions</th></tr>\n";
     for (size_t i = chart.nights.size(); i-- > 0;) {  // newest first
       const auto& n = chart.nights[i];

@@ -25,7 +25,7 @@ nlohmann::json opt(const std::optional<double>& x) {
 
 nlohmann::json summary_json(const std::optional<stats::Summary>& s) {
   if (!s) return nullptr;
-  return {{"n", s->n},       {"mean", s->mean}, {"std", s->std}, {"sem", s->sem},
+  return {{"n", s->n},           {"mean", s->mean}, {"std", s->std}, {"sem", s->sem},
           {"median", s->median}, {"min", s->min},   {"max", s->max}};
 }
 
@@ -113,7 +113,8 @@ SweepReport build_sweep_report(Store& store, const SweepInfo& sweep, const Repor
     ++report.runs_stored;
     ArmReport& arm = arms[r.arm];
     arm.arm = r.arm;
-    if (r.status == RunStatus::ok && store.params(OwnerKind::run, r.id).count("train_data_cycled") != 0) ++arm.cycled_runs;
+    if (r.status == RunStatus::ok && store.params(OwnerKind::run, r.id).count("train_data_cycled") != 0)
+      ++arm.cycled_runs;
     (r.status == RunStatus::ok ? arm.ok : arm.not_ok).push_back(std::move(r));
   }
   report.pass = !arms.empty();
@@ -138,9 +139,9 @@ std::string render_text(const SweepReport& rep) {
     o << "\n";
     if (!arm.arm.empty() || rep.arms.size() > 1) o << "arm \"" << arm.arm << "\"\n";
     if (arm.loss) {
-      o << "  val loss   n=" << arm.loss->n << "  mean " << fixed(arm.loss->mean, 4) << "  std " << fixed(arm.loss->std, 4)
-        << "  sem " << fixed(arm.loss->sem, 4) << "  min " << fixed(arm.loss->min, 4) << "  max "
-        << fixed(arm.loss->max, 4) << "\n";
+      o << "  val loss   n=" << arm.loss->n << "  mean " << fixed(arm.loss->mean, 4) << "  std "
+        << fixed(arm.loss->std, 4) << "  sem " << fixed(arm.loss->sem, 4) << "  min " << fixed(arm.loss->min, 4)
+        << "  max " << fixed(arm.loss->max, 4) << "\n";
     } else {
       o << "  val loss   no ok runs\n";
     }
@@ -178,30 +179,49 @@ nlohmann::json to_json(const SweepReport& rep) {
     nlohmann::json runs = nlohmann::json::array();
     for (const auto* list : {&arm.ok, &arm.not_ok}) {
       for (const auto& r : *list) {
-        runs.push_back({{"id", r.id}, {"run_id", r.run_id}, {"seed", r.seed ? nlohmann::json(*r.seed) : nullptr},
-                        {"status", to_string(r.status)}, {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nullptr},
-                        {"final_val_loss", opt(r.final_val_loss)}, {"train_time_ms", opt(r.train_time_ms)},
+        runs.push_back({{"id", r.id},
+                        {"run_id", r.run_id},
+                        {"seed", r.seed ? nlohmann::json(*r.seed) : nullptr},
+                        {"status", to_string(r.status)},
+                        {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nullptr},
+                        {"final_val_loss", opt(r.final_val_loss)},
+                        {"train_time_ms", opt(r.train_time_ms)},
                         {"steps", r.steps ? nlohmann::json(*r.steps) : nullptr},
                         {"total_steps", r.total_steps ? nlohmann::json(*r.total_steps) : nullptr},
                         {"log_path", r.log_path},
                         {"reason", r.reason}});
       }
     }
-    nlohmann::json a = {{"arm", arm.arm}, {"n_ok", arm.ok.size()}, {"n_not_ok", arm.not_ok.size()},
-                        {"val_loss", summary_json(arm.loss)}, {"train_time_ms", summary_json(arm.time_ms)},
-                        {"pass", arm.pass}, {"verdict", arm.verdict}, {"runs", runs}};
-    a["t_test"] = arm.ttest ? nlohmann::json{{"t", opt(arm.ttest->t)}, {"df", arm.ttest->df}, {"p_value", arm.ttest->p_value}}
-                            : nlohmann::json(nullptr);
+    nlohmann::json a = {{"arm", arm.arm},
+                        {"n_ok", arm.ok.size()},
+                        {"n_not_ok", arm.not_ok.size()},
+                        {"val_loss", summary_json(arm.loss)},
+                        {"train_time_ms", summary_json(arm.time_ms)},
+                        {"pass", arm.pass},
+                        {"verdict", arm.verdict},
+                        {"runs", runs}};
+    a["t_test"] = arm.ttest
+                      ? nlohmann::json{{"t", opt(arm.ttest->t)}, {"df", arm.ttest->df}, {"p_value", arm.ttest->p_value}}
+                      : nlohmann::json(nullptr);
     a["upper_confidence_bound"] = opt(arm.upper_bound);
     a["runs_needed"] = arm.runs_needed ? nlohmann::json(*arm.runs_needed) : nlohmann::json(nullptr);
     a["track3_pass"] = arm.track3_pass ? nlohmann::json(*arm.track3_pass) : nlohmann::json(nullptr);
     a["power_analysis"] = arm.power_plan ? power_json(*arm.power_plan) : nlohmann::json(nullptr);
     arms.push_back(std::move(a));
   }
-  return {{"sweep", {{"id", rep.sweep.id}, {"name", rep.sweep.name}, {"kind", rep.sweep.kind},
-                     {"recipe", rep.sweep.recipe}, {"created_at", rep.sweep.created_at}}},
-          {"target", rep.options.target}, {"alpha", rep.options.alpha}, {"track3", rep.options.track3},
-          {"runs_planned", rep.runs_planned}, {"runs_stored", rep.runs_stored}, {"pass", rep.pass}, {"arms", arms},
+  return {{"sweep",
+           {{"id", rep.sweep.id},
+            {"name", rep.sweep.name},
+            {"kind", rep.sweep.kind},
+            {"recipe", rep.sweep.recipe},
+            {"created_at", rep.sweep.created_at}}},
+          {"target", rep.options.target},
+          {"alpha", rep.options.alpha},
+          {"track3", rep.options.track3},
+          {"runs_planned", rep.runs_planned},
+          {"runs_stored", rep.runs_stored},
+          {"pass", rep.pass},
+          {"arms", arms},
           {"provenance", provenance_json(rep.provenance)}};
 }
 
@@ -218,11 +238,11 @@ std::string render_markdown(const SweepReport& rep, const std::vector<std::strin
   for (const auto& arm : rep.arms) {
     o << "| " << (arm.arm.empty() ? "(all)" : arm.arm) << " | " << arm.ok.size() << " | " << arm.not_ok.size() << " | "
       << (arm.loss ? fixed(arm.loss->mean, 4) : "-") << " | " << (arm.loss ? fixed(arm.loss->std, 4) : "-") << " | "
-      << (arm.loss ? fixed(arm.loss->sem, 4) : "-") << " | " << (arm.ttest ? general(arm.ttest->p_value) : "-")
-      << " | " << (arm.upper_bound ? fixed(*arm.upper_bound, 4) : "-") << " | "
+      << (arm.loss ? fixed(arm.loss->sem, 4) : "-") << " | " << (arm.ttest ? general(arm.ttest->p_value) : "-") << " | "
+      << (arm.upper_bound ? fixed(*arm.upper_bound, 4) : "-") << " | "
       << (arm.runs_needed ? std::to_string(*arm.runs_needed) : "-") << " | "
-      << (arm.time_ms ? fixed(arm.time_ms->mean, 0) : "-") << " | " << (arm.time_ms ? fixed(arm.time_ms->median, 0) : "-")
-      << " | " << arm.verdict << " |\n";
+      << (arm.time_ms ? fixed(arm.time_ms->mean, 0) : "-") << " | "
+      << (arm.time_ms ? fixed(arm.time_ms->median, 0) : "-") << " | " << arm.verdict << " |\n";
   }
   bool power_heading = false;  // power analysis per arm with at least 2 ok runs
   for (const auto& arm : rep.arms) {

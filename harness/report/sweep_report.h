@@ -29,10 +29,10 @@ struct ArmReport {
   std::vector<RunRecord> not_ok;  // failed, diverged, timeout, killed, incomplete
   std::optional<stats::Summary> loss;
   std::optional<stats::Summary> time_ms;
-  std::optional<stats::TTestResult> ttest;        // n >= 2
-  std::optional<double> upper_bound;              // (1 − alpha) one-sided bound of the mean loss, n >= 2
-  std::optional<std::size_t> runs_needed;         // for p < alpha at the observed mean and sd
-  std::optional<stats::PowerPlan> power_plan;     // n >= 2: runs for the wanted power, improvement n runs prove
+  std::optional<stats::TTestResult> ttest;     // n >= 2
+  std::optional<double> upper_bound;           // (1 − alpha) one-sided bound of the mean loss, n >= 2
+  std::optional<std::size_t> runs_needed;      // for p < alpha at the observed mean and sd
+  std::optional<stats::PowerPlan> power_plan;  // n >= 2: runs for the wanted power, improvement n runs prove
   std::optional<bool> track3_pass;
   std::size_t cycled_runs = 0;  // ok runs whose trainer restarted its train shards (proxy corpus): never a record
   bool pass = false;
@@ -45,7 +45,7 @@ struct SweepReport {
   int runs_planned = 0;
   int runs_stored = 0;
   std::vector<ArmReport> arms;
-  bool pass = false;  // every arm passes
+  bool pass = false;      // every arm passes
   Provenance provenance;  // each run's environment as its trainer reported it
 };
 

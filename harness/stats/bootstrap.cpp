@@ -30,8 +30,8 @@ double quantile_sorted(const std::vector<double>& sorted, double q) {
 
 }  // namespace
 
-Interval bootstrap_ratio_ci(std::span<const double> candidate, std::span<const double> baseline,
-                            double confidence, size_t resamples, uint64_t seed) {
+Interval bootstrap_ratio_ci(std::span<const double> candidate, std::span<const double> baseline, double confidence,
+                            size_t resamples, uint64_t seed) {
   detail::require_sample(candidate, 1, "bootstrap_ratio_ci", "candidate");
   detail::require_sample(baseline, 1, "bootstrap_ratio_ci", "baseline");
   detail::require_probability(confidence, "bootstrap_ratio_ci", "confidence");

@@ -19,8 +19,8 @@ struct Segment {
 };
 
 struct Split {
-  size_t index = 0;     // first index of the right part (absolute)
-  double q = -1.0;      // scaled energy statistic; -1 when the segment cannot be split
+  size_t index = 0;  // first index of the right part (absolute)
+  double q = -1.0;   // scaled energy statistic; -1 when the segment cannot be split
 };
 
 // Best split of v (one segment) with both parts at least min_size long. For a split at tau with
@@ -47,16 +47,15 @@ Split best_split(std::span<const double> v, size_t offset, size_t min_size) {
     const auto m = static_cast<double>(tau);
     const auto n = static_cast<double>(length - tau);
     const double cross = total - left_within[tau] - right_within[tau];
-    const double energy = 2.0 * cross / (m * n) - left_within[tau] / (m * (m - 1.0) / 2.0) -
-                          right_within[tau] / (n * (n - 1.0) / 2.0);
+    const double energy =
+        2.0 * cross / (m * n) - left_within[tau] / (m * (m - 1.0) / 2.0) - right_within[tau] / (n * (n - 1.0) / 2.0);
     const double q = m * n / (m + n) * energy;
     if (q > best.q) best = Split{offset + tau, q};
   }
   return best;
 }
 
-Split best_over_segments(std::span<const double> series, const std::vector<Segment>& segments,
-                         size_t min_size) {
+Split best_over_segments(std::span<const double> series, const std::vector<Segment>& segments, size_t min_size) {
   Split best;
   for (const Segment& s : segments) {
     const Split candidate = best_split(series.subspan(s.begin, s.end - s.begin), s.begin, min_size);
@@ -76,12 +75,11 @@ void shuffle_range(std::vector<double>& values, Segment s, std::mt19937_64& rng)
 
 }  // namespace
 
-std::vector<ChangePoint> e_divisive(std::span<const double> series, double alpha, size_t permutations,
-                                    uint64_t seed, size_t min_size) {
+std::vector<ChangePoint> e_divisive(std::span<const double> series, double alpha, size_t permutations, uint64_t seed,
+                                    size_t min_size) {
   detail::require_sample(series, 0, "e_divisive", "series");
   detail::require_probability(alpha, "e_divisive", "alpha");
-  GPT_CHECK(min_size >= 2, "e_divisive: min_size must be >= 2 (within-part distances need pairs), got ",
-            min_size);
+  GPT_CHECK(min_size >= 2, "e_divisive: min_size must be >= 2 (within-part distances need pairs), got ", min_size);
   GPT_CHECK(1.0 / static_cast<double>(permutations + 1) < alpha, "e_divisive: ", permutations,
             " permutations can never give p < alpha = ", alpha, "; use at least ",
             static_cast<size_t>(std::ceil(1.0 / alpha)), " permutations");

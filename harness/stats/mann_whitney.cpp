@@ -58,7 +58,7 @@ double exact_upper_tail(size_t m, size_t n, size_t u) {
       const double w_first = static_cast<double>(i) / total;   // largest value in sample 1: U += j
       const double w_second = static_cast<double>(j) / total;  // largest value in sample 2: U unchanged
       std::vector<double> dist(i * j + 1, 0.0);
-      const std::vector<double>& without_first = next[i - 1];   // sizes (i-1, j)
+      const std::vector<double>& without_first = next[i - 1];  // sizes (i-1, j)
       const std::vector<double>& without_second = column[i];   // sizes (i, j-1)
       for (size_t k = 0; k < without_first.size(); ++k) dist[k + j] += w_first * without_first[k];
       for (size_t k = 0; k < without_second.size(); ++k) dist[k] += w_second * without_second[k];

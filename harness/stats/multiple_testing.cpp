@@ -12,8 +12,8 @@ namespace gpt::harness::stats {
 std::vector<bool> benjamini_hochberg(std::span<const double> p_values, double q) {
   detail::require_probability(q, "benjamini_hochberg", "q");
   for (size_t i = 0; i < p_values.size(); ++i) {
-    GPT_CHECK(p_values[i] >= 0.0 && p_values[i] <= 1.0, "benjamini_hochberg: p_values[", i,
-              "] must be in [0, 1], got ", p_values[i]);
+    GPT_CHECK(p_values[i] >= 0.0 && p_values[i] <= 1.0, "benjamini_hochberg: p_values[", i, "] must be in [0, 1], got ",
+              p_values[i]);
   }
   const size_t m = p_values.size();
   std::vector<size_t> order(m);

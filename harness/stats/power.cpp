@@ -100,8 +100,8 @@ PowerPlan plan_power(double mean, double std, double target, double alpha, doubl
   if (std > 0) {
     plan.effect = gap / std;
   } else {
-    plan.effect = gap > 0 ? std::numeric_limits<double>::infinity()
-                          : (gap < 0 ? -std::numeric_limits<double>::infinity() : 0.0);
+    plan.effect =
+        gap > 0 ? std::numeric_limits<double>::infinity() : (gap < 0 ? -std::numeric_limits<double>::infinity() : 0.0);
   }
   plan.runs_needed = std::isinf(plan.effect) ? (plan.effect > 0 ? std::optional<std::size_t>(2) : std::nullopt)
                                              : runs_for_power(plan.effect, alpha, power);

@@ -18,8 +18,7 @@ namespace gpt::harness::stats {
 double t_test_power(std::size_t n, double effect, double alpha);
 
 // Smallest n >= 2 whose power reaches `power`; nullopt when effect <= 0 or more than `max_runs` are needed.
-std::optional<std::size_t> runs_for_power(double effect, double alpha, double power,
-                                          std::size_t max_runs = 1'000'000);
+std::optional<std::size_t> runs_for_power(double effect, double alpha, double power, std::size_t max_runs = 1'000'000);
 
 // Smallest standardized improvement that n runs (n >= 2) detect with the given power.
 double detectable_effect(std::size_t n, double alpha, double power);
@@ -27,13 +26,13 @@ double detectable_effect(std::size_t n, double alpha, double power);
 // A plan for a record attempt from an estimate of the mean and sd of the final val loss.
 struct PowerPlan {
   double mean = 0, std = 0, target = 0, alpha = 0, power = 0;
-  double effect = 0;                      // (target − mean)/std; +inf when std == 0 and mean < target
-  std::optional<std::size_t> runs_needed; // for `power` at this effect
+  double effect = 0;                       // (target − mean)/std; +inf when std == 0 and mean < target
+  std::optional<std::size_t> runs_needed;  // for `power` at this effect
   struct Row {
     std::size_t runs;
-    double power;                 // at the estimated effect
-    double min_improvement;       // smallest target − mu detectable with `power` (in loss units)
-    double max_mean;              // target − min_improvement: the mean the runs must reach
+    double power;            // at the estimated effect
+    double min_improvement;  // smallest target − mu detectable with `power` (in loss units)
+    double max_mean;         // target − min_improvement: the mean the runs must reach
   };
   std::vector<Row> rows;
 };

@@ -53,8 +53,7 @@ const char* to_string(Alternative alternative);
 TTestResult one_sample_t_test(std::span<const double> x, double mu, Alternative alternative);
 
 // Welch's test with a chosen alternative (same t and df as welch_t_test above).
-TTestResult welch_t_test(std::span<const double> candidate, std::span<const double> baseline,
-                         Alternative alternative);
+TTestResult welch_t_test(std::span<const double> candidate, std::span<const double> baseline, Alternative alternative);
 
 // Paired t-test on the differences candidate[i] − baseline[i] (scipy.stats.ttest_rel(candidate, baseline,
 // alternative)); the samples must have the same length >= 2. Differences without spread follow
@@ -92,8 +91,8 @@ MannWhitneyResult mann_whitney_u(std::span<const double> x, std::span<const doub
 struct Interval {
   double low, high;
 };
-Interval bootstrap_ratio_ci(std::span<const double> candidate, std::span<const double> baseline,
-                            double confidence, size_t resamples, uint64_t seed);
+Interval bootstrap_ratio_ci(std::span<const double> candidate, std::span<const double> baseline, double confidence,
+                            size_t resamples, uint64_t seed);
 
 // MLPerf-style olympic mean: drop one minimum and one maximum, average the rest. Needs n >= 3.
 double olympic_mean(std::span<const double> x);
@@ -112,7 +111,7 @@ struct ChangePoint {
   size_t index;
   double p_value;
 };
-std::vector<ChangePoint> e_divisive(std::span<const double> series, double alpha, size_t permutations,
-                                    uint64_t seed, size_t min_size = 3);
+std::vector<ChangePoint> e_divisive(std::span<const double> series, double alpha, size_t permutations, uint64_t seed,
+                                    size_t min_size = 3);
 
 }  // namespace gpt::harness::stats

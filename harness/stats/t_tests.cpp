@@ -1,5 +1,6 @@
 // Student t procedures: the one-sided record test, its confidence bound and sample-size planning, the
-// one-sample, Welch and paired tests with a chosen alternative for comparisons. p-values follow scipy's _ttest_finish (stdtr of t).
+// one-sample, Welch and paired tests with a chosen alternative for comparisons. p-values follow scipy's _ttest_finish
+// (stdtr of t).
 #include <boost/math/distributions/students_t.hpp>
 #include <cmath>
 #include <limits>
@@ -23,8 +24,7 @@ TTestResult t_less(double mean, double sd, size_t n, double target) {
   if (sd == 0.0) {
     // No spread: the evidence is certain either way (scipy would answer NaN for diff == 0).
     if (diff == 0.0) return TTestResult{0.0, df, 1.0};
-    const double t = diff < 0 ? -std::numeric_limits<double>::infinity()
-                              : std::numeric_limits<double>::infinity();
+    const double t = diff < 0 ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
     return TTestResult{t, df, diff < 0 ? 0.0 : 1.0};
   }
   const double t = diff / (sd / std::sqrt(static_cast<double>(n)));
@@ -34,9 +34,12 @@ TTestResult t_less(double mean, double sd, size_t n, double target) {
 // The p-value of t under H1 `alternative` (scipy's _ttest_finish).
 double p_from_t(double t, double df, Alternative alternative) {
   switch (alternative) {
-    case Alternative::less: return student_cdf(t, df);
-    case Alternative::greater: return student_cdf(-t, df);
-    case Alternative::two_sided: break;
+    case Alternative::less:
+      return student_cdf(t, df);
+    case Alternative::greater:
+      return student_cdf(-t, df);
+    case Alternative::two_sided:
+      break;
   }
   return 2.0 * student_cdf(-std::abs(t), df);
 }
@@ -67,8 +70,8 @@ double upper_confidence_bound(std::span<const double> x, double confidence) {
 }
 
 std::optional<size_t> runs_needed(double mean, double sd, double target, double alpha) {
-  GPT_CHECK(std::isfinite(mean) && std::isfinite(target), "runs_needed: mean and target must be finite, got ",
-            mean, " and ", target);
+  GPT_CHECK(std::isfinite(mean) && std::isfinite(target), "runs_needed: mean and target must be finite, got ", mean,
+            " and ", target);
   GPT_CHECK(std::isfinite(sd) && sd >= 0.0, "runs_needed: sd must be finite and >= 0, got ", sd);
   detail::require_probability(alpha, "runs_needed", "alpha");
   if (mean >= target) return std::nullopt;
@@ -91,9 +94,12 @@ std::optional<size_t> runs_needed(double mean, double sd, double target, double 
 
 const char* to_string(Alternative alternative) {
   switch (alternative) {
-    case Alternative::less: return "less";
-    case Alternative::greater: return "greater";
-    case Alternative::two_sided: break;
+    case Alternative::less:
+      return "less";
+    case Alternative::greater:
+      return "greater";
+    case Alternative::two_sided:
+      break;
   }
   return "two-sided";
 }
@@ -102,8 +108,7 @@ TTestResult welch_t_test(std::span<const double> candidate, std::span<const doub
   return welch_t_test(candidate, baseline, Alternative::two_sided);
 }
 
-TTestResult welch_t_test(std::span<const double> candidate, std::span<const double> baseline,
-                         Alternative alternative) {
+TTestResult welch_t_test(std::span<const double> candidate, std::span<const double> baseline, Alternative alternative) {
   detail::require_sample(candidate, 2, "welch_t_test", "candidate");
   detail::require_sample(baseline, 2, "welch_t_test", "baseline");
   const Summary c = summarize(candidate);
@@ -113,8 +118,7 @@ TTestResult welch_t_test(std::span<const double> candidate, std::span<const doub
   const double diff = c.mean - b.mean;
   if (vn_c + vn_b == 0.0) return no_spread(diff, 1.0, alternative);
   const double df = (vn_c + vn_b) * (vn_c + vn_b) /
-                    (vn_c * vn_c / (static_cast<double>(c.n) - 1.0) +
-                     vn_b * vn_b / (static_cast<double>(b.n) - 1.0));
+                    (vn_c * vn_c / (static_cast<double>(c.n) - 1.0) + vn_b * vn_b / (static_cast<double>(b.n) - 1.0));
   const double t = diff / std::sqrt(vn_c + vn_b);
   return TTestResult{t, df, p_from_t(t, df, alternative)};
 }

@@ -9,10 +9,8 @@
 
 namespace gpt::harness::stats::detail {
 
-inline void require_sample(std::span<const double> x, size_t min_size, const char* function,
-                           const char* argument) {
-  GPT_CHECK(x.size() >= min_size, function, ": ", argument, " needs at least ", min_size,
-            " values, got ", x.size());
+inline void require_sample(std::span<const double> x, size_t min_size, const char* function, const char* argument) {
+  GPT_CHECK(x.size() >= min_size, function, ": ", argument, " needs at least ", min_size, " values, got ", x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     GPT_CHECK(std::isfinite(x[i]), function, ": ", argument, "[", i, "] must be finite, got ", x[i]);
   }

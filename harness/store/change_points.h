@@ -22,8 +22,8 @@ struct ChangePointRecord {
 };
 
 // Tracked change points of one benchmark on one GPU model, oldest start first (every one when `suite` is empty).
-std::vector<ChangePointRecord> load_change_points(Store& store, std::string_view suite = {},
-                                                  std::string_view name = {}, std::string_view gpu = {});
+std::vector<ChangePointRecord> load_change_points(Store& store, std::string_view suite = {}, std::string_view name = {},
+                                                  std::string_view gpu = {});
 // Inserts a new record (id 0) or updates the stored one's relative change and status; returns its id.
 std::int64_t save_change_point(Store& store, const ChangePointRecord& record);
 

@@ -19,8 +19,8 @@ void Database::fail(int rc, std::string_view context) const {
                     "); wait for the other harness to finish or raise --db-timeout");
   }
   if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) {
-    GPT_FAIL(where, " is not a valid SQLite database (corrupt, or another kind of file): ", context,
-             ": ", sqlite3_errstr(rc));
+    GPT_FAIL(where, " is not a valid SQLite database (corrupt, or another kind of file): ", context, ": ",
+             sqlite3_errstr(rc));
   }
   if (primary == SQLITE_READONLY) {
     GPT_FAIL(where, " is read-only here (", context, "): ", db_ ? sqlite3_errmsg(db_.get()) : sqlite3_errstr(rc));
@@ -130,8 +130,8 @@ void Database::verify_integrity() {
     problems += (problems.empty() ? "" : "; ") + line;
   }
   GPT_FAIL("database '", path_.string(), "' fails its integrity check (PRAGMA quick_check): ", problems,
-           ". Nothing was read or written; restore it from a backup or salvage it with `sqlite3 ",
-           path_.string(), " .recover`");
+           ". Nothing was read or written; restore it from a backup or salvage it with `sqlite3 ", path_.string(),
+           " .recover`");
 }
 
 void Database::exec(std::string_view sql) {
@@ -150,10 +150,18 @@ Table Database::query(std::string_view sql) {
     std::vector<Value> row;
     for (int c = 0; c < stmt.column_count(); ++c) {
       switch (stmt.column_type(c)) {
-        case SQLITE_NULL: row.emplace_back(std::monostate{}); break;
-        case SQLITE_INTEGER: row.emplace_back(stmt.column_int(c)); break;
-        case SQLITE_FLOAT: row.emplace_back(stmt.column_double(c)); break;
-        default: row.emplace_back(stmt.column_text(c)); break;
+        case SQLITE_NULL:
+          row.emplace_back(std::monostate{});
+          break;
+        case SQLITE_INTEGER:
+          row.emplace_back(stmt.column_int(c));
+          break;
+        case SQLITE_FLOAT:
+          row.emplace_back(stmt.column_double(c));
+          break;
+        default:
+          row.emplace_back(stmt.column_text(c));
+          break;
       }
     }
     table.rows.push_back(std::move(row));

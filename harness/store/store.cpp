@@ -22,9 +22,12 @@ constexpr std::string_view kStatusNames[] = {"ok", "failed", "diverged", "timeou
 
 std::string_view owner_name(OwnerKind kind) {
   switch (kind) {
-    case OwnerKind::sweep: return "sweep";
-    case OwnerKind::run: return "run";
-    case OwnerKind::benchmark: return "benchmark";
+    case OwnerKind::sweep:
+      return "sweep";
+    case OwnerKind::run:
+      return "run";
+    case OwnerKind::benchmark:
+      return "benchmark";
   }
   return "run";
 }
@@ -124,8 +127,8 @@ std::string Environment::fingerprint() const {
   // FNV-1a over the fields, separated by a byte that cannot occur in them.
   std::uint64_t hash = kFnv1a64StoredHashBasis;  // environment rows are found by the fingerprints stored before
   auto mix = [&](std::string_view field) { hash = fnv1a64("\x1f", fnv1a64(field, hash)); };
-  for (const std::string* f : {&gpu, &driver, &cuda, &nccl, &cpu_model, &compiler, &build_flags, &git_commit,
-                               &hostname}) {
+  for (const std::string* f :
+       {&gpu, &driver, &cuda, &nccl, &cpu_model, &compiler, &build_flags, &git_commit, &hostname}) {
     mix(*f);
   }
   mix(git_dirty ? "dirty" : "clean");
@@ -345,7 +348,10 @@ std::int64_t Store::add_benchmark_result(const BenchmarkResult& r) {
       "environment_id) VALUES (?,?,?,?,?,?,?,COALESCE(?, strftime('%Y-%m-%dT%H:%M:%SZ','now')),?)");
   s.bind(1, r.suite).bind(2, r.name).bind(3, r.run).bind(4, r.revision).bind(5, r.value).bind(6, r.unit);
   s.bind(7, r.repetitions);
-  if (r.recorded_at.empty()) s.bind_null(8); else s.bind(8, r.recorded_at);
+  if (r.recorded_at.empty())
+    s.bind_null(8);
+  else
+    s.bind(8, r.recorded_at);
   s.bind(9, r.environment_id);
   s.run();
   return db_.last_insert_rowid();
@@ -367,7 +373,7 @@ std::vector<BenchmarkResult> Store::benchmark_history(std::string_view name) {
 }
 
 std::vector<BenchmarkResult> Store::benchmark_history(std::optional<std::string_view> suite, std::string_view name,
-                                                     std::optional<std::string_view> gpu) {
+                                                      std::optional<std::string_view> gpu) {
   std::string sql =
       "SELECT id, suite, name, run, revision, value, unit, repetitions, recorded_at, environment_id "
       "FROM benchmark_results WHERE ";

@@ -68,7 +68,7 @@ struct RunRecord {
   std::string reason;  // why a run is not ok (empty when ok)
   std::optional<double> wall_time_s;
   std::optional<std::int64_t> environment_id;
-  std::string finished_at;            // set by the database
+  std::string finished_at;           // set by the database
   std::vector<ValPoint> val_points;  // filled by add_run / runs(..., with_val_points=true)
   // Provenance written with the run by add_run (not read back by runs()): the trainer's own environment
   // (its commit, GPU; replaces environment_id when set) and run params such as recipe_hash, world_size.
@@ -80,7 +80,7 @@ struct BenchmarkResult {
   std::int64_t id = 0;
   std::string suite, name;
   std::optional<std::int64_t> run;  // the run it came from, if any
-  std::string revision;              // git revision measured
+  std::string revision;             // git revision measured
   double value = 0;
   std::string unit;
   int repetitions = 1;
@@ -120,8 +120,8 @@ class Store {
   // Recomputes every run's checksum (its stored values and validation points, as add_run wrote them) and
   // compares it with the stored one; `harness check-db` reports the result.
   struct ChecksumReport {
-    std::int64_t checked = 0;    // runs whose checksum matched
-    std::int64_t unchecked = 0;  // runs stored before checksums were kept
+    std::int64_t checked = 0;             // runs whose checksum matched
+    std::int64_t unchecked = 0;           // runs stored before checksums were kept
     std::vector<std::string> mismatches;  // "run 12 (sweep 3, run id x-seed0)" per run whose bytes changed
   };
   ChecksumReport check_run_checksums();

@@ -49,7 +49,8 @@ std::vector<int32_t> document_boundaries() {
 double allowed_pairs(const std::vector<int32_t>& cu, int64_t window) {
   double pairs = 0;
   for (size_t i = 0; i + 1 < cu.size(); ++i) {
-    for (int64_t t = cu[i]; t < cu[i + 1]; ++t) pairs += static_cast<double>(t - std::max<int64_t>(cu[i], t - window) + 1);
+    for (int64_t t = cu[i]; t < cu[i + 1]; ++t)
+      pairs += static_cast<double>(t - std::max<int64_t>(cu[i], t - window) + 1);
   }
   return pairs;
 }
@@ -126,7 +127,8 @@ void BM_AttentionForward(benchmark::State& state) {
   const float scale = 0.12f;
   const double flops = 4.0 * kDim * kHeads * allowed_pairs(in.cu_host, window);
   const double elems = static_cast<double>(kTokens * kHeads * kDim);
-  bench::time_with_events(state, [&] { version.fn(in.q, in.k, in.v, in.cu, in.y, in.lse, window, scale); }, flops);
+  bench::time_with_events(
+      state, [&] { version.fn(in.q, in.k, in.v, in.cu, in.y, in.lse, window, scale); }, flops);
   state.SetLabel(version_label(version.name, version.fn, cuda::kPromotedForward, cuda::kCandidateForward));
   state.counters["vs_dense_gemm"] = state.counters["TFLOP/s"] / dense_gemm_tflops();
   set_floor(state, flops, 4 * 2 * elems + 4.0 * kTokens * kHeads);  // q, k, v, y bf16 + lse f32
@@ -142,8 +144,8 @@ void BM_AttentionBackward(benchmark::State& state) {
   const double flops = 10.0 * kDim * kHeads * allowed_pairs(in.cu_host, window);
   const double elems = static_cast<double>(kTokens * kHeads * kDim);
   bench::time_with_events(
-      state,
-      [&] { version.fn(in.dy, in.q, in.k, in.v, in.cu, in.y, in.lse, in.dq, in.dk, in.dv, window, scale, {}); }, flops);
+      state, [&] { version.fn(in.dy, in.q, in.k, in.v, in.cu, in.y, in.lse, in.dq, in.dk, in.dv, window, scale, {}); },
+      flops);
   state.SetLabel(version_label(version.name, version.fn, cuda::kPromotedBackward, cuda::kCandidateBackward));
   state.counters["vs_dense_gemm"] = state.counters["TFLOP/s"] / dense_gemm_tflops();
   // dy, q, k, v, y read + dq, dk, dv read and written (they accumulate), bf16; lse read, f32.
@@ -185,9 +187,13 @@ void BM_DcBackward(benchmark::State& state) {
   cuda::dc_attention_forward(in.q, in.k, in.v, in.cu, in.gates, kBenchLanes, in.dy, in.y, in.lse, 0.12f, kDcKeys);
   const double flops = 10.0 * kDim * kHeads * allowed_pairs(in.cu_host, kDcKeys - 1);
   const auto run = state.range(0) == 1 ? cuda::dc_attention_backward_v1 : cuda::dc_attention_backward_v2;
-  bench::time_with_events(state, [&] {
-    run(in.dy, in.q, in.k, in.v, in.cu, in.gates, kBenchLanes, in.lse, in.dq, in.dk, in.dv, in.dgates, 0.12f, kDcKeys);
-  }, flops);
+  bench::time_with_events(
+      state,
+      [&] {
+        run(in.dy, in.q, in.k, in.v, in.cu, in.gates, kBenchLanes, in.lse, in.dq, in.dk, in.dv, in.dgates, 0.12f,
+            kDcKeys);
+      },
+      flops);
   state.SetLabel(state.range(0) == 1 ? "v1" : "v2 (promoted)");
   state.counters["vs_dense_gemm"] = state.counters["TFLOP/s"] / dense_gemm_tflops();
 }
@@ -196,9 +202,7 @@ BENCHMARK(BM_DcForward)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Un
 BENCHMARK(BM_DcBackward)->ArgName("version")->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_AttentionForward)
-    ->Apply([](benchmark::internal::Benchmark* b) {
-      versions_and_windows(b, cuda::ladder::kAttentionForwardVersions);
-    })
+    ->Apply([](benchmark::internal::Benchmark* b) { versions_and_windows(b, cuda::ladder::kAttentionForwardVersions); })
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AttentionBackward)

@@ -39,7 +39,8 @@ std::vector<int32_t> document_boundaries(int64_t tokens) {
 double visited_pairs(const std::vector<int32_t>& cu, int64_t window) {
   double pairs = 0;
   for (size_t i = 0; i + 1 < cu.size(); ++i) {
-    for (int64_t t = cu[i]; t < cu[i + 1]; ++t) pairs += static_cast<double>(t - std::max<int64_t>(cu[i], t - window) + 1);
+    for (int64_t t = cu[i]; t < cu[i + 1]; ++t)
+      pairs += static_cast<double>(t - std::max<int64_t>(cu[i], t - window) + 1);
   }
   return pairs;
 }

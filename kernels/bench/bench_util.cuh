@@ -46,14 +46,17 @@ inline void fill_uniform(Tensor& t, uint64_t seed, float scale = 1.0f) {
     case DType::bf16:
       fill_uniform_kernel<<<blocks, threads>>>(static_cast<__nv_bfloat16*>(t.raw()), n, seed, scale);
       break;
-    case DType::f32: fill_uniform_kernel<<<blocks, threads>>>(static_cast<float*>(t.raw()), n, seed, scale); break;
+    case DType::f32:
+      fill_uniform_kernel<<<blocks, threads>>>(static_cast<float*>(t.raw()), n, seed, scale);
+      break;
     case DType::e4m3:
       fill_uniform_kernel<<<blocks, threads>>>(static_cast<__nv_fp8_e4m3*>(t.raw()), n, seed, scale);
       break;
     case DType::e5m2:
       fill_uniform_kernel<<<blocks, threads>>>(static_cast<__nv_fp8_e5m2*>(t.raw()), n, seed, scale);
       break;
-    default: GPT_FAIL("fill_uniform: unsupported dtype ", dtype_name(t.dtype()));
+    default:
+      GPT_FAIL("fill_uniform: unsupported dtype ", dtype_name(t.dtype()));
   }
   GPT_CUDA_CHECK_LAUNCH();
   GPT_CUDA_CHECK(cudaDeviceSynchronize());

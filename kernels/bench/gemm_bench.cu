@@ -18,7 +18,8 @@ void BM_GemmBf16(benchmark::State& state) {
   Tensor c = Tensor::empty({m, n}, DType::bf16, Device::cuda);
   bench::fill_uniform(a, 1);
   bench::fill_uniform(b, 2);
-  bench::time_with_events(state, [&] { gemm(a, b, c, {.trans_b = true}); }, 2.0 * m * n * k);
+  bench::time_with_events(
+      state, [&] { gemm(a, b, c, {.trans_b = true}); }, 2.0 * m * n * k);
   state.SetLabel(cuda::gemm_selection());
 }
 
@@ -32,7 +33,8 @@ void BM_GemmFp8E4m3(benchmark::State& state) {
   bench::fill_uniform(b, 4, 240.0f);
   bench::fill_uniform(scales, 5, 1e-2f);
   const Tensor sa = scales.slice(0, 1), sb = scales.slice(0, 1);
-  bench::time_with_events(state, [&] { gemm_fp8(a, b, c, sa, sb); }, 2.0 * m * n * k);
+  bench::time_with_events(
+      state, [&] { gemm_fp8(a, b, c, sa, sb); }, 2.0 * m * n * k);
   state.SetLabel(cuda::gemm_selection());
 }
 

@@ -128,7 +128,8 @@ void BM_MixForward3(benchmark::State& state) {
   const Tensor x0 = random_device({kTokens, kDim}, DType::bf16, 5), x1 = random_device({kTokens, kDim}, DType::bf16, 6);
   const Tensor x2 = random_device({kTokens, kDim}, DType::bf16, 7);
   const Tensor s = random_device({1}, DType::f32, 8), lanes = random_device({kTokens, 32}, DType::bf16, 9);
-  const std::vector<MixTerm> terms{{x0, Coef::of_scalar(s)}, {x1, Coef::sigmoid_scalar(s).times_lane(lanes, 3)},
+  const std::vector<MixTerm> terms{{x0, Coef::of_scalar(s)},
+                                   {x1, Coef::sigmoid_scalar(s).times_lane(lanes, 3)},
                                    {x2, Coef::of_lane(lanes, 10, 6).plus(1.0f)}};
   Tensor out = Tensor::empty({kTokens, kDim}, DType::bf16, Device::cuda);
   bench::time_bytes_with_events(
@@ -231,7 +232,8 @@ void BM_ReluSquareForward(benchmark::State& state) {
 }
 
 void BM_GeluBackward(benchmark::State& state) {
-  const Tensor x = random_device({kTokens, kDim}, DType::bf16, 11), dy = random_device({kTokens, kDim}, DType::bf16, 12);
+  const Tensor x = random_device({kTokens, kDim}, DType::bf16, 11),
+               dy = random_device({kTokens, kDim}, DType::bf16, 12);
   Tensor dx = Tensor::zeros(x.shape(), DType::bf16, Device::cuda);
   bench::time_bytes_with_events(
       state, [&] { gelu_backward(dy, x, dx); }, 4.0 * x.numel() * 2);
@@ -368,7 +370,7 @@ void BM_Fp8GemmLmHead(benchmark::State& state) {
   Tensor z = Tensor::empty({kLossRows, kVocab}, DType::bf16, Device::cuda);
   Tensor dh = Tensor::zeros({kLossRows, kDim}, DType::bf16, Device::cuda);
   Tensor dw = Tensor::zeros({kDim, kVocab}, DType::bf16, Device::cuda);
-  const double bytes = product == 0 ? kLossRows * kDim + kDim * kVocab + 2.0 * kLossRows * kVocab
+  const double bytes = product == 0   ? kLossRows * kDim + kDim * kVocab + 2.0 * kLossRows * kVocab
                        : product == 1 ? kLossRows * kVocab + kDim * kVocab + 4.0 * kLossRows * kDim
                                       : kLossRows * kDim + kLossRows * kVocab + 4.0 * kDim * kVocab;
   bench::time_bytes_with_events(
@@ -379,8 +381,8 @@ void BM_Fp8GemmLmHead(benchmark::State& state) {
         if (product == 2) fp8_gemm(x8, g8, sx, sw, dw, {.trans_a = true, .beta = 1.0f});
       },
       bytes);
-  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * kLossRows * kDim * kVocab * state.iterations() / 1e12,
-                                                 benchmark::Counter::kIsRate);
+  state.counters["TFLOP/s"] =
+      benchmark::Counter(2.0 * kLossRows * kDim * kVocab * state.iterations() / 1e12, benchmark::Counter::kIsRate);
 }
 
 // The byte transpose of one microbatch's lm_head gradient G8 (49,152 × 50,304 e5m2) that the weight-gradient FP8

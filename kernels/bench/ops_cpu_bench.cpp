@@ -50,8 +50,10 @@ void BM_MixResidual(benchmark::State& state) {
   Tensor bg = random_bf16({rows, d}, 4), gate = random_bf16({rows, 26}, 5);
   Tensor rho = f32_scalar(1.05f), pi = f32_scalar(1.0f);
   Tensor out = Tensor::empty({rows, d}, DType::bf16);  // not in place: repeated calls must not grow x
-  const std::vector<MixTerm> terms = {{x, Coef::of_scalar(rho)}, {a, Coef::of_scalar(pi)},
-                                      {x0, Coef::of_lane(gate, 18)}, {bg, Coef::of_lane(gate, 19)}};
+  const std::vector<MixTerm> terms = {{x, Coef::of_scalar(rho)},
+                                      {a, Coef::of_scalar(pi)},
+                                      {x0, Coef::of_lane(gate, 18)},
+                                      {bg, Coef::of_lane(gate, 19)}};
   for (auto _ : state) mix_forward(terms, out);
   set_bytes(state, rows * d * 2 * 5);
 }
@@ -63,8 +65,7 @@ void BM_MixResidualBackward(benchmark::State& state) {
   Tensor da = Tensor::zeros({rows, d}, DType::bf16);
   Tensor rho = f32_scalar(1.05f), pi = f32_scalar(1.0f), drho = f32_scalar(0), dpi = f32_scalar(0);
   const std::vector<MixTerm> terms = {{x, Coef::of_scalar(rho)}, {a, Coef::of_scalar(pi)}};
-  const std::vector<MixGrad> grads = {{.dx = dout, .overwrite_dx = true, .dscalar = drho},
-                                      {.dx = da, .dscalar = dpi}};
+  const std::vector<MixGrad> grads = {{.dx = dout, .overwrite_dx = true, .dscalar = drho}, {.dx = da, .dscalar = dpi}};
   for (auto _ : state) mix_backward(dout, terms, grads);
   set_bytes(state, rows * d * 2 * 6);
 }
@@ -124,8 +125,8 @@ void BM_SoftcapTrainLoss(benchmark::State& state) {
   Tensor loss = Tensor::empty({1}, DType::f32), dz = Tensor::empty({rows, vocab}, DType::bf16);
   const TrainLossConfig config{.mtp_weights = {1.0f, 0.5f, 0.25f}, .loss_scale = 1.0f};
   for (auto _ : state) softcap_train_loss(z, targets, Tensor(), config, loss, dz);
-  state.counters["FLOP/s"] = benchmark::Counter(static_cast<double>(rows * vocab * 10) * state.iterations(),
-                                                benchmark::Counter::kIsRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(static_cast<double>(rows * vocab * 10) * state.iterations(), benchmark::Counter::kIsRate);
   set_bytes(state, rows * vocab * 2 * 2);
 }
 BENCHMARK(BM_SoftcapTrainLoss)->Arg(16)->Arg(128)->Unit(benchmark::kMillisecond);

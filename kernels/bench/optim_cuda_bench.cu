@@ -32,8 +32,10 @@ template <typename T>
 __global__ void fill_kernel(T* out, int64_t n, uint64_t seed, float scale, bool absolute) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    float v = (static_cast<float>(mix_bits(seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(i))) * 2.3283064e-10f *
-                   2.0f - 1.0f) * scale;
+    float v =
+        (static_cast<float>(mix_bits(seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(i))) * 2.3283064e-10f * 2.0f -
+         1.0f) *
+        scale;
     if (absolute) v = fabsf(v);
     if constexpr (std::is_same_v<T, uint16_t>) {
       out[i] = static_cast<uint16_t>(mix_bits(seed + static_cast<uint64_t>(i)));
@@ -47,12 +49,17 @@ Tensor random_device(Shape shape, DType dtype, uint64_t seed, float scale, bool 
   Tensor t = Tensor::empty(std::move(shape), dtype, Device::cuda);
   const int64_t n = t.numel();
   switch (dtype) {
-    case DType::f32: fill_kernel<<<1024, 256>>>(static_cast<float*>(t.raw()), n, seed, scale, absolute); break;
+    case DType::f32:
+      fill_kernel<<<1024, 256>>>(static_cast<float*>(t.raw()), n, seed, scale, absolute);
+      break;
     case DType::bf16:
       fill_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(t.raw()), n, seed, scale, absolute);
       break;
-    case DType::u16: fill_kernel<<<1024, 256>>>(static_cast<uint16_t*>(t.raw()), n, seed, scale, absolute); break;
-    default: GPT_FAIL("optim_cuda_bench: no fill for ", dtype_name(dtype));
+    case DType::u16:
+      fill_kernel<<<1024, 256>>>(static_cast<uint16_t*>(t.raw()), n, seed, scale, absolute);
+      break;
+    default:
+      GPT_FAIL("optim_cuda_bench: no fill for ", dtype_name(dtype));
   }
   GPT_CUDA_CHECK_LAUNCH();
   GPT_CUDA_CHECK(cudaDeviceSynchronize());
@@ -95,8 +102,7 @@ void BM_AdamBigramTable(benchmark::State& state) {
   });
   // Read p, g, m, v; write p, m, v.
   const double bytes = static_cast<double>(rows * kModelDim) * (2 + 2 + 4 + 4 + 2 + 4 + 4);
-  state.counters["bytes_per_second"] =
-      benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bytes_per_second"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["elements"] = static_cast<double>(rows * kModelDim);
 }
 BENCHMARK(BM_AdamBigramTable)->Arg(1)->Arg(8)->UseManualTime()->Unit(benchmark::kMicrosecond);

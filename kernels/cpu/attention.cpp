@@ -69,9 +69,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   });
 }
 
-void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                        Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
+void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
+                        const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv, int64_t window,
+                        float scale, AttentionGradWrites writes) {
   zero_overwritten(writes, dq, dk, dv);  // the reference only adds
   const int64_t T = q.size(0), H = q.size(1), D = q.size(2);
   const TokenSegments seg = token_segments(cu_seqlens, T, "attention_backward");
@@ -93,7 +93,7 @@ void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, cons
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t i = 0; i < T * H; ++i) dot_dy_y[i] = dot_row<T_>(dyp + i * D, yp + i * D, D);
 
-    // Pass 1, per query: dq.
+      // Pass 1, per query: dq.
 #pragma omp parallel if (parallel)
     {
       std::vector<A> acc(static_cast<size_t>(D));

@@ -60,8 +60,8 @@ void dc_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, con
   const TokenSegments seg = token_segments(cu_seqlens, T, "dc_attention_forward");
   dispatch_floating(q.dtype(), "dc_attention_forward", [&]<typename T_>() {
     using A = acc_t<T_>;
-    const DcData<T_> dc{q.data<T_>(), k.data<T_>(), v.data<T_>(), gates.data<T_>(), H, D, gates.size(1), lanes,
-                        static_cast<A>(scale)};
+    const DcData<T_> dc{q.data<T_>(),  k.data<T_>(), v.data<T_>(),         gates.data<T_>(), H, D,
+                        gates.size(1), lanes,        static_cast<A>(scale)};
     const T_* ycp = y_core.data<T_>();
     T_* yop = y_out.data<T_>();
     A* lp = lse.data<A>();
@@ -105,8 +105,8 @@ void dc_attention_backward(const Tensor& dy_out, const Tensor& q, const Tensor& 
   const TokenSegments seg = token_segments(cu_seqlens, T, "dc_attention_backward");
   dispatch_floating(q.dtype(), "dc_attention_backward", [&]<typename T_>() {
     using A = acc_t<T_>;
-    const DcData<T_> dc{q.data<T_>(), k.data<T_>(), v.data<T_>(), gates.data<T_>(), H, D, G, lanes,
-                        static_cast<A>(scale)};
+    const DcData<T_> dc{q.data<T_>(), k.data<T_>(),         v.data<T_>(), gates.data<T_>(), H, D, G,
+                        lanes,        static_cast<A>(scale)};
     const T_* gop = dy_out.data<T_>();
     const A* lp = lse.data<A>();
     T_* dqp = dq.data<T_>();

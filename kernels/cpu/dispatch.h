@@ -35,10 +35,17 @@ inline T store(A v) {
 template <typename F>
 void dispatch_floating(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::f64: f.template operator()<double>(); return;
-    case DType::f32: f.template operator()<float>(); return;
-    case DType::bf16: f.template operator()<bf16>(); return;
-    default: GPT_FAIL(op, ": unsupported dtype ", dtype_name(dtype), " (expected f64, f32 or bf16)");
+    case DType::f64:
+      f.template operator()<double>();
+      return;
+    case DType::f32:
+      f.template operator()<float>();
+      return;
+    case DType::bf16:
+      f.template operator()<bf16>();
+      return;
+    default:
+      GPT_FAIL(op, ": unsupported dtype ", dtype_name(dtype), " (expected f64, f32 or bf16)");
   }
 }
 

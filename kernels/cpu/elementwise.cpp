@@ -13,8 +13,8 @@ namespace {
 // A term's coefficient resolved for one call: S, f'(s), and typed access to the lanes.
 template <typename T>
 struct ResolvedCoef {
-  double s = 1.0;       // S (rounded as out's dtype requires)
-  double ds_ds = 0.0;   // f'(s) for the scalar gradient
+  double s = 1.0;      // S (rounded as out's dtype requires)
+  double ds_ds = 0.0;  // f'(s) for the scalar gradient
   const T* lanes = nullptr;
   int64_t lane_stride = 0, lane = 0, groups = 1;
   double offset = 0.0;

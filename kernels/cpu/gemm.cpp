@@ -73,7 +73,7 @@ void blas(const GemmShape& s, const GemmArgs& args, const S* a, const S* b, S* c
   const bool split_rows = !split_batch && m >= n;
   const int64_t extent = split_batch ? s.batch : split_rows ? m : n;
   const int64_t parts = std::min<int64_t>(threads, extent);
-#pragma omp parallel for schedule(static) num_threads(static_cast<int>(parts)) if (parts > 1)
+#pragma omp parallel for schedule(static) num_threads(static_cast <int>(parts)) if (parts > 1)
   for (int64_t part = 0; part < parts; ++part) {
     const int64_t lo = extent * part / parts, hi = extent * (part + 1) / parts;
     for (int64_t i = split_batch ? lo : 0; i < (split_batch ? hi : s.batch); ++i) {
@@ -84,12 +84,12 @@ void blas(const GemmShape& s, const GemmArgs& args, const S* a, const S* b, S* c
         blas_call(args.trans_a, args.trans_b, m, n, k, args.alpha, ai, lda, bi, ldb, beta, ci, n);
       } else if (split_rows) {  // rows [lo, hi) of C: rows of op(A)
         const S* a_rows = args.trans_a ? ai + lo : ai + lo * lda;
-        blas_call(args.trans_a, args.trans_b, static_cast<int>(hi - lo), n, k, args.alpha, a_rows, lda, bi, ldb,
-                  beta, ci + lo * n, n);
+        blas_call(args.trans_a, args.trans_b, static_cast<int>(hi - lo), n, k, args.alpha, a_rows, lda, bi, ldb, beta,
+                  ci + lo * n, n);
       } else {  // columns [lo, hi) of C: columns of op(B)
         const S* b_cols = args.trans_b ? bi + lo * ldb : bi + lo;
-        blas_call(args.trans_a, args.trans_b, m, static_cast<int>(hi - lo), k, args.alpha, ai, lda, b_cols, ldb,
-                  beta, ci + lo, n);
+        blas_call(args.trans_a, args.trans_b, m, static_cast<int>(hi - lo), k, args.alpha, ai, lda, b_cols, ldb, beta,
+                  ci + lo, n);
       }
     }
   }

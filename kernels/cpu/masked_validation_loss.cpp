@@ -31,8 +31,8 @@ void masked_validation_loss_rows_add(const Tensor& z_raw, const Tensor& inputs, 
   const int64_t* y = targets.data<int64_t>();
   const int32_t* x = inputs.data<int32_t>();
   for (int64_t t = 0; t < rows; ++t) {
-    GPT_CHECK(y[t] >= 0 && y[t] < vocab, "masked_validation_loss: target ", y[t], " at ", t, " is outside [0, ",
-              vocab, ")");
+    GPT_CHECK(y[t] >= 0 && y[t] < vocab, "masked_validation_loss: target ", y[t], " at ", t, " is outside [0, ", vocab,
+              ")");
     GPT_CHECK(x[t] >= 0 && x[t] < mask_rows, "masked_validation_loss: input ", x[t], " at ", t,
               " has no mask row (mask rows: ", mask_rows, ")");
   }

@@ -48,9 +48,8 @@ void normuon_normalize(Tensor& x) {
 }
 
 void normuon_apply(const Tensor& x, Tensor& second_moment, Tensor& param, Tensor& mantissa, const NorMuonArgs& args) {
-  dispatch_floating(param.dtype(), "normuon_apply", [&]<typename T>() {
-    equalize_and_update<T>(x, second_moment, param, mantissa, args, nullptr);
-  });
+  dispatch_floating(param.dtype(), "normuon_apply",
+                    [&]<typename T>() { equalize_and_update<T>(x, second_moment, param, mantissa, args, nullptr); });
 }
 
 }  // namespace gpt::cpu

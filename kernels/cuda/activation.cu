@@ -134,11 +134,10 @@ void launch_unary(const Tensor& a, Tensor& out, const char* op, F f) {
   dispatch_floating_cuda(a.dtype(), op, [&]<typename T, typename A>() {
     constexpr int kVec = kVec16<T>;
     if (packable<T>(n, {a.raw(), out.raw()})) {
-      unary_kernel<T, A, kVec><<<blocks_for(n / kVec, kThreads, 1 << 16), kThreads>>>(
-          device_ptr<T>(a), device_ptr<T>(out), n / kVec, f);
+      unary_kernel<T, A, kVec>
+          <<<blocks_for(n / kVec, kThreads, 1 << 16), kThreads>>>(device_ptr<T>(a), device_ptr<T>(out), n / kVec, f);
     } else {
-      unary_kernel<T, A, 1><<<blocks_for(n, kThreads, 1 << 16), kThreads>>>(device_ptr<T>(a), device_ptr<T>(out),
-                                                                            n, f);
+      unary_kernel<T, A, 1><<<blocks_for(n, kThreads, 1 << 16), kThreads>>>(device_ptr<T>(a), device_ptr<T>(out), n, f);
     }
   });
   GPT_CUDA_CHECK_LAUNCH();
@@ -202,11 +201,10 @@ void bias_backward(const Tensor& dy, Tensor& dbias) {
   dispatch_floating_cuda(dy.dtype(), "bias_backward", [&]<typename T, typename A>() {
     DeviceScratch partial(static_cast<size_t>(chunks * n) * sizeof(A), kLegacyDefaultStream);
     const dim3 grid(static_cast<unsigned>((n + kColTile - 1) / kColTile), static_cast<unsigned>(chunks));
-    column_sum_partial_kernel<T, A><<<grid, dim3(kColTile, kRowThreads)>>>(device_ptr<T>(dy), partial.as<A>(),
-                                                                           rows, n);
+    column_sum_partial_kernel<T, A><<<grid, dim3(kColTile, kRowThreads)>>>(device_ptr<T>(dy), partial.as<A>(), rows, n);
     GPT_CUDA_CHECK_LAUNCH();
-    column_sum_finish_kernel<T, A><<<blocks_for(n, kThreads), kThreads>>>(partial.as<A>(), chunks,
-                                                                          device_ptr<T>(dbias), n);
+    column_sum_finish_kernel<T, A>
+        <<<blocks_for(n, kThreads), kThreads>>>(partial.as<A>(), chunks, device_ptr<T>(dbias), n);
     GPT_CUDA_CHECK_LAUNCH();
   });
 }

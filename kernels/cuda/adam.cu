@@ -58,9 +58,8 @@ void launch_adam(T* p, const T* g, A* m, A* v, int64_t packs, const AdamScalars<
 void adam_update(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamCoefficients& c) {
   const int64_t n = param.numel();
   dispatch_floating_cuda(param.dtype(), "adam_update", [&]<typename T, typename A>() {
-    const AdamScalars<A> s{static_cast<A>(c.beta1),       static_cast<A>(c.beta2),
-                           static_cast<A>(1.0 - c.beta1), static_cast<A>(1.0 - c.beta2),
-                           static_cast<A>(c.eps),         static_cast<A>(c.step_size),
+    const AdamScalars<A> s{static_cast<A>(c.beta1),       static_cast<A>(c.beta2), static_cast<A>(1.0 - c.beta1),
+                           static_cast<A>(1.0 - c.beta2), static_cast<A>(c.eps),   static_cast<A>(c.step_size),
                            static_cast<A>(c.decay)};
     T* pp = device_ptr<T>(param);
     const T* gp = device_ptr<T>(grad);

@@ -7,12 +7,12 @@
 
 #include "base/check.h"
 
-#define GPT_CUBLAS_CHECK(expr)                                                                               \
-  do {                                                                                                       \
-    cublasStatus_t gpt_cublas_status_ = (expr);                                                              \
-    if (gpt_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                                         \
-      GPT_FAIL("cuBLASLt error ", cublasLtGetStatusName(gpt_cublas_status_), " (",                           \
-               cublasLtGetStatusString(gpt_cublas_status_), ") in ", #expr);                                 \
+#define GPT_CUBLAS_CHECK(expr)                                                     \
+  do {                                                                             \
+    cublasStatus_t gpt_cublas_status_ = (expr);                                    \
+    if (gpt_cublas_status_ != CUBLAS_STATUS_SUCCESS)                               \
+      GPT_FAIL("cuBLASLt error ", cublasLtGetStatusName(gpt_cublas_status_), " (", \
+               cublasLtGetStatusString(gpt_cublas_status_), ") in ", #expr);       \
   } while (0)
 
 namespace gpt::cuda::lt {
@@ -25,8 +25,8 @@ struct Deleter {
 }  // namespace detail
 
 // The opaque cuBLASLt types are pointers to incomplete structs: unique_ptr over the pointee.
-using Handle = std::unique_ptr<std::remove_pointer_t<cublasLtHandle_t>,
-                               detail::Deleter<cublasLtHandle_t, cublasLtDestroy>>;
+using Handle =
+    std::unique_ptr<std::remove_pointer_t<cublasLtHandle_t>, detail::Deleter<cublasLtHandle_t, cublasLtDestroy>>;
 using MatmulDesc = std::unique_ptr<std::remove_pointer_t<cublasLtMatmulDesc_t>,
                                    detail::Deleter<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>>;
 using Layout = std::unique_ptr<std::remove_pointer_t<cublasLtMatrixLayout_t>,

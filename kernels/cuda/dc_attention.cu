@@ -1,8 +1,8 @@
-// CUDA kernels of kernels/dc_attention.h, version 1 (kernels/cuda/dc_attention_variants.h). Forward and backward pass 1 run one block per query token (the head
-// mixing couples all heads of a token): warps compute the H·n dot products of the local window, the block
-// holds the window's probabilities in shared memory. Backward pass 2 runs one block per key token, so dk
-// and dv have a single writer (no atomics, deterministic). Windows hold at most `keys` (112) tokens, so the
-// keys and values are re-read from L2 by neighbouring blocks rather than staged in shared memory.
+// CUDA kernels of kernels/dc_attention.h, version 1 (kernels/cuda/dc_attention_variants.h). Forward and backward pass 1
+// run one block per query token (the head mixing couples all heads of a token): warps compute the H·n dot products of
+// the local window, the block holds the window's probabilities in shared memory. Backward pass 2 runs one block per key
+// token, so dk and dv have a single writer (no atomics, deterministic). Windows hold at most `keys` (112) tokens, so
+// the keys and values are re-read from L2 by neighbouring blocks rather than staged in shared memory.
 #include <algorithm>
 
 #include "kernels/cuda/dc_attention_variants.h"
@@ -21,7 +21,7 @@ struct DcShape {
   int64_t tokens;
   int heads, dim;
   int64_t gate_stride, w1_lane, w2_lane;
-  int keys;  // window length, at most tokens
+  int keys;      // window length, at most tokens
   int segments;  // entries of cu_seqlens
 };
 
@@ -139,11 +139,11 @@ __global__ void dc_forward_kernel(const T* __restrict__ q, const T* __restrict__
 
 // Pass 1, one block per query token t: dq, both gate-lane gradients, and w1, dw1 saved for pass 2.
 template <typename T, typename A>
-__global__ void dc_backward_query_kernel(const T* __restrict__ dy_out, const T* __restrict__ q,
-                                         const T* __restrict__ k, const T* __restrict__ v, const int* __restrict__ cu,
+__global__ void dc_backward_query_kernel(const T* __restrict__ dy_out, const T* __restrict__ q, const T* __restrict__ k,
+                                         const T* __restrict__ v, const int* __restrict__ cu,
                                          const T* __restrict__ gates, const A* __restrict__ lse, T* __restrict__ dq,
-                                         T* __restrict__ dgates, A* __restrict__ w1_all, A* __restrict__ dw1_all,
-                                         A tau, DcShape s) {
+                                         T* __restrict__ dgates, A* __restrict__ w1_all, A* __restrict__ dw1_all, A tau,
+                                         DcShape s) {
   extern __shared__ unsigned char shared_raw[];
   const int H = s.heads, D = s.dim;
   A* w1 = reinterpret_cast<A*>(shared_raw);  // [H]
@@ -225,10 +225,10 @@ __global__ void dc_backward_query_kernel(const T* __restrict__ dy_out, const T* 
 // Pass 2, one block per key token s: dk and dv over the queries whose window holds s.
 template <typename T, typename A>
 __global__ void dc_backward_key_kernel(const T* __restrict__ dy_out, const T* __restrict__ q, const T* __restrict__ k,
-                                       const T* __restrict__ v, const int* __restrict__ cu,
-                                       const T* __restrict__ gates, const A* __restrict__ lse,
-                                       const A* __restrict__ w1_all, const A* __restrict__ dw1_all,
-                                       T* __restrict__ dk, T* __restrict__ dv, A tau, DcShape s) {
+                                       const T* __restrict__ v, const int* __restrict__ cu, const T* __restrict__ gates,
+                                       const A* __restrict__ lse, const A* __restrict__ w1_all,
+                                       const A* __restrict__ dw1_all, T* __restrict__ dk, T* __restrict__ dv, A tau,
+                                       DcShape s) {
   extern __shared__ unsigned char shared_raw[];
   const int H = s.heads, D = s.dim;
   A* dlogit = reinterpret_cast<A*>(shared_raw);  // [H * keys]: π first, then dlogit
@@ -284,8 +284,8 @@ DcShape dc_shape(const Tensor& q, const Tensor& cu_seqlens, const Tensor& gates,
   GPT_CHECK(tokens <= 0x7fffffff, op, ": too many tokens for one CUDA grid: ", tokens);
   GPT_CHECK(cu_seqlens.size(0) <= 0x7fffffff, op, ": cu_seqlens too long: ", cu_seqlens.describe());
   const int64_t window = std::min(keys, tokens);
-  return {tokens,      static_cast<int>(q.size(1)), static_cast<int>(q.size(2)), gates.size(1), lanes.w1, lanes.w2,
-          static_cast<int>(window), static_cast<int>(cu_seqlens.size(0))};
+  return {tokens,   static_cast<int>(q.size(1)), static_cast<int>(q.size(2)),         gates.size(1), lanes.w1,
+          lanes.w2, static_cast<int>(window),    static_cast<int>(cu_seqlens.size(0))};
 }
 
 size_t checked_shared(size_t values, size_t value_bytes, const DcShape& s, const char* op) {
@@ -332,8 +332,8 @@ void dc_attention_backward_v1(const Tensor& dy_out, const Tensor& q, const Tenso
     GPT_CUDA_CHECK_LAUNCH();
     dc_backward_key_kernel<T, A><<<blocks, kThreads, key_shared, op_stream()>>>(
         device_ptr<T>(dy_out), device_ptr<T>(q), device_ptr<T>(k), device_ptr<T>(v), device_ptr<int>(cu_seqlens),
-        device_ptr<T>(gates), device_ptr<A>(lse), w1_all.as<A>(), dw1_all.as<A>(), device_ptr<T>(dk),
-        device_ptr<T>(dv), static_cast<A>(scale), s);
+        device_ptr<T>(gates), device_ptr<A>(lse), w1_all.as<A>(), dw1_all.as<A>(), device_ptr<T>(dk), device_ptr<T>(dv),
+        static_cast<A>(scale), s);
     GPT_CUDA_CHECK_LAUNCH();
   });
 }

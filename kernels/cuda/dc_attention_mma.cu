@@ -32,12 +32,12 @@ namespace {
 using namespace attn;
 using bf16 = __nv_bfloat16;
 
-constexpr int kRows = 64;                    // tokens per block (queries, or keys in pass 2)
+constexpr int kRows = 64;  // tokens per block (queries, or keys in pass 2)
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
-constexpr int kSpan = 128;                   // one warp's reach on the other side
-constexpr int kWide = kRows + kSpan - 16;    // 176 rows of the other side per block
+constexpr int kSpan = 128;                 // one warp's reach on the other side
+constexpr int kWide = kRows + kSpan - 16;  // 176 rows of the other side per block
 constexpr int kMaxHeads = 8;
-constexpr int kSlots = kSpan;                // pass-1 scratch entries per token
+constexpr int kSlots = kSpan;  // pass-1 scratch entries per token
 constexpr int kNarrowElems = kRows * kRowStride, kWideElems = kWide * kRowStride;
 
 struct DcParams {
@@ -93,8 +93,8 @@ __device__ __forceinline__ void scores(float (&acc)[16][4], const bf16* narrow, 
 
 // acc (16 × 64: output columns [col0, col0 + 64)) = P · wide rows [row0, row0 + 128), with P given as the eight
 // 16-column A fragments of this warp's 16 × 128 weights.
-__device__ __forceinline__ void weighted_rows(float (&acc)[8][4], const uint32_t (&p)[8][4], const bf16* wide,
-                                              int row0, int col0, int lane) {
+__device__ __forceinline__ void weighted_rows(float (&acc)[8][4], const uint32_t (&p)[8][4], const bf16* wide, int row0,
+                                              int col0, int lane) {
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
 #pragma unroll
@@ -120,9 +120,8 @@ __device__ __forceinline__ void add_rows(bf16* out, const bf16* base, const floa
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
       const __nv_bfloat162 old = *reinterpret_cast<const __nv_bfloat162*>(base + at + nt * 8);
-      *reinterpret_cast<__nv_bfloat162*>(out + at + nt * 8) =
-          __floats2bfloat162_rn(__bfloat162float(old.x) + scale * acc[nt][2 * row],
-                                __bfloat162float(old.y) + scale * acc[nt][2 * row + 1]);
+      *reinterpret_cast<__nv_bfloat162*>(out + at + nt * 8) = __floats2bfloat162_rn(
+          __bfloat162float(old.x) + scale * acc[nt][2 * row], __bfloat162float(old.y) + scale * acc[nt][2 * row + 1]);
     }
   }
 }
@@ -505,9 +504,8 @@ __global__ void __launch_bounds__(kThreads, 2) dc_backward_key_v2_kernel(DcParam
 // the forward to the backward (lse).
 DcParams make_params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, const Tensor& gates,
                      DcLanes lanes, const Tensor& lse, int64_t keys, float scale, const char* op) {
-  GPT_CHECK(dc_attention_v2_supports(q, gates, keys), op,
-            " v2: needs bf16 q and gates, head dim 128, at most ", kMaxHeads, " heads and at most ", kDcMaxKeysV2,
-            " keys; got ", q.describe(), ", keys ", keys);
+  GPT_CHECK(dc_attention_v2_supports(q, gates, keys), op, " v2: needs bf16 q and gates, head dim 128, at most ",
+            kMaxHeads, " heads and at most ", kDcMaxKeysV2, " keys; got ", q.describe(), ", keys ", keys);
   DcParams p{};
   p.tokens = static_cast<int>(q.size(0));
   p.heads = static_cast<int>(q.size(1));

@@ -552,8 +552,8 @@ void mix_forward_version(std::span<const MixTerm> terms, Tensor& out, int versio
 }
 
 void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads) {
-  static const int version = kernel_version_from_env("SPEEDRUN_MIX_BACKWARD", kPromotedMixBackward,
-                                                     kMixBackwardVersions);
+  static const int version =
+      kernel_version_from_env("SPEEDRUN_MIX_BACKWARD", kPromotedMixBackward, kMixBackwardVersions);
   mix_backward_version(dout, terms, grads, version);
 }
 
@@ -604,17 +604,16 @@ void mix_backward_version(const Tensor& dout, std::span<const MixTerm> terms, st
       }
     }
     if (v2_packs == 3) {
-      mix_backward_v2_kernel<T, A, 3><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, n,
-                                                                        partial_ptr);
+      mix_backward_v2_kernel<T, A, 3>
+          <<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, n, partial_ptr);
     } else if (v2_packs == 4) {
-      mix_backward_v2_kernel<T, A, 4><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, n,
-                                                                        partial_ptr);
+      mix_backward_v2_kernel<T, A, 4>
+          <<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, n, partial_ptr);
     } else if (packed) {
-      mix_backward_kernel<T, A, kVec16<T>><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, n,
-                                                                              partial_ptr);
+      mix_backward_kernel<T, A, kVec16<T>>
+          <<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, n, partial_ptr);
     } else {
-      mix_backward_kernel<T, A, 1><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, n,
-                                                                      partial_ptr);
+      mix_backward_kernel<T, A, 1><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, n, partial_ptr);
     }
     GPT_CUDA_CHECK_LAUNCH();
     if (!any_scalar_grad) return;

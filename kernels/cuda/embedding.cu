@@ -55,8 +55,8 @@ constexpr int kGatherWarps = 8, kPacksInFlight = 4;
 template <typename T, typename A, int VEC, bool kSigned>
 __global__ void __launch_bounds__(kGatherWarps * 32)
     gather_rows_warp_kernel(const T* __restrict__ table, const int32_t* __restrict__ ids, int64_t n, int64_t rows,
-                            int d, const T* __restrict__ sign, const int32_t* __restrict__ sign_ids,
-                            int64_t sign_rows, T* __restrict__ out) {
+                            int d, const T* __restrict__ sign, const int32_t* __restrict__ sign_ids, int64_t sign_rows,
+                            T* __restrict__ out) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kGatherWarps;
   for (int64_t t = blockIdx.x * int64_t{kGatherWarps} + threadIdx.x / 32; t < n; t += warps) {
@@ -97,8 +97,8 @@ __global__ void __launch_bounds__(kGatherWarps * 32)
 template <typename T, typename A, int VEC, bool kSigned>
 __global__ void scatter_rows_kernel(const T* __restrict__ dout, const int32_t* __restrict__ sorted_ids,
                                     const int32_t* __restrict__ token_order, int64_t n, int64_t rows, int d,
-                                    const T* __restrict__ sign, const int32_t* __restrict__ sign_ids,
-                                    int64_t sign_rows, T* __restrict__ dtable) {
+                                    const T* __restrict__ sign, const int32_t* __restrict__ sign_ids, int64_t sign_rows,
+                                    T* __restrict__ dtable) {
   for (int64_t pos = blockIdx.x; pos < n; pos += gridDim.x) {
     if (!starts_run(sorted_ids, pos)) continue;
     const int32_t row = sorted_ids[pos];
@@ -145,8 +145,8 @@ __global__ void scatter_chunks_kernel(const T* __restrict__ dout, const int32_t*
                                       const T* __restrict__ sign, const int32_t* __restrict__ sign_ids,
                                       int64_t sign_rows, T* __restrict__ dtable, A* __restrict__ partials) {
   using namespace scatter_plan;
-  __shared__ int64_t dout_offset[kScatterChunk];  // token · d
-  __shared__ int64_t sign_offset[kScatterChunk];  // sign row · d; -1: sign id outside the table, token skipped
+  __shared__ int64_t dout_offset[kScatterChunk];    // token · d
+  __shared__ int64_t sign_offset[kScatterChunk];    // sign row · d; -1: sign id outside the table, token skipped
   __shared__ int64_t target_offset[kScatterChunk];  // row · d (add_into_row) or slot · d (store_partial)
   __shared__ Action action[kScatterChunk];
   const int64_t chunks = chunk_count(n);
@@ -295,15 +295,15 @@ void gather(const Tensor& table, const Tensor* sign, const Tensor& ids, const Te
     const int32_t* sign_ids_ptr = kSigned ? device_ptr<int32_t>(*sign_ids) : nullptr;
     const int64_t sign_rows = kSigned ? sign->size(0) : 0;
     if (version == 1) {
-      gather_rows_kernel<T, A, VEC, kSigned><<<blocks_for(n, 1), threads_for(d, VEC)>>>(
-          device_ptr<T>(table), device_ptr<int32_t>(ids), n, rows, d, sign_ptr, sign_ids_ptr, sign_rows,
-          device_ptr<T>(out));
+      gather_rows_kernel<T, A, VEC, kSigned>
+          <<<blocks_for(n, 1), threads_for(d, VEC)>>>(device_ptr<T>(table), device_ptr<int32_t>(ids), n, rows, d,
+                                                      sign_ptr, sign_ids_ptr, sign_rows, device_ptr<T>(out));
     } else {
       const int64_t wave = int64_t{multiprocessor_count()} * (2048 / (kGatherWarps * 32));
       const auto blocks = static_cast<unsigned>(std::min<int64_t>(wave, (n + kGatherWarps - 1) / kGatherWarps));
-      gather_rows_warp_kernel<T, A, VEC, kSigned><<<blocks, kGatherWarps * 32>>>(
-          device_ptr<T>(table), device_ptr<int32_t>(ids), n, rows, d, sign_ptr, sign_ids_ptr, sign_rows,
-          device_ptr<T>(out));
+      gather_rows_warp_kernel<T, A, VEC, kSigned>
+          <<<blocks, kGatherWarps * 32>>>(device_ptr<T>(table), device_ptr<int32_t>(ids), n, rows, d, sign_ptr,
+                                          sign_ids_ptr, sign_rows, device_ptr<T>(out));
     }
   });
   GPT_CUDA_CHECK_LAUNCH();
@@ -331,9 +331,9 @@ void scatter(const Tensor& dout, const Tensor* sign, const Tensor& ids, const Te
     }
     const int64_t chunks = scatter_plan::chunk_count(n);
     // Partials only where a run can cross a chunk boundary; allocated on the stream the kernels launch on.
-    const DeviceScratch partials(chunks > 1 ? static_cast<size_t>(chunks) * scatter_plan::kSlotsPerChunk * d * sizeof(A)
-                                            : 0,
-                                 kLegacyDefaultStream);
+    const DeviceScratch partials(
+        chunks > 1 ? static_cast<size_t>(chunks) * scatter_plan::kSlotsPerChunk * d * sizeof(A) : 0,
+        kLegacyDefaultStream);
     scatter_chunks_kernel<T, A, VEC, kSigned><<<blocks_for(chunks, 1), threads_for(d, VEC)>>>(
         device_ptr<T>(dout), groups.sorted_ids, groups.token_order, n, rows, d, sign_ptr, sign_ids_ptr, sign_rows,
         device_ptr<T>(dtable), partials.as<A>());

@@ -77,9 +77,8 @@ __global__ void amax_kernel(const T* __restrict__ x, int64_t packs, unsigned* __
 // post = T(relu(pre)²), q = fp8(post / scale), and max |post| folded into m, for one pack of pre; the division and
 // the conversion as the version has them (below).
 template <typename T, typename A, bool kE5m2, int VEC, int kVersion>
-__device__ __forceinline__ void relu_square_quantize_pack(const Pack<T, VEC>& x, float s, float r,
-                                                          T* __restrict__ post, uint8_t* __restrict__ q,
-                                                          unsigned& m) {
+__device__ __forceinline__ void relu_square_quantize_pack(const Pack<T, VEC>& x, float s, float r, T* __restrict__ post,
+                                                          uint8_t* __restrict__ q, unsigned& m) {
   Pack<T, VEC> y;
   float scaled[VEC];
 #pragma unroll
@@ -157,8 +156,8 @@ void quantize_fp8(const Tensor& x, const Tensor& scale, Tensor& q) {
     const bool packed = n % kVec == 0 && aligned16(x.raw()) && reinterpret_cast<uintptr_t>(qp) % kVec == 0;
     auto launch = [&]<int VEC, bool kE5m2>() {
       const int64_t packs = n / VEC;
-      quantize_kernel<T, A, kE5m2, VEC><<<grid_for(packs), kThreads>>>(device_ptr<T>(x), device_ptr<float>(scale),
-                                                                       qp, packs);
+      quantize_kernel<T, A, kE5m2, VEC>
+          <<<grid_for(packs), kThreads>>>(device_ptr<T>(x), device_ptr<float>(scale), qp, packs);
     };
     launch_packed_fp8<kVec>(packed, e5m2, launch);
   });
@@ -216,8 +215,7 @@ void amax(const Tensor& x, Tensor& out) {
 namespace {
 
 template <int kVersion>
-void relu_square_quantize_version(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q,
-                                  Tensor& post_max) {
+void relu_square_quantize_version(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q, Tensor& post_max) {
   const int64_t n = pre.numel();
   max_into(post_max, [&](unsigned* bits) {
     if (n == 0) return;
@@ -225,8 +223,8 @@ void relu_square_quantize_version(const Tensor& pre, const Tensor& scale, Tensor
     dispatch_floating_cuda(pre.dtype(), "relu_square_quantize_fp8", [&]<typename T, typename A>() {
       constexpr int kVec = kVec16<T>;
       auto* qp = static_cast<uint8_t*>(const_cast<void*>(q.raw()));
-      const bool packed = n % kVec == 0 && aligned16(pre.raw()) && aligned16(post.raw()) &&
-                          reinterpret_cast<uintptr_t>(qp) % kVec == 0;
+      const bool packed =
+          n % kVec == 0 && aligned16(pre.raw()) && aligned16(post.raw()) && reinterpret_cast<uintptr_t>(qp) % kVec == 0;
       auto launch = [&]<int VEC, bool kE5m2>() {
         const int64_t packs = n / VEC;
         relu_square_quantize_kernel<T, A, kE5m2, VEC, kVersion><<<grid_for(packs), kThreads>>>(
@@ -278,11 +276,11 @@ void widened_fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale,
     if (n == 0) return wide;
     const auto* qp = static_cast<const uint8_t*>(q.raw());
     if (q.dtype() == DType::e5m2) {
-      dequantize_kernel<__nv_bfloat16, true><<<grid_for(n), kThreads>>>(qp, nullptr, device_ptr<__nv_bfloat16>(wide),
-                                                                        n);
+      dequantize_kernel<__nv_bfloat16, true>
+          <<<grid_for(n), kThreads>>>(qp, nullptr, device_ptr<__nv_bfloat16>(wide), n);
     } else {
-      dequantize_kernel<__nv_bfloat16, false><<<grid_for(n), kThreads>>>(qp, nullptr, device_ptr<__nv_bfloat16>(wide),
-                                                                         n);
+      dequantize_kernel<__nv_bfloat16, false>
+          <<<grid_for(n), kThreads>>>(qp, nullptr, device_ptr<__nv_bfloat16>(wide), n);
     }
     GPT_CUDA_CHECK_LAUNCH();
     return wide;
@@ -300,9 +298,9 @@ void widened_fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale,
                                                             device_ptr<float>(b_scale), args.alpha, args.beta,
                                                             device_ptr<float>(c), n);
   } else {
-    scale_epilogue_kernel<__nv_bfloat16><<<grid_for(n), kThreads>>>(
-        device_ptr<float>(product), device_ptr<float>(a_scale), device_ptr<float>(b_scale), args.alpha, args.beta,
-        device_ptr<__nv_bfloat16>(c), n);
+    scale_epilogue_kernel<__nv_bfloat16>
+        <<<grid_for(n), kThreads>>>(device_ptr<float>(product), device_ptr<float>(a_scale), device_ptr<float>(b_scale),
+                                    args.alpha, args.beta, device_ptr<__nv_bfloat16>(c), n);
   }
   GPT_CUDA_CHECK_LAUNCH();
 }

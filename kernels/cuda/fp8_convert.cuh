@@ -16,8 +16,7 @@ __device__ __forceinline__ uint8_t float_to_fp8_device(float v) {
   if (isnan(v)) return static_cast<uint8_t>(sign | 0x7F);
   const float max_finite = kE5m2 ? 57344.0f : 448.0f;
   if (isinf(v)) v = copysignf(max_finite, v);
-  return static_cast<uint8_t>(
-      __nv_cvt_float_to_fp8(v, __NV_SATFINITE, kE5m2 ? __NV_E5M2 : __NV_E4M3));
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, kE5m2 ? __NV_E5M2 : __NV_E4M3));
 }
 
 // VEC floats to e4m3 / e5m2, two per cvt (an odd last one alone); bit-identical to float_to_fp8_device (satfinite

@@ -42,7 +42,7 @@ __global__ void transpose_bytes_kernel(const uint8_t* __restrict__ src, uint8_t*
   }
 }
 
-constexpr int kTileV2 = 128;                // bytes per side
+constexpr int kTileV2 = 128;                 // bytes per side
 constexpr int kChunksPerRow = kTileV2 / 16;  // 16-byte chunks per tile row
 
 // Chunk k of tile row r lives at chunk slot k ^ (r / 16 mod 8) of that row.
@@ -60,8 +60,7 @@ __device__ __forceinline__ ByteColumns transpose_4x4(uint32_t a, uint32_t b, uin
 }
 
 __global__ void __launch_bounds__(kThreads)
-    transpose_bytes_v2_kernel(const uint8_t* __restrict__ src, uint8_t* __restrict__ dst, int64_t rows,
-                              int64_t cols) {
+    transpose_bytes_v2_kernel(const uint8_t* __restrict__ src, uint8_t* __restrict__ dst, int64_t rows, int64_t cols) {
   __shared__ uint4 tile[kTileV2 * kChunksPerRow];
   const int64_t r0 = blockIdx.y * int64_t{kTileV2}, c0 = blockIdx.x * int64_t{kTileV2};
   // Phase 1: each warp reads four full 128-byte tile rows.

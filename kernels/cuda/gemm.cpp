@@ -44,12 +44,18 @@ constexpr int kHeuristicCandidates = 8;
 
 cudaDataType_t cuda_type(DType dtype) {
   switch (dtype) {
-    case DType::f64: return CUDA_R_64F;
-    case DType::f32: return CUDA_R_32F;
-    case DType::bf16: return CUDA_R_16BF;
-    case DType::e4m3: return CUDA_R_8F_E4M3;
-    case DType::e5m2: return CUDA_R_8F_E5M2;
-    default: GPT_FAIL("gemm: no cuBLASLt type for dtype ", dtype_name(dtype));
+    case DType::f64:
+      return CUDA_R_64F;
+    case DType::f32:
+      return CUDA_R_32F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::e4m3:
+      return CUDA_R_8F_E4M3;
+    case DType::e5m2:
+      return CUDA_R_8F_E5M2;
+    default:
+      GPT_FAIL("gemm: no cuBLASLt type for dtype ", dtype_name(dtype));
   }
 }
 
@@ -78,8 +84,8 @@ struct Plan {
   std::vector<cublasLtMatmulHeuristicResult_t> candidates;  // usable heuristic answers, best guess first
   cublasLtMatmulAlgo_t algo{};
   size_t workspace_bytes = 0;
-  bool tuned = false;       // candidates were timed (or there was nothing to choose)
-  std::string selection;    // what was chosen and why, for gemm_selection()
+  bool tuned = false;     // candidates were timed (or there was nothing to choose)
+  std::string selection;  // what was chosen and why, for gemm_selection()
 };
 
 thread_local std::string t_last_selection;
@@ -95,8 +101,9 @@ int algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAtt
 
 std::string describe_algo(const cublasLtMatmulAlgo_t& algo) {
   std::ostringstream os;
-  os << "algo " << algo_attribute(algo, CUBLASLT_ALGO_CONFIG_ID) << " tile " << algo_attribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID)
-     << " stages " << algo_attribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID) << " splitK "
+  os << "algo " << algo_attribute(algo, CUBLASLT_ALGO_CONFIG_ID) << " tile "
+     << algo_attribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID) << " stages "
+     << algo_attribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID) << " splitK "
      << algo_attribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM) << " cluster "
      << algo_attribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID);
   return os.str();
@@ -160,8 +167,9 @@ std::unique_ptr<Plan> DeviceContext::build_plan(const PlanKey& key) const {
   plan->out = lt::make_layout(cuda_type(key.c), key.n, key.m, key.n);
   if (key.batch > 1) {
     const int32_t count = static_cast<int32_t>(key.batch);
-    for (auto [layout, stride] : {std::pair{plan->first.get(), key.stride_b}, std::pair{plan->second.get(), key.stride_a},
-                                  std::pair{plan->out.get(), key.stride_c}}) {
+    for (auto [layout, stride] :
+         {std::pair{plan->first.get(), key.stride_b}, std::pair{plan->second.get(), key.stride_a},
+          std::pair{plan->out.get(), key.stride_c}}) {
       lt::set(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, count);
       lt::set(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, stride);
     }
@@ -179,12 +187,12 @@ std::unique_ptr<Plan> DeviceContext::build_plan(const PlanKey& key) const {
   GPT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_.get(), plan->desc.get(), plan->first.get(),
                                                   plan->second.get(), plan->out.get(), plan->out.get(), pref.get(),
                                                   kHeuristicCandidates, results, &found));
-  const auto usable = std::find_if(results, results + found,
-                                   [](const auto& r) { return r.state == CUBLAS_STATUS_SUCCESS; });
-  GPT_CHECK(usable != results + found, "gemm: cuBLASLt has no algorithm for ", key.m, "x", key.n, "x", key.k,
-            " batch ", key.batch, " (", dtype_name(key.a), "x", dtype_name(key.b), " -> ", dtype_name(key.c),
-            ", trans_a ", key.trans_a, ", trans_b ", key.trans_b, ", alignments ", key.align_a, "/", key.align_b, "/",
-            key.align_c, " bytes)");
+  const auto usable =
+      std::find_if(results, results + found, [](const auto& r) { return r.state == CUBLAS_STATUS_SUCCESS; });
+  GPT_CHECK(usable != results + found, "gemm: cuBLASLt has no algorithm for ", key.m, "x", key.n, "x", key.k, " batch ",
+            key.batch, " (", dtype_name(key.a), "x", dtype_name(key.b), " -> ", dtype_name(key.c), ", trans_a ",
+            key.trans_a, ", trans_b ", key.trans_b, ", alignments ", key.align_a, "/", key.align_b, "/", key.align_c,
+            " bytes)");
   for (int i = 0; i < found; ++i) {
     if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= kWorkspaceBytes) {
       plan->candidates.push_back(results[i]);
@@ -255,8 +263,8 @@ void autotune(DeviceContext& ctx, Plan& plan, const Operands& ops, const void* a
   plan.workspace_bytes = plan.candidates[best].workspaceSize;
   plan.tuned = true;
   std::ostringstream os;
-  os << "autotuned #" << best << " of " << plan.candidates.size() << " (" << describe_algo(plan.algo) << ", "
-     << best_ms << " ms; heuristic #0 " << first_ms << " ms)";
+  os << "autotuned #" << best << " of " << plan.candidates.size() << " (" << describe_algo(plan.algo) << ", " << best_ms
+     << " ms; heuristic #0 " << first_ms << " ms)";
   plan.selection = os.str();
 }
 
@@ -296,8 +304,7 @@ std::string gemm_selection() { return t_last_selection; }
 
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmArgs& args) {
   const GemmShape s = gemm_shape(a, b, c, args);
-  GPT_CHECK(a.dtype() != DType::f32 || c.dtype() == DType::f32, "gemm: f32 operands need an f32 C, got ",
-            c.describe());
+  GPT_CHECK(a.dtype() != DType::f32 || c.dtype() == DType::f32, "gemm: f32 operands need an f32 C, got ", c.describe());
   PlanKey key;
   key.a = a.dtype();
   key.b = b.dtype();
@@ -332,7 +339,10 @@ void gemm_fp8(const Tensor& a, const Tensor& b, Tensor& c, const Tensor& scale_a
   key.fp8 = true;
   key.fast_accum = args.fast_accum;
   run(key,
-      {.a = a.raw(), .b = b.raw(), .c = c.raw(), .scale_a = static_cast<const float*>(scale_a.raw()),
+      {.a = a.raw(),
+       .b = b.raw(),
+       .c = c.raw(),
+       .scale_a = static_cast<const float*>(scale_a.raw()),
        .scale_b = static_cast<const float*>(scale_b.raw())},
       args.alpha, args.beta);
 }

@@ -72,8 +72,8 @@ void key_offset_forward(const Tensor& k, Tensor& y) {
     GPT_CHECK(yp + n <= kp || kp + n <= yp, "key_offset_forward: y must not overlap k");
     const bool packed = dim % 4 == 0 && aligned_to(kp, 4 * sizeof(T_)) && aligned_to(yp, 4 * sizeof(T_));
     with_pack(packed, [&]<int N>() {
-      key_offset_forward_kernel<T_, N><<<grid_stride_blocks(n / N, kThreads), kThreads, 0, op_stream()>>>(
-          kp, yp, n / N, row, dim);
+      key_offset_forward_kernel<T_, N>
+          <<<grid_stride_blocks(n / N, kThreads), kThreads, 0, op_stream()>>>(kp, yp, n / N, row, dim);
     });
     GPT_CUDA_CHECK_LAUNCH();
   });

@@ -43,8 +43,8 @@ __global__ void momentum_kernel(const T* __restrict__ g, A* __restrict__ m, T* _
 template <typename T, typename A, int N>
 void launch_momentum(const T* g, A* m, T* x, int64_t packs, A mu, A one_mu) {
   if (packs == 0) return;
-  momentum_kernel<T, A, N><<<grid_stride_blocks(packs, kThreads), kThreads, 0, op_stream()>>>(g, m, x, packs, mu,
-                                                                                              one_mu);
+  momentum_kernel<T, A, N>
+      <<<grid_stride_blocks(packs, kThreads), kThreads, 0, op_stream()>>>(g, m, x, packs, mu, one_mu);
   GPT_CUDA_CHECK_LAUNCH();
 }
 
@@ -213,8 +213,8 @@ void normuon_momentum(const Tensor& grad, Tensor& momentum, Tensor& x, double mu
     A* mp = device_ptr<A>(momentum);
     T* xp = device_ptr<T>(x);
     const A mu_a = static_cast<A>(mu), one_mu = static_cast<A>(1.0 - mu);
-    const bool packed = aligned_to(gp, sizeof(T) * kPack) && aligned_to(mp, sizeof(A) * kPack) &&
-                        aligned_to(xp, sizeof(T) * kPack);
+    const bool packed =
+        aligned_to(gp, sizeof(T) * kPack) && aligned_to(mp, sizeof(A) * kPack) && aligned_to(xp, sizeof(T) * kPack);
     const int64_t head = packed ? n / kPack * kPack : 0;
     if (head > 0) launch_momentum<T, A, kPack>(gp, mp, xp, head / kPack, mu_a, one_mu);
     launch_momentum<T, A, 1>(gp + head, mp + head, xp + head, n - head, mu_a, one_mu);
@@ -261,8 +261,9 @@ void equalize_and_update(const Tensor& x, Tensor& second_moment, Tensor& param, 
     if (per_row) {
       constexpr int kWarps = kThreads / 32;
       const int64_t total_rows = count * rows;
-      row_mean_square_kernel<T, A><<<static_cast<unsigned>((total_rows + kWarps - 1) / kWarps), kThreads, 0,
-                                     op_stream()>>>(xp, rg, total_rows, cols);
+      row_mean_square_kernel<T, A>
+          <<<static_cast<unsigned>((total_rows + kWarps - 1) / kWarps), kThreads, 0, op_stream()>>>(xp, rg, total_rows,
+                                                                                                    cols);
     } else {
       const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads), static_cast<unsigned>(count));
       column_mean_square_kernel<T, A><<<grid, kThreads, 0, op_stream()>>>(xp, rg, rows, cols);

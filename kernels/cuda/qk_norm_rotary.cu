@@ -204,10 +204,9 @@ void qk_norm_rotary_backward(const Tensor& dy, const Tensor& x, const Tensor& rs
     const RowGeometry geo = geometry(x, shape, layout);
     constexpr int kVec = kVec16<T>;
     auto launch = [&]<int PACKS, bool kOverwrite>() {
-      qk_norm_rotary_backward_kernel<T, A, kVec, PACKS, kOverwrite>
-          <<<row_blocks(geo), kThreads, 0, current_stream()>>>(device_ptr<T>(dy), device_ptr<T>(x),
-                                                               device_ptr<A>(rstd), device_ptr<T>(cos),
-                                                               device_ptr<T>(sin), device_ptr<T>(dx), geo);
+      qk_norm_rotary_backward_kernel<T, A, kVec, PACKS, kOverwrite><<<row_blocks(geo), kThreads, 0, current_stream()>>>(
+          device_ptr<T>(dy), device_ptr<T>(x), device_ptr<A>(rstd), device_ptr<T>(cos), device_ptr<T>(sin),
+          device_ptr<T>(dx), geo);
     };
     const bool overwrite = write == GradWrite::overwrite;
     if (shape.packs_per_lane == 1) {

@@ -10,8 +10,8 @@ namespace gpt::cuda {
 namespace {
 
 template <typename T, typename A>
-__global__ void rmsnorm_forward_kernel(const T* __restrict__ x, T* __restrict__ y, A* __restrict__ rstd,
-                                       int64_t rows, int n, float eps) {
+__global__ void rmsnorm_forward_kernel(const T* __restrict__ x, T* __restrict__ y, A* __restrict__ rstd, int64_t rows,
+                                       int n, float eps) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -23,9 +23,8 @@ __global__ void rmsnorm_forward_kernel(const T* __restrict__ x, T* __restrict__ 
 }
 
 template <typename T, typename A>
-__global__ void rmsnorm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x,
-                                        const A* __restrict__ rstd, T* __restrict__ dx, int64_t rows, int n,
-                                        bool add) {
+__global__ void rmsnorm_backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const A* __restrict__ rstd,
+                                        T* __restrict__ dx, int64_t rows, int n, bool add) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -51,8 +50,8 @@ void rmsnorm_forward(const Tensor& x, Tensor& y, Tensor& rstd, float eps) {
   const int64_t rows = x.numel() / n;
   const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock));
   dispatch_floating_cuda(x.dtype(), "rmsnorm_forward", [&]<typename T, typename A>() {
-    rmsnorm_forward_kernel<T, A><<<grid, kWarpsPerBlock * 32>>>(device_ptr<T>(x), device_ptr<T>(y),
-                                                                 device_ptr<A>(rstd), rows, n, eps);
+    rmsnorm_forward_kernel<T, A>
+        <<<grid, kWarpsPerBlock * 32>>>(device_ptr<T>(x), device_ptr<T>(y), device_ptr<A>(rstd), rows, n, eps);
   });
   GPT_CUDA_CHECK_LAUNCH();
 }
@@ -62,9 +61,8 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, Ten
   const int64_t rows = x.numel() / n;
   const dim3 grid(static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock));
   dispatch_floating_cuda(x.dtype(), "rmsnorm_backward", [&]<typename T, typename A>() {
-    rmsnorm_backward_kernel<T, A><<<grid, kWarpsPerBlock * 32>>>(device_ptr<T>(dy), device_ptr<T>(x),
-                                                                  device_ptr<A>(rstd), device_ptr<T>(dx), rows, n,
-                                                                  write == GradWrite::add);
+    rmsnorm_backward_kernel<T, A><<<grid, kWarpsPerBlock * 32>>>(
+        device_ptr<T>(dy), device_ptr<T>(x), device_ptr<A>(rstd), device_ptr<T>(dx), rows, n, write == GradWrite::add);
   });
   GPT_CUDA_CHECK_LAUNCH();
 }

@@ -11,8 +11,8 @@ namespace {
 constexpr int kThreads = 256;
 
 template <typename T, typename A, int N, bool kBackward>
-__global__ void rotary_kernel(const T* in, const T* __restrict__ cos, const T* __restrict__ sin, T* out,
-                              int64_t packs, int heads, int dim, bool paired) {
+__global__ void rotary_kernel(const T* in, const T* __restrict__ cos, const T* __restrict__ sin, T* out, int64_t packs,
+                              int heads, int dim, bool paired) {
   const int packs_per_row = dim / N, rotating_pairs = dim / 4;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < packs; i += stride) {
@@ -30,7 +30,8 @@ __global__ void rotary_kernel(const T* in, const T* __restrict__ cos, const T* _
       A ra = a, rb = b;
       if (pair < rotating_pairs) {
         const A c = to_acc<A>(cos[pos * rotating_pairs + pair]);
-        const A s = kBackward ? -to_acc<A>(sin[pos * rotating_pairs + pair]) : to_acc<A>(sin[pos * rotating_pairs + pair]);
+        const A s =
+            kBackward ? -to_acc<A>(sin[pos * rotating_pairs + pair]) : to_acc<A>(sin[pos * rotating_pairs + pair]);
         ra = c * a + s * b;
         rb = c * b - s * a;
       }

@@ -25,8 +25,8 @@ TokensByRow sort_tokens_by_row(const int32_t* ids, int64_t n, int64_t rows) {
   const int end_bit = 32;
   size_t temp_bytes = 0;
   GPT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, ids, static_cast<int32_t*>(nullptr),
-                                                 static_cast<const int32_t*>(nullptr),
-                                                 static_cast<int32_t*>(nullptr), items, 0, end_bit));
+                                                 static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+                                                 items, 0, end_bit));
   const size_t index_bytes = (static_cast<size_t>(n) * sizeof(int32_t) + 255) / 256 * 256;
   TokensByRow out{DeviceScratch(3 * index_bytes + temp_bytes, kLegacyDefaultStream), nullptr, nullptr};
   auto* base = out.storage.as<unsigned char>();

@@ -8,9 +8,9 @@
 namespace gpt::cuda {
 
 struct TokensByRow {
-  DeviceScratch storage;        // sorted ids [n] then token order [n] (int32 each)
-  const int32_t* sorted_ids;    // ids in increasing order
-  const int32_t* token_order;   // token index of each sorted position (ascending within one id)
+  DeviceScratch storage;       // sorted ids [n] then token order [n] (int32 each)
+  const int32_t* sorted_ids;   // ids in increasing order
+  const int32_t* token_order;  // token index of each sorted position (ascending within one id)
 };
 
 // ids: device int32 [n] with values in [0, rows). n < 2^31.

@@ -11,8 +11,8 @@ namespace gpt::cuda {
 
 Stream::Stream(bool non_blocking, int priority) {
   cudaStream_t stream = nullptr;
-  GPT_CUDA_CHECK(cudaStreamCreateWithPriority(&stream, non_blocking ? cudaStreamNonBlocking : cudaStreamDefault,
-                                              priority));
+  GPT_CUDA_CHECK(
+      cudaStreamCreateWithPriority(&stream, non_blocking ? cudaStreamNonBlocking : cudaStreamDefault, priority));
   stream_.reset(stream);
 }
 
@@ -93,8 +93,8 @@ PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
 void copy_to_device_async(Tensor& dst, const PinnedBuffer& src, size_t offset, cudaStream_t stream) {
   GPT_CHECK(dst.device() == Device::cuda, "copy_to_device_async: destination must be a CUDA tensor, got ",
             dst.describe());
-  GPT_CHECK(offset + dst.nbytes() <= src.bytes(), "copy_to_device_async: ", dst.nbytes(), " bytes from offset ",
-            offset, " overrun the pinned buffer of ", src.bytes(), " bytes");
+  GPT_CHECK(offset + dst.nbytes() <= src.bytes(), "copy_to_device_async: ", dst.nbytes(), " bytes from offset ", offset,
+            " overrun the pinned buffer of ", src.bytes(), " bytes");
   GPT_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), static_cast<const char*>(src.data()) + offset, dst.nbytes(),
                                  cudaMemcpyHostToDevice, stream));
 }

@@ -41,10 +41,9 @@ __global__ void smear_forward_kernel(const T* __restrict__ e, const T* __restric
 
 // de_t += dout_t + g_{t+1}·dout_{t+1} + [t ≥ 1]·dz_t·w; saves dg_t and dz_t for the parameter pass.
 template <typename T, typename A>
-__global__ void smear_backward_rows_kernel(const T* __restrict__ dout, const T* __restrict__ e,
-                                           const T* __restrict__ w, const A* __restrict__ lambda,
-                                           const A* __restrict__ sig, T* __restrict__ de, A* __restrict__ dg_out,
-                                           A* __restrict__ dz_out, int64_t rows, int d) {
+__global__ void smear_backward_rows_kernel(const T* __restrict__ dout, const T* __restrict__ e, const T* __restrict__ w,
+                                           const A* __restrict__ lambda, const A* __restrict__ sig, T* __restrict__ de,
+                                           A* __restrict__ dg_out, A* __restrict__ dz_out, int64_t rows, int d) {
   const int lane = threadIdx.x % 32;
   const A lam = lambda_for<T, A>(lambda);
   for (int64_t t = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32; t < rows; t += gridDim.x * int64_t{kWarps}) {
@@ -77,9 +76,9 @@ __global__ void smear_backward_rows_kernel(const T* __restrict__ dout, const T* 
 
 // dw[c] += Σ_t dz_t·e_t[c] (c < 12), dλ += Σ_t dg_t·σ_t: one block, rows strided over threads, fixed-order tree.
 template <typename T, typename A>
-__global__ void smear_param_grad_kernel(const T* __restrict__ e, const A* __restrict__ sig,
-                                        const A* __restrict__ dg, const A* __restrict__ dz, T* __restrict__ dw,
-                                        A* __restrict__ dlambda, int64_t rows, int d) {
+__global__ void smear_param_grad_kernel(const T* __restrict__ e, const A* __restrict__ sig, const A* __restrict__ dg,
+                                        const A* __restrict__ dz, T* __restrict__ dw, A* __restrict__ dlambda,
+                                        int64_t rows, int d) {
   __shared__ A shared_a[32];
   __shared__ double shared_d[32];
   A part[kWidth];
@@ -109,9 +108,8 @@ void smear_forward(const Tensor& e, const Tensor& w, const Tensor& lambda, Tenso
   const int d = static_cast<int>(e.size(1));
   if (rows == 0) return;
   dispatch_floating_cuda(e.dtype(), "smear_forward", [&]<typename T, typename A>() {
-    smear_forward_kernel<T, A><<<row_blocks(rows), kWarps * 32>>>(device_ptr<T>(e), device_ptr<T>(w),
-                                                                   device_ptr<A>(lambda), device_ptr<T>(out),
-                                                                   device_ptr<A>(sig), rows, d);
+    smear_forward_kernel<T, A><<<row_blocks(rows), kWarps * 32>>>(
+        device_ptr<T>(e), device_ptr<T>(w), device_ptr<A>(lambda), device_ptr<T>(out), device_ptr<A>(sig), rows, d);
   });
   GPT_CUDA_CHECK_LAUNCH();
 }
@@ -129,8 +127,8 @@ void smear_backward(const Tensor& dout, const Tensor& e, const Tensor& w, const 
         device_ptr<T>(dout), device_ptr<T>(e), device_ptr<T>(w), device_ptr<A>(lambda), device_ptr<A>(sig),
         device_ptr<T>(de), dg, dz, rows, d);
     GPT_CUDA_CHECK_LAUNCH();
-    smear_param_grad_kernel<T, A><<<1, 1024>>>(device_ptr<T>(e), device_ptr<A>(sig), dg, dz, device_ptr<T>(dw),
-                                                device_ptr<A>(dlambda), rows, d);
+    smear_param_grad_kernel<T, A>
+        <<<1, 1024>>>(device_ptr<T>(e), device_ptr<A>(sig), dg, dz, device_ptr<T>(dw), device_ptr<A>(dlambda), rows, d);
     GPT_CUDA_CHECK_LAUNCH();
   });
 }

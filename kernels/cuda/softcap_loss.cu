@@ -159,7 +159,7 @@ constexpr int kThreadsV2 = 512;
 // that fits shared memory (V ≤ 29k) leaves room for one block per SM anyway.
 template <typename A>
 inline constexpr int kMinBlocksV2 = std::is_same_v<A, double> ? 1 : 2;
-constexpr int kChunkV2 = 4;  // packs per thread loaded before any is used (memory-level parallelism)
+constexpr int kChunkV2 = 4;       // packs per thread loaded before any is used (memory-level parallelism)
 constexpr int kTargetSlots = 12;  // ≥ kMaxMtp + 1, a multiple of 4 so the owner ids load as int4
 constexpr int kTermStride = kMaxMtp + 1;
 static_assert(kTargetSlots >= kMaxMtp + 1 && kTargetSlots % 4 == 0 && kTargetSlots <= 32);
@@ -168,7 +168,7 @@ struct alignas(16) TargetSlots {
   int owner[kTargetSlots];  // thread that owns the column's pack, −1 for an absent target
   int col[kTargetSlots];    // −1 for an absent target (never equal to a real column)
   float weight[kTargetSlots];
-  float softmax_weight;     // S_w of the row (§3.3: all n weights, plus w_P when P_t ≥ 0)
+  float softmax_weight;  // S_w of the row (§3.3: all n weights, plus w_P when P_t ≥ 0)
 };
 
 // exp(−a) = 2^(z_raw·kSigmoidSlope + kSigmoidOffset) for a = (z_raw + 5)/7.5; v1 clamps a ≥ −80 (kSigmoidClamp).
@@ -202,8 +202,8 @@ __device__ __forceinline__ Pack<T, VEC> softcap_pack(const Pack<T, VEC>& raw, A&
     float s[VEC];
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
-      const float exp_neg_a = fast_exp2(fminf(fmaf(to_acc<float>(raw.v[j]), kSigmoidSlope, kSigmoidOffset),
-                                               kSigmoidClamp));
+      const float exp_neg_a =
+          fast_exp2(fminf(fmaf(to_acc<float>(raw.v[j]), kSigmoidSlope, kSigmoidOffset), kSigmoidClamp));
       s[j] = fast_rcp(1.0f + exp_neg_a);
     }
     const Pack<T, VEC> rounded = round_pack<T, VEC>(s);
@@ -416,8 +416,8 @@ bool softcap_train_v2_supports(const Tensor& z_raw, const Tensor& dz_raw) {
 
 void softcap_train_loss_v2(const Tensor& z_raw, const Tensor& targets, const Tensor& prefix_table,
                            const TrainLossConfig& config, Tensor& loss, Tensor& dz_raw) {
-  GPT_CHECK(softcap_train_v2_supports(z_raw, dz_raw), "softcap_train_loss_v2: unsupported logits ",
-            z_raw.describe(), " / gradient ", dz_raw.describe(), " (see softcap_train_v2_supports)");
+  GPT_CHECK(softcap_train_v2_supports(z_raw, dz_raw), "softcap_train_loss_v2: unsupported logits ", z_raw.describe(),
+            " / gradient ", dz_raw.describe(), " (see softcap_train_v2_supports)");
   const int64_t rows = z_raw.size(0), vocab = z_raw.size(1);
   const LossArgs args = make_loss_args(config);
   const bool e5m2 = dz_raw.dtype() == DType::e5m2;
@@ -430,12 +430,12 @@ void softcap_train_loss_v2(const Tensor& z_raw, const Tensor& targets, const Ten
       const size_t row_bytes = static_cast<size_t>(vocab) * sizeof(T);
       auto launch = [&]<bool kE5m2>() {
         auto* kernel = softcap_train_kernel_v2<T, A, kVec, kE5m2>;
-        GPT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(row_bytes)));
+        GPT_CUDA_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(row_bytes)));
         GPT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                             cudaSharedmemCarveoutMaxShared));
-        kernel<<<row_grid(rows), kThreadsV2, row_bytes>>>(device_ptr<T>(z_raw), device_ptr<int64_t>(targets),
-                                                          prefix, args, rows, static_cast<int>(vocab),
+        kernel<<<row_grid(rows), kThreadsV2, row_bytes>>>(device_ptr<T>(z_raw), device_ptr<int64_t>(targets), prefix,
+                                                          args, rows, static_cast<int>(vocab),
                                                           const_cast<void*>(dz_raw.raw()), row_terms.as<double>());
       };
       if (e5m2) {
@@ -445,8 +445,8 @@ void softcap_train_loss_v2(const Tensor& z_raw, const Tensor& targets, const Ten
       }
       GPT_CUDA_CHECK_LAUNCH();
     }
-    sum_rows_kernel<A><<<1, 1024>>>(row_terms.as<double>(), rows, kTermStride,
-                                    static_cast<double>(config.loss_scale), false, device_ptr<A>(loss));
+    sum_rows_kernel<A><<<1, 1024>>>(row_terms.as<double>(), rows, kTermStride, static_cast<double>(config.loss_scale),
+                                    false, device_ptr<A>(loss));
     GPT_CUDA_CHECK_LAUNCH();
   });
 }
@@ -463,9 +463,9 @@ void softcap_train_loss_v1(const Tensor& z_raw, const Tensor& targets, const Ten
       constexpr int kVec = kVec16<T>;
       const bool packed = vocab % kVec == 0 && aligned16(z_raw.raw()) && aligned16(dz_raw.raw());
       auto launch = [&]<int VEC, bool kE5m2>() {
-        softcap_train_kernel_v1<T, A, VEC, kE5m2><<<row_grid(rows), kThreads>>>(
-            device_ptr<T>(z_raw), device_ptr<int64_t>(targets), prefix, args, rows, vocab,
-            const_cast<void*>(dz_raw.raw()), row_loss.as<double>());
+        softcap_train_kernel_v1<T, A, VEC, kE5m2>
+            <<<row_grid(rows), kThreads>>>(device_ptr<T>(z_raw), device_ptr<int64_t>(targets), prefix, args, rows,
+                                           vocab, const_cast<void*>(dz_raw.raw()), row_loss.as<double>());
       };
       launch_packed_fp8<kVec>(packed, e5m2, launch);
       GPT_CUDA_CHECK_LAUNCH();

@@ -15,7 +15,8 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
   static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
     void* entry = nullptr;
     cudaDriverEntryPointQueryResult found{};
-    GPT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &entry, 12000, cudaEnableDefault, &found));
+    GPT_CUDA_CHECK(
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &entry, 12000, cudaEnableDefault, &found));
     GPT_CHECK(found == cudaDriverEntryPointSuccess && entry != nullptr,
               "the CUDA driver has no cuTensorMapEncodeTiled (TMA needs driver ≥ 12.0)");
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(entry);
@@ -29,8 +30,8 @@ CUtensorMap encode_head_rows(CUtensorMapDataType type, int64_t element_bytes, in
                              int64_t tokens, int heads, int box_rows, const char* what) {
   constexpr int64_t kHeadDim = 128;
   GPT_CHECK(tma_aligned(base), what, ": TMA needs a 16-byte aligned base address");
-  GPT_CHECK(tokens > 0 && heads > 0 && box_rows > 0 && box_rows <= 256, what, ": bad tensor-map shape (tokens ",
-            tokens, ", heads ", heads, ", box rows ", box_rows, ")");
+  GPT_CHECK(tokens > 0 && heads > 0 && box_rows > 0 && box_rows <= 256, what, ": bad tensor-map shape (tokens ", tokens,
+            ", heads ", heads, ", box rows ", box_rows, ")");
   const cuuint64_t dims[3] = {kHeadDim, static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(tokens)};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(kHeadDim * element_bytes),
                                  static_cast<cuuint64_t>(heads * kHeadDim * element_bytes)};  // bytes, dims 1, 2

@@ -39,8 +39,8 @@ void launch(const Tensor& src, Tensor& dst, const char* op) {
   GPT_CHECK((rows + kTile - 1) / kTile < 65536, op, ": ", rows, " rows exceed the CUDA tile grid");
   const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
   dispatch_floating_cuda(src.dtype(), op, [&]<typename T, typename A>() {
-    transpose_kernel<T, A, kAdd><<<grid, dim3(kTile, kRowsPerPass)>>>(device_ptr<T>(src), device_ptr<T>(dst), rows,
-                                                                      cols);
+    transpose_kernel<T, A, kAdd>
+        <<<grid, dim3(kTile, kRowsPerPass)>>>(device_ptr<T>(src), device_ptr<T>(dst), rows, cols);
   });
   GPT_CUDA_CHECK_LAUNCH();
 }

@@ -36,10 +36,17 @@ T* device_ptr(const Tensor& t) {
 template <typename F>
 void dispatch_floating_cuda(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::f64: f.template operator()<double, double>(); return;
-    case DType::f32: f.template operator()<float, float>(); return;
-    case DType::bf16: f.template operator()<__nv_bfloat16, float>(); return;
-    default: GPT_FAIL(op, ": unsupported dtype ", dtype_name(dtype));
+    case DType::f64:
+      f.template operator()<double, double>();
+      return;
+    case DType::f32:
+      f.template operator()<float, float>();
+      return;
+    case DType::bf16:
+      f.template operator()<__nv_bfloat16, float>();
+      return;
+    default:
+      GPT_FAIL(op, ": unsupported dtype ", dtype_name(dtype));
   }
 }
 

@@ -36,7 +36,8 @@ __global__ void value_gate_forward_kernel(const T* v, const T* __restrict__ u, c
   if (row >= rows) return;
   const int64_t t = row / heads, h = row % heads, base = row * dim;
   const A g = A(2) * sigmoid(gate_logit<T, A>(gate + h * 2 * kL, u + t * u_stride, ve + t * heads * dim));
-  for (int d = lane; d < dim; d += 32) v_out[base + d] = from_acc<T>(to_acc<A>(v[base + d]) + g * to_acc<A>(ve[base + d]));
+  for (int d = lane; d < dim; d += 32)
+    v_out[base + d] = from_acc<T>(to_acc<A>(v[base + d]) + g * to_acc<A>(ve[base + d]));
 }
 
 // One block per token t. Shared: dz and 2σ per head.
@@ -90,9 +91,8 @@ __global__ void value_gate_backward_kernel(const T* __restrict__ dv_out, const T
 
 // dgate[h, j] += Σ_t dz[t, h]·f_t[j]: one block per (h, j), a fixed-order block sum.
 template <typename T, typename A>
-__global__ void value_gate_dgate_kernel(const A* __restrict__ dz_all, const T* __restrict__ u,
-                                        const T* __restrict__ ve, T* __restrict__ dgate, int64_t tokens, int heads,
-                                        int dim, int64_t u_stride) {
+__global__ void value_gate_dgate_kernel(const A* __restrict__ dz_all, const T* __restrict__ u, const T* __restrict__ ve,
+                                        T* __restrict__ dgate, int64_t tokens, int heads, int dim, int64_t u_stride) {
   __shared__ A scratch[32];
   const int h = blockIdx.x / (2 * kL), j = blockIdx.x % (2 * kL);
   A sum = 0;

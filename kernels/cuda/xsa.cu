@@ -26,7 +26,8 @@ __global__ void xsa_forward_kernel(const T* y, const T* __restrict__ v, const T*
   yv = warp_sum(yv);
   vv = warp_sum(vv);
   const A coef = tanh(to_acc<A>(gates[t * gate_stride + first_lane + h])) * yv / max(vv, A(kXsaMinNormSq));
-  for (int d = lane; d < dim; d += 32) y_out[base + d] = from_acc<T>(to_acc<A>(y[base + d]) - coef * to_acc<A>(v[base + d]));
+  for (int d = lane; d < dim; d += 32)
+    y_out[base + d] = from_acc<T>(to_acc<A>(y[base + d]) - coef * to_acc<A>(v[base + d]));
 }
 
 template <typename T, typename A>

@@ -49,9 +49,7 @@ int naive_segment_end(const Layout& l, int t) {
   }
   return l.tokens();
 }
-bool allowed(const Layout& l, int t, int s) {
-  return s <= t && s >= naive_segment_begin(l, t) && s >= t - l.window;
-}
+bool allowed(const Layout& l, int t, int s) { return s <= t && s >= naive_segment_begin(l, t) && s >= t - l.window; }
 
 // Random layouts: empty segments (repeated entries), single-token segments, segments longer than a key block, and
 // windows around the tile sizes.

@@ -23,8 +23,8 @@ struct Dense {
 
 // Dense masked attention: a full T×T score matrix per head, masked by "same segment, causal, within
 // the window", then an ordinary softmax. Written without reference to the kernel's loop structure.
-Dense dense_attention(const Tensor& q, const Tensor& k, const Tensor& v, const std::vector<int32_t>& cu,
-                      int64_t window, double scale) {
+Dense dense_attention(const Tensor& q, const Tensor& k, const Tensor& v, const std::vector<int32_t>& cu, int64_t window,
+                      double scale) {
   const int64_t T = q.size(0), H = q.size(1), D = q.size(2);
   const auto Q = q.to_doubles(), K = k.to_doubles(), V = v.to_doubles();
   const std::vector<int> seg = segment_ids(cu, T);
@@ -75,8 +75,7 @@ const std::vector<Case>& cases() {
 struct Outputs {
   Tensor y, lse;
 };
-Outputs run_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu, int64_t window,
-                    float scale) {
+Outputs run_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu, int64_t window, float scale) {
   Outputs o{Tensor::empty(q.shape(), q.dtype()), Tensor::empty({q.size(1), q.size(0)}, stat_dtype(q.dtype()))};
   attention_forward(q, k, v, cu, o.y, o.lse, window, scale);
   return o;

@@ -15,7 +15,7 @@ using attention_test::cu_tensor;
 using attention_test::segment_ids;
 using testing::random_tensor;
 
-constexpr int64_t kG = 16;                // lanes in the gate tensor
+constexpr int64_t kG = 16;                   // lanes in the gate tensor
 constexpr DcLanes kLanes{.w1 = 3, .w2 = 9};  // w1 lanes [3, 3+H), w2 lanes [9, 9+H) (H <= 6)
 
 // The DC correction written out directly in doubles: per query, per head softmax over the local keys,
@@ -60,9 +60,9 @@ struct DcCase {
 };
 const std::vector<DcCase>& dc_cases() {
   static const std::vector<DcCase> all = {
-      {18, 3, 8, {0, 1, 9, 9, 18, 18}, 4},       // keys shorter than the segments
-      {18, 3, 8, {0, 1, 9, 9, 18, 18}, 112},     // the recipe's 112: whole segments
-      {12, 2, 4, {0, 5, 12, 12, 12}, 1},         // only the token itself
+      {18, 3, 8, {0, 1, 9, 9, 18, 18}, 4},    // keys shorter than the segments
+      {18, 3, 8, {0, 1, 9, 9, 18, 18}, 112},  // the recipe's 112: whole segments
+      {12, 2, 4, {0, 5, 12, 12, 12}, 1},      // only the token itself
       {24, 6, 8, {0, 7, 8, 24}, 5},
   };
   return all;
@@ -73,8 +73,9 @@ struct DcInputs {
 };
 DcInputs make_inputs(const DcCase& c, DType dtype, uint64_t seed) {
   const Shape shape{c.T, c.H, c.D};
-  return {random_tensor(shape, dtype, seed), random_tensor(shape, dtype, seed + 1), random_tensor(shape, dtype, seed + 2),
-          random_tensor({c.T, kG}, dtype, seed + 3), random_tensor(shape, dtype, seed + 4)};
+  return {random_tensor(shape, dtype, seed), random_tensor(shape, dtype, seed + 1),
+          random_tensor(shape, dtype, seed + 2), random_tensor({c.T, kG}, dtype, seed + 3),
+          random_tensor(shape, dtype, seed + 4)};
 }
 
 struct DcOutputs {
@@ -191,10 +192,11 @@ TEST(DcAttention, RejectsBadArguments) {
   const Tensor q = Tensor::zeros({4, 2, 4}, DType::f32), cu = cu_tensor({0, 4});
   Tensor y = Tensor::zeros({4, 2, 4}, DType::f32), lse = Tensor::zeros({2, 4}, DType::f32);
   EXPECT_THROW(dc_attention_forward(q, q, q, cu, Tensor::zeros({4, 10}, DType::f32), kLanes, q, y, lse, 0.1f), Error);
-  EXPECT_THROW(dc_attention_forward(q, q, q, cu, Tensor::zeros({4, kG}, DType::f32), kLanes, q, y, lse, 0.1f, 0), Error);
-  EXPECT_THROW(dc_attention_forward(q, q, q, cu_tensor({0, 3}), Tensor::zeros({4, kG}, DType::f32), kLanes, q, y, lse,
-                                    0.1f),
+  EXPECT_THROW(dc_attention_forward(q, q, q, cu, Tensor::zeros({4, kG}, DType::f32), kLanes, q, y, lse, 0.1f, 0),
                Error);
+  EXPECT_THROW(
+      dc_attention_forward(q, q, q, cu_tensor({0, 3}), Tensor::zeros({4, kG}, DType::f32), kLanes, q, y, lse, 0.1f),
+      Error);
   EXPECT_NO_THROW(dc_attention_forward(q, q, q, cu, Tensor::zeros({4, kG}, DType::f32), kLanes, q, y, lse, 0.1f));
 }
 

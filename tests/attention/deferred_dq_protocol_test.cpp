@@ -19,8 +19,21 @@
 namespace gpt::cuda::attn {
 namespace {
 
-enum Barrier { full0, full1, empty0, empty1, ds_ready0, ds_ready1, ds_free0, ds_free1, dq_full0, dq_full1,
-               dq_empty0, dq_empty1, kBarriers };
+enum Barrier {
+  full0,
+  full1,
+  empty0,
+  empty1,
+  ds_ready0,
+  ds_ready1,
+  ds_free0,
+  ds_free1,
+  dq_full0,
+  dq_full1,
+  dq_empty0,
+  dq_empty1,
+  kBarriers
+};
 // Arrivals per phase in the model: one per warpgroup or warp role (the kernel counts warps: 8 = two warpgroups).
 constexpr std::array<int, kBarriers> kArrivals = {1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1};
 

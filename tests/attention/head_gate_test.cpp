@@ -22,8 +22,7 @@ TEST(HeadGate, ScalesEachHeadByItsLane) {
   const auto Y = y.to_doubles(), Gt = gates.to_doubles(), O = out.to_doubles();
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < H; ++h)
-      for (int64_t d = 0; d < D; ++d)
-        EXPECT_EQ(O[(t * H + h) * D + d], Y[(t * H + h) * D + d] * Gt[t * G + first + h]);
+      for (int64_t d = 0; d < D; ++d) EXPECT_EQ(O[(t * H + h) * D + d], Y[(t * H + h) * D + d] * Gt[t * G + first + h]);
 }
 
 TEST(HeadGate, BackwardMatchesFiniteDifferencesAndTouchesOnlyItsLanes) {

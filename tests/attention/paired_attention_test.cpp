@@ -37,8 +37,8 @@ TEST(DoubleCuSeqlens, RejectsOverflowAndBadOutputs) {
 // The paired semantics written directly on the original (token, head) grid: head h of token t sits at
 // position 2t + (h >= 3) of the doubled sequence and in group h mod 3; a query sees the keys of its
 // group and segment whose position is at most `window` before its own.
-std::vector<double> paired_reference(const Tensor& q, const Tensor& k, const Tensor& v,
-                                     const std::vector<int32_t>& cu, int64_t window, double scale) {
+std::vector<double> paired_reference(const Tensor& q, const Tensor& k, const Tensor& v, const std::vector<int32_t>& cu,
+                                     int64_t window, double scale) {
   const int64_t T = q.size(0), H = q.size(1), D = q.size(2);
   const auto Q = q.to_doubles(), K = k.to_doubles(), V = v.to_doubles();
   const std::vector<int> seg = segment_ids(cu, T);
@@ -78,8 +78,7 @@ std::vector<double> run_paired(const Tensor& q, const Tensor& k, const Tensor& v
   Tensor y = Tensor::empty(q.shape(), q.dtype());
   Tensor y2 = y.view({2 * T, 3, D});
   Tensor lse = Tensor::empty({3, 2 * T}, stat_dtype(q.dtype()));
-  attention_forward(q.view({2 * T, 3, D}), k.view({2 * T, 3, D}), v.view({2 * T, 3, D}), cu2, y2, lse, window,
-                    scale);
+  attention_forward(q.view({2 * T, 3, D}), k.view({2 * T, 3, D}), v.view({2 * T, 3, D}), cu2, y2, lse, window, scale);
   return y.to_doubles();
 }
 
@@ -89,8 +88,9 @@ TEST(PairedAttention, DoubledViewMatchesPairedSemantics) {
     const Tensor q = random_tensor({13, 6, 8}, DType::f64, 50 + window);
     const Tensor k = random_tensor({13, 6, 8}, DType::f64, 60 + window);
     const Tensor v = random_tensor({13, 6, 8}, DType::f64, 70 + window);
-    EXPECT_LT(testing::max_relative_error(run_paired(q, k, v, cu, window, 0.5f), paired_reference(q, k, v, cu, window, 0.5)),
-              1e-13)
+    EXPECT_LT(
+        testing::max_relative_error(run_paired(q, k, v, cu, window, 0.5f), paired_reference(q, k, v, cu, window, 0.5)),
+        1e-13)
         << "window " << window;
   }
 }

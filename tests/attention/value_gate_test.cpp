@@ -56,9 +56,9 @@ TEST(ValueGate, BackwardMatchesFiniteDifferencesAndAccumulates) {
     value_gate_forward(v, u, ve, gate, out);
     return testing::dot(out, w);
   };
-  const std::vector<std::vector<double>> numeric = {testing::numeric_gradient(loss, v), testing::numeric_gradient(loss, u),
-                                                    testing::numeric_gradient(loss, ve),
-                                                    testing::numeric_gradient(loss, gate)};
+  const std::vector<std::vector<double>> numeric = {
+      testing::numeric_gradient(loss, v), testing::numeric_gradient(loss, u), testing::numeric_gradient(loss, ve),
+      testing::numeric_gradient(loss, gate)};
   Tensor grads[4] = {random_tensor(v.shape(), DType::f64, 13), random_tensor(u.shape(), DType::f64, 14),
                      random_tensor(ve.shape(), DType::f64, 15), random_tensor(gate.shape(), DType::f64, 16)};
   std::vector<double> base[4];

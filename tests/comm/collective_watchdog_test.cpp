@@ -78,8 +78,8 @@ TEST(CollectiveWatchdog, TheOldestPendingCollectiveIsTheOneNamed) {
   watchdog.watch("third", [] { return false; });
   ASSERT_TRUE(eventually([&] { return watchdog.fired().has_value(); }));
   EXPECT_EQ(watchdog.fired()->rfind("second waited", 0), 0u) << *watchdog.fired();
-  EXPECT_EQ(counters.aborts.load(), 1);   // one abort for the whole communicator
-  EXPECT_EQ(watchdog.pending(), 0u);      // nothing left to time after it
+  EXPECT_EQ(counters.aborts.load(), 1);  // one abort for the whole communicator
+  EXPECT_EQ(watchdog.pending(), 0u);     // nothing left to time after it
 }
 
 TEST(CollectiveWatchdog, AnAsynchronousErrorAbortsWithoutWaitingForTheTimeout) {

@@ -52,8 +52,8 @@ TEST(CommFactory, NcclIdTravelsThroughMpiOnlyUnderAnMpiLauncher) {
   EXPECT_TRUE(started_by_mpi_launcher(env_of({{"PMIX_RANK", "0"}})));
   EXPECT_FALSE(started_by_mpi_launcher(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}})));
   EXPECT_EQ(nccl_id_through_mpi(launch(0, 2, 0), env_of({{"OMPI_COMM_WORLD_SIZE", "2"}})), mpi_available());
-  EXPECT_FALSE(nccl_id_through_mpi(launch(0, 2, 0), env_of({{"OMPI_COMM_WORLD_SIZE", "2"},
-                                                            {"SPEEDRUN_RENDEZVOUS_DIR", "/tmp/x"}})));
+  EXPECT_FALSE(nccl_id_through_mpi(launch(0, 2, 0),
+                                   env_of({{"OMPI_COMM_WORLD_SIZE", "2"}, {"SPEEDRUN_RENDEZVOUS_DIR", "/tmp/x"}})));
   EXPECT_FALSE(nccl_id_through_mpi(launch(0, 2, 0), env_of({{"RANK", "0"}})));
 }
 

@@ -308,7 +308,8 @@ TEST(OptimizerComm, ReductionsReportedFinalAreIssuedAtTheReportInOneOrder) {
     const CallRecord bank{"reduce_scatter_async", 8 * 4 * 12, DType::bf16};
     const CallRecord scalars{"all_reduce_async", 8, DType::f32};
     const CallRecord lm_head{"reduce_scatter_async", 8 * 32, DType::bf16};
-    const std::vector<std::vector<CallRecord>> want = {{bank}, {bank, scalars, lm_head}, {bank}, {bank, scalars, lm_head}};
+    const std::vector<std::vector<CallRecord>> want = {
+        {bank}, {bank, scalars, lm_head}, {bank}, {bank, scalars, lm_head}};
     EXPECT_EQ(early, want) << "W=" << world;
   }
 }
@@ -340,9 +341,17 @@ TEST(OptimizerComm, OptimSourcesDependOnlyOnTheCommInterface) {
   ASSERT_TRUE(fs::is_directory(optim)) << optim;
   // Anything that would let the optimizer tell communicators apart: RTTI, implementation names, their headers.
   // (Plain substrings: "nccl" also covers the nccl_comm.h header; libstdc++'s <regex> trips GCC 12 warnings.)
-  const std::vector<std::string> forbidden = {"dynamic_cast", "typeid", "ThreadRank", "SingleRank",
-                                              "make_single_rank_comm", "Nccl", "nccl", "SPEEDRUN_HAVE_NCCL",
-                                              "comm/comm_factory.h", "comm/local_launcher.h", "comm/rendezvous.h"};
+  const std::vector<std::string> forbidden = {"dynamic_cast",
+                                              "typeid",
+                                              "ThreadRank",
+                                              "SingleRank",
+                                              "make_single_rank_comm",
+                                              "Nccl",
+                                              "nccl",
+                                              "SPEEDRUN_HAVE_NCCL",
+                                              "comm/comm_factory.h",
+                                              "comm/local_launcher.h",
+                                              "comm/rendezvous.h"};
   int files = 0;
   for (const auto& entry : fs::directory_iterator(optim)) {
     const std::string text = read_file(entry.path());

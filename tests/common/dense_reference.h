@@ -37,8 +37,7 @@ Mat short_side_gram(const Mat& x, int64_t rows, int64_t cols, Round round) {
 // One polynomial map X ← a·X + (c·A² + b·A)·X (A·X from the short side: X·B when tall, else B·X), with the
 // coefficients taken as floats as the op's GEMM scalars are.
 template <typename Round>
-void apply_polynomial_map(Mat& x, const Mat& A, int64_t rows, int64_t cols, const double coefficients[3],
-                          Round round) {
+void apply_polynomial_map(Mat& x, const Mat& A, int64_t rows, int64_t cols, const double coefficients[3], Round round) {
   const bool tall = rows > cols;
   const int64_t k = tall ? cols : rows;
   const double ca = static_cast<float>(coefficients[0]), cb = static_cast<float>(coefficients[1]),

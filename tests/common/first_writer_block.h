@@ -78,16 +78,15 @@ inline BlockGrads run_block(const BlockInputs& in, bool all_add, bool* views_all
   Var y_flat = taped::view(tape, y2, {s.tokens, s.dim()});
   Var out = taped::linear(tape, y_flat, wo);
   if (all_add) {
-    for (Var* var : {&q_flat, &k_flat, &v_flat, &ve_flat, &q0, &k0, &v0, &ve, &q, &k1, &k, &v, &y0, &y1, &y2, &y_flat,
-                     &u, &wq, &wk, &wv, &wo, &ve_gate, &gates}) {
+    for (Var* var : {&q_flat, &k_flat, &v_flat, &ve_flat, &q0, &k0, &v0, &ve, &q,  &k1,      &k,    &v,
+                     &y0,     &y1,     &y2,     &y_flat,  &u,  &wq, &wk, &wv, &wo, &ve_gate, &gates}) {
       var->grad();
     }
   }
   out.grad().copy_from(in.dout);
   tape.backward();
-  return {u.grad().to_doubles(),       wq.grad().to_doubles(),      wk.grad().to_doubles(),
-          wv.grad().to_doubles(),      wo.grad().to_doubles(),      ve_flat.grad().to_doubles(),
-          ve_gate.grad().to_doubles(), gates.grad().to_doubles()};
+  return {u.grad().to_doubles(),  wq.grad().to_doubles(),      wk.grad().to_doubles(),      wv.grad().to_doubles(),
+          wo.grad().to_doubles(), ve_flat.grad().to_doubles(), ve_gate.grad().to_doubles(), gates.grad().to_doubles()};
 }
 
 // Every gradient of the two runs, compared element by element (NaN never equals: an unwritten element fails).

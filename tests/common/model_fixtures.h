@@ -27,8 +27,8 @@ inline ModelDims small_dims() {
 
 // A microbatch of documents with the given piece lengths (they sum to T + 1, §1.3): each piece starts with `bos`
 // followed by tokens drawn uniformly from [0, vocab) (seeded). Host products as the loader makes them.
-inline Microbatch make_microbatch(const std::vector<int64_t>& pieces, int64_t vocab, int32_t bigram_rows,
-                                  int32_t bos, uint64_t seed, int32_t cu_rows = 8) {
+inline Microbatch make_microbatch(const std::vector<int64_t>& pieces, int64_t vocab, int32_t bigram_rows, int32_t bos,
+                                  uint64_t seed, int32_t cu_rows = 8) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));
   std::vector<int32_t> buf;
@@ -65,11 +65,11 @@ inline void perturb_weights(ModelWeights& w, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   const std::vector<std::pair<const char*, double>> sigmas = {
-      {"embed", 0.3},         {"lm_head", 0.1},       {"value_embeds", 0.3},  {"bigram_embed", 0.3},
-      {"qk_bank", 0.1},       {"vo_bank", 0.1},       {"mlp_bank", 0.1},      {"ve_gate_bank", 0.3},
-      {"scalars", 0.2},       {"smear_gate", 0.3},    {"post_lambdas", 0.1},  {"resid_lambdas", 0.1},
-      {"mudd_w1", 0.1},       {"mudd_w2", 0.2},       {"mudd_b2", 1.0},       {"mudd_gate_w1", 0.1},
-      {"mudd_gate_w2", 0.2},  {"mudd_gate_b2", 1.0},  {"_mudd_gate_scale", 0.02}};
+      {"embed", 0.3},        {"lm_head", 0.1},      {"value_embeds", 0.3},     {"bigram_embed", 0.3},
+      {"qk_bank", 0.1},      {"vo_bank", 0.1},      {"mlp_bank", 0.1},         {"ve_gate_bank", 0.3},
+      {"scalars", 0.2},      {"smear_gate", 0.3},   {"post_lambdas", 0.1},     {"resid_lambdas", 0.1},
+      {"mudd_w1", 0.1},      {"mudd_w2", 0.2},      {"mudd_b2", 1.0},          {"mudd_gate_w1", 0.1},
+      {"mudd_gate_w2", 0.2}, {"mudd_gate_b2", 1.0}, {"_mudd_gate_scale", 0.02}};
   for (const auto& [name, sigma] : sigmas) {
     Tensor& t = w.by_name(name);
     if (!t.defined()) continue;  // bigram_embed when the n-gram table replaces it

@@ -21,8 +21,7 @@ TEST(Sha1, PublishedVectors) {
   EXPECT_EQ(to_hex(sha1("")), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
   EXPECT_EQ(to_hex(sha1("abc")), "a9993e364706816aba3e25717850c26c9cd0d89d");
   EXPECT_EQ(to_hex(sha1(std::string(1'000'000, 'a'))), "34aa973cd4c4daa4f61eeb2bdbad27316534016f");
-  EXPECT_EQ(to_hex(sha1("The quick brown fox jumps over the lazy dog")),
-            "2fd4e1c67a2d28fced849ee1bb76e7391b93eb12");
+  EXPECT_EQ(to_hex(sha1("The quick brown fox jumps over the lazy dog")), "2fd4e1c67a2d28fced849ee1bb76e7391b93eb12");
 }
 
 TEST(Sha1, PaddingBoundaries) {
@@ -47,10 +46,10 @@ TEST(SplitRule, ModulusAndFraction) {
   EXPECT_FALSE(by_50.is_validation("abc"));  // 17
   EXPECT_TRUE(by_50.is_validation("doc8"));  // 0
   const SplitRule by_3{.modulus = 3};
-  EXPECT_TRUE(by_3.is_validation("b"));      // sha1 mod 3 == 0
-  EXPECT_FALSE(by_3.is_validation("a"));     // 1
+  EXPECT_TRUE(by_3.is_validation("b"));   // sha1 mod 3 == 0
+  EXPECT_FALSE(by_3.is_validation("a"));  // 1
   const SplitRule half{.val_fraction = 0.5};
-  EXPECT_TRUE(half.is_validation("abc"));    // 479517 < 500000
+  EXPECT_TRUE(half.is_validation("abc"));                     // 479517 < 500000
   EXPECT_FALSE(half.is_validation("moby-dick/chapter-001"));  // 500207
   EXPECT_TRUE(SplitRule{.val_fraction = 1.0}.is_validation("anything"));
   EXPECT_FALSE(SplitRule{.val_fraction = 0.0}.is_validation(""));
@@ -150,7 +149,8 @@ TEST(CorpusBuilder, ShuffledTrainDocumentsKeepTheirTokensAndValKeepsItsOrder) {
   // Validation documents are written as added (ascending document numbers).
   const Shard val = Shard::open(dir / "val_000000.bin");
   std::vector<std::uint16_t> val_ids;
-  for (std::uint16_t t : val.tokens()) if (t != 50256) val_ids.push_back(t);
+  for (std::uint16_t t : val.tokens())
+    if (t != 50256) val_ids.push_back(t);
   EXPECT_TRUE(std::ranges::is_sorted(val_ids));
   EXPECT_FALSE(val_ids.empty());
 }

@@ -65,11 +65,11 @@ TEST(CuSeqlensRows, TableAndFormula) {
   EXPECT_EQ(default_cu_seqlens_rows(16384), 64);
   EXPECT_EQ(default_cu_seqlens_rows(32768), 96);
   EXPECT_EQ(default_cu_seqlens_rows(49152), 128);
-  EXPECT_EQ(default_cu_seqlens_rows(40960), 256);   // ⌊40960/300⌋ = 136 -> 2 blocks of 128
-  EXPECT_EQ(default_cu_seqlens_rows(38400), 128);   // 128 exactly
-  EXPECT_EQ(default_cu_seqlens_rows(38700), 256);   // 129
-  EXPECT_EQ(default_cu_seqlens_rows(512), 128);     // tiny
-  EXPECT_EQ(default_cu_seqlens_rows(100), 128);     // floor of 128 rows
+  EXPECT_EQ(default_cu_seqlens_rows(40960), 256);  // ⌊40960/300⌋ = 136 -> 2 blocks of 128
+  EXPECT_EQ(default_cu_seqlens_rows(38400), 128);  // 128 exactly
+  EXPECT_EQ(default_cu_seqlens_rows(38700), 256);  // 129
+  EXPECT_EQ(default_cu_seqlens_rows(512), 128);    // tiny
+  EXPECT_EQ(default_cu_seqlens_rows(100), 128);    // floor of 128 rows
   EXPECT_THROW((void)default_cu_seqlens_rows(0), Error);
 }
 

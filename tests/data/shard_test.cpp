@@ -14,10 +14,10 @@
 namespace gpt {
 namespace {
 
-using ::testing::HasSubstr;
 using test::ScratchDir;
 using test::shard_bytes;
 using test::write_bytes;
+using ::testing::HasSubstr;
 
 // Opens `path` expecting a gpt::Error whose one-line message contains `path` and every fragment.
 void expect_open_error(const std::filesystem::path& path, const std::vector<std::string>& fragments) {

@@ -15,9 +15,9 @@
 namespace gpt {
 namespace {
 
-using ::testing::HasSubstr;
 using test::make_documents;
 using test::ScratchDir;
+using ::testing::HasSubstr;
 
 // Plans on a shard made of documents of the given lengths.
 std::optional<std::vector<SlicePlan>> plan_docs(const std::vector<int>& lengths, std::int64_t& cursor, int slices,
@@ -134,7 +134,8 @@ void check_invariants(const Microbatch& mb, const std::vector<std::uint16_t>& sh
     total += p.length();
   }
   EXPECT_EQ(total, T + 1);
-  for (std::int32_t t = 0; t + 1 < T; ++t) EXPECT_EQ(mb.targets[static_cast<std::size_t>(t)], mb.inputs[static_cast<std::size_t>(t) + 1]);
+  for (std::int32_t t = 0; t + 1 < T; ++t)
+    EXPECT_EQ(mb.targets[static_cast<std::size_t>(t)], mb.inputs[static_cast<std::size_t>(t) + 1]);
   const auto& cu = mb.cu_seqlens;
   EXPECT_EQ(cu.front(), 0);
   EXPECT_EQ(cu.back(), T);
@@ -436,8 +437,8 @@ TEST(TrainLoader, SegmentCapSplitsDocumentsAndOverflowIsAnError) {
   const CallShape overflow{.slice_tokens = 64, .max_doc_tokens = 100, .cu_seqlens_rows = 4, .segment_cap = 16};
   for (int rank = 0; rank < 8; ++rank) {
     TrainLoader uncapped_loader(options_for(set, 8, rank));
-    EXPECT_NO_THROW((void)uncapped_loader.next(CallShape{.slice_tokens = 64, .max_doc_tokens = 100,
-                                                         .cu_seqlens_rows = 4}))
+    EXPECT_NO_THROW(
+        (void)uncapped_loader.next(CallShape{.slice_tokens = 64, .max_doc_tokens = 100, .cu_seqlens_rows = 4}))
         << "rank " << rank;
     TrainLoader capped_loader(options_for(set, 8, rank));
     try {

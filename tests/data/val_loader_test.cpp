@@ -12,9 +12,9 @@
 namespace gpt {
 namespace {
 
-using ::testing::HasSubstr;
 using test::make_documents;
 using test::ScratchDir;
+using ::testing::HasSubstr;
 
 TEST(ValWindowOffset, ReferenceFormula) {
   EXPECT_EQ(validation_window_offset(0, 0, 8, 262144), 0);
@@ -57,8 +57,13 @@ std::vector<std::uint16_t> random_stream(std::size_t n, unsigned seed) {
 }
 
 ValLoaderOptions options(const ValData& data, std::int64_t total, std::int64_t tv, int world, int rank) {
-  return ValLoaderOptions{.shards = data.paths, .total_tokens = total, .window_tokens = tv, .world_size = world,
-                          .rank = rank, .cu_seqlens_rows = 64, .bigram_rows = kHeadBigramRows};
+  return ValLoaderOptions{.shards = data.paths,
+                          .total_tokens = total,
+                          .window_tokens = tv,
+                          .world_size = world,
+                          .rank = rank,
+                          .cu_seqlens_rows = 64,
+                          .bigram_rows = kHeadBigramRows};
 }
 
 TEST(ValLoader, WindowsTileTheRangeForEveryWorldSize) {
@@ -106,8 +111,12 @@ TEST(ValLoader, CuSeqlensFollowBosAndBigramStartsReserved) {
 TEST(ValLoader, FixtureShardAtMiniScale) {
   // Persuasion fixture: 32768 tokens; 4 windows of 8000 at W = 2.
   const std::filesystem::path fixture = std::filesystem::path(SPEEDRUN_FIXTURES_DIR) / "austen_val_000000.bin";
-  const ValLoader loader(ValLoaderOptions{.shards = {fixture}, .total_tokens = 32000, .window_tokens = 8000,
-                                          .world_size = 2, .rank = 1, .cu_seqlens_rows = 896});
+  const ValLoader loader(ValLoaderOptions{.shards = {fixture},
+                                          .total_tokens = 32000,
+                                          .window_tokens = 8000,
+                                          .world_size = 2,
+                                          .rank = 1,
+                                          .cu_seqlens_rows = 896});
   EXPECT_EQ(loader.steps(), 2);
   const Microbatch mb = loader.window(1);
   const Shard shard = Shard::open(fixture);

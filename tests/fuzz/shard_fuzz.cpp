@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const gpt::Shard shard = gpt::Shard::open(path);
     for (const uint16_t t : shard.tokens()) require(t < gpt::kTokenIdLimit, "token ids checked");
     if (form != 1) {
-      const std::string_view file = form == 0 ? body : std::string_view(reinterpret_cast<const char*>(data + 1), size - 1);
+      const std::string_view file =
+          form == 0 ? body : std::string_view(reinterpret_cast<const char*>(data + 1), size - 1);
       require(file.size() == gpt::kShardHeaderBytes + 2 * shard.size(), "token count matches the file size");
     }
     const auto bos = gpt::bos_positions(shard.tokens());

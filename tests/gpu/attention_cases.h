@@ -118,21 +118,20 @@ inline std::vector<double> increment(const Tensor& after, const Tensor& before) 
 }
 
 inline std::vector<Layout> layouts() {
-  return {
-        Layout{"one_segment_full_causal", {0, 300}, 2, 1000, 0.12f},
-        Layout{"one_segment_window_100", {0, 300}, 1, 100, 0.12f},
-        Layout{"documents_with_empty_and_trailing_empty", {0, 37, 37, 200, 513, 700, 700, 700}, 3, 128, 0.12f},
-        Layout{"window_one", {0, 300}, 2, 1, 0.12f},
-        Layout{"window_63_segments_around_tiles", {0, 63, 127, 128, 256, 385, 600}, 2, 63, 0.12f},
-        Layout{"window_64_segments_around_tiles", {0, 64, 65, 192, 321, 600}, 2, 64, 0.12f},
-        Layout{"window_65_long_segment", {0, 600}, 1, 65, 0.12f},
-        Layout{"window_127_128_129_tiles", {0, 127, 255, 384, 513, 700}, 2, 127, 0.12f},
-        Layout{"window_128_long_segment", {0, 700}, 1, 128, 0.12f},
-        Layout{"window_129_with_unit_segments", {0, 1, 2, 300, 301, 302, 700}, 1, 129, 0.12f},
-        Layout{"unit_segments_beside_long_ones", {0, 1, 200, 201, 202, 203, 459, 460, 461}, 2, 640, 0.12f},
-        Layout{"many_tiny_segments", {0, 1, 3, 6, 10, 11, 16, 20, 27, 33, 40, 40}, 1, 640, 0.2f},
-        Layout{"leading_empty_segment_sharper_scale", {0, 0, 129, 257}, 2, 64, 0.3f},
-        Layout{"recipe_like_window_640", {0, 1000, 2077, 2125, 2125}, 2, 640, 0.12f}};
+  return {Layout{"one_segment_full_causal", {0, 300}, 2, 1000, 0.12f},
+          Layout{"one_segment_window_100", {0, 300}, 1, 100, 0.12f},
+          Layout{"documents_with_empty_and_trailing_empty", {0, 37, 37, 200, 513, 700, 700, 700}, 3, 128, 0.12f},
+          Layout{"window_one", {0, 300}, 2, 1, 0.12f},
+          Layout{"window_63_segments_around_tiles", {0, 63, 127, 128, 256, 385, 600}, 2, 63, 0.12f},
+          Layout{"window_64_segments_around_tiles", {0, 64, 65, 192, 321, 600}, 2, 64, 0.12f},
+          Layout{"window_65_long_segment", {0, 600}, 1, 65, 0.12f},
+          Layout{"window_127_128_129_tiles", {0, 127, 255, 384, 513, 700}, 2, 127, 0.12f},
+          Layout{"window_128_long_segment", {0, 700}, 1, 128, 0.12f},
+          Layout{"window_129_with_unit_segments", {0, 1, 2, 300, 301, 302, 700}, 1, 129, 0.12f},
+          Layout{"unit_segments_beside_long_ones", {0, 1, 200, 201, 202, 203, 459, 460, 461}, 2, 640, 0.12f},
+          Layout{"many_tiny_segments", {0, 1, 3, 6, 10, 11, 16, 20, 27, 33, 40, 40}, 1, 640, 0.2f},
+          Layout{"leading_empty_segment_sharper_scale", {0, 0, 129, 257}, 2, 64, 0.3f},
+          Layout{"recipe_like_window_640", {0, 1000, 2077, 2125, 2125}, 2, 640, 0.12f}};
 }
 
 // A recipe-sized slice (12,288 tokens, 6 heads, window 1408, documents of 37 … 3,000 tokens): more blocks than the

@@ -24,8 +24,8 @@ struct DcCase {
 
 using DcForwardFn = void (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, DcLanes,
                              const Tensor&, Tensor&, Tensor&, float, int64_t);
-using DcBackwardFn = void (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                              const Tensor&, DcLanes, const Tensor&, Tensor&, Tensor&, Tensor&, Tensor&, float, int64_t);
+using DcBackwardFn = void (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                              DcLanes, const Tensor&, Tensor&, Tensor&, Tensor&, Tensor&, float, int64_t);
 struct DcVersion {
   const char* name;
   DcForwardFn forward;
@@ -50,7 +50,8 @@ void check_case(const DcCase& c, DType dtype, const DcVersion& version = kPublic
   const Tensor cu_cpu = cu_tensor(c.cu_seqlens), cu_gpu = cu_cpu.to(Device::cuda);
   const DType sd = stat_dtype(dtype);
   Tensor y_cpu = Tensor::empty(s.shape(), dtype), lse_cpu = Tensor::empty({s.heads, s.tokens}, sd);
-  Tensor y_gpu = Tensor::empty(s.shape(), dtype, Device::cuda), lse_gpu = Tensor::empty({s.heads, s.tokens}, sd, Device::cuda);
+  Tensor y_gpu = Tensor::empty(s.shape(), dtype, Device::cuda),
+         lse_gpu = Tensor::empty({s.heads, s.tokens}, sd, Device::cuda);
   poison(y_gpu);
   poison(lse_gpu);
   dc_attention_forward(q.cpu, k.cpu, v.cpu, cu_cpu, gates.cpu, kDcLanes, y_core.cpu, y_cpu, lse_cpu, scale, c.keys);
@@ -62,7 +63,8 @@ void check_case(const DcCase& c, DType dtype, const DcVersion& version = kPublic
   EXPECT_LT(relative_frobenius(lse_gpu, lse_cpu), tolerance_for(sd)) << "lse " << where;
 
   const Pair dy_out = random_pair(s.shape(), dtype, 6);
-  const Tensor dq0 = testing::random_tensor(s.shape(), dtype, 7, 0.01), dk0 = testing::random_tensor(s.shape(), dtype, 8, 0.01),
+  const Tensor dq0 = testing::random_tensor(s.shape(), dtype, 7, 0.01),
+               dk0 = testing::random_tensor(s.shape(), dtype, 8, 0.01),
                dv0 = testing::random_tensor(s.shape(), dtype, 9, 0.01),
                dg0 = testing::random_tensor({s.tokens, kLanes}, dtype, 10, 0.01);
   Tensor dq_c = dq0.clone(), dk_c = dk0.clone(), dv_c = dv0.clone(), dg_c = dg0.clone();

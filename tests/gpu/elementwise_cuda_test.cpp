@@ -87,8 +87,8 @@ TEST_P(MixCuda, BackwardMatchesCpu) {
   // Term 3 overwrites the dout tensor itself (the in-place residual gradient).
   auto grads = [](Tensor* dx, Tensor& drho, Tensor& dlam, Tensor& dl, Tensor& dout) {
     return std::vector<MixGrad>{MixGrad{.dx = dx[0], .dscalar = drho},
-                                MixGrad{.dx = dx[1], .dscalar = dlam, .dlanes = dl},
-                                MixGrad{.dx = dx[2], .dlanes = dl}, MixGrad{.dx = dout, .overwrite_dx = true}};
+                                MixGrad{.dx = dx[1], .dscalar = dlam, .dlanes = dl}, MixGrad{.dx = dx[2], .dlanes = dl},
+                                MixGrad{.dx = dout, .overwrite_dx = true}};
   };
   Tensor dout_cpu = dout_start.clone(), dl_cpu = dl_start.clone();
   Tensor dx_cpu[3] = {dx_start[0].clone(), dx_start[1].clone(), dx_start[2].clone()};

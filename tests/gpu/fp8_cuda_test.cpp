@@ -31,8 +31,9 @@ TEST_P(Fp8Cuda, QuantizeIsBitExactIncludingSpecials) {
   GPT_REQUIRE_CUDA_DEVICE();
   const DType format = GetParam();
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> values = {0.0f, -0.0f, inf, -inf, nan, 1e-30f, -1e-30f, 448.0f, 449.0f, 465.0f, 1e6f,
-                               57344.0f, 61440.0f, 2.0f / 1024, 3.0f / 2048, 1.0f / 65536, 1.5f / 65536};
+  std::vector<float> values = {0.0f,     -0.0f,       inf,         -inf,         nan,         1e-30f,
+                               -1e-30f,  448.0f,      449.0f,      465.0f,       1e6f,        57344.0f,
+                               61440.0f, 2.0f / 1024, 3.0f / 2048, 1.0f / 65536, 1.5f / 65536};
   const Tensor rnd = random_tensor({4096}, DType::f32, 101, 300.0);
   for (float v : rnd.to_floats()) values.push_back(v);
   const Tensor x = Tensor::from_floats(values, {static_cast<int64_t>(values.size())}, DType::f32);
@@ -61,8 +62,8 @@ TEST_P(Fp8Cuda, QuantizeIsBitExactIncludingSpecials) {
 TEST_P(Fp8Cuda, QuantizePackedPathIsBitExactIncludingSpecials) {
   GPT_REQUIRE_CUDA_DEVICE();
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> values = {0.0f, -0.0f, inf, -inf, nan, 1e-30f, -1e-30f, 448.0f, 449.0f, 465.0f, 1e6f, 57344.0f,
-                               61440.0f, 2.0f / 1024, 3.0f / 2048, 1.0f / 65536};
+  std::vector<float> values = {0.0f,   -0.0f,  inf,  -inf,     nan,      1e-30f,      -1e-30f,     448.0f,
+                               449.0f, 465.0f, 1e6f, 57344.0f, 61440.0f, 2.0f / 1024, 3.0f / 2048, 1.0f / 65536};
   for (float v : random_tensor({4080}, DType::f32, 104, 300.0).to_floats()) values.push_back(v);
   ASSERT_EQ(values.size() % 16, 0u);
   for (DType in_dtype : {DType::f32, DType::bf16}) {

@@ -82,9 +82,15 @@ TEST(Fp8Divide, MatchesIeeeDivisionAtTheRecipeScalesAndSpecials) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const float big = std::numeric_limits<float>::max(), tiny = std::numeric_limits<float>::denorm_min();
   // §7.1 / §7.2 scales, scales whose significand is all ones, and a subnormal scale (its reciprocal overflows).
-  const std::vector<float> scales = {100.0f / 448, 1.6f / 448, 0.75f / 448 / 8, 1.80f * 37.5f / 448,
-                                     1.12f * 0.02f / 448, std::nextafter(2.0f, 0.0f), std::nextafter(1.0f, 0.0f),
-                                     3.0f, 1e-39f};
+  const std::vector<float> scales = {100.0f / 448,
+                                     1.6f / 448,
+                                     0.75f / 448 / 8,
+                                     1.80f * 37.5f / 448,
+                                     1.12f * 0.02f / 448,
+                                     std::nextafter(2.0f, 0.0f),
+                                     std::nextafter(1.0f, 0.0f),
+                                     3.0f,
+                                     1e-39f};
   std::vector<float> values = {0.0f, -0.0f, inf, -inf, nan, big, -big, tiny, 448.0f, 464.0f, 57344.0f, 1.0f, 1e-20f};
   std::mt19937 rng(8);
   std::normal_distribution<float> normal(0.0f, 300.0f);

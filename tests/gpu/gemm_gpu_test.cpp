@@ -37,10 +37,8 @@ double compare(const Pair& a, const Pair& b, const Shape& c_shape, DType out, co
 class GemmGpu : public ::testing::TestWithParam<std::tuple<bool, bool, int>> {};
 
 const Case kCases[] = {
-    {DType::bf16, DType::bf16, 192, 256, 320},
-    {DType::bf16, DType::f32, 192, 256, 320},
-    {DType::f32, DType::f32, 96, 160, 72},
-    {DType::f64, DType::f64, 40, 56, 24},
+    {DType::bf16, DType::bf16, 192, 256, 320}, {DType::bf16, DType::f32, 192, 256, 320},
+    {DType::f32, DType::f32, 96, 160, 72},     {DType::f64, DType::f64, 40, 56, 24},
     {DType::bf16, DType::bf16, 33, 17, 45},  // odd sizes: unaligned leading dimensions
 };
 
@@ -75,7 +73,8 @@ TEST(GemmGpuArgs, BetaZeroIgnoresNanInC) {
 
 TEST(GemmGpuBatched, EveryOperandBatched) {
   GPT_REQUIRE_CUDA();
-  for (auto [ta, tb] : {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
+  for (auto [ta, tb] :
+       {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
     const Pair a = random_pair(ta ? Shape{3, 80, 64} : Shape{3, 64, 80}, DType::bf16, 31);
     const Pair b = random_pair(tb ? Shape{3, 48, 80} : Shape{3, 80, 48}, DType::bf16, 32);
     EXPECT_LT(compare(a, b, {3, 64, 48}, DType::bf16, {.trans_a = ta, .trans_b = tb}, 33), gpu_testing::kTolBf16);

@@ -11,7 +11,7 @@ namespace {
 
 using namespace gpu_testing;
 
-constexpr int64_t kLanes = 23;     // G: more lanes than heads, the op's block starts inside
+constexpr int64_t kLanes = 23;  // G: more lanes than heads, the op's block starts inside
 constexpr int64_t kFirstLane = 5;
 
 class HeadGateCuda : public ::testing::TestWithParam<DType> {};
@@ -108,7 +108,8 @@ TEST(XsaCudaChecks, ZeroValueRowsTakeTheClampedBranch) {
   const Tensor v_cpu = Tensor::zeros(s.shape(), DType::f64);
   const Pair gates = random_pair({s.tokens, 4}, DType::f64, 22);
   const Pair dy_out = random_pair(s.shape(), DType::f64, 23);
-  Tensor dy_cpu = Tensor::zeros(s.shape(), DType::f64), dv_cpu = dy_cpu.clone(), dg_cpu = Tensor::zeros({8, 4}, DType::f64);
+  Tensor dy_cpu = Tensor::zeros(s.shape(), DType::f64), dv_cpu = dy_cpu.clone(),
+         dg_cpu = Tensor::zeros({8, 4}, DType::f64);
   Tensor dy_gpu = dy_cpu.to(Device::cuda), dv_gpu = dy_gpu.clone(), dg_gpu = dg_cpu.to(Device::cuda);
   xsa_backward(dy_out.cpu, y.cpu, v_cpu, gates.cpu, 1, dy_cpu, dv_cpu, dg_cpu);
   xsa_backward(dy_out.cuda, y.cuda, v_cpu.to(Device::cuda), gates.cuda, 1, dy_gpu, dv_gpu, dg_gpu);

@@ -38,9 +38,7 @@ TEST(CudaMemoryPool, StatsTrackAllocatedAndPeak) {
 
 TEST(CudaMemoryPool, ZeroedTensorReadsZeroAfterReuse) {
   ASSERT_TRUE(cuda_available());
-  {
-    Tensor dirty = Tensor::from_floats(std::vector<float>(4096, 7.0f), {4096}, DType::f32, Device::cuda);
-  }
+  { Tensor dirty = Tensor::from_floats(std::vector<float>(4096, 7.0f), {4096}, DType::f32, Device::cuda); }
   Tensor z = Tensor::zeros({4096}, DType::f32, Device::cuda);
   for (double v : z.to_doubles()) ASSERT_EQ(v, 0.0);
 }

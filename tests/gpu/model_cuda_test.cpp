@@ -35,11 +35,11 @@
 namespace gpt {
 namespace {
 
-using testing::ModelHarness;
-using testing::LockstepReport;
 using testing::convert_weights;
 using testing::first_step_worse_than;
+using testing::LockstepReport;
 using testing::make_microbatch;
+using testing::ModelHarness;
 using testing::perturb_relative;
 using testing::relative_error;
 using testing::walk_tapes_in_lockstep;
@@ -137,8 +137,8 @@ void compare_one_microbatch(bool fp8, int64_t sampled_size = 0) {
   const double cuda_loss = b.forward_backward(b.cuda());
   const double cpu_loss_error = std::abs(cpu_loss - ref_loss) / std::abs(ref_loss);
   const double cuda_loss_error = std::abs(cuda_loss - ref_loss) / std::abs(ref_loss);
-  std::printf("[bf16%s] loss f64 %.8f cpu %.8f (rel.err %.3e) cuda %.8f (rel.err %.3e)\n", fp8 ? "+fp8" : "",
-              ref_loss, cpu_loss, cpu_loss_error, cuda_loss, cuda_loss_error);
+  std::printf("[bf16%s] loss f64 %.8f cpu %.8f (rel.err %.3e) cuda %.8f (rel.err %.3e)\n", fp8 ? "+fp8" : "", ref_loss,
+              cpu_loss, cpu_loss_error, cuda_loss, cuda_loss_error);
   ASSERT_TRUE(std::isfinite(cuda_loss));
   EXPECT_LE(cuda_loss_error, kFactor * cpu_loss_error + kLossFloor) << "loss";
   std::printf("  %-17s %-10s %-12s %-12s %s\n", "gradient", "|g| f64", "cpu vs f64", "cuda vs f64", "cuda vs cpu");
@@ -202,8 +202,12 @@ ModelDims tiny_wide_dims() {
 class TinyRun {
  public:
   TinyRun(DType dtype, Device device)
-      : recipe_(load_recipe("tiny")), schedule_(recipe_), dims_(tiny_wide_dims()), device_(device),
-        weights_(init_weights(dims_, 1234, dtype, device)), comm_(make_single_rank_comm()) {
+      : recipe_(load_recipe("tiny")),
+        schedule_(recipe_),
+        dims_(tiny_wide_dims()),
+        device_(device),
+        weights_(init_weights(dims_, 1234, dtype, device)),
+        comm_(make_single_rank_comm()) {
     register_parameters(weights_, params_);
     model_ = std::make_unique<GptModel>(dims_, params_, weights_.bigram_sign_table);
     optimizer_ = std::make_unique<Optimizer>(params_, recipe_, *comm_);
@@ -230,8 +234,9 @@ class TinyRun {
       config_.window_long = s.ws_long_tokens;
       config_.mtp_weights.assign(s.mtp_weights.begin(), s.mtp_weights.end());
       config_.prefix_weight = 0.0f;  // no prefix table: the tokenizer is not needed for this comparison
-      const std::vector<Microbatch> batches = loader_->next(
-          {.slice_tokens = s.slice_tokens, .max_doc_tokens = s.lmax, .cu_seqlens_rows = static_cast<int32_t>(s.cu_rows)});
+      const std::vector<Microbatch> batches = loader_->next({.slice_tokens = s.slice_tokens,
+                                                             .max_doc_tokens = s.lmax,
+                                                             .cu_seqlens_rows = static_cast<int32_t>(s.cu_rows)});
       double loss = 0;
       for (const Microbatch& mb : batches) {
         loss += model_->train_forward_backward(mb, config_, tape_) / static_cast<double>(mb.inputs.size());

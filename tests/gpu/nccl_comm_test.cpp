@@ -206,7 +206,8 @@ TEST(NcclComm, AsyncCollectivesAtWorldOneEqualTheBlockingOnes) {
       GPT_CUDA_CHECK(cudaMemsetAsync(t.raw(), 0xFF, t.nbytes(), stream.get()));
       GPT_CUDA_CHECK(cudaMemcpyAsync(t.raw(), src.raw(), t.nbytes(), cudaMemcpyDeviceToDevice, stream.get()));
     };
-    Tensor want_reduced = Tensor::empty({n}, dtype, Device::cuda), want_scattered = Tensor::empty({n}, dtype, Device::cuda),
+    Tensor want_reduced = Tensor::empty({n}, dtype, Device::cuda),
+           want_scattered = Tensor::empty({n}, dtype, Device::cuda),
            want_gathered = Tensor::empty({n}, dtype, Device::cuda);
     produce(want_reduced);
     comm.all_reduce(want_reduced, ReduceOp::avg);
@@ -230,9 +231,10 @@ TEST(NcclComm, AsyncCollectivesAtWorldOneEqualTheBlockingOnes) {
         }
       }
       // Consumers on the compute stream: copies that must see the collectives' results.
-      Tensor seen_reduced = Tensor::empty({n}, dtype, Device::cuda), seen_gathered = Tensor::empty({n}, dtype, Device::cuda);
-      GPT_CUDA_CHECK(cudaMemcpyAsync(seen_reduced.raw(), reduced.raw(), reduced.nbytes(), cudaMemcpyDeviceToDevice,
-                                     stream.get()));
+      Tensor seen_reduced = Tensor::empty({n}, dtype, Device::cuda),
+             seen_gathered = Tensor::empty({n}, dtype, Device::cuda);
+      GPT_CUDA_CHECK(
+          cudaMemcpyAsync(seen_reduced.raw(), reduced.raw(), reduced.nbytes(), cudaMemcpyDeviceToDevice, stream.get()));
       GPT_CUDA_CHECK(cudaMemcpyAsync(seen_gathered.raw(), gathered.raw(), gathered.nbytes(), cudaMemcpyDeviceToDevice,
                                      stream.get()));
       stream.synchronize();

@@ -80,8 +80,8 @@ ApplyResult run_apply(const Tensor& x, const Tensor& s0, const Tensor& param0, c
   return r;
 }
 
-const NorMuonArgs kApplyArgs{.momentum = 0.95, .lr = 0.03, .weight_decay = 1.2, .beta2 = 0.9,
-                             .odd_matrix_lr_mul = 2.0, .first_matrix = 1};
+const NorMuonArgs kApplyArgs{
+    .momentum = 0.95, .lr = 0.03, .weight_decay = 1.2, .beta2 = 0.9, .odd_matrix_lr_mul = 2.0, .first_matrix = 1};
 
 TEST_P(NorMuonCuda, ApplyMatchesCpuOnRandomData) {
   GPT_REQUIRE_CUDA();
@@ -133,9 +133,9 @@ TEST_P(NorMuonCuda, ApplyIsBitExactWhenStatisticsAreExact) {
     args.beta2 = 0.75;
     const Tensor param = testing::random_tensor(shape, dtype, 9, 0.05);
     const Tensor mantissa = dtype == DType::bf16 ? random_u16(shape, 10) : Tensor();
-    const ApplyResult r = run_apply(Tensor::from_doubles(x, shape, dtype),
-                                    Tensor::from_doubles(s0, {s.count, stats}, stat_dtype(dtype)), param, mantissa,
-                                    args);
+    const ApplyResult r =
+        run_apply(Tensor::from_doubles(x, shape, dtype), Tensor::from_doubles(s0, {s.count, stats}, stat_dtype(dtype)),
+                  param, mantissa, args);
     EXPECT_EQ(bit_mismatches(r.param_gpu, r.param_cpu), 0) << shape_string(shape);
     if (dtype == DType::bf16) {
       EXPECT_EQ(bit_mismatches(r.mantissa_gpu, r.mantissa_cpu), 0) << shape_string(shape);

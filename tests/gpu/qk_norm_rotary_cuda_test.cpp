@@ -24,8 +24,8 @@ TEST_P(QkNormRotaryCuda, ForwardAndBackwardMatchCpu) {
     const Tensor cos_g = cos.to(Device::cuda), sin_g = sin.to(Device::cuda);
     const int64_t rows = s.tokens * s.heads;
     for (RotaryLayout layout : {RotaryLayout::normal, RotaryLayout::paired}) {
-      const std::string where = std::string(layout == RotaryLayout::paired ? "paired " : "normal ") +
-                                shape_string(s.shape());
+      const std::string where =
+          std::string(layout == RotaryLayout::paired ? "paired " : "normal ") + shape_string(s.shape());
       const Pair x = random_pair(s.shape(), dtype, 1, 4.0);
       Tensor y_cpu = Tensor::empty(s.shape(), dtype), rstd_cpu = Tensor::empty({rows}, stat_dtype(dtype));
       Tensor y_gpu = Tensor::empty(s.shape(), dtype, Device::cuda);

@@ -70,8 +70,8 @@ struct Scatter {
   std::vector<int32_t> ids, sign_ids;
   Tensor dout, sign, dtable;  // dtable: the gradient before the call
 
-  static Scatter make(int64_t rows, int64_t d, DType dtype, bool signed_rows, std::vector<int32_t> ids,
-                      uint64_t seed, int64_t sign_rows = kSignRows) {
+  static Scatter make(int64_t rows, int64_t d, DType dtype, bool signed_rows, std::vector<int32_t> ids, uint64_t seed,
+                      int64_t sign_rows = kSignRows) {
     Scatter s;
     s.rows = rows;
     s.d = d;
@@ -152,7 +152,7 @@ void expect_scatter_matches(const Scatter& s, const Tensor& got, const Tensor& r
                             const std::string& what) {
   SCOPED_TRACE(what);
   std::vector<int32_t> sorted = s.ids;
-  std::sort(sorted.begin(), sorted.end());  // the positions of the CUDA sort: all ids, bad ones included
+  std::sort(sorted.begin(), sorted.end());              // the positions of the CUDA sort: all ids, bad ones included
   std::map<int32_t, std::pair<int64_t, int64_t>> runs;  // valid row → [first, last) sorted positions
   for (size_t p = 0; p < sorted.size(); ++p) {
     if (sorted[p] < 0 || sorted[p] >= s.rows) continue;
@@ -242,8 +242,7 @@ TEST_P(ScatterRowsZipf, EveryVersionMatchesCpuAtTheRunShape) {
 
 INSTANTIATE_TEST_SUITE_P(Tables, ScatterRowsZipf,
                          ::testing::Values(TableCase{50304, false}, TableCase{50304, true}, TableCase{251520, false},
-                                           TableCase{251520, true}, TableCase{377280, false},
-                                           TableCase{377280, true}),
+                                           TableCase{251520, true}, TableCase{377280, false}, TableCase{377280, true}),
                          [](const ::testing::TestParamInfo<TableCase>& info) {
                            return std::to_string(info.param.rows) + (info.param.signed_rows ? "_signed" : "");
                          });
@@ -255,8 +254,8 @@ TEST(ScatterRowsCuda, EveryDtypeOnLongRuns) {
     for (const int64_t d : {24, 13}) {
       for (const bool signed_rows : {false, true}) {
         const Scatter s = Scatter::make(300, d, dtype, signed_rows, zipf_ids(5000, 300, 61), 62, 17);
-        check_every_version(s, false, std::string(dtype_name(dtype)) + ", d " + std::to_string(d) +
-                                          (signed_rows ? ", signed" : ""));
+        check_every_version(
+            s, false, std::string(dtype_name(dtype)) + ", d " + std::to_string(d) + (signed_rows ? ", signed" : ""));
       }
     }
   }

@@ -125,10 +125,12 @@ LossInputs make_inputs(const VersionCase& c, uint64_t seed) {
       p[2] = 0;
     }
   }
-  in.cfg = c.e5m2 ? TrainLossConfig{.mtp_weights = {1.0f, 0.5f, 0.25f}, .prefix_weight = 0.3f,
-                                    .loss_scale = 1.0f / 8.0f, .grad_scale = 0.75f / 448.0f / 8.0f}
-                  : TrainLossConfig{.mtp_weights = {1.0f, 0.5f, 0.25f}, .prefix_weight = 0.3f,
-                                    .loss_scale = 1.0f / 3.0f};
+  in.cfg = c.e5m2
+               ? TrainLossConfig{.mtp_weights = {1.0f, 0.5f, 0.25f},
+                                 .prefix_weight = 0.3f,
+                                 .loss_scale = 1.0f / 8.0f,
+                                 .grad_scale = 0.75f / 448.0f / 8.0f}
+               : TrainLossConfig{.mtp_weights = {1.0f, 0.5f, 0.25f}, .prefix_weight = 0.3f, .loss_scale = 1.0f / 3.0f};
   return in;
 }
 
@@ -191,19 +193,18 @@ TEST_P(SoftcapVersionsCuda, EveryVersionMatchesCpu) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, SoftcapVersionsCuda,
-    ::testing::Values(VersionCase{DType::bf16, 257, 50304, true, false, Targets::random},
-                      VersionCase{DType::bf16, 37, 50304, false, true, Targets::random},
-                      VersionCase{DType::bf16, 45, 50304, true, false, Targets::duplicates},
-                      VersionCase{DType::bf16, 61, 50304, true, true, Targets::duplicates},
-                      VersionCase{DType::bf16, 1, 50304, true, false, Targets::random},
-                      VersionCase{DType::bf16, 9, 64, true, false, Targets::duplicates},
-                      VersionCase{DType::bf16, 11, 8200, false, true, Targets::duplicates},
-                      VersionCase{DType::f32, 13, 50304, true, false, Targets::duplicates},
-                      VersionCase{DType::f32, 5, 1000, true, true, Targets::random},
-                      VersionCase{DType::f64, 7, 334, true, false, Targets::duplicates}),
-    [](const ::testing::TestParamInfo<VersionCase>& info) { return case_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(Shapes, SoftcapVersionsCuda,
+                         ::testing::Values(VersionCase{DType::bf16, 257, 50304, true, false, Targets::random},
+                                           VersionCase{DType::bf16, 37, 50304, false, true, Targets::random},
+                                           VersionCase{DType::bf16, 45, 50304, true, false, Targets::duplicates},
+                                           VersionCase{DType::bf16, 61, 50304, true, true, Targets::duplicates},
+                                           VersionCase{DType::bf16, 1, 50304, true, false, Targets::random},
+                                           VersionCase{DType::bf16, 9, 64, true, false, Targets::duplicates},
+                                           VersionCase{DType::bf16, 11, 8200, false, true, Targets::duplicates},
+                                           VersionCase{DType::f32, 13, 50304, true, false, Targets::duplicates},
+                                           VersionCase{DType::f32, 5, 1000, true, true, Targets::random},
+                                           VersionCase{DType::f64, 7, 334, true, false, Targets::duplicates}),
+                         [](const ::testing::TestParamInfo<VersionCase>& info) { return case_name(info.param); });
 
 // Vocabs v2 must refuse (no 16-byte packs, or a row larger than a block's shared memory): the predicate says so,
 // calling v2 by name throws, and the public op (v1 there) still matches the CPU reference.
@@ -225,10 +226,10 @@ TEST_P(SoftcapV2RefusesCuda, PublicOpFallsBackToV1) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, SoftcapV2RefusesCuda,
-    ::testing::Values(VersionCase{DType::bf16, 7, 333, true, false, Targets::duplicates},       // 333 % 8 != 0
-                      VersionCase{DType::bf16, 3, 131072, true, false, Targets::random},        // 256 KB per row
+    ::testing::Values(VersionCase{DType::bf16, 7, 333, true, false, Targets::duplicates},  // 333 % 8 != 0
+                      VersionCase{DType::bf16, 3, 131072, true, false, Targets::random},   // 256 KB per row
                       VersionCase{DType::bf16, 3, 131072, false, true, Targets::duplicates},
-                      VersionCase{DType::f64, 2, 50304, true, false, Targets::random}),         // 402 KB per row
+                      VersionCase{DType::f64, 2, 50304, true, false, Targets::random}),  // 402 KB per row
     [](const ::testing::TestParamInfo<VersionCase>& info) { return case_name(info.param); });
 
 TEST(SoftcapVersionsCuda, V2SupportsTheRecipeShape16ByteAligned) {

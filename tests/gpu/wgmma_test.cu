@@ -199,8 +199,8 @@ __global__ void descriptor_step_kernel(uint32_t step, unsigned long long* mismat
   const uint32_t addr = 16 * (blockIdx.x * blockDim.x + threadIdx.x);
   if (addr + step >= (1u << 18)) return;
   const bool k_ok = cuda::wgmma::advance(cuda::wgmma::k_major(addr), step) == cuda::wgmma::k_major(addr + step);
-  const bool mn_ok = cuda::wgmma::advance(cuda::wgmma::mn_major(addr, 8192), step) ==
-                     cuda::wgmma::mn_major(addr + step, 8192);
+  const bool mn_ok =
+      cuda::wgmma::advance(cuda::wgmma::mn_major(addr, 8192), step) == cuda::wgmma::mn_major(addr + step, 8192);
   if (!k_ok || !mn_ok) atomicAdd(mismatches, 1ull);
 }
 

@@ -114,7 +114,8 @@ TEST(Command, AHungCommandAndItsProcessGroupAreKilledAtItsLimit) {
   EXPECT_LT(seconds, 15.0);  // the limit, then the group's SIGTERM grace
   EXPECT_NE(message.find("'sh -c 'trap '' TERM; sleep 300 &"), std::string::npos) << message;
   EXPECT_NE(message.find("did not finish within 0.5 s (--build-timeout): its process group was killed; its output "
-                         "is in " + s.log_path.string()),
+                         "is in " +
+                         s.log_path.string()),
             std::string::npos)
       << message;
   EXPECT_EQ(read_file(s.log_path), "started\n");

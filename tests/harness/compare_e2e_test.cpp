@@ -32,9 +32,23 @@ class CompareE2E : public RecordE2E {
   }
 
   std::vector<std::string> compare_args(const std::string& base, const std::string& cand, int runs) {
-    return {"compare", "--baseline", "main", "--candidate", "feature", "--build-dir", "baseline=" + base,
-            "--build-dir", "candidate=" + cand, "--runs", std::to_string(runs), "--name", "cmp",
-            "--data", dir.path().string(), "--target", "3.28"};
+    return {"compare",
+            "--baseline",
+            "main",
+            "--candidate",
+            "feature",
+            "--build-dir",
+            "baseline=" + base,
+            "--build-dir",
+            "candidate=" + cand,
+            "--runs",
+            std::to_string(runs),
+            "--name",
+            "cmp",
+            "--data",
+            dir.path().string(),
+            "--target",
+            "3.28"};
   }
 
   // Arms "base" and "cand" whose trainers append their command line to DIR/<arm>-args.txt before running.
@@ -108,7 +122,8 @@ TEST_F(CompareE2E, FailIfSlowerExitsOneOnlyForASignificantSlowdown) {
   const Result allowed = harness(args);
   EXPECT_EQ(allowed.code, 0) << allowed.output;
   EXPECT_NE(allowed.output.find("PASS: the runs do not show the candidate slower than 105% of the baseline time"),
-            std::string::npos) << allowed.output;
+            std::string::npos)
+      << allowed.output;
 
   // Without the flag a slower candidate is reported, not failed.
   args = compare_args(base, slow, 3);
@@ -179,7 +194,8 @@ TEST_F(CompareE2E, NamedBaselineDriftIsTested) {
   const std::string base = arm_build("base", 100000, 3.2950), cand = arm_build("cand", 100000, 3.2950);
   std::filesystem::create_directories(dir / "baselines");
   std::ofstream(dir / "baselines" / "pinned.toml")
-      << "binary = \"" << base << "/bin/train_gpt\"\nrecipe = \"tiny\"\n[published]\nruns = 80\nmean_val_loss = 3.2791\n";
+      << "binary = \"" << base
+      << "/bin/train_gpt\"\nrecipe = \"tiny\"\n[published]\nruns = 80\nmean_val_loss = 3.2791\n";
   auto args = compare_args(base, cand, 4);
   args[2] = "pinned";
   args.erase(args.begin() + 5, args.begin() + 7);  // the baseline is the named one's binary
@@ -227,11 +243,12 @@ TEST_F(CompareE2E, RevisionsAreBuiltWithThePresetInCachedWorktrees) {
                                 << "  chmod +x \"$2/bin/train_gpt\"\nfi\n";
   ::chmod((fake / "cmake").c_str(), 0755);
   const std::string git = "cd " + repo.string() + " && git -c user.name=t -c user.email=t@t ";
-  ASSERT_EQ(std::system((git + "init -q && echo '/data/' > .gitignore && echo '{}' > CMakePresets.json && echo 100000 > "
-                               "speed.txt && git add . && git -c user.name=t -c user.email=t@t commit -qm one && "
-                               "echo 90000 > speed.txt && git -c user.name=t -c user.email=t@t commit -qam two")
-                                  .c_str()),
-            0);
+  ASSERT_EQ(
+      std::system((git + "init -q && echo '/data/' > .gitignore && echo '{}' > CMakePresets.json && echo 100000 > "
+                         "speed.txt && git add . && git -c user.name=t -c user.email=t@t commit -qm one && "
+                         "echo 90000 > speed.txt && git -c user.name=t -c user.email=t@t commit -qam two")
+                      .c_str()),
+      0);
   const auto cwd = std::filesystem::current_path();
   std::filesystem::current_path(repo);  // the harness builds the revisions of the repository it runs in
   const std::string path = fake.string() + ":" + std::getenv("PATH");
@@ -257,7 +274,8 @@ TEST_F(CompareE2E, RevisionsAreBuiltWithThePresetInCachedWorktrees) {
   EXPECT_NE(params.at("baseline_sha"), params.at("candidate_sha"));
   EXPECT_NE(r.output.find("baseline 'HEAD~1' is commit " + params.at("baseline_sha").substr(0, 12) +
                           "; every run's trainer reports it"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
 
   // A build whose trainer reports another commit than the revision it was built from is an error.
   std::filesystem::current_path(repo);
@@ -268,11 +286,12 @@ TEST_F(CompareE2E, RevisionsAreBuiltWithThePresetInCachedWorktrees) {
   EXPECT_EQ(other.code, 2) << other.output;
   EXPECT_NE(other.output.find("MISMATCH: baseline 'HEAD~1' was built from commit " +
                               params.at("baseline_sha").substr(0, 12) + ", but its trainer reports 1234567"),
-            std::string::npos) << other.output;
+            std::string::npos)
+      << other.output;
 
   std::filesystem::current_path(repo);
-  const Result unknown = harness({"compare", "--baseline", "nosuchrev", "--candidate", "HEAD", "--runs", "2"},
-                                 {{"PATH", path}});
+  const Result unknown =
+      harness({"compare", "--baseline", "nosuchrev", "--candidate", "HEAD", "--runs", "2"}, {{"PATH", path}});
   std::filesystem::current_path(cwd);
   EXPECT_EQ(unknown.code, 2) << unknown.output;
   EXPECT_NE(unknown.output.find("'nosuchrev' is neither a git revision"), std::string::npos) << unknown.output;
@@ -284,7 +303,8 @@ TEST_F(CompareE2E, AHungBuildStepIsKilledAndNamed) {
   const auto repo = dir / "repo", fake = dir / "fakebin";
   std::filesystem::create_directories(repo);
   script("fakebin/cmake", hang_body(dir / "cmake_child.pid", "configuring"));
-  ASSERT_EQ(std::system(("cd " + repo.string() + " && git init -q && echo '{}' > CMakePresets.json && git add . && "
+  ASSERT_EQ(std::system(("cd " + repo.string() +
+                         " && git init -q && echo '{}' > CMakePresets.json && git add . && "
                          "git -c user.name=t -c user.email=t@t commit -qm one")
                             .c_str()),
             0);
@@ -301,7 +321,8 @@ TEST_F(CompareE2E, AHungBuildStepIsKilledAndNamed) {
   const auto cache = std::filesystem::canonical(repo) / ".cache" / "compare";
   EXPECT_NE(r.output.find("harness: error: 'cmake --preset cpu -S " + cache.string()), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("/build-compare-cpu' did not finish within 1 s (--build-timeout): its process group was "
-                          "killed; its output is in " + cache.string()),
+                          "killed; its output is in " +
+                          cache.string()),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("/harness-configure.log"), std::string::npos) << r.output;
@@ -368,7 +389,8 @@ TEST_F(CompareE2E, BuildDirArmsAreStatedAsLabelsWhenTheirTrainerReportsAnotherCo
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("candidate 'no-such-rev' is a label only: the trainer in " + (dir / "cand").string() +
                           " reports 0000000, and 'no-such-rev' names no commit here"),
-            std::string::npos) << r.output;
+            std::string::npos)
+      << r.output;
   const std::string md = read_file(dir / "reports" / "cmp" / "report.md");
   EXPECT_NE(md.find("- What ran: candidate 'no-such-rev' is a label only"), std::string::npos) << md;
   const std::string html = read_file(dir / "reports" / "cmp" / "report.html");

@@ -40,7 +40,8 @@ class RecordE2E : public ::testing::Test {
   }
 
   std::vector<std::string> synthetic(std::vector<std::string> extra = {}) const {
-    std::vector<std::string> argv = {kBin + "synthetic_trainer", "--seed", "{seed}", "--run-id", "{run_id}", "--out", "{out}"};
+    std::vector<std::string> argv = {
+        kBin + "synthetic_trainer", "--seed", "{seed}", "--run-id", "{run_id}", "--out", "{out}"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
   }

@@ -31,7 +31,8 @@ TEST(ExperimentArms, AFolderMixingStepCountsIsSplitAndSaysSo) {
   EXPECT_EQ(arms.arms[20], "other");  // a folder of one experiment keeps its name
   ASSERT_EQ(arms.notes.size(), 1u);
   EXPECT_NE(arms.notes[0].find("'2025-09-05_SkipMLPBlocks' mixes 2 experiments (different step counts)"),
-            std::string::npos) << arms.notes[0];
+            std::string::npos)
+      << arms.notes[0];
   EXPECT_NE(arms.notes[0].find("\"2025-09-05_SkipMLPBlocks [1670 steps]\" (10 run(s))"), std::string::npos)
       << arms.notes[0];
 }

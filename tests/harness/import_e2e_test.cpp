@@ -29,7 +29,8 @@ TEST_F(RecordE2E, ImportNamesArmsByTheirPathBelowTheRoot) {
   dir.write("logs/2026-07-17_FP8DownProjection/baseline/c.txt", good_log(3.27));
   dir.write("logs/2026-07-17_FP8DownProjection/baseline/d.txt", good_log(3.28));
   dir.write("logs/top.txt", good_log(3.24));
-  const Result r = harness({"import", (dir / "logs").string(), "--name", "sweep", "--format", "json", "--target", "3.5"});
+  const Result r =
+      harness({"import", (dir / "logs").string(), "--name", "sweep", "--format", "json", "--target", "3.5"});
   const auto doc = report_json(r);
   ASSERT_EQ(doc["arms"].size(), 3u) << r.output;
   EXPECT_EQ(doc["arms"][0]["arm"], "2026-01-18_UnifiedOptimizers/baseline");

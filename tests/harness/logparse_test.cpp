@@ -43,8 +43,7 @@ TEST(StepLine, TrainLossIsRead) {
 }
 
 TEST(StepLine, SixDecimalLoss) {
-  EXPECT_DOUBLE_EQ(*parse_step_line("step:10/10 val_loss:3.279812 train_time:5ms step_avg:0.5ms")->val_loss,
-                   3.279812);
+  EXPECT_DOUBLE_EQ(*parse_step_line("step:10/10 val_loss:3.279812 train_time:5ms step_avg:0.5ms")->val_loss, 3.279812);
 }
 
 TEST(StepLine, ExtraFieldsAnywhere) {
@@ -80,10 +79,10 @@ TEST(StepLine, RejectsNonStepLines) {
   EXPECT_FALSE(parse_step_line("peak memory allocated: 30220 MiB reserved: 38672 MiB"));
   EXPECT_FALSE(parse_step_line("    print0(f\"step:{step}/{train_steps} val_loss:{val_loss:.4f}\")"));
   EXPECT_FALSE(parse_step_line("step:{step}/{total} val_loss:{x:.4f}"));
-  EXPECT_FALSE(parse_step_line("step:5 val_loss:3.3"));            // no total
-  EXPECT_FALSE(parse_step_line("step:5/10 train_time:fast"));      // garbage time
-  EXPECT_FALSE(parse_step_line("val_loss:3.3 train_time:5ms"));    // no step field
-  EXPECT_FALSE(parse_step_line("step:5/10 val_loss:3.3 and more")); // stray words
+  EXPECT_FALSE(parse_step_line("step:5 val_loss:3.3"));              // no total
+  EXPECT_FALSE(parse_step_line("step:5/10 train_time:fast"));        // garbage time
+  EXPECT_FALSE(parse_step_line("val_loss:3.3 train_time:5ms"));      // no step field
+  EXPECT_FALSE(parse_step_line("step:5/10 val_loss:3.3 and more"));  // stray words
 }
 
 // A step line whose numbers cannot be read as the trainer meant them is a step line with a problem, not "no step
@@ -300,7 +299,8 @@ TEST(ParseLog, ChangedTotalStartsANewRun) {
 
 TEST(ParseLog, EndsMidLineAfterFinalValue) {
   // The cut field is step_avg: the final loss and time are intact.
-  auto runs = parse_log("step:0/10 val_loss:10.8 train_time:0ms step_avg:0ms\nstep:10/10 val_loss:3.3 train_time:5ms step_a");
+  auto runs =
+      parse_log("step:0/10 val_loss:10.8 train_time:0ms step_avg:0ms\nstep:10/10 val_loss:3.3 train_time:5ms step_a");
   EXPECT_EQ(runs.at(0).outcome, LogOutcome::complete);
   EXPECT_DOUBLE_EQ(*runs[0].final_val_loss, 3.3);
 }

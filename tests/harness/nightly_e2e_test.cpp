@@ -17,10 +17,18 @@ std::string gbench_json(const std::string& date, const std::string& unit, double
   nlohmann::json benchmarks = nlohmann::json::array();
   for (int rep = 0; rep < 5; ++rep) {
     const double jitter = 1.0 + 0.002 * (rep - 2);
-    benchmarks.push_back({{"name", "BM_Gemm/512/repeats:5"}, {"run_name", "BM_Gemm/512"}, {"run_type", "iteration"},
-                          {"real_time", value * jitter}, {"cpu_time", value}, {"time_unit", unit}});
-    benchmarks.push_back({{"name", "BM_Norm/64/repeats:5"}, {"run_name", "BM_Norm/64"}, {"run_type", "iteration"},
-                          {"real_time", 2000.0 * jitter}, {"cpu_time", 2000.0}, {"time_unit", "ns"}});
+    benchmarks.push_back({{"name", "BM_Gemm/512/repeats:5"},
+                          {"run_name", "BM_Gemm/512"},
+                          {"run_type", "iteration"},
+                          {"real_time", value * jitter},
+                          {"cpu_time", value},
+                          {"time_unit", unit}});
+    benchmarks.push_back({{"name", "BM_Norm/64/repeats:5"},
+                          {"run_name", "BM_Norm/64"},
+                          {"run_type", "iteration"},
+                          {"real_time", 2000.0 * jitter},
+                          {"cpu_time", 2000.0},
+                          {"time_unit", "ns"}});
   }
   nlohmann::json context = {{"date", date}, {"host_name", "gpu-box-7"}, {"executable", "./gemm_bench"}};
   if (!commit.empty()) context["git_commit"] = commit;
@@ -39,7 +47,8 @@ TEST_F(RecordE2E, NightlyIngestDatesNightsFromTheContextAndNormalisesUnits) {
     // Night 5 reports the same times in microseconds: no change once normalised.
     const bool in_us = d == 5;
     const std::string file = "gb/night" + std::to_string(d) + ".json";
-    dir.write(file, gbench_json(day(d), in_us ? "us" : "ns", in_us ? 10.0 * (1 + 0.001 * (d % 3)) : 10000.0 * (1 + 0.001 * (d % 3)),
+    dir.write(file, gbench_json(day(d), in_us ? "us" : "ns",
+                                in_us ? 10.0 * (1 + 0.001 * (d % 3)) : 10000.0 * (1 + 0.001 * (d % 3)),
                                 "c0ffee" + std::to_string(d)));
     args.insert(args.end(), {"--ingest", (dir / file).string()});
   }
@@ -58,8 +67,8 @@ TEST_F(RecordE2E, NightlyIngestDatesNightsFromTheContextAndNormalisesUnits) {
   // A 10% slower night is a confirmed regression: exit 1, a report with its plot.
   dir.write("gb/night9.json", gbench_json(day(9), "ns", 11000.0, ""));
   dir.write("gb/broken.json", "{\"context\": {}, \"benchmarks\": [ {\"name\": 1} ]}");
-  const Result slow = harness({"nightly", "--ingest", (dir / "gb/night9.json").string(), "--ingest",
-                               (dir / "gb/broken.json").string()});
+  const Result slow = harness(
+      {"nightly", "--ingest", (dir / "gb/night9.json").string(), "--ingest", (dir / "gb/broken.json").string()});
   EXPECT_EQ(slow.code, 1) << slow.output;
   EXPECT_NE(slow.output.find("REGRESSION gemm_bench/BM_Gemm/512"), std::string::npos) << slow.output;
   EXPECT_NE(slow.output.find("broken.json"), std::string::npos) << slow.output;  // noted, not fatal
@@ -71,7 +80,8 @@ TEST_F(RecordE2E, NightlyIngestDatesNightsFromTheContextAndNormalisesUnits) {
 // A Google Benchmark program in miniature: writes one night of BM_Gemm/BM_Norm to --benchmark_out.
 std::string good_bench_body() {
   return "for a in \"$@\"; do case $a in --benchmark_out=*) out=${a#--benchmark_out=};; esac; done\n"
-         "printf '%s' '" + gbench_json(day(1), "us", 12.0, "") + "' > \"$out\"\n";
+         "printf '%s' '" +
+         gbench_json(day(1), "us", 12.0, "") + "' > \"$out\"\n";
 }
 
 TEST_F(RecordE2E, NightlyRunsEachBenchmarkProgramInIsolation) {
@@ -84,11 +94,14 @@ TEST_F(RecordE2E, NightlyRunsEachBenchmarkProgramInIsolation) {
   for (const char* p : {"bench/good_bench", "bench/foreign_bench", "bench/crashing_bench", "bench/garbled_bench"}) {
     ::chmod((dir / p).c_str(), 0755);
   }
-  dir.write("bench/manifest.txt", "# programs of this test\ncrashing_bench\nforeign_bench\ngarbled_bench\ngood_bench\n");
-  const Result r = harness({"nightly", "--no-build", "--no-smoke", "--manifest", (dir / "bench/manifest.txt").string()});
+  dir.write("bench/manifest.txt",
+            "# programs of this test\ncrashing_bench\nforeign_bench\ngarbled_bench\ngood_bench\n");
+  const Result r =
+      harness({"nightly", "--no-build", "--no-smoke", "--manifest", (dir / "bench/manifest.txt").string()});
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("failed or skipped: crashing_bench: signal 11"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("failed or skipped: foreign_bench: skipped: wrote no Google Benchmark JSON"), std::string::npos)
+  EXPECT_NE(r.output.find("failed or skipped: foreign_bench: skipped: wrote no Google Benchmark JSON"),
+            std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("failed or skipped: garbled_bench"), std::string::npos) << r.output;
   Store store = Store::open(db());
@@ -140,7 +153,8 @@ TEST_F(RecordE2E, NightlyKillsAHungBuildStepAndNamesItsLimitAndLog) {
                            {path_with(fake)});
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_NE(r.output.find("harness: error: 'cmake -S "), std::string::npos) << r.output;
-  const std::string limit = " -B " + (dir / "build").string() + " -DCMAKE_BUILD_TYPE=Release' did not finish within 1 s "
+  const std::string limit = " -B " + (dir / "build").string() +
+                            " -DCMAKE_BUILD_TYPE=Release' did not finish within 1 s "
                             "(--build-timeout): its process group was killed; its output is in ";
   EXPECT_NE(r.output.find(limit), std::string::npos) << r.output;
   const auto night = only_subfolder(dir / "runs" / "nightly");

@@ -12,13 +12,20 @@ namespace {
 std::string device_call_json(const std::string& date, const std::string& commit, double attention_ms, double step_ms) {
   nlohmann::json benchmarks = nlohmann::json::array();
   for (int rep = 0; rep < 3; ++rep) {
-    benchmarks.push_back({{"name", "BM_AttentionForward/window:640/manual_time"}, {"run_type", "iteration"},
-                          {"real_time", attention_ms}, {"time_unit", "ms"}, {"executable", "attention_bench"}});
-    benchmarks.push_back({{"name", "BM_TrainStep/stage2/fp8:on/data:synthetic"}, {"run_type", "iteration"},
-                          {"iterations", 6}, {"real_time", step_ms}, {"time_unit", "ms"}, {"executable", "train_step_bench"}});
+    benchmarks.push_back({{"name", "BM_AttentionForward/window:640/manual_time"},
+                          {"run_type", "iteration"},
+                          {"real_time", attention_ms},
+                          {"time_unit", "ms"},
+                          {"executable", "attention_bench"}});
+    benchmarks.push_back({{"name", "BM_TrainStep/stage2/fp8:on/data:synthetic"},
+                          {"run_type", "iteration"},
+                          {"iterations", 6},
+                          {"real_time", step_ms},
+                          {"time_unit", "ms"},
+                          {"executable", "train_step_bench"}});
   }
-  nlohmann::json context = {{"date", date}, {"host_name", "vm"}, {"executable", "device-call"}, {"git_commit", commit},
-                            {"gpu", "NVIDIA H200"}, {"driver", "580.159.04"}};
+  nlohmann::json context = {{"date", date},         {"host_name", "vm"},    {"executable", "device-call"},
+                            {"git_commit", commit}, {"gpu", "NVIDIA H200"}, {"driver", "580.159.04"}};
   return nlohmann::json{{"context", context}, {"benchmarks", benchmarks}}.dump();
 }
 
@@ -61,8 +68,8 @@ TEST_F(RecordE2E, NightlyIngestSkipsANightAlreadyStored) {
   // The same night again, as the same file and as a reformatted copy under another name: nothing is added.
   const std::string copy = nlohmann::json::parse(read_file(dir / "calls/one.json")).dump(2);
   dir.write("again/renamed-copy.json", copy);
-  const Result again = harness({"nightly", "--ingest", (dir / "calls/one.json").string(), "--ingest",
-                                (dir / "again").string()});
+  const Result again =
+      harness({"nightly", "--ingest", (dir / "calls/one.json").string(), "--ingest", (dir / "again").string()});
   EXPECT_EQ(again.code, 0) << again.output;
   EXPECT_NE(again.output.find("one.json: already stored (night 2026-12-03T19:50:00Z), skipped"), std::string::npos)
       << again.output;
@@ -84,12 +91,14 @@ std::string step_night_json(const std::string& date, const std::string& gpu, dou
                             const std::string& commit = "c0ffee") {
   nlohmann::json benchmarks = nlohmann::json::array();
   for (int rep = 0; rep < 5; ++rep) {
-    benchmarks.push_back({{"name", "BM_TrainStep/stage2/fp8:on/data:synthetic"}, {"run_type", "iteration"},
-                          {"real_time", step_ms * (1.0 + 0.002 * (rep - 2))}, {"time_unit", "ms"},
+    benchmarks.push_back({{"name", "BM_TrainStep/stage2/fp8:on/data:synthetic"},
+                          {"run_type", "iteration"},
+                          {"real_time", step_ms * (1.0 + 0.002 * (rep - 2))},
+                          {"time_unit", "ms"},
                           {"executable", "train_step_bench"}});
   }
-  nlohmann::json context = {{"date", date}, {"host_name", "vm"}, {"executable", "device-call"},
-                            {"git_commit", commit}, {"gpu", gpu}};
+  nlohmann::json context = {
+      {"date", date}, {"host_name", "vm"}, {"executable", "device-call"}, {"git_commit", commit}, {"gpu", gpu}};
   return nlohmann::json{{"context", context}, {"benchmarks", benchmarks}}.dump();
 }
 
@@ -113,7 +122,8 @@ TEST_F(RecordE2E, NightlyKeepsEachGpuModelsHistoryApart) {
   const Result slower = harness({"nightly", "--ingest", (dir / "h200-slow.json").string()});
   EXPECT_EQ(slower.code, 1) << slower.output;
   EXPECT_NE(slower.output.find("REGRESSION train_step_bench/BM_TrainStep/stage2/fp8:on/data:synthetic on NVIDIA H200"),
-            std::string::npos) << slower.output;
+            std::string::npos)
+      << slower.output;
 
   // `query history` names each row's GPU and can keep one.
   const Result h100_rows = harness({"query", "history", "--format", "csv", "--suite", "train_step_bench", "--name",
@@ -140,7 +150,8 @@ TEST_F(RecordE2E, NightlyReportsAChangePointOnceThenTracksIt) {
   EXPECT_EQ(found.code, 1) << found.output;
   EXPECT_NE(found.output.find("NEW CHANGE POINT train_step_bench/BM_TrainStep/stage2/fp8:on/data:synthetic on NVIDIA "
                               "H200: +6."),
-            std::string::npos) << found.output;
+            std::string::npos)
+      << found.output;
   EXPECT_NE(found.output.find("since 2026-12-09 12:00 UTC (bad1dea)"), std::string::npos) << found.output;
 
   dir.write("same.json", step_night_json("2026-12-10T12:00:00+00:00", "NVIDIA H200", 700.0, "feed1234"));
@@ -155,8 +166,8 @@ TEST_F(RecordE2E, NightlyReportsAChangePointOnceThenTracksIt) {
   EXPECT_NE(md.find("## Change points"), std::string::npos) << md;
   EXPECT_NE(md.find("2026-12-09 12:00 UTC (bad1dea)"), std::string::npos) << md;
 
-  const Result stored = harness({"query", "sql", "--format", "csv",
-                                 "SELECT start_night, start_commit, found_night, status FROM change_points"});
+  const Result stored = harness(
+      {"query", "sql", "--format", "csv", "SELECT start_night, start_commit, found_night, status FROM change_points"});
   ASSERT_EQ(stored.code, 0) << stored.output;
   EXPECT_NE(stored.output.find("2026-12-09T12:00:00Z,bad1dea5,2026-12-09T12:00:00Z,open"), std::string::npos)
       << stored.output;
@@ -185,7 +196,8 @@ TEST_F(RecordE2E, CommittedDeviceHistoryIsListedByQuery) {
   ASSERT_TRUE(r.code == 0 || r.code == 1) << r.output;  // 1: the detection flagged a slower newest call
   EXPECT_EQ(r.output.find("failed or skipped"), std::string::npos) << r.output;
 
-  const Result nights = harness({"query", "sql", "--format", "csv", "SELECT COUNT(DISTINCT recorded_at) AS nights FROM benchmark_results"});
+  const Result nights = harness(
+      {"query", "sql", "--format", "csv", "SELECT COUNT(DISTINCT recorded_at) AS nights FROM benchmark_results"});
   ASSERT_EQ(nights.code, 0) << nights.output;
   size_t files = 0;
   for (const auto& e : std::filesystem::directory_iterator(folder)) files += e.path().extension() == ".json" ? 1 : 0;
@@ -195,8 +207,8 @@ TEST_F(RecordE2E, CommittedDeviceHistoryIsListedByQuery) {
                                "BM_TrainStep/stage2/fp8:on/data:synthetic"});
   ASSERT_EQ(step.code, 0) << step.output;
   EXPECT_NE(step.output.find("bef7594e51ea34876360e419bca0be8df5eb201c,684461486.8"), std::string::npos) << step.output;
-  const Result attention = harness({"query", "history", "--format", "csv", "--name",
-                                    "BM_AttentionForward/variant:11/window:640/manual_time"});
+  const Result attention = harness(
+      {"query", "history", "--format", "csv", "--name", "BM_AttentionForward/variant:11/window:640/manual_time"});
   ASSERT_EQ(attention.code, 0) << attention.output;
   EXPECT_NE(attention.output.find("attention_bench"), std::string::npos) << attention.output;
   EXPECT_NE(attention.output.find("2026-12-04T20:57:31Z"), std::string::npos) << attention.output;

@@ -249,8 +249,19 @@ TEST_F(RecordE2E, CorruptDatabaseIsAClearError) {
 }
 
 TEST_F(RecordE2E, ParallelRunsGetDevicePartitions) {
-  std::vector<std::string> args = {"record", "--runs", "2", "--name", "sweep", "--parallel", "2", "--gpus", "2",
-                                   "--quiet", "--", "sh", "-c",
+  std::vector<std::string> args = {"record",
+                                   "--runs",
+                                   "2",
+                                   "--name",
+                                   "sweep",
+                                   "--parallel",
+                                   "2",
+                                   "--gpus",
+                                   "2",
+                                   "--quiet",
+                                   "--",
+                                   "sh",
+                                   "-c",
                                    "echo $CUDA_VISIBLE_DEVICES > {out}/devices; exec " + kBin +
                                        "synthetic_trainer --seed {seed} --run-id {run_id} --out {out} --mean 3.2"};
   const Result r = harness(args, {{"CUDA_VISIBLE_DEVICES", "4,5,6,7"}});
@@ -297,14 +308,17 @@ TEST_F(RecordE2E, BackendAndSetsReachTheTrainerAndTheStoredCommand) {
 }
 
 TEST_F(RecordE2E, ImportMakesOneArmPerFolder) {
-  const std::string good = "step:0/10 val_loss:10.8 train_time:0ms step_avg:0ms\nstep:10/10 val_loss:3.2500 train_time:900ms step_avg:90ms\n";
+  const std::string good =
+      "step:0/10 val_loss:10.8 train_time:0ms step_avg:0ms\nstep:10/10 val_loss:3.2500 train_time:900ms "
+      "step_avg:90ms\n";
   const std::string other = "step:10/10 val_loss:3.2600 train_time:950ms step_avg:95ms\n";
   dir.write("logs/base/a.txt", good);
   dir.write("logs/base/b.txt", other);
   dir.write("logs/base/notes.md", "ignored");
   dir.write("logs/branch/c.txt", good + good);  // two runs in one file
   dir.write("logs/branch/d.txt", "step:5/10 train_time:400ms step_avg:80ms\n");
-  const Result r = harness({"import", (dir / "logs").string(), "--name", "sweep", "--format", "json", "--target", "3.5"});
+  const Result r =
+      harness({"import", (dir / "logs").string(), "--name", "sweep", "--format", "json", "--target", "3.5"});
   ASSERT_EQ(r.code, 0) << r.output;  // the incomplete run is listed, not counted
   auto doc = nlohmann::json::parse(r.output.substr(r.output.find('{')));
   ASSERT_EQ(doc["arms"].size(), 2u);

@@ -54,7 +54,8 @@ TEST(Svg, StripChartDrawsADotPerValueAndAMeanPerGroup) {
 sql::Table sample_table() {
   sql::Table t;
   t.columns = {"id", "name", "loss"};
-  t.rows = {{std::int64_t{1}, std::string("a,b"), 3.25}, {std::int64_t{2}, std::string("say \"hi\""), std::monostate{}}};
+  t.rows = {{std::int64_t{1}, std::string("a,b"), 3.25},
+            {std::int64_t{2}, std::string("say \"hi\""), std::monostate{}}};
   return t;
 }
 
@@ -102,8 +103,9 @@ ExitInfo exited(int code) {
   return e;
 }
 
-constexpr const char* kGoodLog = "step:0/10 val_loss:10.8 train_time:0ms step_avg:0ms\n"
-                                 "step:10/10 val_loss:3.2500 train_time:900ms step_avg:90ms\n";
+constexpr const char* kGoodLog =
+    "step:0/10 val_loss:10.8 train_time:0ms step_avg:0ms\n"
+    "step:10/10 val_loss:3.2500 train_time:900ms step_avg:90ms\n";
 
 TEST(Harvest, CleanExitWithFinalValidationIsOk) {
   TempDir dir;
@@ -133,14 +135,17 @@ TEST(Harvest, ExitCodesMapToStatuses) {
   const RunRecord bad_input = harvest_run(plan_in(dir, "error: --recipe: no recipe 'x'\n"), exited(2), RunEnd::exited);
   EXPECT_EQ(bad_input.status, RunStatus::failed);
   EXPECT_NE(bad_input.reason.find("rejected its input (exit code 2); last output: \"error: --recipe: no recipe 'x'\""),
-            std::string::npos) << bad_input.reason;
+            std::string::npos)
+      << bad_input.reason;
   EXPECT_EQ(harvest_run(plan_in(dir, kGoodLog), exited(1), RunEnd::exited).status, RunStatus::failed);
   ExitInfo segv;
   segv.signal = 11;
-  EXPECT_NE(harvest_run(plan_in(dir, kGoodLog), segv, RunEnd::exited).reason.find("crashed: signal 11"), std::string::npos);
+  EXPECT_NE(harvest_run(plan_in(dir, kGoodLog), segv, RunEnd::exited).reason.find("crashed: signal 11"),
+            std::string::npos);
   EXPECT_EQ(harvest_run(plan_in(dir, kGoodLog), segv, RunEnd::timed_out, 5.0).status, RunStatus::timeout);
   EXPECT_EQ(harvest_run(plan_in(dir, kGoodLog), segv, RunEnd::interrupted).status, RunStatus::killed);
-  const RunRecord early = harvest_run(plan_in(dir, "step:5/10 train_time:1ms step_avg:0.2ms\n"), exited(0), RunEnd::exited);
+  const RunRecord early =
+      harvest_run(plan_in(dir, "step:5/10 train_time:1ms step_avg:0.2ms\n"), exited(0), RunEnd::exited);
   EXPECT_EQ(early.status, RunStatus::incomplete);
   EXPECT_NE(early.reason.find("exited 0 but stopped at step 5/10"), std::string::npos) << early.reason;
 }
@@ -150,7 +155,9 @@ TEST(Harvest, RunCutShortAtAValidationIsIncompleteEvenWithASummaryLoss) {
   TempDir dir;
   dir.write("r4.json", R"({"final_val_loss":3.2905,"steps":2250,"total_steps":2315})");
   const RunRecord r = harvest_run(
-      plan_in(dir, "step:2249/2315 train_time:1ms step_avg:1ms\nstep:2250/2315 val_loss:3.2905 train_time:2ms step_avg:1ms\n"),
+      plan_in(
+          dir,
+          "step:2249/2315 train_time:1ms step_avg:1ms\nstep:2250/2315 val_loss:3.2905 train_time:2ms step_avg:1ms\n"),
       exited(0), RunEnd::exited);
   EXPECT_EQ(r.status, RunStatus::incomplete) << r.reason;
   EXPECT_FALSE(r.final_val_loss);
@@ -171,7 +178,8 @@ TEST(Harvest, SummaryProvenanceIsKept) {
 
 TEST(Harvest, CycledTrainDataIsKeptAsRunParams) {
   TempDir dir;
-  dir.write("r4.json", R"({"steps":10,"total_steps":10,"final_val_loss":3.25,"train_data":{"cycled":true,"passes":6}})");
+  dir.write("r4.json",
+            R"({"steps":10,"total_steps":10,"final_val_loss":3.25,"train_data":{"cycled":true,"passes":6}})");
   const RunRecord r = harvest_run(plan_in(dir, kGoodLog), exited(0), RunEnd::exited);
   EXPECT_EQ(r.params.at("train_data_cycled"), "1");
   EXPECT_EQ(r.params.at("train_data_passes"), "6");

@@ -30,8 +30,9 @@ TEST(RevisionCheck, ABuildDirOfAnotherCommitMakesTheNameALabelOnly) {
   const RevisionCheck unknown = check_arm_revision({"candidate", "no-such-rev", "", "/b/cand", {"0000000"}});
   EXPECT_FALSE(unknown.mismatch);
   EXPECT_TRUE(unknown.label_only);
-  EXPECT_EQ(unknown.sentence, "candidate 'no-such-rev' is a label only: the trainer in /b/cand reports 0000000, and "
-                              "'no-such-rev' names no commit here");
+  EXPECT_EQ(unknown.sentence,
+            "candidate 'no-such-rev' is a label only: the trainer in /b/cand reports 0000000, and "
+            "'no-such-rev' names no commit here");
   const RevisionCheck other = check_arm_revision({"baseline", "main", kMain, "/b/base", {"0000000"}});
   EXPECT_TRUE(other.label_only);
   EXPECT_NE(other.sentence.find("'main' is commit bffc9f5a0e1d here"), std::string::npos) << other.sentence;

@@ -18,8 +18,9 @@ namespace {
 
 using testing::TempDir;
 
-constexpr const char* kLog = "step:0/26 val_loss:10.8253 train_time:0ms step_avg:0ms\n"
-                             "step:26/26 val_loss:9.0815 train_time:900ms step_avg:34.6ms\n";
+constexpr const char* kLog =
+    "step:0/26 val_loss:10.8253 train_time:0ms step_avg:0ms\n"
+    "step:26/26 val_loss:9.0815 train_time:900ms step_avg:34.6ms\n";
 
 RunPlan plan_in(const TempDir& dir, const std::string& log, const std::string& run_id = "r1") {
   RunPlan plan;
@@ -48,8 +49,9 @@ TEST(RunChecks, NegativeLossesAndStepsBeyondTheTotalAreProblems) {
 }
 
 TEST(RunChecksLog, NegativeFinalLossIsInvalidNotComplete) {
-  const auto runs = parse_log("step:0/26 val_loss:10.8 train_time:0ms step_avg:0ms\n"
-                              "step:26/26 val_loss:-6.92 train_time:9ms step_avg:1ms\n");
+  const auto runs = parse_log(
+      "step:0/26 val_loss:10.8 train_time:0ms step_avg:0ms\n"
+      "step:26/26 val_loss:-6.92 train_time:9ms step_avg:1ms\n");
   EXPECT_EQ(runs.at(0).outcome, LogOutcome::invalid);
   EXPECT_NE(runs[0].reason.find("negative"), std::string::npos) << runs[0].reason;
   EXPECT_EQ(record_from_log(runs[0], "x.txt").status, RunStatus::failed);
@@ -57,12 +59,14 @@ TEST(RunChecksLog, NegativeFinalLossIsInvalidNotComplete) {
 
 TEST(RunChecksLog, DifferentDuplicateFinalLinesAreInvalidAndEqualOnesFine) {
   const std::string head = "step:0/26 val_loss:10.8 train_time:0ms step_avg:0ms\n";
-  auto runs = parse_log(head + "step:26/26 val_loss:6.9618 train_time:9ms step_avg:1ms\n"
-                               "step:26/26 val_loss:5.0000 train_time:9ms step_avg:1ms\n");
+  auto runs = parse_log(head +
+                        "step:26/26 val_loss:6.9618 train_time:9ms step_avg:1ms\n"
+                        "step:26/26 val_loss:5.0000 train_time:9ms step_avg:1ms\n");
   EXPECT_EQ(runs.at(0).outcome, LogOutcome::invalid);
   EXPECT_NE(runs[0].reason.find("two different final validations"), std::string::npos) << runs[0].reason;
-  runs = parse_log(head + "step:26/26 val_loss:6.9618 train_time:9ms step_avg:1ms\n"
-                          "step:26/26 val_loss:6.9618 train_time:9ms step_avg:1ms\n");
+  runs = parse_log(head +
+                   "step:26/26 val_loss:6.9618 train_time:9ms step_avg:1ms\n"
+                   "step:26/26 val_loss:6.9618 train_time:9ms step_avg:1ms\n");
   EXPECT_EQ(runs.at(0).outcome, LogOutcome::complete);
 }
 
@@ -78,9 +82,9 @@ TEST(RunChecksLog, ALineCutAnywhereBeforeItsTimeIsNeverAResult) {
 }
 
 TEST(RunChecksSummary, NegativeLossesCountsAndStepsBeyondTheTotalAreRefused) {
-  for (const char* text : {R"({"final_val_loss":-6.92})", R"({"total_steps":-1})", R"({"steps":-3})",
-                           R"({"steps":30,"total_steps":26})", R"({"tokens":-1})", R"({"world_size":0})",
-                           R"({"val_history":[{"step":0,"val_loss":-1.0}]})"}) {
+  for (const char* text :
+       {R"({"final_val_loss":-6.92})", R"({"total_steps":-1})", R"({"steps":-3})", R"({"steps":30,"total_steps":26})",
+        R"({"tokens":-1})", R"({"world_size":0})", R"({"val_history":[{"step":0,"val_loss":-1.0}]})"}) {
     EXPECT_THROW(parse_run_summary(text, "s.json"), gpt::Error) << text;
   }
   EXPECT_NO_THROW(parse_run_summary(R"({"final_val_loss":"inf","steps":3,"total_steps":26})", "s.json"));

@@ -294,7 +294,9 @@ TEST(Store, ReadOnlyRefusesWritesAndMissingFile) {
   Store ro = Store::open(dir / "r.db", sql::OpenOptions{true, 5000});
   EXPECT_EQ(ro.sweeps().size(), 1u);
   EXPECT_THROW(ro.db().exec("DELETE FROM sweeps"), gpt::Error);
-  EXPECT_NE(error_of([&] { Store::open(dir / "none.db", sql::OpenOptions{true, 5000}); }).find("no database at"),
+  EXPECT_NE(error_of([&] {
+              Store::open(dir / "none.db", sql::OpenOptions{true, 5000});
+            }).find("no database at"),
             std::string::npos);
 }
 
@@ -417,8 +419,19 @@ TEST(StoreTrust, SpooledRunsAreStoredAndRemoved) {
 TEST(StoreChangePoints, SavedUpdatedAndNeverDoubled) {
   TempDir dir;
   Store store = Store::open(dir / "h.db");
-  ChangePointRecord r{0, "bench", "BM_X", "NVIDIA H200", "2026-12-08T12:00:00Z", "bad1dea", "2026-12-08T12:00:00Z",
-                      "bad1dea", 100.0, 0.05, 0.02, "open", ""};
+  ChangePointRecord r{0,
+                      "bench",
+                      "BM_X",
+                      "NVIDIA H200",
+                      "2026-12-08T12:00:00Z",
+                      "bad1dea",
+                      "2026-12-08T12:00:00Z",
+                      "bad1dea",
+                      100.0,
+                      0.05,
+                      0.02,
+                      "open",
+                      ""};
   r.id = save_change_point(store, r);
   EXPECT_GT(r.id, 0);
   r.status = "resolved";

@@ -57,7 +57,8 @@ TEST_F(TrustE2E, RunCutAtAValidationIsIncompleteAndTheReportShowsItsLastStep) {
 }
 
 TEST_F(TrustE2E, DeclaredEarlyStopStepMakesTheCutRunOk) {
-  const Result r = record(2, {"--mean", "3.2"}, {"--early-stop-step", "10", "--target", "3.9"}, {{"SYNTH_MODE", "cut"}});
+  const Result r =
+      record(2, {"--mean", "3.2"}, {"--early-stop-step", "10", "--target", "3.9"}, {{"SYNTH_MODE", "cut"}});
   ASSERT_EQ(r.code, 0) << r.output;
   for (const auto& run : runs()) EXPECT_EQ(run.status, RunStatus::ok) << run.reason;
 }
@@ -99,8 +100,8 @@ TEST_F(TrustE2E, RunFinishedWhileTheDatabaseIsLockedIsSpooledAndStoredLater) {
 
 // A database busy when a sweep ends is not a failed record check (exit 1): its own code, and the way to store them.
 TEST_F(TrustE2E, SpooledRunsExitWithTheirOwnCodeNamingResume) {
-  std::vector<std::string> args = {"record",       "--runs", "1",    "--name", "sweep",
-                                   "--db-timeout", "100",    "--target", "3.28", "--"};
+  std::vector<std::string> args = {"record",       "--runs", "1",        "--name", "sweep",
+                                   "--db-timeout", "100",    "--target", "3.28",   "--"};
   for (auto& a : synthetic({"--step-sleep-ms", "40", "--mean", "3.2"})) args.push_back(a);
   Process p = start(args);
   wait_for_sweep("sweep");
@@ -120,9 +121,12 @@ TEST_F(TrustE2E, SpooledRunsExitWithTheirOwnCodeNamingResume) {
 // Issue: kill -9 of the harness left trainers running, and --resume started the same seed beside them.
 TEST_F(TrustE2E, TrainersDieWithTheHarnessAndABusyRunFolderIsNotReused) {
   const std::string trainer = kBin + "synthetic_trainer --seed {seed} --run-id {run_id} --out {out} --mode hang";
-  std::vector<std::string> args = {"record", "--runs", "1", "--name", "sweep", "--quiet", "--", "sh", "-c",
-                                   "sleep 30 & echo $! > {out}/straggler.pid; echo $$ > {out}/trainer.pid; exec " +
-                                       trainer};
+  std::vector<std::string> args = {
+      "record", "--runs",
+      "1",      "--name",
+      "sweep",  "--quiet",
+      "--",     "sh",
+      "-c",     "sleep 30 & echo $! > {out}/straggler.pid; echo $$ > {out}/trainer.pid; exec " + trainer};
   Process p = start(args);
   const pid_t trainer_pid = read_pid(run_dir("sweep", 0) / "trainer.pid");
   const pid_t straggler = read_pid(run_dir("sweep", 0) / "straggler.pid");
@@ -192,7 +196,8 @@ TEST_F(TrustE2E, ConcurrentRecordsOnANewDatabaseGetDistinctSweeps) {
 
 TEST_F(TrustE2E, ReadingCommandsRefuseAMissingOrEmptyDatabasePath) {
   const auto missing = dir / "typo" / "speedrun.db";
-  Process p = Process::start(LaunchSpec{{kBin + "harness", "--db", missing.string(), "query", "runs"}, dir / "o.txt", {}});
+  Process p =
+      Process::start(LaunchSpec{{kBin + "harness", "--db", missing.string(), "query", "runs"}, dir / "o.txt", {}});
   const ExitInfo exit = p.wait();
   EXPECT_EQ(exit.exit_code, 2);
   EXPECT_NE(read_file(dir / "o.txt").find("no database at"), std::string::npos) << read_file(dir / "o.txt");
@@ -235,8 +240,8 @@ TEST_F(TrustE2E, DamagedPagesAreDetectedOnOpen) {
     }
     ::close(fd);
   }
-  for (const std::vector<std::string>& args : {std::vector<std::string>{"query", "runs"},
-                                               std::vector<std::string>{"record", "--resume", "sweep"}}) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"query", "runs"}, std::vector<std::string>{"record", "--resume", "sweep"}}) {
     const Result r = harness(args);
     EXPECT_EQ(r.code, 2) << r.output;
     // The schema itself fills more than the first page: damage there shows as soon as the schema is read.

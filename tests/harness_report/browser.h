@@ -38,10 +38,10 @@ struct BrowserRun {
 // Renders an existing page (its links to other files of a site resolve beside it).
 inline BrowserRun render_file(const TempDir& dir, const std::string& name, const std::filesystem::path& page) {
   const auto png = dir / (name + ".png");
-  const auto r = slurm::run_command({"timeout", "90", "chromium", "--headless", "--no-sandbox", "--disable-gpu",
-                                     "--user-data-dir=" + (dir / ("profile-" + name)).string(),
-                                     "--enable-logging=stderr", "--v=0", "--window-size=1200,1600",
-                                     "--screenshot=" + png.string(), "file://" + page.string()});
+  const auto r =
+      slurm::run_command({"timeout", "90", "chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                          "--user-data-dir=" + (dir / ("profile-" + name)).string(), "--enable-logging=stderr", "--v=0",
+                          "--window-size=1200,1600", "--screenshot=" + png.string(), "file://" + page.string()});
   BrowserRun run;
   run.stderr_text = r.err;
   std::istringstream lines(r.err);

@@ -92,7 +92,8 @@ TEST(HtmlPlots, LogAxisOnlyOverOrdersOfMagnitude) {
 
 TEST(HtmlPlots, ManyArmsGetRowsAndLabelsThatDoNotOverlap) {
   html::DotPlot plot{"train time", "ms", {}, std::nullopt, ""};
-  for (int a = 0; a < 60; ++a) plot.rows.push_back({"arm number " + std::to_string(a), {100.0 * (a + 1), 120.0 * (a + 1)}});
+  for (int a = 0; a < 60; ++a)
+    plot.rows.push_back({"arm number " + std::to_string(a), {100.0 * (a + 1), 120.0 * (a + 1)}});
   const std::string svg = html::render_dot_plot(plot, 700);
   const auto rows = labels(svg, "rowlabel");
   ASSERT_EQ(rows.size(), 60u);
@@ -162,8 +163,9 @@ TEST(HtmlReport, ReproduceCommandQuotesArguments) {
   sweep.runs_planned = 4;
   sweep.command = R"(["/my dir/train_gpt","--seed","{seed}"])";
   const auto cmd = reproduce_command(sweep, {{"launcher", "slurm"}, {"data", "data/default"}, {"first_seed", "0"}});
-  EXPECT_EQ(cmd, "harness record --runs 4 --recipe tiny --data data/default --launcher slurm -- '/my dir/train_gpt' "
-                 "--seed {seed}");
+  EXPECT_EQ(cmd,
+            "harness record --runs 4 --recipe tiny --data data/default --launcher slurm -- '/my dir/train_gpt' "
+            "--seed {seed}");
   sweep.kind = "import";
   EXPECT_EQ(reproduce_command(sweep, {}), "");
 }
@@ -171,7 +173,8 @@ TEST(HtmlReport, ReproduceCommandQuotesArguments) {
 TEST(HtmlBrowser, ConsoleErrorsAreDetected) {
   if (!have_chromium()) GTEST_SKIP() << "chromium is not installed (Debian package `chromium`)";
   TempDir dir;
-  const auto run = render(dir, "broken", "<!DOCTYPE html><html><body><p>x</p><script>missing_function();</script></body></html>");
+  const auto run =
+      render(dir, "broken", "<!DOCTYPE html><html><body><p>x</p><script>missing_function();</script></body></html>");
   ASSERT_FALSE(run.console.empty()) << "the console check would miss errors; chromium said:\n" << run.stderr_text;
   EXPECT_NE(run.console[0].find("missing_function"), std::string::npos) << run.console[0];
 }

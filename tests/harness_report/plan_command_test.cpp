@@ -75,10 +75,10 @@ TEST(PlanCommand, FromAStoredSweepAndBadInput) {
   EXPECT_TRUE(std::filesystem::exists(dir / "rep" / "report.html"));
   EXPECT_TRUE(std::filesystem::exists(dir / "rep" / "report.md"));
 
-  for (const std::vector<std::string>& bad : {std::vector<std::string>{"plan", "--mean", "3.2"},
-                                              std::vector<std::string>{"plan", "--sweep", "missing"},
-                                              std::vector<std::string>{"plan", "--sweep", "s", "--mean", "3", "--std", "1"},
-                                              std::vector<std::string>{"plan", "--mean", "3", "--std", "1", "--runs", "1"}}) {
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"plan", "--mean", "3.2"}, std::vector<std::string>{"plan", "--sweep", "missing"},
+        std::vector<std::string>{"plan", "--sweep", "s", "--mean", "3", "--std", "1"},
+        std::vector<std::string>{"plan", "--mean", "3", "--std", "1", "--runs", "1"}}) {
     const auto [bad_code, bad_out] = run_harness(dir, bad);
     EXPECT_EQ(bad_code, 2) << bad_out;
     EXPECT_NE(bad_out.find("--"), std::string::npos) << bad_out;  // names a flag

@@ -111,8 +111,8 @@ TEST(Site, WritesIndexSweepAndBenchmarkPages) {
   EXPECT_NE(index.find("record-tiny-1"), std::string::npos);
   EXPECT_NE(index.find("PASS"), std::string::npos);
   EXPECT_NE(index.find("records.html"), std::string::npos);
-  const std::string page = "benchmarks/" + page_slug("train_step_bench/BM_TrainStep/stage2/fp8:on/data:synthetic") +
-                           ".html";
+  const std::string page =
+      "benchmarks/" + page_slug("train_step_bench/BM_TrainStep/stage2/fp8:on/data:synthetic") + ".html";
   EXPECT_NE(index.find(page), std::string::npos) << index;
   const std::string bench = read_file(dir / "site" / page);
   EXPECT_NE(bench.find("<h2>on NVIDIA H200</h2>"), std::string::npos);

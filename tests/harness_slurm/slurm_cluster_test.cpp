@@ -53,8 +53,9 @@ class SlurmCluster : public ::testing::Test {
   }
 
   std::vector<std::string> record(const std::string& name, std::vector<std::string> extra) const {
-    std::vector<std::string> argv = {kBin + "harness", "--db", (dir / "db.sqlite").string(), "record", "--name", name,
-                                     "--launcher", "slurm", "--slurm-poll", "0.3"};
+    std::vector<std::string> argv = {
+        kBin + "harness", "--db", (dir / "db.sqlite").string(), "record", "--name", name, "--launcher", "slurm",
+        "--slurm-poll",   "0.3"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
   }
@@ -64,8 +65,9 @@ class SlurmCluster : public ::testing::Test {
     return {exit.exited ? exit.exit_code : 128 + exit.signal, read_file(dir / log)};
   }
   std::vector<std::string> trainer(std::vector<std::string> extra) const {
-    std::vector<std::string> argv = {"--", kBin + "synthetic_trainer", "--seed", "{seed}", "--run-id", "{run_id}",
-                                     "--out", "{out}", "--mean", "3.2"};
+    std::vector<std::string> argv = {
+        "--", kBin + "synthetic_trainer", "--seed", "{seed}", "--run-id", "{run_id}", "--out", "{out}", "--mean",
+        "3.2"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return argv;
   }
@@ -114,8 +116,8 @@ TEST_F(SlurmCluster, RecordsASweepAndResumesAfterTheHarnessIsGone) {
   const std::string job0 = job_id_of(dir / "runs" / "s2" / "s2-seed0");
   const std::string job1 = job_id_of(dir / "runs" / "s2" / "s2-seed1");
   ASSERT_EQ(slurm::run_command({"scancel", job1}).status, 0);
-  const auto [code2, out2] = run({kBin + "harness", "--db", (dir / "db.sqlite").string(), "record", "--resume", "s2"},
-                                 "s2-resume.txt");
+  const auto [code2, out2] =
+      run({kBin + "harness", "--db", (dir / "db.sqlite").string(), "record", "--resume", "s2"}, "s2-resume.txt");
   EXPECT_EQ(code2, 1) << out2;  // one ok run is too few for the t-test
   EXPECT_NE(out2.find("adopting Slurm job " + job0), std::string::npos) << out2;
   EXPECT_EQ(out2.find("submitted as Slurm job"), std::string::npos) << out2;
@@ -132,8 +134,8 @@ TEST_F(SlurmCluster, RecordsASweepAndResumesAfterTheHarnessIsGone) {
   EXPECT_EQ(job_id_of(dir / "runs" / "s2" / "s2-seed0"), job0);
 
   // 3. Another --resume re-runs only the cancelled seed, as a new job.
-  const auto [code3, out3] = run({kBin + "harness", "--db", (dir / "db.sqlite").string(), "record", "--resume", "s2"},
-                                 "s2-resume2.txt");
+  const auto [code3, out3] =
+      run({kBin + "harness", "--db", (dir / "db.sqlite").string(), "record", "--resume", "s2"}, "s2-resume2.txt");
   EXPECT_EQ(code3, 0) << out3;
   EXPECT_NE(out3.find("seed 1: submitted as Slurm job"), std::string::npos) << out3;
   EXPECT_NE(job_id_of(dir / "runs" / "s2" / "s2-seed1"), job1);

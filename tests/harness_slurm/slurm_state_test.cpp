@@ -11,7 +11,8 @@ namespace {
 
 TEST(SlurmParse, ScontrolOneLinePerJob) {
   const std::string text =
-      "JobId=12 JobName=sweep UserId=root(0) JobState=RUNNING Reason=None Dependency=(null) ExitCode=0:0 RunTime=00:00:03\n"
+      "JobId=12 JobName=sweep UserId=root(0) JobState=RUNNING Reason=None Dependency=(null) ExitCode=0:0 "
+      "RunTime=00:00:03\n"
       "JobId=13 JobName=sweep JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0\n"
       "JobId=14 JobName=sweep JobState=CANCELLED Reason=None ExitCode=0:15\n"
       "No jobs in the system\n";

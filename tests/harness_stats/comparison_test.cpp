@@ -113,7 +113,8 @@ TEST(AnalyzeComparison, SameSeedsArePairedAndShowASmallSlowdown) {
   ASSERT_TRUE(paired.slowdown.has_value());
   EXPECT_TRUE(paired.too_slow);
   EXPECT_NE(format_comparison(paired, s).find("FAIL: the candidate is slower than 100% of the baseline time"),
-            std::string::npos) << format_comparison(paired, s);
+            std::string::npos)
+      << format_comparison(paired, s);
   // The passing check never reads as a statement that the candidate was above the allowance.
   s.fail_if_slower_pct = 5.0;
   const ComparisonReport allowed = analyze_comparison(cand, base, s);

@@ -31,7 +31,7 @@ BenchmarkHistory history(const std::string& name, size_t nights, size_t reps, do
 // Night-by-night replay, as the nightly job runs: the findings of night k see nights 0..k only and the change points
 // reported before it (each reported once, then tracked: the nights before it leave the tests).
 struct Replay {
-  int alarm_nights = 0;  // nights with at least one confirmed regression
+  int alarm_nights = 0;         // nights with at least one confirmed regression
   std::vector<int> first_flag;  // per benchmark, the first night it was flagged (-1: never)
   std::vector<int> flags;       // per benchmark, the nights it was flagged
   std::vector<std::vector<TrackedChangePoint>> tracked;
@@ -76,8 +76,8 @@ TEST(NightlyCalibration, NoFalseAlarmInTwoHundredNoiseOnlyNightsOfFiftyBenchmark
       std::vector<double> level(120);
       for (auto& l : level) l = 100.0 * (1.0 + wobble(wobble_rng));
       const double noise = 0.005 + 0.015 * static_cast<double>(b) / 49.0;
-      hs.push_back(history("bench" + std::to_string(b), 120, 5, noise, [&](size_t n) { return level[n]; },
-                           seed * 1000 + b));
+      hs.push_back(history(
+          "bench" + std::to_string(b), 120, 5, noise, [&](size_t n) { return level[n]; }, seed * 1000 + b));
     }
     const Replay r = replay(hs, 20);
     EXPECT_EQ(r.alarm_nights, 0) << "seed " << seed;
@@ -89,22 +89,24 @@ TEST(NightlyCalibration, FivePercentStepIsFoundOnItsFirstOrSecondNight) {
   constexpr size_t kStepNight = 40;
   // One benchmark steps at a time (the hardest case for BH), each of 10 across the range of noise.
   for (uint64_t step_in = 0; step_in < 50; step_in += 5) {
-  std::vector<BenchmarkHistory> hs;
-  for (uint64_t b = 0; b < 50; ++b) {
-    const double noise = 0.005 + 0.015 * static_cast<double>(b) / 49.0;
-    const bool stepped = b == step_in;
-    hs.push_back(history("bench" + std::to_string(b), kStepNight + 3, 5, noise,
-                         [&](size_t n) { return stepped && n >= kStepNight ? 105.0 : 100.0; }, 4000 + b));
-  }
-  const Replay r = replay(hs, kStepNight - 5);
-  for (size_t b = 0; b < hs.size(); ++b) {
-    if (b == step_in) {
-      EXPECT_TRUE(r.first_flag[b] == static_cast<int>(kStepNight) || r.first_flag[b] == static_cast<int>(kStepNight + 1))
-          << hs[b].name << " first flagged on night " << r.first_flag[b];
-    } else {
-      EXPECT_EQ(r.first_flag[b], -1) << hs[b].name;
+    std::vector<BenchmarkHistory> hs;
+    for (uint64_t b = 0; b < 50; ++b) {
+      const double noise = 0.005 + 0.015 * static_cast<double>(b) / 49.0;
+      const bool stepped = b == step_in;
+      hs.push_back(history(
+          "bench" + std::to_string(b), kStepNight + 3, 5, noise,
+          [&](size_t n) { return stepped && n >= kStepNight ? 105.0 : 100.0; }, 4000 + b));
     }
-  }
+    const Replay r = replay(hs, kStepNight - 5);
+    for (size_t b = 0; b < hs.size(); ++b) {
+      if (b == step_in) {
+        EXPECT_TRUE(r.first_flag[b] == static_cast<int>(kStepNight) ||
+                    r.first_flag[b] == static_cast<int>(kStepNight + 1))
+            << hs[b].name << " first flagged on night " << r.first_flag[b];
+      } else {
+        EXPECT_EQ(r.first_flag[b], -1) << hs[b].name;
+      }
+    }
   }
 }
 
@@ -114,7 +116,8 @@ TEST(NightlyChangePoints, AStepIsReportedOnceThenTracked) {
   constexpr size_t kStep = 30, kBack = 45;
   auto level = [](size_t n) { return n >= kStep && n < kBack ? 105.0 : 100.0; };
   const std::vector<BenchmarkHistory> hs = {history("gemm", 60, 5, 0.005, level, 21),
-                                            history("quiet", 60, 5, 0.005, [](size_t) { return 100.0; }, 22)};
+                                            history(
+                                                "quiet", 60, 5, 0.005, [](size_t) { return 100.0; }, 22)};
   Replay r = replay(hs, 20, {}, kBack);
   EXPECT_TRUE(r.first_flag[0] == static_cast<int>(kStep) || r.first_flag[0] == static_cast<int>(kStep + 1))
       << r.first_flag[0];
@@ -136,7 +139,8 @@ TEST(NightlyChangePoints, AStepIsReportedOnceThenTracked) {
 // An unchanged night after a reported step: the old code flagged it again and again (the step stays "recent" to
 // the change-point test, and the history before it keeps the new-night test above its minimum effect).
 TEST(NightlyChangePoints, AnUnchangedNightAfterAReportedStepFlagsNothing) {
-  const auto h = history("softmax", 33, 5, 0.005, [](size_t n) { return n >= 30 ? 104.0 : 100.0; }, 4);
+  const auto h = history(
+      "softmax", 33, 5, 0.005, [](size_t n) { return n >= 30 ? 104.0 : 100.0; }, 4);
   std::vector<TrackedChangePoint> tracked;
   BenchmarkHistory first_night = h;
   first_night.nights.resize(31);
@@ -167,9 +171,11 @@ TEST(NightlyChangePoints, StatusesParseAndPrint) {
 TEST(NightlyRegression, NewNightSlowdownIsFlagged) {
   std::vector<BenchmarkHistory> hs;
   for (uint64_t b = 0; b < 6; ++b) {
-    hs.push_back(history("stable" + std::to_string(b), 10, 8, 0.005, [](size_t) { return 50.0; }, 10 + b));
+    hs.push_back(history(
+        "stable" + std::to_string(b), 10, 8, 0.005, [](size_t) { return 50.0; }, 10 + b));
   }
-  hs.push_back(history("gemm", 10, 8, 0.005, [](size_t n) { return n == 9 ? 55.0 : 50.0; }, 99));
+  hs.push_back(history(
+      "gemm", 10, 8, 0.005, [](size_t n) { return n == 9 ? 55.0 : 50.0; }, 99));
   const auto findings = detect_regressions(hs);
   const auto& gemm = findings.back();
   EXPECT_TRUE(gemm.new_night_regression);
@@ -179,7 +185,8 @@ TEST(NightlyRegression, NewNightSlowdownIsFlagged) {
 }
 
 TEST(NightlyRegression, SpeedupIsNotARegression) {
-  const auto h = history("attention", 10, 8, 0.005, [](size_t n) { return n == 9 ? 45.0 : 50.0; }, 5);
+  const auto h = history(
+      "attention", 10, 8, 0.005, [](size_t n) { return n == 9 ? 45.0 : 50.0; }, 5);
   const auto findings = detect_regressions({h});
   EXPECT_GT(findings[0].new_night_p, 0.99);
   EXPECT_FALSE(findings[0].regression());
@@ -188,13 +195,15 @@ TEST(NightlyRegression, SpeedupIsNotARegression) {
 // The minimum effect follows each benchmark's own noise: a 3% step is confirmed on a quiet benchmark
 // and not on one whose nights wander by 2%.
 TEST(NightlyRegression, MinimumEffectFollowsTheBenchmarksOwnNoise) {
-  const auto quiet = history("quiet", 21, 5, 0.002, [](size_t n) { return n == 20 ? 103.0 : 100.0; }, 8);
+  const auto quiet = history(
+      "quiet", 21, 5, 0.002, [](size_t n) { return n == 20 ? 103.0 : 100.0; }, 8);
   std::mt19937_64 rng(9);
   std::normal_distribution<double> wobble(0.0, 0.02);
   std::vector<double> level(21);
   for (auto& l : level) l = 100.0 * (1.0 + wobble(rng));
   level[20] = level[19] * 1.03;
-  const auto noisy = history("noisy", 21, 5, 0.002, [&](size_t n) { return level[n]; }, 10);
+  const auto noisy = history(
+      "noisy", 21, 5, 0.002, [&](size_t n) { return level[n]; }, 10);
   const auto findings = detect_regressions({quiet, noisy});
   EXPECT_TRUE(findings[0].regression());
   EXPECT_NEAR(findings[0].min_effect, 0.02, 1e-12);  // the floor: 3 x its tiny night-to-night CV is less
@@ -205,7 +214,8 @@ TEST(NightlyRegression, MinimumEffectFollowsTheBenchmarksOwnNoise) {
 
 TEST(NightlyRegression, ShiftSeveralNightsAgoIsFoundByTheChangePoint) {
   // Slower from night 14 of 16: the change-point test, under the same BH as the rest, confirms it.
-  const auto h = history("rmsnorm", 16, 5, 0.005, [](size_t n) { return n >= 13 ? 106.0 : 100.0; }, 3);
+  const auto h = history(
+      "rmsnorm", 16, 5, 0.005, [](size_t n) { return n >= 13 ? 106.0 : 100.0; }, 3);
   const auto f = detect_regressions({h})[0];
   ASSERT_FALSE(f.change_points.empty());
   EXPECT_EQ(f.change_points.back(), 13u);
@@ -215,7 +225,8 @@ TEST(NightlyRegression, ShiftSeveralNightsAgoIsFoundByTheChangePoint) {
 }
 
 TEST(NightlyRegression, OldChangePointIsNotTestedAgain) {
-  const auto h = history("softmax", 30, 5, 0.005, [](size_t n) { return n >= 10 ? 104.0 : 100.0; }, 4);
+  const auto h = history(
+      "softmax", 30, 5, 0.005, [](size_t n) { return n >= 10 ? 104.0 : 100.0; }, 4);
   const auto f = detect_regressions({h})[0];
   ASSERT_FALSE(f.change_points.empty());
   EXPECT_EQ(f.change_points.back(), 10u);
@@ -224,8 +235,8 @@ TEST(NightlyRegression, OldChangePointIsNotTestedAgain) {
 }
 
 TEST(NightlyRegression, ShortHistoriesAreNotedNotTested) {
-  const auto findings = detect_regressions({BenchmarkHistory{"new", {{1.0, 1.1}}},
-                                            BenchmarkHistory{"young", {{1.0}, {2.0}, {9.0}}}});
+  const auto findings =
+      detect_regressions({BenchmarkHistory{"new", {{1.0, 1.1}}}, BenchmarkHistory{"young", {{1.0}, {2.0}, {9.0}}}});
   EXPECT_FALSE(findings[0].regression());
   EXPECT_TRUE(std::isnan(findings[0].baseline_mean));
   EXPECT_TRUE(std::isnan(findings[1].new_night_p));  // not tested: too little history

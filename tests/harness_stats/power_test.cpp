@@ -40,7 +40,8 @@ TEST(PowerFixtures, RunsForPowerMatchesIntegration) {
     const double effect = c.at("effect"), alpha = c.at("alpha"), power = c.at("power");
     const auto runs = runs_for_power(effect, alpha, power);
     ASSERT_TRUE(runs.has_value()) << "effect " << effect;
-    EXPECT_EQ(*runs, c.at("runs").get<std::size_t>()) << "effect " << effect << " alpha " << alpha << " power " << power;
+    EXPECT_EQ(*runs, c.at("runs").get<std::size_t>())
+        << "effect " << effect << " alpha " << alpha << " power " << power;
   }
 }
 

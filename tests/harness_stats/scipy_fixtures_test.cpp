@@ -82,8 +82,7 @@ TEST(ScipyFixtures, PublishedRecordPValue) {
 TEST(ScipyFixtures, UpperConfidenceBound) {
   for (const auto& c : fixtures().at("upper_confidence_bound")) {
     const auto x = values(c.at("x"));
-    expect_rel(upper_confidence_bound(x, c.at("confidence")), c.at("ucb"),
-               "n=" + std::to_string(x.size()) + " ucb");
+    expect_rel(upper_confidence_bound(x, c.at("confidence")), c.at("ucb"), "n=" + std::to_string(x.size()) + " ucb");
   }
 }
 

@@ -71,9 +71,7 @@ TEST(OneSampleTLess, ZeroSpreadIsDecisive) {
   EXPECT_EQ(one_sample_t_less(std::vector<double>{3.28, 3.28}, 3.28).p_value, 1.0);
 }
 
-TEST(OneSampleTLess, NeedsTwoRuns) {
-  EXPECT_THROW(one_sample_t_less(std::vector<double>{3.27}, 3.28), gpt::Error);
-}
+TEST(OneSampleTLess, NeedsTwoRuns) { EXPECT_THROW(one_sample_t_less(std::vector<double>{3.27}, 3.28), gpt::Error); }
 
 TEST(UpperConfidenceBound, MatchesTPpf) {
   // mean + t.ppf(0.99, 4) * sem = 3.280431706586676

@@ -36,8 +36,7 @@ TEST_P(GemmTransposes, MatchesNaiveProductInF64) {
   EXPECT_LT(testing::max_relative_error(c.to_doubles(), naive(a.to_doubles(), b.to_doubles(), m, n, k, ta, tb)), 1e-14);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllLayouts, GemmTransposes,
-                         ::testing::Combine(::testing::Bool(), ::testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(AllLayouts, GemmTransposes, ::testing::Combine(::testing::Bool(), ::testing::Bool()));
 
 TEST(Gemm, AlphaBetaAccumulate) {
   Tensor a = random_tensor({4, 3}, DType::f64, 3);
@@ -89,7 +88,7 @@ namespace {
 TEST(Fp8Decode, E4m3KnownValues) {
   EXPECT_EQ(e4m3_to_float(0x38), 1.0f);
   EXPECT_EQ(e4m3_to_float(0xB8), -1.0f);
-  EXPECT_EQ(e4m3_to_float(0x7E), 448.0f);              // largest finite
+  EXPECT_EQ(e4m3_to_float(0x7E), 448.0f);                // largest finite
   EXPECT_EQ(e4m3_to_float(0x01), std::ldexp(1.0f, -9));  // smallest subnormal
   EXPECT_EQ(e4m3_to_float(0x08), std::ldexp(1.0f, -6));  // smallest normal
   EXPECT_EQ(e4m3_to_float(0x00), 0.0f);

@@ -52,8 +52,8 @@ Walk walk_plan(const std::vector<int32_t>& sorted, int64_t rows) {
       const int64_t chunk = pos / kScatterChunk;
       const bool own_slot =
           step.target == partial_slot(chunk, kSlotContinued) || step.target == partial_slot(chunk, kSlotStarted);
-      EXPECT_TRUE(own_slot)
-          << "position " << pos << " stores into slot " << step.target << ", not one of chunk " << chunk;
+      EXPECT_TRUE(own_slot) << "position " << pos << " stores into slot " << step.target << ", not one of chunk "
+                            << chunk;
       EXPECT_TRUE(slots.emplace(step.target, piece).second) << "slot " << step.target << " written twice";
     }
   }
@@ -134,8 +134,8 @@ TEST(ScatterPlan, RunsAtChunkBoundaries) {
     return ids;
   };
   const int64_t c = kScatterChunk;
-  for (const auto& lengths : std::vector<std::vector<int64_t>>{{c, c}, {c - 1, 2, c - 1}, {1, 2 * c, 1},
-                                                               {c + 1, 3 * c - 1, 5}, {2 * c}, {c - 1, 1, 3 * c}}) {
+  for (const auto& lengths : std::vector<std::vector<int64_t>>{
+           {c, c}, {c - 1, 2, c - 1}, {1, 2 * c, 1}, {c + 1, 3 * c - 1, 5}, {2 * c}, {c - 1, 1, 3 * c}}) {
     expect_plan_covers(runs_of(lengths), static_cast<int64_t>(lengths.size()), "runs");
   }
 }

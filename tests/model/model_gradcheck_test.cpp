@@ -78,8 +78,10 @@ class Picker {
     if (name == "resid_lambdas" || name == "post_lambdas") {
       Picks p;
       for (int64_t i = 0; i < 22; ++i) {
-        if (i == 12 || i >= 20) p.unused.push_back(i);  // [6,0] and [10,·]
-        else if (i % 2 == (name == "post_lambdas" ? 0 : 1) || i == 13) p.live.push_back(i);
+        if (i == 12 || i >= 20)
+          p.unused.push_back(i);  // [6,0] and [10,·]
+        else if (i % 2 == (name == "post_lambdas" ? 0 : 1) || i == 13)
+          p.live.push_back(i);
       }
       return p;
     }
@@ -160,7 +162,8 @@ TEST(ModelGradcheck, EveryParameterMatchesCentralDifferencesInF64) {
     double largest = 0;
     for (double g : exact) largest = std::max(largest, std::abs(g));
     EXPECT_GT(largest, 1e-6) << p.name << ": the checked coordinates carry no gradient";
-    for (int64_t i : picks.unused) EXPECT_EQ(analytic[p.name][static_cast<size_t>(i)], 0.0) << p.name << "[" << i << "]";
+    for (int64_t i : picks.unused)
+      EXPECT_EQ(analytic[p.name][static_cast<size_t>(i)], 0.0) << p.name << "[" << i << "]";
     if (!picks.unused.empty()) {
       const std::vector<double> fd_unused = numeric_gradient_at(loss, p.value, picks.unused, 1e-5);
       for (double g : fd_unused) EXPECT_EQ(g, 0.0) << p.name;

@@ -169,13 +169,14 @@ TEST(GptModelQuirks, MtpGradientPastTheBatchEndUsesAllWeights) {
   const auto surrogate = [&] {
     const std::vector<double> z = h.model->logits(mb, cfg).to_doubles();
     // Missing predictions: position T−1 misses k = 1, 2; position T−2 misses k = 2.
-    const double extra = (0.5 + 0.25) * lse_of_softcapped(z, tokens - 1, vocab) +
-                         0.25 * lse_of_softcapped(z, tokens - 2, vocab);
+    const double extra =
+        (0.5 + 0.25) * lse_of_softcapped(z, tokens - 1, vocab) + 0.25 * lse_of_softcapped(z, tokens - 2, vocab);
     return plain() + extra;
   };
   const std::vector<int64_t> lm_idx = {3, 700, 5000, 12345, 24000};
   const std::vector<int64_t> vo_idx = {11, 2400, 30000};
-  for (auto [name, idx, analytic] : {std::tuple{"lm_head", lm_idx, analytic_lm}, std::tuple{"vo_bank", vo_idx, analytic_vo}}) {
+  for (auto [name, idx, analytic] :
+       {std::tuple{"lm_head", lm_idx, analytic_lm}, std::tuple{"vo_bank", vo_idx, analytic_vo}}) {
     Tensor& value = h.value(name);
     std::vector<double> exact;
     for (int64_t i : idx) exact.push_back(analytic[static_cast<size_t>(i)]);
@@ -214,8 +215,10 @@ TEST(GptModelQuirks, BigramPositionOneUsesTheReservedRow) {
   for (int64_t r = 0; r < dims.bigram_rows; ++r) {
     double norm = 0;
     for (int64_t c = 0; c < d; ++c) norm += std::abs(g[static_cast<size_t>(r * d + c)]);
-    if (hit[static_cast<size_t>(r)]) EXPECT_GT(norm, 0.0) << "row " << r;
-    else EXPECT_EQ(norm, 0.0) << "row " << r;
+    if (hit[static_cast<size_t>(r)])
+      EXPECT_GT(norm, 0.0) << "row " << r;
+    else
+      EXPECT_EQ(norm, 0.0) << "row " << r;
   }
 }
 
@@ -236,8 +239,7 @@ TEST(GptModelQuirks, PairedHeadsMapping) {
   const double scale = static_cast<double>(0.7f);  // the op takes τ as a float
   const Var y = taped::attention(tape, taped::constant(q), taped::constant(k), taped::constant(v), cu, cu2,
                                  /*paired=*/true, window, static_cast<float>(scale));
-  const std::vector<double> out = y.value().to_doubles(), qd = q.to_doubles(), kd = k.to_doubles(),
-                            vd = v.to_doubles();
+  const std::vector<double> out = y.value().to_doubles(), qd = q.to_doubles(), kd = k.to_doubles(), vd = v.to_doubles();
   const auto at = [&](const std::vector<double>& a, int64_t t, int64_t h, int64_t c) {
     return a[static_cast<size_t>((t * heads + h) * dim + c)];
   };
@@ -247,7 +249,8 @@ TEST(GptModelQuirks, PairedHeadsMapping) {
       const int64_t row = 2 * t + h / 3, slot = h % 3;  // position in the doubled sequence
       std::vector<double> logits, values;
       std::vector<std::pair<int64_t, int64_t>> keys;  // (token, head) of every visible key
-      for (int64_t r = std::max(2 * seg_start, row - window); r <= row; ++r) keys.emplace_back(r / 2, slot + 3 * (r % 2));
+      for (int64_t r = std::max(2 * seg_start, row - window); r <= row; ++r)
+        keys.emplace_back(r / 2, slot + 3 * (r % 2));
       double m = -INFINITY;
       for (auto [s, g] : keys) {
         double dot = 0;

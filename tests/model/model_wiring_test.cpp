@@ -35,27 +35,35 @@ TEST(ModelWiring, EveryDocumentedLaneIsReadAndNoOtherOne) {
   const Gradients g = gradients_of_small_model(51);
   // Gate MLP biases (§2.6): pre gate reads lanes 0-25 of slot 0, post gate all 41 lanes of slot 1.
   for (int64_t lane = 0; lane < 41; ++lane) {
-    if (lane < 26) EXPECT_NE(g.at("mudd_gate_b2", lane), 0.0) << "pre lane " << lane;
-    else EXPECT_EQ(g.at("mudd_gate_b2", lane), 0.0) << "pre lane " << lane << " is not read";
+    if (lane < 26)
+      EXPECT_NE(g.at("mudd_gate_b2", lane), 0.0) << "pre lane " << lane;
+    else
+      EXPECT_EQ(g.at("mudd_gate_b2", lane), 0.0) << "pre lane " << lane << " is not read";
     EXPECT_NE(g.at("mudd_gate_b2", 41 + lane), 0.0) << "post lane " << lane;
   }
   // Coefficient MLP biases (§2.7): μ reads 14 lanes, μ' 5.
   for (int64_t lane = 0; lane < 14; ++lane) {
     EXPECT_NE(g.at("mudd_b2", lane), 0.0) << "μ" << lane;
-    if (lane < 5) EXPECT_NE(g.at("mudd_b2", 14 + lane), 0.0) << "μ'" << lane;
-    else EXPECT_EQ(g.at("mudd_b2", 14 + lane), 0.0) << "μ'" << lane << " is not read";
+    if (lane < 5)
+      EXPECT_NE(g.at("mudd_b2", 14 + lane), 0.0) << "μ'" << lane;
+    else
+      EXPECT_EQ(g.at("mudd_b2", 14 + lane), 0.0) << "μ'" << lane << " is not read";
   }
   // scalars: λq/λo of every attention layer, λ_smear, λ_skip; layer 6 has none.
   for (int64_t i = 0; i < 24; ++i) {
-    if (i == 12 || i == 13) EXPECT_EQ(g.at("scalars", i), 0.0) << "scalars[" << i << "]";
-    else EXPECT_NE(g.at("scalars", i), 0.0) << "scalars[" << i << "]";
+    if (i == 12 || i == 13)
+      EXPECT_EQ(g.at("scalars", i), 0.0) << "scalars[" << i << "]";
+    else
+      EXPECT_NE(g.at("scalars", i), 0.0) << "scalars[" << i << "]";
   }
   // resid/post lambdas: [i,0] for attention layers 0-9 except 6, [i,1] for MLPs 0-9; layer 10 uses μ instead.
   for (const char* name : {"resid_lambdas", "post_lambdas"}) {
     for (int64_t i = 0; i < 22; ++i) {
       const bool unused = i == 12 || i >= 20;
-      if (unused) EXPECT_EQ(g.at(name, i), 0.0) << name << "[" << i << "]";
-      else EXPECT_NE(g.at(name, i), 0.0) << name << "[" << i << "]";
+      if (unused)
+        EXPECT_EQ(g.at(name, i), 0.0) << name << "[" << i << "]";
+      else
+        EXPECT_NE(g.at(name, i), 0.0) << name << "[" << i << "]";
     }
   }
   // ve_gate_bank: gates 0-3 (layers 1, 2, 8, 9) are read, gate 4 is not (layer 10 uses μ6/μ7).
@@ -64,8 +72,10 @@ TEST(ModelWiring, EveryDocumentedLaneIsReadAndNoOtherOne) {
   for (size_t q = 0; q < 5; ++q) {
     double norm = 0;
     for (size_t i = q * per_gate; i < (q + 1) * per_gate; ++i) norm += std::abs(ve[i]);
-    if (q < 4) EXPECT_GT(norm, 0.0) << "ve_gate_bank[" << q << "]";
-    else EXPECT_EQ(norm, 0.0) << "ve_gate_bank[4]";
+    if (q < 4)
+      EXPECT_GT(norm, 0.0) << "ve_gate_bank[" << q << "]";
+    else
+      EXPECT_EQ(norm, 0.0) << "ve_gate_bank[4]";
   }
   // mlp_bank: the 11 layers read their W1 and W2; padding slot 11 gets nothing.
   const ModelDims dims = small_dims();
@@ -74,8 +84,10 @@ TEST(ModelWiring, EveryDocumentedLaneIsReadAndNoOtherOne) {
   for (size_t k = 0; k < 24; ++k) {
     double norm = 0;
     for (size_t i = k * matrix; i < (k + 1) * matrix; ++i) norm += std::abs(mlp[i]);
-    if (k < 22) EXPECT_GT(norm, 0.0) << "mlp matrix " << k;
-    else EXPECT_EQ(norm, 0.0) << "mlp padding matrix " << k;
+    if (k < 22)
+      EXPECT_GT(norm, 0.0) << "mlp matrix " << k;
+    else
+      EXPECT_EQ(norm, 0.0) << "mlp padding matrix " << k;
   }
   // Every attention bank slot (60 qk, 20 vo at W = 1) is live.
   const size_t qk_slot = static_cast<size_t>(2 * dims.head_dim * dims.model_dim);

@@ -12,8 +12,8 @@ namespace gpt::testing {
 namespace {
 
 LockstepStep step(size_t index, const char* label, double value, double dout, double input) {
-  return {.index = index, .label = label, .value_error = value, .dout_error = dout, .input_error = input,
-          .worst_input = 1};
+  return {
+      .index = index, .label = label, .value_error = value, .dout_error = dout, .input_error = input, .worst_input = 1};
 }
 
 TEST(RelativeError, ZeroForEqualVectorsAndInfForNonFiniteOrMismatchedSizes) {
@@ -36,15 +36,15 @@ TEST(FirstStepOver, NamesTheFirstStepPastEitherTolerance) {
 
 TEST(FirstStepWorseThan, ComparesEachColumnWithTheBaselineAtTheSameStep) {
   const LockstepReport baseline = {step(2, "loss", 0, 0, 0.01), step(1, "linear", 0.01, 0.01, 0.01)};
-  EXPECT_EQ(first_step_worse_than({step(2, "loss", 0, 0, 0.02), step(1, "linear", 0.03, 0.03, 0.03)}, baseline,
-                                  3.0, 1e-3),
-            "");
+  EXPECT_EQ(
+      first_step_worse_than({step(2, "loss", 0, 0, 0.02), step(1, "linear", 0.03, 0.03, 0.03)}, baseline, 3.0, 1e-3),
+      "");
   // The floor admits small errors where the baseline is exactly zero.
-  EXPECT_EQ(first_step_worse_than({step(2, "loss", 5e-4, 0, 0.01), step(1, "linear", 0.01, 0.01, 0.01)}, baseline,
-                                  3.0, 1e-3),
-            "");
-  const std::string dout = first_step_worse_than(
-      {step(2, "loss", 0, 0, 0.01), step(1, "linear", 0.01, 0.05, 0.01)}, baseline, 3.0, 1e-3);
+  EXPECT_EQ(
+      first_step_worse_than({step(2, "loss", 5e-4, 0, 0.01), step(1, "linear", 0.01, 0.01, 0.01)}, baseline, 3.0, 1e-3),
+      "");
+  const std::string dout =
+      first_step_worse_than({step(2, "loss", 0, 0, 0.01), step(1, "linear", 0.01, 0.05, 0.01)}, baseline, 3.0, 1e-3);
   EXPECT_NE(dout.find("step 1 (linear)"), std::string::npos) << dout;
   EXPECT_NE(dout.find("precision baseline"), std::string::npos) << dout;
   EXPECT_NE(first_step_worse_than({step(2, "loss", 0, 0, 0.01)}, baseline, 3.0, 1e-3), "");
@@ -52,12 +52,10 @@ TEST(FirstStepWorseThan, ComparesEachColumnWithTheBaselineAtTheSameStep) {
 
 class ModelLockstep : public ::testing::Test {
  protected:
-  ModelLockstep() : weights_(init_weights(small_dims(), 5, DType::f64, Device::cpu)) {
-    perturb_relative(weights_, 9);
-  }
+  ModelLockstep() : weights_(init_weights(small_dims(), 5, DType::f64, Device::cpu)) { perturb_relative(weights_, 9); }
   Microbatch batch() const {
-    return make_microbatch({20, 45, 9, 32, 23}, small_dims().vocab, static_cast<int32_t>(small_dims().bigram_rows),
-                           0, 4, 16);
+    return make_microbatch({20, 45, 9, 32, 23}, small_dims().vocab, static_cast<int32_t>(small_dims().bigram_rows), 0,
+                           4, 16);
   }
   StepConfig config(DType dtype) const {
     StepConfig c = make_config(small_dims(), 256, dtype, 12, 28, 0.3);

@@ -26,9 +26,10 @@ inline std::optional<std::filesystem::path> mpirun_path() {
   return std::nullopt;
 }
 
-#define SKIP_WITHOUT_MPIRUN()                                                                                   \
-  if (!::gpt::test::mpirun_path()) GTEST_SKIP() << "mpirun is not on PATH (Debian: openmpi-bin): the multi-rank " \
-                                                   "tests start their ranks with it"
+#define SKIP_WITHOUT_MPIRUN()                                                    \
+  if (!::gpt::test::mpirun_path())                                               \
+  GTEST_SKIP() << "mpirun is not on PATH (Debian: openmpi-bin): the multi-rank " \
+                  "tests start their ranks with it"
 
 // `mpirun -np N` on this machine, as a shell prefix.
 inline std::string mpirun_prefix(int ranks) {

@@ -90,12 +90,11 @@ TEST_F(MultiRankRun, TinyAtFourSlicesEqualsOneRankOverTwoAndFourRanks) {
       const double loss = s["val_history"][i]["val_loss"].get<double>();
       const double base_loss = base["val_history"][i]["val_loss"].get<double>();
       EXPECT_NEAR(loss, base_loss, 1e-4);
-      std::cout << id << " val_loss at step " << s["val_history"][i]["step"] << ": " << loss << " (W = 1: "
-                << base_loss << ")\n";
+      std::cout << id << " val_loss at step " << s["val_history"][i]["step"] << ": " << loss << " (W = 1: " << base_loss
+                << ")\n";
     }
     // Step 0 validates the initial weights, split over the ranks: only the mean's summation order differs.
-    EXPECT_NEAR(s["val_history"][0]["val_loss"].get<double>(), base["val_history"][0]["val_loss"].get<double>(),
-                1e-12);
+    EXPECT_NEAR(s["val_history"][0]["val_loss"].get<double>(), base["val_history"][0]["val_loss"].get<double>(), 1e-12);
     const CheckpointData state = read_checkpoint(scratch_.out() / (id + ".final.ckpt"));
     int compared = 0;
     for (const NamedTensor& p : base_state.tensors) {
@@ -131,8 +130,8 @@ TEST_F(MultiRankRun, ResumeAtTwoRanksContinuesBitIdentically) {
   // The ranks' optimizer shards differ, so the two files do too (a rank writing rank 0's state would pass below).
   EXPECT_NE(first_difference(read_checkpoint(rank0).tensors, read_checkpoint(rank1).tensors), "");
 
-  const Shell resumed = train(test::mpirun_prefix(2), "resumed", "--resume " + rank0.string() +
-                                                                    " --set debug.final_checkpoint=true");
+  const Shell resumed =
+      train(test::mpirun_prefix(2), "resumed", "--resume " + rank0.string() + " --set debug.final_checkpoint=true");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   const nlohmann::json a = summary(scratch_, "straight"), b = summary(scratch_, "resumed");
   EXPECT_EQ(a["val_history"].size(), b["val_history"].size());
@@ -234,8 +233,9 @@ TEST_F(MultiRankRun, LaunchErrorsAreOneLineBeforeTraining) {
 
 TEST_F(MultiRankRun, HarnessRecordsATwoRankCpuRun) {
   const std::string db = (scratch_.root() / "results.db").string();
-  const std::string command = kBin + "harness --db " + db + " record --runs 1 --name w2 --recipe tiny --gpus 2 --data " +
-                              scratch_.data().string() + " -- " + kBin + "train_gpt " +
+  const std::string command = kBin + "harness --db " + db +
+                              " record --runs 1 --name w2 --recipe tiny --gpus 2 --data " + scratch_.data().string() +
+                              " -- " + kBin + "train_gpt " +
                               "--recipe tiny --data {data} --seed {seed} --run-id {run_id} --out {out} --backend cpu "
                               "--ranks {gpus} --threads 1 --set slices_per_call=4 --set validation.batch_tokens=2048 "
                               "--set validation.cu_rows=192 --set debug.model=standin";

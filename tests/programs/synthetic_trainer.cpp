@@ -88,7 +88,8 @@ int main(int argc, char** argv) {
   app.add_option("--time-sd", time_sd);
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
   app.add_option("--step-sleep-ms", step_sleep_ms);
-  app.add_option("--mode", mode)->check(CLI::IsMember({"ok", "crash", "hang", "garbage", "diverge", "fail", "early", "cut"}));
+  app.add_option("--mode", mode)
+      ->check(CLI::IsMember({"ok", "crash", "hang", "garbage", "diverge", "fail", "early", "cut"}));
   app.add_option("--mode-seeds", mode_seeds);
   app.add_flag("--track3", track3);
   app.add_option("--git-commit", git_commit, "the commit ID.json reports (a build's own, in compare's tests)");
@@ -132,12 +133,14 @@ int main(int argc, char** argv) {
       log.line(fmt("step:%.0f/%.0f ", s, steps) + (nan_now ? std::string("val_loss:nan") : fmt("val_loss:%.4f", loss)) +
                " " + time + " " + avg);
       if (nan_now) {
-        nlohmann::json summary = {{"schema_version", 1}, {"run_id", run_id}, {"seed", seed}, {"status", "diverged"},
-                                  {"final_val_loss", nullptr}, {"steps", s}, {"total_steps", steps}};
+        nlohmann::json summary = {{"schema_version", 1},  {"run_id", run_id},          {"seed", seed},
+                                  {"status", "diverged"}, {"final_val_loss", nullptr}, {"steps", s},
+                                  {"total_steps", steps}};
         std::ofstream(std::filesystem::path(out) / (run_id + ".json")) << summary.dump(2);
         return 3;
       }
-      history.push_back({{"step", s}, {"val_loss", std::round(loss * 1e4) / 1e4}, {"train_time_ms", std::round(elapsed)}});
+      history.push_back(
+          {{"step", s}, {"val_loss", std::round(loss * 1e4) / 1e4}, {"train_time_ms", std::round(elapsed)}});
     } else {
       log.line(fmt("step:%.0f/%.0f ", s, steps) + time + " " + avg);
     }

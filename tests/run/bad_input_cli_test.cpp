@@ -79,8 +79,8 @@ TEST(BadInputCli, FifoShardOrRecipeIsRejectedWithoutBlocking) {
 
 TEST(BadInputCli, TokenizeShardsOnAFolderSaysSo) {
   RunScratch scratch;
-  const Outcome o = test::run_program(scratch, "tokenize",
-                                      "shards " + scratch.data().string() + " --out " + (scratch.root() / "tok").string());
+  const Outcome o = test::run_program(
+      scratch, "tokenize", "shards " + scratch.data().string() + " --out " + (scratch.root() / "tok").string());
   EXPECT_NE(o.exit_code, 0);
   EXPECT_NE(o.stderr_text.find("is a directory"), std::string::npos) << o.stderr_text;
   EXPECT_EQ(o.stderr_text.find("underflow"), std::string::npos) << o.stderr_text;

@@ -27,8 +27,8 @@ void write_bytes(const std::filesystem::path& p, const std::string& bytes) {
 
 std::vector<NamedTensor> sample_tensors() {
   std::vector<NamedTensor> t;
-  t.push_back({"param/a", Tensor::from_floats(std::vector<float>{1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -0.5f}, {2, 3},
-                                              DType::f32)});
+  t.push_back(
+      {"param/a", Tensor::from_floats(std::vector<float>{1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -0.5f}, {2, 3}, DType::f32)});
   t.push_back({"param/b", Tensor::from_floats(std::vector<float>{0.1f, 0.2f}, {2}, DType::bf16)});
   t.push_back({"buffer/c", Tensor::from_doubles(std::vector<double>{1e-300, 42.0}, {2}, DType::f64)});
   Tensor m = Tensor::zeros({3}, DType::u16);

@@ -29,8 +29,8 @@ TEST(ReliabilityCli, ResumeOnAFifoIsRefusedWithoutBlocking) {
   RunScratch scratch;
   const auto fifo = scratch.root() / "f.ckpt";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  const Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "r") + " --resume " +
-                                                                fifo.string(), /*limit_seconds=*/30);
+  const Outcome o = test::run_program(
+      scratch, "train_gpt", test::short_run_args(scratch, "r") + " --resume " + fifo.string(), /*limit_seconds=*/30);
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("not a regular file"), std::string::npos) << o.stderr_text;
 }
@@ -63,8 +63,8 @@ TEST(ReliabilityCli, ResumeCheckpointWithAnOverflowingShapeIsRefused) {
   bytes.append(reinterpret_cast<const char*>(&h), sizeof h);
   const auto ckpt = scratch.root() / "overflow.ckpt";
   std::ofstream(ckpt, std::ios::binary) << bytes;
-  const Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "o") + " --resume " +
-                                                                ckpt.string());
+  const Outcome o =
+      test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "o") + " --resume " + ckpt.string());
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("more than 2^63 bytes or elements"), std::string::npos) << o.stderr_text;
 }
@@ -84,8 +84,8 @@ TEST(ReliabilityCli, PlantedLinkAtTheRunLogIsNotWrittenThrough) {
 // 1e400 is refused as out of range; 1e-400 became 0 without a word.
 TEST(ReliabilityCli, SetValueTooSmallForADoubleIsRefused) {
   RunScratch scratch;
-  const Outcome o = test::run_program(scratch, "train_gpt",
-                                      test::short_run_args(scratch, "u") + " --set optimizer.adam_lr=1e-400");
+  const Outcome o =
+      test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "u") + " --set optimizer.adam_lr=1e-400");
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("'1e-400' is too small"), std::string::npos) << o.stderr_text;
 }

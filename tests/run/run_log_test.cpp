@@ -12,7 +12,8 @@ namespace gpt {
 namespace {
 
 TEST(RunLogLines, ValidationLineMatchesSpeedrunFormat) {
-  EXPECT_EQ(validation_line(1390, 1390, 3.27751, 79532.4), "step:1390/1390 val_loss:3.2775 train_time:79532ms step_avg:57.22ms");
+  EXPECT_EQ(validation_line(1390, 1390, 3.27751, 79532.4),
+            "step:1390/1390 val_loss:3.2775 train_time:79532ms step_avg:57.22ms");
   // step 0 divides by max(s, 1)
   EXPECT_EQ(validation_line(0, 26, 10.83, 12.6), "step:0/26 val_loss:10.8300 train_time:13ms step_avg:12.60ms");
 }

@@ -86,9 +86,9 @@ struct Outcome {
 inline Outcome run_program(const RunScratch& scratch, const std::string& program, const std::string& args,
                            int limit_seconds = 300) {
   const auto err = scratch.root() / "stderr.txt";
-  const std::string cmd = "timeout " + std::to_string(limit_seconds) + " " +
-                          std::string(SPEEDRUN_BINARY_DIR "/bin/") + program + " " + args + " > " +
-                          (scratch.root() / "stdout.txt").string() + " 2> " + err.string();
+  const std::string cmd = "timeout " + std::to_string(limit_seconds) + " " + std::string(SPEEDRUN_BINARY_DIR "/bin/") +
+                          program + " " + args + " > " + (scratch.root() / "stdout.txt").string() + " 2> " +
+                          err.string();
   const int status = std::system(cmd.c_str());
   Outcome o;
   o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -97,10 +97,10 @@ TEST(TrainGptCli, BadInputExitsTwoWithOneLine) {
   expect_usage_error(scratch, args + " --resume " + (scratch.root() / "none.ckpt").string(), "none.ckpt");
   expect_usage_error(scratch, args + " --frobnicate", "frobnicate");
   expect_usage_error(scratch, "--recipe tiny --data " + scratch.data().string(), "--seed");
-  expect_usage_error(scratch,
-                     "--recipe nosuch --data " + scratch.data().string() + " --seed 1 --run-id x --out " +
-                         scratch.out().string(),
-                     "nosuch");
+  expect_usage_error(
+      scratch,
+      "--recipe nosuch --data " + scratch.data().string() + " --seed 1 --run-id x --out " + scratch.out().string(),
+      "nosuch");
   expect_usage_error(scratch,
                      "--recipe tiny --data /nonexistent_data --seed 1 --run-id x --out " + scratch.out().string(),
                      "/nonexistent_data");
@@ -135,8 +135,8 @@ TEST(TrainGptCli, CorruptShardExitsTwo) {
 // Steps of 32,768 tokens need more than the 200,000-token scratch corpus over the 8 steps (with room in
 // cu_seqlens for the synthetic corpus's short documents; no warmup, to halve the time).
 std::string exhausting_args(const RunScratch& scratch, const std::string& run_id) {
-  std::string args = test::short_run_args(scratch, run_id) +
-                     " --set schedule.cu_rows_multiplier=8 --set schedule.warmup=false";
+  std::string args =
+      test::short_run_args(scratch, run_id) + " --set schedule.cu_rows_multiplier=8 --set schedule.warmup=false";
   for (int stage = 0; stage < 4; ++stage) {
     args += " --set schedule.stages." + std::to_string(stage) + ".batch_tokens=32768";
   }

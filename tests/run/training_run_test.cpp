@@ -17,8 +17,8 @@ namespace gpt {
 namespace {
 
 using test::RunScratch;
-using test::val_losses;
 using test::short_run;
+using test::val_losses;
 
 nlohmann::json read_json(const std::filesystem::path& p) {
   std::ifstream in(p);

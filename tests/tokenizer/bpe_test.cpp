@@ -58,11 +58,11 @@ TEST(RankTable, GrowsPastItsInitialCapacity) {
 TEST(BpeMerge, LowestRankMergesFirst) {
   const RankTable ranks = toy_ranks();
   for (const bool heap : {false, true}) {
-    EXPECT_EQ(merge(ranks, "abcd", heap), (Ids{4, 6})) << heap;    // ab(4) before bc(5), then cd(6)
-    EXPECT_EQ(merge(ranks, "bcd", heap), (Ids{5, 3})) << heap;     // bc(5) before cd(6)
-    EXPECT_EQ(merge(ranks, "abc", heap), (Ids{8})) << heap;        // ab(4), then ab+c = abc(8)
-    EXPECT_EQ(merge(ranks, "aaa", heap), (Ids{7, 0})) << heap;     // ties go to the leftmost pair
-    EXPECT_EQ(merge(ranks, "aaaaa", heap), (Ids{9, 0})) << heap;   // aa aa a -> aaaa a
+    EXPECT_EQ(merge(ranks, "abcd", heap), (Ids{4, 6})) << heap;   // ab(4) before bc(5), then cd(6)
+    EXPECT_EQ(merge(ranks, "bcd", heap), (Ids{5, 3})) << heap;    // bc(5) before cd(6)
+    EXPECT_EQ(merge(ranks, "abc", heap), (Ids{8})) << heap;       // ab(4), then ab+c = abc(8)
+    EXPECT_EQ(merge(ranks, "aaa", heap), (Ids{7, 0})) << heap;    // ties go to the leftmost pair
+    EXPECT_EQ(merge(ranks, "aaaaa", heap), (Ids{9, 0})) << heap;  // aa aa a -> aaaa a
     EXPECT_EQ(merge(ranks, "dcba", heap), (Ids{3, 2, 1, 0})) << heap;
   }
 }

@@ -66,23 +66,27 @@ TEST(CanonicalMaskEdges, ClassesOfPrefixesAndSuffixes) {
   EXPECT_EQ(edge_class_letter(start_class("7a")), 'N');
   EXPECT_EQ(edge_class_letter(start_class(",")), 'O');
   EXPECT_EQ(edge_class_letter(start_class(utf8(0x2019) + "s")), 'O');  // right single quote: Pf
-  EXPECT_EQ(edge_class_letter(start_class(utf8(0xE9))), 'L');           // é
-  EXPECT_EQ(edge_class_letter(start_class(utf8(0x3000))), 'S');         // ideographic space
-  EXPECT_EQ(edge_class_letter(start_class(utf8(0x00BD))), 'N');         // ½ (No)
-  EXPECT_EQ(edge_class_letter(start_class("\x1c")), 'O');               // isspace in Python, excluded by §S.6
-  EXPECT_EQ(edge_class_letter(start_class("\x80" "abc")), '?');         // starts with a continuation byte
-  EXPECT_EQ(edge_class_letter(start_class("\xe2\x80")), '?');           // truncated sequence
+  EXPECT_EQ(edge_class_letter(start_class(utf8(0xE9))), 'L');          // é
+  EXPECT_EQ(edge_class_letter(start_class(utf8(0x3000))), 'S');        // ideographic space
+  EXPECT_EQ(edge_class_letter(start_class(utf8(0x00BD))), 'N');        // ½ (No)
+  EXPECT_EQ(edge_class_letter(start_class("\x1c")), 'O');              // isspace in Python, excluded by §S.6
+  EXPECT_EQ(edge_class_letter(start_class("\x80"
+                                          "abc")),
+            '?');                                              // starts with a continuation byte
+  EXPECT_EQ(edge_class_letter(start_class("\xe2\x80")), '?');  // truncated sequence
   EXPECT_EQ(edge_class_letter(end_class("ab\xe2")), '?');
   EXPECT_EQ(edge_class_letter(end_class("\xe2\x80\x99")), 'O');
   EXPECT_EQ(edge_class_letter(end_class("x" + utf8(0xA0))), 'S');  // no-break space
-  EXPECT_EQ(edge_class_letter(end_class("\x80" "9")), 'N');        // only the shortest valid suffix matters
+  EXPECT_EQ(edge_class_letter(end_class("\x80"
+                                        "9")),
+            'N');                                                     // only the shortest valid suffix matters
   EXPECT_EQ(edge_class_letter(end_class("a" + utf8(0x10348))), 'L');  // 4-byte Gothic letter
 }
 
 TEST(CanonicalMaskEdges, SpaceClassIsPythonIsspaceWithoutInformationSeparators) {
   // Python's str.isspace set (category Zs or bidirectional class WS, B, S; Unicode 15), minus U+001C..U+001F.
-  std::set<char32_t> expected = {0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20, 0x85, 0xA0, 0x1680,
-                                 0x2028, 0x2029, 0x202F, 0x205F, 0x3000};
+  std::set<char32_t> expected = {0x09, 0x0A,   0x0B,   0x0C,   0x0D,   0x20,   0x85,
+                                 0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000};
   for (char32_t cp = 0x2000; cp <= 0x200A; ++cp) expected.insert(cp);
   std::set<char32_t> actual;
   for (char32_t cp = 0; cp <= 0x10FFFF; ++cp) {
@@ -98,8 +102,8 @@ TEST(CanonicalMaskEdges, ClosedContractions) {
   EXPECT_TRUE(is_closed(" it's"));
   EXPECT_TRUE(is_closed("9'd"));
   EXPECT_TRUE(is_closed(utf8(0xE9) + "'re"));
-  EXPECT_FALSE(is_closed(" 's"));     // preceded by a space
-  EXPECT_FALSE(is_closed("''s"));     // preceded by punctuation
+  EXPECT_FALSE(is_closed(" 's"));  // preceded by a space
+  EXPECT_FALSE(is_closed("''s"));  // preceded by punctuation
   EXPECT_FALSE(is_closed("s"));
   EXPECT_FALSE(is_closed("'x"));
   EXPECT_FALSE(is_closed(utf8(0x2019) + "s"));  // only the ASCII apostrophe

@@ -94,18 +94,42 @@ std::string random_utf8(std::mt19937& rng, size_t max_chars) {
   for (size_t i = 0; i < chars; ++i) {
     char32_t cp = 0;
     switch (rng() % 12) {
-      case 0: cp = pick(U'a', U'z'); break;
-      case 1: cp = pick(U'A', U'Z'); break;
-      case 2: cp = pick(U'0', U'9'); break;
-      case 3: cp = U" \t\n\r\v\f"[rng() % 6]; break;
-      case 4: cp = std::array<char32_t, 6>{0x85, 0xA0, 0x2028, 0x3000, 0x200B, 0xFEFF}[rng() % 6]; break;
-      case 5: cp = U"'.,!?-\"()srtvmld"[rng() % 16]; break;
-      case 6: cp = pick(0x300, 0x36F); break;      // combining marks
-      case 7: cp = pick(0x4E00, 0x9FFF); break;    // CJK
-      case 8: cp = pick(0x1F300, 0x1FAFF); break;  // emoji (astral)
-      case 9: cp = pick(0x20000, 0x2A6DF); break;  // CJK extension B (astral)
-      case 10: cp = pick(0x80, 0x7FF); break;      // Latin, Greek, Cyrillic, Hebrew, Arabic...
-      default: cp = pick(0x10000, 0x10FFFF); break;  // any astral code point, assigned or not
+      case 0:
+        cp = pick(U'a', U'z');
+        break;
+      case 1:
+        cp = pick(U'A', U'Z');
+        break;
+      case 2:
+        cp = pick(U'0', U'9');
+        break;
+      case 3:
+        cp = U" \t\n\r\v\f"[rng() % 6];
+        break;
+      case 4:
+        cp = std::array<char32_t, 6>{0x85, 0xA0, 0x2028, 0x3000, 0x200B, 0xFEFF}[rng() % 6];
+        break;
+      case 5:
+        cp = U"'.,!?-\"()srtvmld"[rng() % 16];
+        break;
+      case 6:
+        cp = pick(0x300, 0x36F);
+        break;  // combining marks
+      case 7:
+        cp = pick(0x4E00, 0x9FFF);
+        break;  // CJK
+      case 8:
+        cp = pick(0x1F300, 0x1FAFF);
+        break;  // emoji (astral)
+      case 9:
+        cp = pick(0x20000, 0x2A6DF);
+        break;  // CJK extension B (astral)
+      case 10:
+        cp = pick(0x80, 0x7FF);
+        break;  // Latin, Greek, Cyrillic, Hebrew, Arabic...
+      default:
+        cp = pick(0x10000, 0x10FFFF);
+        break;  // any astral code point, assigned or not
     }
     text += utf8(cp);
   }

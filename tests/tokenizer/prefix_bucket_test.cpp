@@ -59,9 +59,8 @@ TEST(PrefixTableBucket, AllReduceOverTwoThreadRanks) {
   const Gpt2Tokenizer& tok = gpt2_tokenizer();
   const std::vector<int64_t> whole = build_prefix_table(tok);
   std::vector<std::vector<int64_t>> tables(2);
-  test::run_thread_ranks(2, [&](int rank, Comm& comm) {
-    tables[static_cast<size_t>(rank)] = build_prefix_table_bucketed(tok, comm);
-  });
+  test::run_thread_ranks(
+      2, [&](int rank, Comm& comm) { tables[static_cast<size_t>(rank)] = build_prefix_table_bucketed(tok, comm); });
   EXPECT_EQ(tables[0], whole);
   EXPECT_EQ(tables[1], whole);
 }

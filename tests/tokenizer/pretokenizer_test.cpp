@@ -39,8 +39,7 @@ TEST(Gpt2PreTokenizer, NumbersAndPunctuationRuns) {
 TEST(Gpt2PreTokenizer, Contractions) {
   EXPECT_EQ(pieces("it's"), (Pieces{"it", "'s"}));
   EXPECT_EQ(pieces("we'll've"), (Pieces{"we", "'ll", "'ve"}));
-  EXPECT_EQ(pieces("I'm you're she'd don't"),
-            (Pieces{"I", "'m", " you", "'re", " she", "'d", " don", "'t"}));
+  EXPECT_EQ(pieces("I'm you're she'd don't"), (Pieces{"I", "'m", " you", "'re", " she", "'d", " don", "'t"}));
   EXPECT_EQ(pieces("'sup"), (Pieces{"'s", "up"}));  // the regex does not require a word boundary
 }
 
@@ -92,10 +91,14 @@ TEST(Gpt2PreTokenizer, UnicodeClasses) {
 }
 
 TEST(Gpt2PreTokenizer, InvalidBytesJoinPunctuationRuns) {
-  EXPECT_EQ(pieces("ab\xFF\xFE" "cd"), (Pieces{"ab", "\xFF\xFE", "cd"}));
+  EXPECT_EQ(pieces("ab\xFF\xFE"
+                   "cd"),
+            (Pieces{"ab", "\xFF\xFE", "cd"}));
   EXPECT_EQ(pieces(" \xFF"), (Pieces{" \xFF"}));
   EXPECT_EQ(pieces("caf\xC3"), (Pieces{"caf", "\xC3"}));
-  EXPECT_EQ(pieces("\xE2\x82" "1"), (Pieces{"\xE2\x82", "1"}));
+  EXPECT_EQ(pieces("\xE2\x82"
+                   "1"),
+            (Pieces{"\xE2\x82", "1"}));
   EXPECT_EQ(pieces("x\xED\xA0\x80."), (Pieces{"x", "\xED\xA0\x80."}));  // encoded surrogate: 3 invalid bytes
 }
 

@@ -34,7 +34,8 @@ TEST(UnicodeClass, WhiteSpacePropertyNotJustAscii) {
     EXPECT_EQ(char_class(cp), kS) << std::hex << cp;
   }
   // Format characters that look like spaces are not White_Space.
-  for (const uint32_t cp : {0x200Bu, 0x200Eu, 0x2060u, 0xFEFFu, 0x180Eu}) EXPECT_EQ(char_class(cp), kO) << std::hex << cp;
+  for (const uint32_t cp : {0x200Bu, 0x200Eu, 0x2060u, 0xFEFFu, 0x180Eu})
+    EXPECT_EQ(char_class(cp), kO) << std::hex << cp;
 }
 
 TEST(UnicodeClass, LettersOfAllCategories) {
@@ -48,8 +49,8 @@ TEST(UnicodeClass, LettersOfAllCategories) {
 
 TEST(UnicodeClass, RangeEntriesOfUnicodeDataAreExpanded) {
   // UnicodeData.txt lists these blocks as <..., First>/<..., Last> pairs.
-  for (const uint32_t cp : {0x3400u, 0x4DBFu, 0x4E00u, 0x6C34u, 0x9FFFu, 0xAC00u, 0xD7A3u, 0x20000u, 0x2A6DFu,
-                            0x17000u, 0x187F7u, 0x31350u, 0x323AFu}) {
+  for (const uint32_t cp : {0x3400u, 0x4DBFu, 0x4E00u, 0x6C34u, 0x9FFFu, 0xAC00u, 0xD7A3u, 0x20000u, 0x2A6DFu, 0x17000u,
+                            0x187F7u, 0x31350u, 0x323AFu}) {
     EXPECT_EQ(char_class(cp), kL) << std::hex << cp;
   }
   for (const uint32_t cp : {0x2A6E0u, 0x323B0u, 0xD7A4u}) EXPECT_EQ(char_class(cp), kO) << std::hex << cp;

@@ -212,7 +212,8 @@ TEST(ReferenceExport, TinyExportIsCompleteAndMatchesAnIndependentBackward) {
                   read_floats(dir, by_name(manifest["initial"], name)))
             << name;
       }
-      // The CPU computes in fp32: no bank has a mantissa to write (the CUDA case: tests/gpu/reference_export_cuda_test).
+      // The CPU computes in fp32: no bank has a mantissa to write (the CUDA case:
+      // tests/gpu/reference_export_cuda_test).
       for (const char* key : {"after_even", "after_odd"})
         for (const json& e : draw[key]["tensors"]) EXPECT_FALSE(e.contains("mantissa")) << key << " " << e["name"];
       for (const char* name : {"lm_head", "scalars", "post_lambdas"}) {

@@ -77,7 +77,8 @@ int launch_ranks(gpt::RunOptions options, int cpu_ranks, int argc, char** argv) 
   gpt::take_debug_switches(options);
   const gpt::Recipe recipe = gpt::load_recipe(options.recipe, options.overrides, options.recipe_dir);
   GPT_CHECK(recipe.slices_per_call % ranks == 0, flag, " ", ranks, ": recipe '", recipe.name, "' builds ",
-            recipe.slices_per_call, " slice(s) per loader call, which must divide among the ranks (e.g. --set "
+            recipe.slices_per_call,
+            " slice(s) per loader call, which must divide among the ranks (e.g. --set "
             "slices_per_call=8)");
   return flag == "--gpus" ? gpt::launch_local_ranks(ranks, argc, argv) : gpt::launch_mpi_ranks(ranks, argc, argv);
 }
@@ -118,7 +119,8 @@ int main(int argc, char** argv) {
   const bool listing = given("--list-keys");
   const bool printing = given("--print-recipe") || listing;
   bool print_only = false, list_keys = false;
-  app.add_flag("--print-recipe", print_only, "print the resolved recipe's name, hash and record target as JSON, then exit");
+  app.add_flag("--print-recipe", print_only,
+               "print the resolved recipe's name, hash and record target as JSON, then exit");
   app.add_flag("--list-keys", list_keys, "print the recipe key table (Markdown, as in docs/recipes.md), then exit");
   app.add_option("--recipe", options.recipe, "recipe name (trainer/recipes) or path to a .toml file")
       ->required(!listing);

@@ -58,8 +58,8 @@ void BM_EncodeProse(benchmark::State& state) {
     benchmark::DoNotOptimize(ids.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
-  state.counters["MB"] = benchmark::Counter(static_cast<double>(text.size()) / 1e6,
-                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["MB"] =
+      benchmark::Counter(static_cast<double>(text.size()) / 1e6, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["bytes/token"] = static_cast<double>(text.size()) / static_cast<double>(tokens);
 }
 BENCHMARK(BM_EncodeProse)->Unit(benchmark::kMillisecond);
@@ -81,8 +81,8 @@ void BM_EncodeProseParagraphs(benchmark::State& state) {
     benchmark::DoNotOptimize(ids.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
-  state.counters["MB"] = benchmark::Counter(static_cast<double>(text.size()) / 1e6,
-                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["MB"] =
+      benchmark::Counter(static_cast<double>(text.size()) / 1e6, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_EncodeProseParagraphs)->Unit(benchmark::kMillisecond);
 

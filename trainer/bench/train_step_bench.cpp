@@ -134,11 +134,10 @@ struct PhaseEvents {
   }
   // The step runner's timing points, recorded on the current stream.
   StepProbes probes() {
-    return StepProbes{
-        .microbatch_begin = [this](size_t i) { fwd_begin[i].record(cuda::current_stream()); },
-        .forward_end = [this](size_t i) { fwd_end[i].record(cuda::current_stream()); },
-        .microbatch_end = [this](size_t i) { bwd_end[i].record(cuda::current_stream()); },
-        .optimizer_begin = [this] { opt_begin.record(cuda::current_stream()); }};
+    return StepProbes{.microbatch_begin = [this](size_t i) { fwd_begin[i].record(cuda::current_stream()); },
+                      .forward_end = [this](size_t i) { fwd_end[i].record(cuda::current_stream()); },
+                      .microbatch_end = [this](size_t i) { bwd_end[i].record(cuda::current_stream()); },
+                      .optimizer_begin = [this] { opt_begin.record(cuda::current_stream()); }};
   }
 };
 
@@ -346,7 +345,9 @@ nlohmann::json Bench::traced_step(const StepSchedule&, const std::vector<Microba
 nlohmann::json samples_json(const std::vector<StepTimes>& times) {
   nlohmann::json out = nlohmann::json::array();
   for (const StepTimes& t : times) {
-    out.push_back({{"step_ms", t.step_ms}, {"forward_ms", t.forward_ms}, {"backward_ms", t.backward_ms},
+    out.push_back({{"step_ms", t.step_ms},
+                   {"forward_ms", t.forward_ms},
+                   {"backward_ms", t.backward_ms},
                    {"optimizer_ms", t.optimizer_ms}});
   }
   return out;
@@ -399,12 +400,12 @@ nlohmann::json Bench::report(const StepBenchShape& shape, bool fp8, const StepSc
       {"losses", losses},
       {"samples", samples_json(times)},
   };
-  std::printf("  %.1f ms/step (fwd %.1f, bwd %.1f, opt %.1f), %.0f tok/s, %.1f model TFLOP/s, MFU %.1f%% of 989, "
-              "%.1f%% of measured %.0f; peak alloc %.0f MiB, reserved %.0f MiB; losses",
-              step_ms, pick(&StepTimes::forward_ms), pick(&StepTimes::backward_ms), pick(&StepTimes::optimizer_ms),
-              tokens_per_step / (step_ms * 1e-3), tflops, 100 * tflops / kDatasheetBf16TflopS,
-              100 * tflops / gemm_tflops, gemm_tflops, static_cast<double>(mem.peak_allocated) / kMiB,
-              static_cast<double>(mem.peak_reserved) / kMiB);
+  std::printf(
+      "  %.1f ms/step (fwd %.1f, bwd %.1f, opt %.1f), %.0f tok/s, %.1f model TFLOP/s, MFU %.1f%% of 989, "
+      "%.1f%% of measured %.0f; peak alloc %.0f MiB, reserved %.0f MiB; losses",
+      step_ms, pick(&StepTimes::forward_ms), pick(&StepTimes::backward_ms), pick(&StepTimes::optimizer_ms),
+      tokens_per_step / (step_ms * 1e-3), tflops, 100 * tflops / kDatasheetBf16TflopS, 100 * tflops / gemm_tflops,
+      gemm_tflops, static_cast<double>(mem.peak_allocated) / kMiB, static_cast<double>(mem.peak_reserved) / kMiB);
   for (double l : losses) std::printf(" %.4f", l);
   std::printf("\n");
   return j;
@@ -420,12 +421,19 @@ nlohmann::json google_benchmark_entries(const nlohmann::json& row, const std::st
   const std::string base = "BM_TrainStep/" + (recipe == "head" ? "" : recipe + "/") +
                            row.at("shape").get<std::string>() + "/fp8:" + (row.at("fp8").get<bool>() ? "on" : "off") +
                            "/data:" + data_kind;
-  for (const auto& [suffix, field] : {std::pair{"", "step_ms"}, {"/forward", "forward_ms"},
-                                      {"/backward", "backward_ms"}, {"/optimizer", "optimizer_ms"}}) {
+  for (const auto& [suffix, field] : {std::pair{"", "step_ms"},
+                                      {"/forward", "forward_ms"},
+                                      {"/backward", "backward_ms"},
+                                      {"/optimizer", "optimizer_ms"}}) {
     for (const nlohmann::json& sample : row.at("samples")) {
       const std::string name = base + suffix;
-      entries.push_back({{"name", name}, {"run_name", name}, {"run_type", "iteration"}, {"iterations", 1},
-                         {"real_time", sample.at(field)}, {"cpu_time", sample.at(field)}, {"time_unit", "ms"}});
+      entries.push_back({{"name", name},
+                         {"run_name", name},
+                         {"run_type", "iteration"},
+                         {"iterations", 1},
+                         {"real_time", sample.at(field)},
+                         {"cpu_time", sample.at(field)},
+                         {"time_unit", "ms"}});
     }
   }
   return entries;

@@ -65,7 +65,7 @@ class CollectiveWatchdog {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Pending> pending_;
-  bool firing_ = false;                // set before the abort hook runs: no second abort, no more polling
+  bool firing_ = false;               // set before the abort hook runs: no second abort, no more polling
   std::optional<std::string> fired_;  // published after it returns
   bool stopping_ = false;
   std::thread thread_;  // last: started after every other member exists

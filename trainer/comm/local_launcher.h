@@ -34,7 +34,7 @@ struct LocalLaunch {
   std::chrono::milliseconds kill_after{std::chrono::seconds(10)};
   std::filesystem::path rendezvous_parent;  // where the rendezvous directory is made; empty: the temp directory
   std::ostream* log = nullptr;              // one line per failure and per forwarded signal, when set
-  bool plain_environment = false;  // children get the parent's environment as is (a launcher such as mpirun)
+  bool plain_environment = false;           // children get the parent's environment as is (a launcher such as mpirun)
   std::vector<std::string> extra_environment;  // NAME=VALUE added to every child's environment
   std::string child_name;                      // how the log names a child (e.g. "mpirun"); empty: "rank R"
   // Where a SIGINT/SIGTERM to the launcher goes: these processes (e.g. the ranks mpirun started) when the function

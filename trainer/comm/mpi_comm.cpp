@@ -29,7 +29,8 @@ namespace gpt {
 bool mpi_available() { return false; }
 
 std::unique_ptr<Comm> make_mpi_comm(int expected_world_size, std::chrono::milliseconds) {
-  GPT_FAIL("world size ", expected_world_size, " on CPU ranks needs MPI, but this build found none (install "
+  GPT_FAIL("world size ", expected_world_size,
+           " on CPU ranks needs MPI, but this build found none (install "
            "libopenmpi-dev, scripts/setup does)");
 }
 
@@ -227,8 +228,8 @@ class MpiComm final : public Comm {
     for (int q = 0; q < world_; ++q) {
       const int64_t* theirs = all.data() + 3 * q;
       GPT_CHECK(theirs[0] == count && theirs[1] == mine[1] && theirs[2] == mine[2], op, ": rank ", q,
-                " called a different collective or count/dtype (", count, " ", dtype_name(dtype), " here, ",
-                theirs[0], " ", dtype_name(static_cast<DType>(theirs[1])), " there)");
+                " called a different collective or count/dtype (", count, " ", dtype_name(dtype), " here, ", theirs[0],
+                " ", dtype_name(static_cast<DType>(theirs[1])), " there)");
     }
   }
 
@@ -265,8 +266,7 @@ class MpiComm final : public Comm {
       try {
         throw_on_note_or_signal();
         const auto waited = std::chrono::steady_clock::now() - start;
-        GPT_CHECK(waited < timeout_, op, " waited ",
-                  std::chrono::duration_cast<std::chrono::seconds>(waited).count(),
+        GPT_CHECK(waited < timeout_, op, " waited ", std::chrono::duration_cast<std::chrono::seconds>(waited).count(),
                   " s for the other ranks (watchdog timeout ", kCollectiveTimeoutVar, "=",
                   std::chrono::duration<double>(timeout_).count(), " s)");
       } catch (...) {

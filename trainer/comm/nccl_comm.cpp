@@ -17,23 +17,35 @@ namespace {
 
 const char* result_name(ncclResult_t result) {
   switch (result) {
-    case ncclSuccess: return "ncclSuccess";
-    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
-    case ncclSystemError: return "ncclSystemError";
-    case ncclInternalError: return "ncclInternalError";
-    case ncclInvalidArgument: return "ncclInvalidArgument";
-    case ncclInvalidUsage: return "ncclInvalidUsage";
-    case ncclRemoteError: return "ncclRemoteError";
-    case ncclInProgress: return "ncclInProgress";
-    default: return "ncclResult(unknown)";
+    case ncclSuccess:
+      return "ncclSuccess";
+    case ncclUnhandledCudaError:
+      return "ncclUnhandledCudaError";
+    case ncclSystemError:
+      return "ncclSystemError";
+    case ncclInternalError:
+      return "ncclInternalError";
+    case ncclInvalidArgument:
+      return "ncclInvalidArgument";
+    case ncclInvalidUsage:
+      return "ncclInvalidUsage";
+    case ncclRemoteError:
+      return "ncclRemoteError";
+    case ncclInProgress:
+      return "ncclInProgress";
+    default:
+      return "ncclResult(unknown)";
   }
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return ncclSum;
-    case ReduceOp::avg: return ncclAvg;
-    case ReduceOp::max: return ncclMax;
+    case ReduceOp::sum:
+      return ncclSum;
+    case ReduceOp::avg:
+      return ncclAvg;
+    case ReduceOp::max:
+      return ncclMax;
   }
   GPT_FAIL("NCCL: unknown ReduceOp ", static_cast<int>(op));
 }
@@ -41,11 +53,16 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 // The dtypes a reduction accepts (the same set as the CPU communicators).
 ncclDataType_t reduction_type(DType dtype, const char* op) {
   switch (dtype) {
-    case DType::f64: return ncclFloat64;
-    case DType::f32: return ncclFloat32;
-    case DType::bf16: return ncclBfloat16;
-    case DType::i32: return ncclInt32;
-    case DType::i64: return ncclInt64;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::f32:
+      return ncclFloat32;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
     default:
       GPT_FAIL(op, ": NCCL reduction of dtype ", dtype_name(dtype), " is not supported (f64, f32, bf16, i32, i64)");
   }
@@ -179,9 +196,9 @@ PendingCollective NcclComm::issue(const char* op, std::vector<Tensor> tensors, E
     done->record(stream);
   }
   // Every collective is on the one comm stream, so they finish in issue order: the watchdog's premise.
-  watchdog_->watch(std::string("NCCL ") + op + " (rank " + std::to_string(rank_) + " of " + std::to_string(world_) +
-                       ")",
-                   [done] { return done->done(); });
+  watchdog_->watch(
+      std::string("NCCL ") + op + " (rank " + std::to_string(rank_) + " of " + std::to_string(world_) + ")",
+      [done] { return done->done(); });
   return PendingCollective(std::make_unique<NcclCompletion>(std::move(done), std::move(tensors), *watchdog_));
 }
 

@@ -28,7 +28,8 @@ void reduce_range(const std::vector<const void*>& bufs, int64_t begin, int64_t e
     };
     if constexpr (std::is_integral_v<T>) {
       T acc = value(0);
-      for (int q = 1; q < world; ++q) acc = op == ReduceOp::max ? std::max(acc, value(q)) : static_cast<T>(acc + value(q));
+      for (int q = 1; q < world; ++q)
+        acc = op == ReduceOp::max ? std::max(acc, value(q)) : static_cast<T>(acc + value(q));
       if (op == ReduceOp::avg) acc = static_cast<T>(acc / world);
       o[i - begin] = acc;
     } else {
@@ -52,12 +53,23 @@ void reduce_range(const std::vector<const void*>& bufs, int64_t begin, int64_t e
 void reduce_in_rank_order(DType dtype, const std::vector<const void*>& bufs, int64_t begin, int64_t end, ReduceOp op,
                           void* out) {
   switch (dtype) {
-    case DType::f64: reduce_range<double>(bufs, begin, end, op, out); return;
-    case DType::f32: reduce_range<float>(bufs, begin, end, op, out); return;
-    case DType::bf16: reduce_range<bf16>(bufs, begin, end, op, out); return;
-    case DType::i32: reduce_range<int32_t>(bufs, begin, end, op, out); return;
-    case DType::i64: reduce_range<int64_t>(bufs, begin, end, op, out); return;
-    default: GPT_FAIL("collective reduction: unsupported dtype ", dtype_name(dtype));
+    case DType::f64:
+      reduce_range<double>(bufs, begin, end, op, out);
+      return;
+    case DType::f32:
+      reduce_range<float>(bufs, begin, end, op, out);
+      return;
+    case DType::bf16:
+      reduce_range<bf16>(bufs, begin, end, op, out);
+      return;
+    case DType::i32:
+      reduce_range<int32_t>(bufs, begin, end, op, out);
+      return;
+    case DType::i64:
+      reduce_range<int64_t>(bufs, begin, end, op, out);
+      return;
+    default:
+      GPT_FAIL("collective reduction: unsupported dtype ", dtype_name(dtype));
   }
 }
 

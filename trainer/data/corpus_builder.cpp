@@ -50,8 +50,7 @@ void CorpusBuilder::flush(SplitState& split, bool final) {
   split.pending.erase(split.pending.begin(), split.pending.begin() + static_cast<std::ptrdiff_t>(begin));
 }
 
-void CorpusBuilder::add_document(std::string_view source, std::string_view name,
-                                 std::span<const std::int32_t> tokens) {
+void CorpusBuilder::add_document(std::string_view source, std::string_view name, std::span<const std::int32_t> tokens) {
   GPT_CHECK(!finished_, "corpus: add_document after finish");
   const bool val = options_.split.is_validation(name);
   SplitState& split = val ? val_ : train_;

@@ -17,8 +17,8 @@ namespace gpt {
 
 // Which documents are validation documents, decided from the document name alone (stable across runs).
 struct SplitRule {
-  std::uint64_t modulus = 50;    // validation when sha1(name) mod modulus == 0 (docs/CORPUS.md: 50, ≈2%)
-  double val_fraction = -1.0;    // when in [0, 1]: validation when sha1(name) mod 10^6 < fraction·10^6 instead
+  std::uint64_t modulus = 50;  // validation when sha1(name) mod modulus == 0 (docs/CORPUS.md: 50, ≈2%)
+  double val_fraction = -1.0;  // when in [0, 1]: validation when sha1(name) mod 10^6 < fraction·10^6 instead
   bool is_validation(std::string_view name) const;
   std::string describe() const;
 };

@@ -23,8 +23,7 @@ std::int32_t floor_mod(std::int32_t a, std::int32_t m) {
 
 void bigram_row_ids(std::span<const std::int32_t> inputs, std::int32_t modulus, std::span<std::int32_t> out) {
   GPT_CHECK(modulus > 0, "bigram_row_ids: modulus M must be positive, got ", modulus);
-  GPT_CHECK(out.size() == inputs.size(), "bigram_row_ids: output has ", out.size(), " entries, inputs ",
-            inputs.size());
+  GPT_CHECK(out.size() == inputs.size(), "bigram_row_ids: output has ", out.size(), " entries, inputs ", inputs.size());
   if (inputs.empty()) return;
   out[0] = modulus;
   for (std::size_t t = 1; t < inputs.size(); ++t) {
@@ -55,10 +54,12 @@ std::vector<std::int32_t> bigram_sign_rows(std::span<const std::int32_t> inputs)
 }
 
 void ngram_row_ids(std::span<const std::int32_t> inputs, std::int64_t total_rows, std::span<std::int32_t> out) {
-  GPT_CHECK(total_rows >= 4 && total_rows % 2 == 0 && total_rows <= INT32_MAX, "ngram_row_ids: table rows must be "
-            "even, >= 4 and below 2^31, got ", total_rows);
-  GPT_CHECK(out.size() == 2 * inputs.size(), "ngram_row_ids: output has ", out.size(), " entries, expected 2T = ",
-            2 * inputs.size());
+  GPT_CHECK(total_rows >= 4 && total_rows % 2 == 0 && total_rows <= INT32_MAX,
+            "ngram_row_ids: table rows must be "
+            "even, >= 4 and below 2^31, got ",
+            total_rows);
+  GPT_CHECK(out.size() == 2 * inputs.size(), "ngram_row_ids: output has ", out.size(),
+            " entries, expected 2T = ", 2 * inputs.size());
   const auto half = static_cast<std::int32_t>(total_rows / 2);
   const std::int32_t m = half - 1;
   const std::size_t n = inputs.size();
@@ -72,8 +73,8 @@ void ngram_row_ids(std::span<const std::int32_t> inputs, std::int64_t total_rows
     if (t < 2) {
       out[n + t] = half + m;
     } else {
-      const std::int32_t mixed = wrapping_mul(17351, inputs[t]) ^ wrapping_mul(60961, inputs[t - 1]) ^
-                                 wrapping_mul(45259, inputs[t - 2]);
+      const std::int32_t mixed =
+          wrapping_mul(17351, inputs[t]) ^ wrapping_mul(60961, inputs[t - 1]) ^ wrapping_mul(45259, inputs[t - 2]);
       out[n + t] = half + floor_mod(mixed, m);
     }
   }
@@ -86,14 +87,15 @@ std::vector<std::int32_t> ngram_row_ids(std::span<const std::int32_t> inputs, st
 }
 
 void ngram_sign_rows(std::span<const std::int32_t> inputs, std::span<std::int32_t> out) {
-  GPT_CHECK(out.size() == 2 * inputs.size(), "ngram_sign_rows: output has ", out.size(), " entries, expected 2T = ",
-            2 * inputs.size());
+  GPT_CHECK(out.size() == 2 * inputs.size(), "ngram_sign_rows: output has ", out.size(),
+            " entries, expected 2T = ", 2 * inputs.size());
   constexpr std::int32_t mask = kBigramSignRows - 1;
   const std::size_t n = inputs.size();
   for (std::size_t t = 0; t < n; ++t) {
     out[t] = t >= 1 ? (wrapping_mul(30011, inputs[t - 1]) ^ wrapping_mul(48271, inputs[t])) & mask : 0;
     out[n + t] = t >= 2 ? (wrapping_mul(26801, inputs[t - 2]) ^ wrapping_mul(39779, inputs[t - 1]) ^
-                           wrapping_mul(58699, inputs[t])) & mask
+                           wrapping_mul(58699, inputs[t])) &
+                              mask
                         : 0;
   }
 }
@@ -123,8 +125,7 @@ std::vector<std::int32_t> training_cu_seqlens(std::span<const std::int64_t> piec
     total += len;
   }
   const std::int64_t slice_tokens = total - 1;
-  GPT_CHECK(slice_tokens > 0 && slice_tokens <= INT32_MAX, "cu_seqlens: slice length ", slice_tokens,
-            " outside int32");
+  GPT_CHECK(slice_tokens > 0 && slice_tokens <= INT32_MAX, "cu_seqlens: slice length ", slice_tokens, " outside int32");
   std::vector<std::int32_t> table{0};
   std::int64_t start = 0;
   for (std::size_t i = 0; i < piece_lengths.size(); ++i) {
@@ -132,7 +133,8 @@ std::vector<std::int32_t> training_cu_seqlens(std::span<const std::int64_t> piec
     const std::int64_t stop = start + piece_lengths[i] - (last ? 1 : 0);
     // Cap boundaries at start+cap, start+2cap, ... strictly inside the segment, then its end.
     if (segment_cap > 0) {
-      for (std::int64_t b = start + segment_cap; b < stop; b += segment_cap) table.push_back(static_cast<std::int32_t>(b));
+      for (std::int64_t b = start + segment_cap; b < stop; b += segment_cap)
+        table.push_back(static_cast<std::int32_t>(b));
     }
     table.push_back(static_cast<std::int32_t>(stop));
     start = stop;

@@ -61,7 +61,8 @@ Sha1Digest sha1(std::string_view bytes) {
   tail[rest] = 0x80;
   const std::size_t tail_blocks = rest + 1 + 8 <= 64 ? 1 : 2;
   const std::uint64_t bits = static_cast<std::uint64_t>(bytes.size()) * 8;
-  for (int i = 0; i < 8; ++i) tail[64 * tail_blocks - 1 - static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(bits >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    tail[64 * tail_blocks - 1 - static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(bits >> (8 * i));
   for (std::size_t i = 0; i < tail_blocks; ++i) compress_block(h, tail.data() + 64 * i);
   Sha1Digest digest{};
   for (std::size_t i = 0; i < 5; ++i) {

@@ -63,8 +63,8 @@ class FileDescriptor {
 std::int64_t parse_header(const fs::path& path, std::span<const std::byte> header_bytes) {
   std::array<std::int32_t, kShardHeaderInts> header{};
   std::memcpy(header.data(), header_bytes.data(), kShardHeaderBytes);
-  GPT_CHECK(header[0] == kShardMagic, "shard ", path.string(), ": wrong magic ", header[0], " (expected ",
-            kShardMagic, ")");
+  GPT_CHECK(header[0] == kShardMagic, "shard ", path.string(), ": wrong magic ", header[0], " (expected ", kShardMagic,
+            ")");
   GPT_CHECK(header[1] == kShardVersion, "shard ", path.string(), ": wrong version ", header[1], " (expected ",
             kShardVersion, ")");
   GPT_CHECK(header[2] >= 0, "shard ", path.string(), ": negative token count ", header[2], " in header");
@@ -83,8 +83,8 @@ void check_token_ids(const fs::path& path, std::span<const std::uint16_t> tokens
   const auto bad = std::find_if(tokens.begin(), tokens.end(), [](std::uint16_t t) { return t >= kTokenIdLimit; });
   if (bad == tokens.end()) return;
   const auto offset = static_cast<std::size_t>(bad - tokens.begin());
-  GPT_FAIL("shard ", path.string(), ": token id ", *bad, " >= ", kTokenIdLimit, " at token offset ", offset,
-           " (byte ", kShardHeaderBytes + 2 * offset, ")");
+  GPT_FAIL("shard ", path.string(), ": token id ", *bad, " >= ", kTokenIdLimit, " at token offset ", offset, " (byte ",
+           kShardHeaderBytes + 2 * offset, ")");
 }
 
 }  // namespace
@@ -170,9 +170,8 @@ std::vector<std::uint16_t> decompress_shard(const fs::path& path, std::span<cons
       }
     }
     if (!produced.empty()) {
-      GPT_CHECK(payload_bytes + produced.size() <= 2 * static_cast<std::uint64_t>(n_tokens), "shard ",
-                path.string(), ": payload too long: more than ", 2 * n_tokens, " bytes after the header (2 x ",
-                n_tokens, " tokens)");
+      GPT_CHECK(payload_bytes + produced.size() <= 2 * static_cast<std::uint64_t>(n_tokens), "shard ", path.string(),
+                ": payload too long: more than ", 2 * n_tokens, " bytes after the header (2 x ", n_tokens, " tokens)");
       payload.resize(static_cast<std::size_t>((payload_bytes + produced.size() + 1) / 2));
       std::memcpy(reinterpret_cast<std::byte*>(payload.data()) + payload_bytes, produced.data(), produced.size());
       payload_bytes += produced.size();
@@ -314,9 +313,8 @@ void check_corpus_shard(const Shard& shard, ShardSplit split) {
   const char* name = split == ShardSplit::train ? "train" : "validation";
   GPT_CHECK(shard.size() > 0, name, " shard ", shard.path().string(), ": holds 0 tokens");
   const auto tokens = shard.tokens();
-  GPT_CHECK(std::find(tokens.begin(), tokens.end(), kBosToken) != tokens.end(), name, " shard ",
-            shard.path().string(), ": holds ", tokens.size(), " tokens but no BOS (", kBosToken,
-            "); every document must start with one");
+  GPT_CHECK(std::find(tokens.begin(), tokens.end(), kBosToken) != tokens.end(), name, " shard ", shard.path().string(),
+            ": holds ", tokens.size(), " tokens but no BOS (", kBosToken, "); every document must start with one");
 }
 
 std::vector<fs::path> find_split_shards(const fs::path& dir, ShardSplit split) {

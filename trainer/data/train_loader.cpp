@@ -113,8 +113,8 @@ TrainLoader::TrainLoader(TrainLoaderOptions options, LoaderPosition start) : opt
   GPT_CHECK(options_.slices_per_call > 0 && options_.slices_per_call % W == 0, "loader: slices per call (",
             options_.slices_per_call, ") must be a positive multiple of the world size ", W);
   GPT_CHECK(options_.bigram_rows >= 2, "loader: bigram rows must be >= 2, got ", options_.bigram_rows);
-  GPT_CHECK(options_.ngram_rows == 0 || (options_.ngram_rows >= 4 && options_.ngram_rows % 2 == 0 &&
-                                         options_.ngram_rows <= INT32_MAX),
+  GPT_CHECK(options_.ngram_rows == 0 ||
+                (options_.ngram_rows >= 4 && options_.ngram_rows % 2 == 0 && options_.ngram_rows <= INT32_MAX),
             "loader: ngram_rows must be 0 (off) or even, >= 4 and below 2^31, got ", options_.ngram_rows);
   seek(start);
 }
@@ -201,7 +201,8 @@ std::vector<Microbatch> TrainLoader::next(const CallShape& shape) {
         (void)training_cu_seqlens(lengths, rows, shape.segment_cap);
         continue;
       }
-      Microbatch mb = materialize_slice(current_->shard.tokens(), plan, shape, options_.bigram_rows, options_.ngram_rows);
+      Microbatch mb =
+          materialize_slice(current_->shard.tokens(), plan, shape, options_.bigram_rows, options_.ngram_rows);
       mb.slice = k;
       mb.microbatch = k / options_.world_size;
       mb.shard_index = position_.shard_index;

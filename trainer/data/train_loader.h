@@ -46,8 +46,8 @@ std::optional<std::vector<SlicePlan>> plan_call(std::span<const std::int64_t> bo
 
 // Everything the model needs for one microbatch on one rank (§1.5).
 struct Microbatch {
-  int slice = 0;       // k within the call
-  int microbatch = 0;  // ⌊k/W⌋: order of gradient accumulation on this rank
+  int slice = 0;                         // k within the call
+  int microbatch = 0;                    // ⌊k/W⌋: order of gradient accumulation on this rank
   std::vector<std::int32_t> inputs;      // [T]
   std::vector<std::int64_t> targets;     // [T]
   std::vector<std::int32_t> cu_seqlens;  // [R]
@@ -57,8 +57,8 @@ struct Microbatch {
   // their sign-pool rows.
   std::vector<std::int32_t> ngram_rows;       // [2T]
   std::vector<std::int32_t> ngram_sign_rows;  // [2T]
-  std::int32_t max_seqlen = 0;           // longest segment in cu_seqlens
-  std::int64_t shard_index = 0;          // provenance: which shard and which pieces of it
+  std::int32_t max_seqlen = 0;                // longest segment in cu_seqlens
+  std::int64_t shard_index = 0;               // provenance: which shard and which pieces of it
   SlicePlan pieces;
 };
 

@@ -21,8 +21,8 @@ ValLoader::ValLoader(ValLoaderOptions options) : options_(std::move(options)) {
   GPT_CHECK(options_.total_tokens > 0 && options_.total_tokens % (W * Tv) == 0, "validation: total tokens ",
             options_.total_tokens, " must be a positive multiple of W x Tv = ", W * Tv);
   GPT_CHECK(options_.bigram_rows >= 2, "validation: bigram rows must be >= 2, got ", options_.bigram_rows);
-  GPT_CHECK(options_.ngram_rows == 0 || (options_.ngram_rows >= 4 && options_.ngram_rows % 2 == 0 &&
-                                         options_.ngram_rows <= INT32_MAX),
+  GPT_CHECK(options_.ngram_rows == 0 ||
+                (options_.ngram_rows >= 4 && options_.ngram_rows % 2 == 0 && options_.ngram_rows <= INT32_MAX),
             "validation: ngram_rows must be 0 (off) or even, >= 4 and below 2^31, got ", options_.ngram_rows);
   steps_ = options_.total_tokens / (W * Tv);
 
@@ -42,8 +42,8 @@ ValLoader::ValLoader(ValLoaderOptions options) : options_(std::move(options)) {
     tokens_.insert(tokens_.end(), shard.tokens().begin() + lo, shard.tokens().begin() + hi);
     stream_pos += n;
   }
-  GPT_CHECK(stream_pos >= options_.total_tokens + 1, "validation: needs ", options_.total_tokens + 1,
-            " tokens (", options_.total_tokens, " targets + 1), but the ", options_.shards.size(),
+  GPT_CHECK(stream_pos >= options_.total_tokens + 1, "validation: needs ", options_.total_tokens + 1, " tokens (",
+            options_.total_tokens, " targets + 1), but the ", options_.shards.size(),
             " validation shard(s) starting with ", options_.shards.front().string(), " hold only ", stream_pos);
 }
 

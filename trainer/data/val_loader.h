@@ -39,8 +39,8 @@ class ValLoader {
  private:
   ValLoaderOptions options_;
   std::int64_t steps_ = 0;
-  std::int64_t first_offset_ = 0;        // stream offset of tokens_[0]
-  std::vector<std::uint16_t> tokens_;    // this rank's windows only
+  std::int64_t first_offset_ = 0;      // stream offset of tokens_[0]
+  std::vector<std::uint16_t> tokens_;  // this rank's windows only
 };
 
 }  // namespace gpt

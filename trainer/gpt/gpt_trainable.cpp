@@ -54,7 +54,8 @@ GptTrainable::GptTrainable(const Recipe& recipe, uint64_t seed, int64_t accumula
   }
   // Rows for the paired layout (2T) of the longest training slice and of a validation window.
   int64_t longest = recipe.validation.batch_tokens;
-  for (int stage = 0; stage < schedule_.num_stages(); ++stage) longest = std::max(longest, schedule_.slice_tokens(stage));
+  for (int stage = 0; stage < schedule_.num_stages(); ++stage)
+    longest = std::max(longest, schedule_.slice_tokens(stage));
   rotary_positions_ = 2 * longest;
   yarn_count_ = Tensor::zeros({1}, DType::i64);
   config_.accumulation_steps = accumulation;
@@ -66,9 +67,9 @@ GptTrainable::GptTrainable(const Recipe& recipe, uint64_t seed, int64_t accumula
 
 std::string GptTrainable::description() const {
   std::ostringstream out;
-  out << "gpt d=" << dims_.model_dim << " H=" << dims_.num_heads << " Dh=" << dims_.head_dim << " L="
-      << dims_.num_layers << " V=" << dims_.vocab << " params=" << total_parameter_count(dims_) << " dtype="
-      << dtype_name(dtype_) << " fp8=" << (recipe_.fp8 ? "on" : "off");
+  out << "gpt d=" << dims_.model_dim << " H=" << dims_.num_heads << " Dh=" << dims_.head_dim
+      << " L=" << dims_.num_layers << " V=" << dims_.vocab << " params=" << total_parameter_count(dims_)
+      << " dtype=" << dtype_name(dtype_) << " fp8=" << (recipe_.fp8 ? "on" : "off");
   if (ngram_) out << " ngram_rows=" << dims_.ngram_rows;
   return out.str();
 }
@@ -94,8 +95,8 @@ void GptTrainable::rebuild_rotary(int64_t events) {
 }
 
 void GptTrainable::set_schedule(const StepSchedule& s) {
-  const auto events = static_cast<int64_t>(std::count_if(
-      yarn_events_.begin(), yarn_events_.end(), [&](const YarnEvent& e) { return e.step <= s.step; }));
+  const auto events = static_cast<int64_t>(
+      std::count_if(yarn_events_.begin(), yarn_events_.end(), [&](const YarnEvent& e) { return e.step <= s.step; }));
   if (events != built_events_ || yarn_count_.data<int64_t>()[0] != built_events_) rebuild_rotary(events);
   config_.window_short = s.ws_short_tokens;
   config_.window_long = s.ws_long_tokens;
@@ -115,8 +116,8 @@ double GptTrainable::train_microbatch(const Microbatch& batch, double loss_scale
     StepConfig sampled = config_;
     const std::vector<int64_t> candidates = candidate_sampler_.build(batch.targets, sampled_softmax_size_, batch.slice);
     sampled.sampled_softmax = sampled_softmax_inputs(
-        candidates, batch.targets, config_.prefix_table.defined() ? std::span<const int64_t>(prefix_host_)
-                                                                  : std::span<const int64_t>(), device_);
+        candidates, batch.targets,
+        config_.prefix_table.defined() ? std::span<const int64_t>(prefix_host_) : std::span<const int64_t>(), device_);
     scaled_sum = model_->train_forward_backward(batch, sampled, tape_);
   } else {
     scaled_sum = model_->train_forward_backward(batch, config_, tape_);
@@ -206,10 +207,10 @@ void GptTrainable::set_canonical_mask(const Tensor& mask) {
     config_.canonical_mask = Tensor();
     return;
   }
-  GPT_CHECK(mask.ndim() == 2 && mask.dtype() == DType::u8 && mask.size(0) == dims_.vocab &&
-                mask.size(1) * 8 == dims_.vocab,
-            "GptTrainable: the canonical mask must be u8 [V, V/8] = [", dims_.vocab, ", ", dims_.vocab / 8, "], got ",
-            mask.describe());
+  GPT_CHECK(
+      mask.ndim() == 2 && mask.dtype() == DType::u8 && mask.size(0) == dims_.vocab && mask.size(1) * 8 == dims_.vocab,
+      "GptTrainable: the canonical mask must be u8 [V, V/8] = [", dims_.vocab, ", ", dims_.vocab / 8, "], got ",
+      mask.describe());
   config_.canonical_mask = mask.to(device_);
 }
 

@@ -104,8 +104,8 @@ class GptTrainable final : public TrainableModel, public ModelExtensions {
   StepConfig config_;
   Tape tape_;
   CandidateSampler candidate_sampler_;
-  int64_t sampled_softmax_size_ = 0;   // P of the current step; 0 = full softmax
-  std::vector<int64_t> prefix_host_;   // host copy of the prefix table: C's remap reads it per microbatch
+  int64_t sampled_softmax_size_ = 0;  // P of the current step; 0 = full softmax
+  std::vector<int64_t> prefix_host_;  // host copy of the prefix table: C's remap reads it per microbatch
 };
 
 }  // namespace gpt

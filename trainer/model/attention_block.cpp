@@ -85,9 +85,9 @@ void layer_loop(Forward& f) {
       f.post_gate = mudd_mlp(f, p.mudd_gate_w1, p.mudd_gate_w2, p.mudd_gate_b2, 1, 41, f.x,
                              f.scalar(p.mudd_gate_scale, 0), ScalarFn::identity);
     if (!plan.attention) {  // layer 6: gated skip from cache3
-      f.x = taped::mix(tape, {term(f.x), term(f.cache3)
-                                             .sigmoid_scaled(f.scalar(p.scalars, 23))
-                                             .times_lane(f.post_gate, kPostSkipLane)});
+      f.x = taped::mix(
+          tape,
+          {term(f.x), term(f.cache3).sigmoid_scaled(f.scalar(p.scalars, 23)).times_lane(f.post_gate, kPostSkipLane)});
     } else {
       Var u;
       if (plan.from_cache7) {

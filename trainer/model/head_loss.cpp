@@ -34,8 +34,7 @@ double training_loss(Forward& f, Var h) {
       write(head.grad());
       return;
     }
-    Tensor narrow = Tensor::zeros({head.grad().size(0), candidates.size(0)}, head.grad().dtype(),
-                                  head.grad().device());
+    Tensor narrow = Tensor::zeros({head.grad().size(0), candidates.size(0)}, head.grad().dtype(), head.grad().device());
     write(narrow);
     column_scatter_add(narrow, candidates, head.grad());
   };
@@ -62,18 +61,22 @@ double training_loss(Forward& f, Var h) {
     Tensor g8 = Tensor::empty({tokens, vocab}, DType::e5m2, hv.device());
     loss_config.grad_scale = scales.grad_scale_value();
     softcap_train_loss(z_raw, targets, prefix_table, loss_config, loss, g8);
-    f.tape.push([h, lm_head, g8, x8, w8, scales, add_weight_gradient]() mutable {
-      add_weight_gradient(lm_head, [&](Tensor& dw) { lm_head_fp8_backward(g8, x8, w8, scales, h.grad(), dw); });
-    }, "lm_head_fp8_loss", {Var{}, h, lm_head});
+    f.tape.push(
+        [h, lm_head, g8, x8, w8, scales, add_weight_gradient]() mutable {
+          add_weight_gradient(lm_head, [&](Tensor& dw) { lm_head_fp8_backward(g8, x8, w8, scales, h.grad(), dw); });
+        },
+        "lm_head_fp8_loss", {Var{}, h, lm_head});
   } else {
     Tensor z_raw = Tensor::empty({tokens, vocab}, hv.dtype(), hv.device());
     gemm(hv, weights, z_raw);
     Tensor dz = Tensor::empty({tokens, vocab}, hv.dtype(), hv.device());
     softcap_train_loss(z_raw, targets, prefix_table, loss_config, loss, dz);
-    f.tape.push([h, lm_head, dz, weights, add_weight_gradient]() mutable {
-      gemm(dz, weights, h.grad(), {.trans_b = true, .beta = 1.0f});
-      add_weight_gradient(lm_head, [&](Tensor& dw) { gemm(h.value(), dz, dw, {.trans_a = true, .beta = 1.0f}); });
-    }, "lm_head_loss", {Var{}, h, lm_head});
+    f.tape.push(
+        [h, lm_head, dz, weights, add_weight_gradient]() mutable {
+          gemm(dz, weights, h.grad(), {.trans_b = true, .beta = 1.0f});
+          add_weight_gradient(lm_head, [&](Tensor& dw) { gemm(h.value(), dz, dw, {.trans_a = true, .beta = 1.0f}); });
+        },
+        "lm_head_loss", {Var{}, h, lm_head});
   }
   return loss.to_doubles()[0];
 }

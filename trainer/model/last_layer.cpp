@@ -10,7 +10,8 @@ Var last_layer_and_head(Forward& f) {
   const int64_t tokens = f.batch.tokens, heads = f.dims.num_heads, head_dim = f.dims.head_dim;
   const Tensor& like = f.x.value();
   // The MUDD coefficient MLPs scale by the constant 0.1 (§2.7), in fp32 like the reference's Python-float factor.
-  Var tenth = taped::constant(Tensor::from_doubles(std::vector<double>{0.1}, {1}, stat_dtype(like.dtype()), like.device()));
+  Var tenth =
+      taped::constant(Tensor::from_doubles(std::vector<double>{0.1}, {1}, stat_dtype(like.dtype()), like.device()));
 
   f.cache9 = f.x;
   Var mu = mudd_mlp(f, p.mudd_w1, p.mudd_w2, p.mudd_b2, 0, 14, f.x, tenth, ScalarFn::unrounded);

@@ -22,10 +22,10 @@ struct LayerPlan {
   bool from_cache7 = false;  // attention input norm(cache7)
   int64_t value_plane = -1;  // value injection with ve_gate_bank[value_gate] (layers 1, 2, 8, 9)
   int64_t value_gate = -1;
-  GateLane xsa{};            // first of 6 per-head α lanes
-  GateLane out_gate{};       // first of 6 per-head output gate lanes
-  GateLane x0{};             // x0 gate lane
-  GateLane bigram{};         // bigram gate lane (layer 0's is applied before the loop)
+  GateLane xsa{};       // first of 6 per-head α lanes
+  GateLane out_gate{};  // first of 6 per-head output gate lanes
+  GateLane x0{};        // x0 gate lane
+  GateLane bigram{};    // bigram gate lane (layer 0's is applied before the loop)
 };
 
 constexpr GateLane pre(int64_t lane) { return {GateMlp::pre, lane}; }

@@ -46,7 +46,7 @@ struct StepConfig {
   // §S.6 canonical mask, u8 [V, V/8] on the device (trainer/tokenizer/canonical_mask.h), or undefined for none.
   // Read only by validation_loss (the final validation); training ignores it.
   Tensor canonical_mask;
-  std::function<void()> after_forward;   // profiling hook: runs between a training forward and its backward
+  std::function<void()> after_forward;  // profiling hook: runs between a training forward and its backward
   // Overlap of the gradient reductions with the backward (trainer/optim/optimizer.h): when set, the training
   // backward calls it each time a group of parameters has its final gradient for this microbatch (names in a fixed
   // order, the same on every rank): no later op of that backward writes them. Groups, in backward order: the

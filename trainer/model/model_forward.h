@@ -23,7 +23,12 @@ Params bind_params(ParameterSet& set);
 struct Forward {
   Forward(Tape& tape_, const ModelDims& dims_, const StepConfig& config_, const BatchTensors& batch_, Params& p_,
           Tensor sign_table_, std::vector<MlpFp8State>* mlp_fp8_)
-      : tape(tape_), dims(dims_), config(config_), batch(batch_), p(p_), sign_table(std::move(sign_table_)),
+      : tape(tape_),
+        dims(dims_),
+        config(config_),
+        batch(batch_),
+        p(p_),
+        sign_table(std::move(sign_table_)),
         mlp_fp8(mlp_fp8_) {}
 
   Tape& tape;
@@ -38,8 +43,8 @@ struct Forward {
   const std::vector<MlpFp8Weights>* mlp_fp8_weights = nullptr;
   const LmHeadFp8Copy* lm_head_fp8 = nullptr;
   const LmHeadFp8Scales* lm_head_fp8_scales = nullptr;  // §7.1 constants of this step's accumulation
-  NgramTable* ngram = nullptr;                  // non-null: §S.2 Ng replaces Bg (needs `microbatch`)
-  const Microbatch* microbatch = nullptr;       // the host microbatch (n-gram row ids)
+  NgramTable* ngram = nullptr;                          // non-null: §S.2 Ng replaces Bg (needs `microbatch`)
+  const Microbatch* microbatch = nullptr;               // the host microbatch (n-gram row ids)
 
   // Activations kept across layers (§2.5, §2.8, §2.12).
   Var x;                     // residual stream
@@ -47,7 +52,7 @@ struct Forward {
   std::array<Var, 5> value;  // ve_p, p = 0..4
   Var pre_gate, post_gate;   // MG_0(x0) [T, 26], MG_1 [T, 41]
   Var cache0, cache3, cache7, cache9;
-  Var cache7_normed;         // norm(cache7): attention input of layers 8-10
+  Var cache7_normed;  // norm(cache7): attention input of layers 8-10
 
   // The fp32 scalar parameter entry `index` of a flat view of `param`, as a [1] Var.
   Var scalar(Var& param, int64_t index);
@@ -69,7 +74,7 @@ Var last_layer_and_head(Forward& f);
 
 // Attention sublayer of layer i (§2.9). `inject` replaces the value injection of step 6 when set (layer 10).
 struct AttentionInputs {
-  Var u;                                   // norm(x) or norm(cache7)
+  Var u;                                  // norm(x) or norm(cache7)
   std::function<Var(Var v)> inject = {};  // v -> v + aux (layer 10)
 };
 Var attention_sublayer(Forward& f, int layer, AttentionInputs in);

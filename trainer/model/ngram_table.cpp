@@ -20,10 +20,17 @@ namespace {
 template <typename F>
 void with_table_type(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::f64: f.template operator()<double>(); return;
-    case DType::f32: f.template operator()<float>(); return;
-    case DType::bf16: f.template operator()<bf16>(); return;
-    default: GPT_FAIL("ngram table: unsupported dtype ", dtype_name(dtype), " (expected f64, f32 or bf16)");
+    case DType::f64:
+      f.template operator()<double>();
+      return;
+    case DType::f32:
+      f.template operator()<float>();
+      return;
+    case DType::bf16:
+      f.template operator()<bf16>();
+      return;
+    default:
+      GPT_FAIL("ngram table: unsupported dtype ", dtype_name(dtype), " (expected f64, f32 or bf16)");
   }
 }
 
@@ -115,8 +122,7 @@ Tensor NgramTable::all_gather_to_host(const Tensor& part) {
   return all.to(Device::cpu);
 }
 
-void NgramTable::check_batch(std::span<const int32_t> rows, std::span<const int32_t> sign_rows,
-                             const char* op) const {
+void NgramTable::check_batch(std::span<const int32_t> rows, std::span<const int32_t> sign_rows, const char* op) const {
   GPT_CHECK(!rows.empty(), op, ": the microbatch has no n-gram row ids (set ngram_rows = ", options_.rows,
             " in the train/validation loader options)");
   GPT_CHECK(rows.size() % 2 == 0 && sign_rows.size() == rows.size(), op, ": ngram_rows (", rows.size(),
@@ -134,7 +140,8 @@ NgramTable::LocalRows NgramTable::localize(std::span<const int32_t> rows) {
   l.unique.erase(std::unique(l.unique.begin(), l.unique.end()), l.unique.end());
   l.position.resize(rows.size());
   for (size_t j = 0; j < rows.size(); ++j) {
-    l.position[j] = static_cast<int32_t>(std::lower_bound(l.unique.begin(), l.unique.end(), rows[j]) - l.unique.begin());
+    l.position[j] =
+        static_cast<int32_t>(std::lower_bound(l.unique.begin(), l.unique.end(), rows[j]) - l.unique.begin());
   }
   return l;
 }
@@ -397,8 +404,8 @@ void NgramTable::restore_checkpoint(const std::vector<NamedTensor>& tensors) {
   const Tensor counters = find("ngram/counters", {4}, DType::i64).to(Device::cpu);
   const int64_t* c = counters.data<int64_t>();
   const int64_t events = c[0], n_cycle = c[1];
-  GPT_CHECK(c[2] == comm_.world_size() && c[3] == comm_.rank(), "ngram checkpoint: saved by rank ", c[3], " of ",
-            c[2], ", restoring rank ", comm_.rank(), " of ", comm_.world_size());
+  GPT_CHECK(c[2] == comm_.world_size() && c[3] == comm_.rank(), "ngram checkpoint: saved by rank ", c[3], " of ", c[2],
+            ", restoring rank ", comm_.rank(), " of ", comm_.world_size());
   GPT_CHECK(events >= 0 && n_cycle >= 0, "ngram checkpoint: negative counters (events ", events, ", cycle rows ",
             n_cycle, ")");
   const Tensor shard = find("ngram/shard", {rows_per_rank_, options_.dim}, options_.dtype).to(Device::cpu);
@@ -406,8 +413,9 @@ void NgramTable::restore_checkpoint(const std::vector<NamedTensor>& tensors) {
   const Tensor stamps = find("ngram/stamps", {rows_per_rank_}, DType::i64).to(Device::cpu);
   const Tensor history = find("ngram/beta2_history", {std::max<int64_t>(events, 1)}, DType::f64).to(Device::cpu);
   const Tensor rows = find("ngram/cycle_rows", {std::max<int64_t>(n_cycle, 1)}, DType::i32).to(Device::cpu);
-  const Tensor grad = find("ngram/cycle_grad", {std::max<int64_t>(n_cycle, 1), options_.dim},
-                           stat_dtype(options_.dtype)).to(Device::cpu);
+  const Tensor grad =
+      find("ngram/cycle_grad", {std::max<int64_t>(n_cycle, 1), options_.dim}, stat_dtype(options_.dtype))
+          .to(Device::cpu);
   for (int64_t i = 0; i < n_cycle; ++i) {
     const int32_t row = rows.data<int32_t>()[i];
     GPT_CHECK(row >= 0 && row < options_.rows, "ngram checkpoint: cycle row ", row, " outside [0, ", options_.rows,

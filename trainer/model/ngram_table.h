@@ -121,11 +121,11 @@ class NgramTable {
   Comm& comm_;
   int64_t rows_per_rank_ = 0;
   int64_t first_row_ = 0;
-  Tensor shard_;                        // [V/W, d] table dtype
-  Tensor second_moment_;                // f32 [V/W]
-  Tensor stamps_;                       // i64 [V/W]: event count up to which the row's v is decayed
-  std::vector<double> beta2_history_;   // β2 of event e at index e−1
-  Tensor beta2_history_f32_;            // f32 [capacity ≥ events]: the same, rounded once, on the table's device
+  Tensor shard_;                       // [V/W, d] table dtype
+  Tensor second_moment_;               // f32 [V/W]
+  Tensor stamps_;                      // i64 [V/W]: event count up to which the row's v is decayed
+  std::vector<double> beta2_history_;  // β2 of event e at index e−1
+  Tensor beta2_history_f32_;           // f32 [capacity ≥ events]: the same, rounded once, on the table's device
   int64_t events_ = 0;
   // Pending cycle: rows in first-touch order, their slots, and the sums [capacity, d] in the accumulation dtype.
   std::vector<int32_t> cycle_order_;

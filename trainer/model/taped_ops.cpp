@@ -106,11 +106,13 @@ Var rmsnorm(Tape& tape, Var x) {
   Tensor rstd = Tensor::empty({xv.numel() / xv.size(-1)}, stat_dtype(xv.dtype()), xv.device());
   rmsnorm_forward(xv, y, rstd);
   Var out(y);
-  tape.push([x, out, rstd]() mutable {
-    if (!out.has_grad() || !x.requires_grad()) return;
-    auto [dx, write] = grad_to_write(x);  // the final norm's and cache7's are first written here
-    rmsnorm_backward(out.grad(), x.value(), rstd, dx, write);
-  }, "rmsnorm", {out, x});
+  tape.push(
+      [x, out, rstd]() mutable {
+        if (!out.has_grad() || !x.requires_grad()) return;
+        auto [dx, write] = grad_to_write(x);  // the final norm's and cache7's are first written here
+        rmsnorm_backward(out.grad(), x.value(), rstd, dx, write);
+      },
+      "rmsnorm", {out, x});
   return out;
 }
 
@@ -118,19 +120,21 @@ Var linear(Tape& tape, Var x, Var w) {
   Tensor y = Tensor::empty({x.value().size(0), w.value().size(0)}, x.value().dtype(), x.value().device());
   gemm(x.value(), w.value(), y, {.trans_b = true});
   Var out(y);
-  tape.push([x, w, out]() mutable {
-    if (!out.has_grad()) return;
-    if (x.requires_grad()) {
-      float beta = 1.0f;
-      Tensor& dx = gemm_gradient(x, beta);
-      gemm(out.grad(), w.value(), dx, {.beta = beta});
-    }
-    if (w.requires_grad()) {  // a λ-scaled weight's gradient is fresh each step: written, not added into zeros
-      float beta = 1.0f;
-      Tensor& dw = gemm_gradient(w, beta);
-      gemm(out.grad(), x.value(), dw, {.trans_a = true, .beta = beta});
-    }
-  }, "linear", {out, x, w});
+  tape.push(
+      [x, w, out]() mutable {
+        if (!out.has_grad()) return;
+        if (x.requires_grad()) {
+          float beta = 1.0f;
+          Tensor& dx = gemm_gradient(x, beta);
+          gemm(out.grad(), w.value(), dx, {.beta = beta});
+        }
+        if (w.requires_grad()) {  // a λ-scaled weight's gradient is fresh each step: written, not added into zeros
+          float beta = 1.0f;
+          Tensor& dw = gemm_gradient(w, beta);
+          gemm(out.grad(), x.value(), dw, {.trans_a = true, .beta = beta});
+        }
+      },
+      "linear", {out, x, w});
   return out;
 }
 
@@ -138,19 +142,21 @@ Var matmul(Tape& tape, Var x, Var w) {
   Tensor y = Tensor::empty({x.value().size(0), w.value().size(1)}, x.value().dtype(), x.value().device());
   gemm(x.value(), w.value(), y);
   Var out(y);
-  tape.push([x, w, out]() mutable {
-    if (!out.has_grad()) return;
-    if (x.requires_grad()) {
-      float beta = 1.0f;
-      Tensor& dx = gemm_gradient(x, beta);
-      gemm(out.grad(), w.value(), dx, {.trans_b = true, .beta = beta});
-    }
-    if (w.requires_grad()) {
-      float beta = 1.0f;
-      Tensor& dw = gemm_gradient(w, beta);
-      gemm(x.value(), out.grad(), dw, {.trans_a = true, .beta = beta});
-    }
-  }, "matmul", {out, x, w});
+  tape.push(
+      [x, w, out]() mutable {
+        if (!out.has_grad()) return;
+        if (x.requires_grad()) {
+          float beta = 1.0f;
+          Tensor& dx = gemm_gradient(x, beta);
+          gemm(out.grad(), w.value(), dx, {.trans_b = true, .beta = beta});
+        }
+        if (w.requires_grad()) {
+          float beta = 1.0f;
+          Tensor& dw = gemm_gradient(w, beta);
+          gemm(x.value(), out.grad(), dw, {.trans_a = true, .beta = beta});
+        }
+      },
+      "matmul", {out, x, w});
   return out;
 }
 
@@ -158,10 +164,12 @@ Var gelu(Tape& tape, Var x) {
   Tensor y = new_like(x.value());
   gelu_forward(x.value(), y);
   Var out(y);
-  tape.push([x, out]() mutable {
-    if (!out.has_grad() || !x.requires_grad()) return;
-    gelu_backward(out.grad(), x.value(), x.grad());
-  }, "gelu", {out, x});
+  tape.push(
+      [x, out]() mutable {
+        if (!out.has_grad() || !x.requires_grad()) return;
+        gelu_backward(out.grad(), x.value(), x.grad());
+      },
+      "gelu", {out, x});
   return out;
 }
 
@@ -169,11 +177,13 @@ Var bias_add(Tape& tape, Var x, Var bias) {
   Tensor y = new_like(x.value());
   bias_add_forward(x.value(), bias.value(), y);
   Var out(y);
-  tape.push([x, bias, out]() mutable {
-    if (!out.has_grad()) return;
-    if (x.requires_grad()) pass_gradient(out.grad(), x);
-    if (bias.requires_grad()) bias_backward(out.grad(), bias.grad());
-  }, "bias_add", {out, x, bias});
+  tape.push(
+      [x, bias, out]() mutable {
+        if (!out.has_grad()) return;
+        if (x.requires_grad()) pass_gradient(out.grad(), x);
+        if (bias.requires_grad()) bias_backward(out.grad(), bias.grad());
+      },
+      "bias_add", {out, x, bias});
   return out;
 }
 
@@ -230,17 +240,19 @@ Var mix(Tape& tape, const std::vector<Term>& terms) {
   Tensor y = new_like(terms.front().x.value());
   mix_forward(forward_terms, y);
   Var out(y);
-  tape.push([terms = terms, out]() mutable {
-    if (!out.has_grad()) return;
-    std::vector<MixGrad> grads(terms.size());
-    for (size_t k = 0; k < terms.size(); ++k) {
-      Term& t = terms[k];
-      if (t.x.requires_grad()) grads[k].dx = t.x.grad_for_overwrite(grads[k].overwrite_dx);
-      if (present(t.scalar) && t.scalar.requires_grad()) grads[k].dscalar = t.scalar.grad();
-      if (present(t.lanes) && t.lanes.requires_grad()) grads[k].dlanes = t.lanes.grad();
-    }
-    mix_backward(out.grad(), mix_terms(terms), grads);
-  }, "mix", mix_vars(out, terms));
+  tape.push(
+      [terms = terms, out]() mutable {
+        if (!out.has_grad()) return;
+        std::vector<MixGrad> grads(terms.size());
+        for (size_t k = 0; k < terms.size(); ++k) {
+          Term& t = terms[k];
+          if (t.x.requires_grad()) grads[k].dx = t.x.grad_for_overwrite(grads[k].overwrite_dx);
+          if (present(t.scalar) && t.scalar.requires_grad()) grads[k].dscalar = t.scalar.grad();
+          if (present(t.lanes) && t.lanes.requires_grad()) grads[k].dlanes = t.lanes.grad();
+        }
+        mix_backward(out.grad(), mix_terms(terms), grads);
+      },
+      "mix", mix_vars(out, terms));
   return out;
 }
 
@@ -250,10 +262,12 @@ Var embedding(Tape& tape, Var table, const Tensor& ids) {
   Tensor y = Tensor::empty({ids.numel(), table.value().size(1)}, table.value().dtype(), table.value().device());
   embedding_forward(table.value(), ids, y);
   Var out(y);
-  tape.push([table, ids, out]() mutable {
-    if (!out.has_grad() || !table.requires_grad()) return;
-    embedding_backward(out.grad(), ids, table.grad());
-  }, "embedding", {out, table});
+  tape.push(
+      [table, ids, out]() mutable {
+        if (!out.has_grad() || !table.requires_grad()) return;
+        embedding_backward(out.grad(), ids, table.grad());
+      },
+      "embedding", {out, table});
   return out;
 }
 
@@ -261,10 +275,12 @@ Var value_embedding(Tape& tape, Var table, const Tensor& ids, int64_t plane, int
   Tensor y = Tensor::empty({ids.numel(), table.value().size(1)}, table.value().dtype(), table.value().device());
   value_embedding_forward(table.value(), ids, plane, y, vocab);
   Var out(y);
-  tape.push([table, ids, plane, vocab, out]() mutable {
-    if (!out.has_grad() || !table.requires_grad()) return;
-    value_embedding_backward(out.grad(), ids, plane, table.grad(), vocab);
-  }, "value_embedding", {out, table});
+  tape.push(
+      [table, ids, plane, vocab, out]() mutable {
+        if (!out.has_grad() || !table.requires_grad()) return;
+        value_embedding_backward(out.grad(), ids, plane, table.grad(), vocab);
+      },
+      "value_embedding", {out, table});
   return out;
 }
 
@@ -272,10 +288,12 @@ Var bigram(Tape& tape, Var table, const Tensor& sign_table, const Tensor& ids, c
   Tensor y = Tensor::empty({ids.numel(), table.value().size(1)}, table.value().dtype(), table.value().device());
   bigram_forward(table.value(), sign_table, ids, sign_ids, y);
   Var out(y);
-  tape.push([table, sign_table, ids, sign_ids, out]() mutable {
-    if (!out.has_grad() || !table.requires_grad()) return;
-    bigram_backward(out.grad(), sign_table, ids, sign_ids, table.grad());
-  }, "bigram", {out, table});
+  tape.push(
+      [table, sign_table, ids, sign_ids, out]() mutable {
+        if (!out.has_grad() || !table.requires_grad()) return;
+        bigram_backward(out.grad(), sign_table, ids, sign_ids, table.grad());
+      },
+      "bigram", {out, table});
   return out;
 }
 
@@ -284,10 +302,12 @@ Var ngram_embed(Tape& tape, NgramTable& table, const Microbatch& batch) {
   // The closure owns copies of the ids: the tape may be replayed after the microbatch is gone.
   auto rows = std::make_shared<const std::vector<int32_t>>(batch.ngram_rows);
   auto sign_rows = std::make_shared<const std::vector<int32_t>>(batch.ngram_sign_rows);
-  tape.push([&table, rows, sign_rows, out]() mutable {
-    if (!out.has_grad()) return;
-    table.accumulate_backward(*rows, *sign_rows, out.grad());
-  }, "ngram_embed", {out});
+  tape.push(
+      [&table, rows, sign_rows, out]() mutable {
+        if (!out.has_grad()) return;
+        table.accumulate_backward(*rows, *sign_rows, out.grad());
+      },
+      "ngram_embed", {out});
   return out;
 }
 
@@ -297,11 +317,13 @@ Var smear(Tape& tape, Var e, Var gate, Var lambda) {
   Tensor sig = Tensor::empty({ev.size(0)}, stat_dtype(ev.dtype()), ev.device());
   smear_forward(ev, gate.value(), lambda.value(), y, sig);
   Var out(y);
-  tape.push([e, gate, lambda, sig, out]() mutable {
-    if (!out.has_grad()) return;
-    Tensor de = grad_or_scratch(e), dw = grad_or_scratch(gate), dl = grad_or_scratch(lambda);
-    smear_backward(out.grad(), e.value(), gate.value(), lambda.value(), sig, de, dw, dl);
-  }, "smear", {out, e, gate, lambda});
+  tape.push(
+      [e, gate, lambda, sig, out]() mutable {
+        if (!out.has_grad()) return;
+        Tensor de = grad_or_scratch(e), dw = grad_or_scratch(gate), dl = grad_or_scratch(lambda);
+        smear_backward(out.grad(), e.value(), gate.value(), lambda.value(), sig, de, dw, dl);
+      },
+      "smear", {out, e, gate, lambda});
   return out;
 }
 
@@ -311,11 +333,13 @@ Var qk_norm_rotary(Tape& tape, Var x, const Tensor& cos, const Tensor& sin, Rota
   Tensor rstd = Tensor::empty({xv.size(0) * xv.size(1)}, stat_dtype(xv.dtype()), xv.device());
   qk_norm_rotary_forward(xv, cos, sin, layout, y, rstd);
   Var out(y);
-  tape.push([x, cos, sin, layout, out, rstd]() mutable {
-    if (!out.has_grad() || !x.requires_grad()) return;
-    auto [dx, write] = grad_to_write(x);  // q's or k's projection (a view): nothing else writes it first
-    qk_norm_rotary_backward(out.grad(), x.value(), rstd, cos, sin, layout, dx, write);
-  }, "qk_norm_rotary", {out, x});
+  tape.push(
+      [x, cos, sin, layout, out, rstd]() mutable {
+        if (!out.has_grad() || !x.requires_grad()) return;
+        auto [dx, write] = grad_to_write(x);  // q's or k's projection (a view): nothing else writes it first
+        qk_norm_rotary_backward(out.grad(), x.value(), rstd, cos, sin, layout, dx, write);
+      },
+      "qk_norm_rotary", {out, x});
   return out;
 }
 
@@ -323,11 +347,13 @@ Var key_offset(Tape& tape, Var k) {
   Tensor y = new_like(k.value());
   key_offset_forward(k.value(), y);
   Var out(y);
-  tape.push([k, out]() mutable {
-    if (!out.has_grad() || !k.requires_grad()) return;
-    auto [dk, write] = grad_to_write(k);
-    key_offset_backward(out.grad(), dk, write);
-  }, "key_offset", {out, k});
+  tape.push(
+      [k, out]() mutable {
+        if (!out.has_grad() || !k.requires_grad()) return;
+        auto [dk, write] = grad_to_write(k);
+        key_offset_backward(out.grad(), dk, write);
+      },
+      "key_offset", {out, k});
   return out;
 }
 
@@ -335,18 +361,20 @@ Var value_gate(Tape& tape, Var v, Var u, Var ve, Var gate) {
   Tensor y = new_like(v.value());
   value_gate_forward(v.value(), u.value(), ve.value(), gate.value(), y);
   Var out(y);
-  tape.push([v, u, ve, gate, out]() mutable {
-    if (!out.has_grad()) return;
-    GradTarget dv = grad_to_write(v), dve = grad_to_write(ve);  // v's projection, the value plane
-    Tensor du = grad_or_scratch(u), dg = grad_or_scratch(gate);
-    value_gate_backward(out.grad(), u.value(), ve.value(), gate.value(), dv.grad, du, dve.grad, dg, dv.write,
-                        dve.write);
-  }, "value_gate", {out, v, u, ve, gate});
+  tape.push(
+      [v, u, ve, gate, out]() mutable {
+        if (!out.has_grad()) return;
+        GradTarget dv = grad_to_write(v), dve = grad_to_write(ve);  // v's projection, the value plane
+        Tensor du = grad_or_scratch(u), dg = grad_or_scratch(gate);
+        value_gate_backward(out.grad(), u.value(), ve.value(), gate.value(), dv.grad, du, dve.grad, dg, dv.write,
+                            dve.write);
+      },
+      "value_gate", {out, v, u, ve, gate});
   return out;
 }
 
-Var attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens,
-              const Tensor& cu_seqlens_doubled, bool paired, int64_t window, float scale) {
+Var attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens, const Tensor& cu_seqlens_doubled, bool paired,
+              int64_t window, float scale) {
   const Tensor& qv = q.value();
   GPT_CHECK(qv.ndim() == 3, "taped::attention: q must be [T, H, D], got ", qv.describe());
   const int64_t tokens = qv.size(0), heads = qv.size(1), dim = qv.size(2);
@@ -358,33 +386,37 @@ Var attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens,
   Tensor y_view = y.view(shape);
   attention_forward(qv.view(shape), k.value().view(shape), v.value().view(shape), cu, y_view, lse, window, scale);
   Var out(y);
-  tape.push([q, k, v, cu, shape, lse, window, scale, out]() mutable {
-    if (!out.has_grad()) return;
-    // q's and k's gradients (and v's, but after XSA) are usually first written here.
-    const GradTarget dq = grad_to_write(q), dk = grad_to_write(k), dv = grad_to_write(v);
-    Tensor dq_view = dq.grad.view(shape), dk_view = dk.grad.view(shape), dv_view = dv.grad.view(shape);
-    attention_backward(out.grad().view(shape), q.value().view(shape), k.value().view(shape), v.value().view(shape),
-                       cu, out.value().view(shape), lse, dq_view, dk_view, dv_view, window, scale,
-                       {dq.write, dk.write, dv.write});
-  }, "attention", {out, q, k, v});
+  tape.push(
+      [q, k, v, cu, shape, lse, window, scale, out]() mutable {
+        if (!out.has_grad()) return;
+        // q's and k's gradients (and v's, but after XSA) are usually first written here.
+        const GradTarget dq = grad_to_write(q), dk = grad_to_write(k), dv = grad_to_write(v);
+        Tensor dq_view = dq.grad.view(shape), dk_view = dk.grad.view(shape), dv_view = dv.grad.view(shape);
+        attention_backward(out.grad().view(shape), q.value().view(shape), k.value().view(shape), v.value().view(shape),
+                           cu, out.value().view(shape), lse, dq_view, dk_view, dv_view, window, scale,
+                           {dq.write, dk.write, dv.write});
+      },
+      "attention", {out, q, k, v});
   return out;
 }
 
-Var dc_attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens, Var gates,
-                 DcLanes lanes, Var y_core, float scale) {
+Var dc_attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens, Var gates, DcLanes lanes, Var y_core,
+                 float scale) {
   const Tensor& qv = q.value();
   Tensor y = new_like(y_core.value());
   Tensor lse = Tensor::empty({qv.size(1), qv.size(0)}, stat_dtype(qv.dtype()), qv.device());
   dc_attention_forward(qv, k.value(), v.value(), cu_seqlens, gates.value(), lanes, y_core.value(), y, lse, scale);
   Var out(y);
-  tape.push([q, k, v, cu_seqlens, gates, lanes, y_core, lse, scale, out]() mutable {
-    if (!out.has_grad()) return;
-    Tensor dq = grad_or_scratch(q), dk = grad_or_scratch(k), dv = grad_or_scratch(v), dg = grad_or_scratch(gates);
-    dc_attention_backward(out.grad(), q.value(), k.value(), v.value(), cu_seqlens, gates.value(), lanes, lse, dq, dk,
-                          dv, dg, scale);
-    // The correction is added to the core output: its gradient passes through unchanged.
-    if (y_core.requires_grad()) pass_gradient(out.grad(), y_core);
-  }, "dc_attention", {out, q, k, v, gates, y_core});
+  tape.push(
+      [q, k, v, cu_seqlens, gates, lanes, y_core, lse, scale, out]() mutable {
+        if (!out.has_grad()) return;
+        Tensor dq = grad_or_scratch(q), dk = grad_or_scratch(k), dv = grad_or_scratch(v), dg = grad_or_scratch(gates);
+        dc_attention_backward(out.grad(), q.value(), k.value(), v.value(), cu_seqlens, gates.value(), lanes, lse, dq,
+                              dk, dv, dg, scale);
+        // The correction is added to the core output: its gradient passes through unchanged.
+        if (y_core.requires_grad()) pass_gradient(out.grad(), y_core);
+      },
+      "dc_attention", {out, q, k, v, gates, y_core});
   return out;
 }
 
@@ -392,13 +424,15 @@ Var xsa(Tape& tape, Var y, Var v, Var gates, int64_t first_lane) {
   Tensor y_out = new_like(y.value());
   xsa_forward(y.value(), v.value(), gates.value(), first_lane, y_out);
   Var out(y_out);
-  tape.push([y, v, gates, first_lane, out]() mutable {
-    if (!out.has_grad()) return;
-    GradTarget dy = grad_to_write(y), dv = grad_to_write(v);  // the attention output, v: usually first here
-    Tensor dg = grad_or_scratch(gates);
-    xsa_backward(out.grad(), y.value(), v.value(), gates.value(), first_lane, dy.grad, dv.grad, dg, dy.write,
-                 dv.write);
-  }, "xsa", {out, y, v, gates});
+  tape.push(
+      [y, v, gates, first_lane, out]() mutable {
+        if (!out.has_grad()) return;
+        GradTarget dy = grad_to_write(y), dv = grad_to_write(v);  // the attention output, v: usually first here
+        Tensor dg = grad_or_scratch(gates);
+        xsa_backward(out.grad(), y.value(), v.value(), gates.value(), first_lane, dy.grad, dv.grad, dg, dy.write,
+                     dv.write);
+      },
+      "xsa", {out, y, v, gates});
   return out;
 }
 
@@ -406,12 +440,14 @@ Var head_gate(Tape& tape, Var y, Var gates, int64_t first_lane) {
   Tensor y_out = new_like(y.value());
   head_gate_forward(y.value(), gates.value(), first_lane, y_out);
   Var out(y_out);
-  tape.push([y, gates, first_lane, out]() mutable {
-    if (!out.has_grad()) return;
-    GradTarget dy = grad_to_write(y);
-    Tensor dg = grad_or_scratch(gates);
-    head_gate_backward(out.grad(), y.value(), gates.value(), first_lane, dy.grad, dg, dy.write);
-  }, "head_gate", {out, y, gates});
+  tape.push(
+      [y, gates, first_lane, out]() mutable {
+        if (!out.has_grad()) return;
+        GradTarget dy = grad_to_write(y);
+        Tensor dg = grad_or_scratch(gates);
+        head_gate_backward(out.grad(), y.value(), gates.value(), first_lane, dy.grad, dg, dy.write);
+      },
+      "head_gate", {out, y, gates});
   return out;
 }
 
@@ -432,21 +468,23 @@ Var mlp(Tape& tape, Var u, Var w1, Var w2, MlpFp8State* fp8_state, const MlpFp8W
   }
   Var out(y);
   // relu² backward reads only post (§2.10), so pre is not kept.
-  tape.push([u, w1, w2, post, out]() mutable {
-    if (!out.has_grad()) return;
-    const Tensor& dy = out.grad();
-    Tensor dpost = new_like(post);
-    gemm(dy, w2.value(), dpost, {.trans_b = true});
-    if (w2.requires_grad()) gemm(post, dy, w2.grad(), {.trans_a = true, .beta = 1.0f});
-    Tensor dpre = dpost;  // dpost is dead once w2's gradient has read it: the relu² gradient overwrites it
-    relu_square_backward(dpost, post, dpre, GradWrite::overwrite);
-    if (u.requires_grad()) {
-      float beta = 1.0f;
-      Tensor& du = gemm_gradient(u, beta);
-      gemm(dpre, w1.value(), du, {.beta = beta});
-    }
-    if (w1.requires_grad()) gemm(dpre, u.value(), w1.grad(), {.trans_a = true, .beta = 1.0f});
-  }, "mlp", {out, u, w1, w2});
+  tape.push(
+      [u, w1, w2, post, out]() mutable {
+        if (!out.has_grad()) return;
+        const Tensor& dy = out.grad();
+        Tensor dpost = new_like(post);
+        gemm(dy, w2.value(), dpost, {.trans_b = true});
+        if (w2.requires_grad()) gemm(post, dy, w2.grad(), {.trans_a = true, .beta = 1.0f});
+        Tensor dpre = dpost;  // dpost is dead once w2's gradient has read it: the relu² gradient overwrites it
+        relu_square_backward(dpost, post, dpre, GradWrite::overwrite);
+        if (u.requires_grad()) {
+          float beta = 1.0f;
+          Tensor& du = gemm_gradient(u, beta);
+          gemm(dpre, w1.value(), du, {.beta = beta});
+        }
+        if (w1.requires_grad()) gemm(dpre, u.value(), w1.grad(), {.trans_a = true, .beta = 1.0f});
+      },
+      "mlp", {out, u, w1, w2});
   return out;
 }
 

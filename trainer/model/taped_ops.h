@@ -42,7 +42,7 @@ struct Term {
   Var x;
   Var scalar{};  // undefined value: S = 1
   ScalarFn fn = ScalarFn::identity;
-  Var lanes{};   // undefined value: L = 1
+  Var lanes{};  // undefined value: L = 1
   int64_t lane = 0;
   int64_t groups = 1;
   float offset = 0.0f;
@@ -72,10 +72,10 @@ Var qk_norm_rotary(Tape& tape, Var x, const Tensor& cos, const Tensor& sin, Rota
 Var key_offset(Tape& tape, Var k);
 Var value_gate(Tape& tape, Var v, Var u, Var ve, Var gate);
 // Core attention; paired = the (2T, H/2, D) reinterpretation with doubled cu_seqlens (§2.9 step 7).
-Var attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens,
-              const Tensor& cu_seqlens_doubled, bool paired, int64_t window, float scale);
-Var dc_attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens, Var gates,
-                 DcLanes lanes, Var y_core, float scale);
+Var attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens, const Tensor& cu_seqlens_doubled, bool paired,
+              int64_t window, float scale);
+Var dc_attention(Tape& tape, Var q, Var k, Var v, const Tensor& cu_seqlens, Var gates, DcLanes lanes, Var y_core,
+                 float scale);
 Var xsa(Tape& tape, Var y, Var v, Var gates, int64_t first_lane);
 Var head_gate(Tape& tape, Var y, Var gates, int64_t first_lane);
 

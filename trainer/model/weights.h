@@ -12,18 +12,18 @@
 namespace gpt {
 
 struct ModelDims {
-  int64_t model_dim = 768;      // d
-  int64_t num_heads = 6;        // H
-  int64_t head_dim = 128;       // Dh
-  int64_t num_layers = 11;      // fixed by the topology of §2.1
-  int64_t vocab = 50304;        // V, padded
+  int64_t model_dim = 768;  // d
+  int64_t num_heads = 6;    // H
+  int64_t head_dim = 128;   // Dh
+  int64_t num_layers = 11;  // fixed by the topology of §2.1
+  int64_t vocab = 50304;    // V, padded
   int64_t mlp_hidden = 3072;
   int64_t bigram_rows = 377280;  // M + 1
   int64_t ngram_rows = 0;        // §S.2 hashed n-gram table rows; > 0: the table replaces bigram_embed (no parameter)
   int64_t mudd_hidden = 64;
   int64_t value_planes = 5;
   int64_t sign_rows = 8192;
-  int64_t world_size = 1;       // bank padding (§2.2): qk/vo slot counts rounded up to a multiple of W
+  int64_t world_size = 1;  // bank padding (§2.2): qk/vo slot counts rounded up to a multiple of W
 
   static ModelDims head(int64_t world_size = 1);
   static ModelDims tiny();  // §R.1
@@ -38,8 +38,8 @@ struct ModelDims {
 struct ParameterInfo {
   std::string name;
   Shape shape;
-  DType dtype;      // storage dtype in training (bf16 or f32)
-  bool is_bank;     // NorMuon (qk_bank, vo_bank, mlp_bank) vs Adam
+  DType dtype;   // storage dtype in training (bf16 or f32)
+  bool is_bank;  // NorMuon (qk_bank, vo_bank, mlp_bank) vs Adam
 };
 
 // Every trained parameter of §2.2 in a fixed order (the order of the table). bigram_embed is left out when the

@@ -73,8 +73,8 @@ Optimizer::Optimizer(ParameterSet& params, const Recipe& recipe, Comm& comm)
   if (has_tied_pair_) {
     const Tensor& e = params_.get("embed").value;
     const Tensor& l = params_.get("lm_head").value;
-    GPT_CHECK(e.ndim() == 2 && l.ndim() == 2 && e.size(0) == l.size(1) && e.size(1) == l.size(0),
-              "optimizer: embed ", e.describe(), " must be the transpose shape of lm_head ", l.describe());
+    GPT_CHECK(e.ndim() == 2 && l.ndim() == 2 && e.size(0) == l.size(1) && e.size(1) == l.size(0), "optimizer: embed ",
+              e.describe(), " must be the transpose shape of lm_head ", l.describe());
   }
   tied_ = has_tied_pair_;
 }
@@ -116,8 +116,8 @@ void Optimizer::restore_counters(const std::map<std::string, int64_t>& adam_step
             "expected ", adam_.size());
   for (AdamSlot& s : adam_) {
     auto it = adam_steps.find(s.param->name);
-    GPT_CHECK(it != adam_steps.end() && it->second >= 0, "optimizer: no valid saved step counter for '",
-              s.param->name, "'");
+    GPT_CHECK(it != adam_steps.end() && it->second >= 0, "optimizer: no valid saved step counter for '", s.param->name,
+              "'");
     s.state.steps = it->second;
   }
   GPT_CHECK(!tied || has_tied_pair_, "optimizer: cannot restore a tie without both embed and lm_head");
@@ -152,7 +152,7 @@ void Optimizer::plan_step(const StepSchedule& s) {
   if (s.adam_step) {
     for (AdamSlot& slot : adam_) {
       if (tied_ && slot.param->name == "embed") continue;  // folded into lm_head (§4.6)
-      if (on_table_cadence(slot)) continue;                 // §S.3: updated at the n-gram events instead
+      if (on_table_cadence(slot)) continue;                // §S.3: updated at the n-gram events instead
       Work& w = add(nullptr, &slot, slot.group);
       if (tied_ && slot.param->name == "lm_head") {
         w.needs.push_back("embed");
@@ -175,8 +175,8 @@ void Optimizer::gradients_final(const std::vector<std::string>& names) {
   }
   for (Work& w : work_) {
     if (w.issued) continue;
-    const bool ready = std::all_of(w.needs.begin(), w.needs.end(),
-                                   [&](const std::string& n) { return final_gradients_.contains(n); });
+    const bool ready =
+        std::all_of(w.needs.begin(), w.needs.end(), [&](const std::string& n) { return final_gradients_.contains(n); });
     if (ready) issue_reduction(w);
   }
 }

@@ -71,8 +71,8 @@ class Optimizer {
     int64_t steps = 0;
   };
   const AdamState& adam_state(const std::string& name) const;
-  const NorMuonState& bank_state(const std::string& name) const;   // bank_optimizer() == normuon
-  const AnvilState& anvil_state(const std::string& name) const;     // bank_optimizer() == anvil
+  const NorMuonState& bank_state(const std::string& name) const;  // bank_optimizer() == normuon
+  const AnvilState& anvil_state(const std::string& name) const;   // bank_optimizer() == anvil
 
   // Checkpoint resume: puts back the Adam step counters (by parameter name) and the embed/lm_head tie; the
   // state tensors themselves are restored through the handles above (they share storage).
@@ -89,17 +89,17 @@ class Optimizer {
     Parameter* param = nullptr;
     BankConfig config;
     int64_t per_rank = 0;  // matrices owned by each rank
-    NorMuonState state;  // bank_opt = normuon
-    AnvilState anvil;    // bank_opt = anvil
+    NorMuonState state;    // bank_opt = normuon
+    AnvilState anvil;      // bank_opt = anvil
   };
 
   // One parameter's share of the open step: its reduction, then its update (and all-gather).
   struct Work {
     BankSlot* bank = nullptr;  // exactly one of bank / adam
     AdamSlot* adam = nullptr;
-    AdamGroupConfig group;                  // Adam: the group this step updates with (§S.3 changes it late)
-    std::vector<std::string> needs;         // parameters whose gradients the reduction reads
-    bool fold_embed = false;                // tied Adam step: grad(lm_head) += grad(embed)ᵀ before the reduction
+    AdamGroupConfig group;           // Adam: the group this step updates with (§S.3 changes it late)
+    std::vector<std::string> needs;  // parameters whose gradients the reduction reads
+    bool fold_embed = false;         // tied Adam step: grad(lm_head) += grad(embed)ᵀ before the reduction
     bool issued = false;
     PendingCollective reduction;
     Parameter& param() const { return bank != nullptr ? *bank->param : *adam->param; }

@@ -18,10 +18,13 @@ struct Listed {
 };
 // Registration order within an accumulator is the order below; the ship walks accumulators in enum order.
 constexpr Listed kListed[] = {
-    {TailAccumulator::tail_ema, "lm_head"},      {TailAccumulator::tail_ema, "embed"},
-    {TailAccumulator::tail_avg, "vo_bank"},      {TailAccumulator::tail_avg, "mlp_bank"},
+    {TailAccumulator::tail_ema, "lm_head"},
+    {TailAccumulator::tail_ema, "embed"},
+    {TailAccumulator::tail_avg, "vo_bank"},
+    {TailAccumulator::tail_avg, "mlp_bank"},
     {TailAccumulator::value_embed_avg, "value_embeds"},
-    {TailAccumulator::bank_blend, "qk_bank"},    {TailAccumulator::bank_blend, "vo_bank"},
+    {TailAccumulator::bank_blend, "qk_bank"},
+    {TailAccumulator::bank_blend, "vo_bank"},
     {TailAccumulator::bank_blend, "mlp_bank"},
 };
 // The weights whose norms the ship restores (§S.5).
@@ -31,10 +34,14 @@ constexpr const char* kNormRestored[] = {"embed", "lm_head", "mlp_bank", "qk_ban
 
 const char* tail_accumulator_name(TailAccumulator a) {
   switch (a) {
-    case TailAccumulator::tail_ema: return "tail_ema";
-    case TailAccumulator::tail_avg: return "tail_avg";
-    case TailAccumulator::value_embed_avg: return "value_embed_avg";
-    case TailAccumulator::bank_blend: return "bank_blend";
+    case TailAccumulator::tail_ema:
+      return "tail_ema";
+    case TailAccumulator::tail_avg:
+      return "tail_avg";
+    case TailAccumulator::value_embed_avg:
+      return "value_embed_avg";
+    case TailAccumulator::bank_blend:
+      return "bank_blend";
   }
   return "?";
 }
@@ -61,9 +68,11 @@ TailAverage::TailAverage(ParameterSet& params, const Recipe& recipe, const Comm&
     const std::string name = l.weight;
     double factor = 1;
     if (l.accumulator == TailAccumulator::tail_ema) factor = c.tail_ema_ship;
-    if (l.accumulator == TailAccumulator::bank_blend) factor = name == "qk_bank" ? c.bank_blend_ship_qk : c.bank_blend_ship;
+    if (l.accumulator == TailAccumulator::bank_blend)
+      factor = name == "qk_bank" ? c.bank_blend_ship_qk : c.bank_blend_ship;
     const Tensor shard = shard_of(p);
-    Slot slot{.param = &p, .acc = Tensor::zeros(shard.shape(), stat_dtype(p.value.dtype()), p.value.device()),
+    Slot slot{.param = &p,
+              .acc = Tensor::zeros(shard.shape(), stat_dtype(p.value.dtype()), p.value.device()),
               .ship_factor = factor};
     accumulators_[static_cast<int>(l.accumulator)].slots.push_back(std::move(slot));
   }
@@ -94,7 +103,7 @@ TailAverage::Fire TailAverage::rule(TailAccumulator a, int64_t step, int64_t n, 
       const double r = c.tail_ema_rate;
       if (step == n - 1) return {true, r};
       if (step % 2 == 0) return {step == n - c.tail_ema_window, r};  // only the window's first step: the seed
-      return {true, 1 - (1 - r) * (1 - r)};  // an odd step stands for the pair of steps
+      return {true, 1 - (1 - r) * (1 - r)};                          // an odd step stands for the pair of steps
     }
     case TailAccumulator::tail_avg:
       return {(n - 1 - step) % c.tail_avg_every == 0, c.tail_avg_rate};
@@ -162,9 +171,9 @@ std::vector<std::pair<std::string, Tensor>> TailAverage::state_tensors() const {
   if (!enabled_) return out;
   for (int k = 0; k < kTailAccumulatorCount; ++k) {
     for (const Slot& slot : accumulators_[k].slots) {
-      out.emplace_back(std::string("tail/") + tail_accumulator_name(static_cast<TailAccumulator>(k)) + "/" +
-                           slot.param->name,
-                       slot.acc);
+      out.emplace_back(
+          std::string("tail/") + tail_accumulator_name(static_cast<TailAccumulator>(k)) + "/" + slot.param->name,
+          slot.acc);
     }
   }
   out.emplace_back("tail/seeded", seeded_);

@@ -45,9 +45,9 @@ struct StageConfig {
 };
 
 struct ScheduleConfig {
-  int64_t num_scheduled = 0;             // steps of the scheduled stages (all but the extension)
-  int64_t num_extension = 0;             // steps of the extension stage
-  std::vector<double> stage_durations;   // relative durations of the scheduled stages
+  int64_t num_scheduled = 0;            // steps of the scheduled stages (all but the extension)
+  int64_t num_extension = 0;            // steps of the extension stage
+  std::vector<double> stage_durations;  // relative durations of the scheduled stages
   // §S.1: steps added to every stage end from stage `growth_stage` on (0 = none); the cooldown spans
   // num_scheduled + growth_steps main steps.
   int64_t growth_steps = 0;
@@ -55,13 +55,13 @@ struct ScheduleConfig {
   // §S.1 attention segment cap in tokens (0 = none): cu_seqlens gets a boundary every segment_cap tokens inside a
   // document, and attention max_seqlen = min(lmax, segment_cap). A multiple of window_block.
   int64_t segment_cap = 0;
-  std::vector<StageConfig> stages;       // scheduled stages, then the extension
-  int64_t window_block = 0;              // tokens per window block
-  double cooldown_frac = 0;              // η decays over the last cooldown_frac of the scheduled steps
-  double lr_floor = 0;                   // η at the end of the cooldown
-  int64_t split_stage = 0;               // embed/lm_head split at stage_start(split_stage) | 1
-  int64_t momentum_warmup_steps = 0;     // μ ramps 0.85 → 0.95 over these steps
-  int64_t momentum_cooldown_steps = 0;   // μ falls back over the last steps
+  std::vector<StageConfig> stages;      // scheduled stages, then the extension
+  int64_t window_block = 0;             // tokens per window block
+  double cooldown_frac = 0;             // η decays over the last cooldown_frac of the scheduled steps
+  double lr_floor = 0;                  // η at the end of the cooldown
+  int64_t split_stage = 0;              // embed/lm_head split at stage_start(split_stage) | 1
+  int64_t momentum_warmup_steps = 0;    // μ ramps 0.85 → 0.95 over these steps
+  int64_t momentum_cooldown_steps = 0;  // μ falls back over the last steps
   double momentum_min = 0, momentum_max = 0;
   int64_t final_ws_short = 0, final_ws_long = 0;  // windows of the final validation (§5.5)
   // [project definition] R of every training slice = §1.4's R × this (≥ 1). Extra rows are empty trailing segments
@@ -89,10 +89,10 @@ struct OptimizerConfig {
 };
 
 struct ValidationConfig {
-  int64_t every = 0;          // validate at multiples of this (0: only at the end)
-  int64_t tokens = 0;         // tokens per validation
-  int64_t batch_tokens = 0;   // tokens per forward per rank (Tv)
-  int64_t cu_rows = 0;        // cu_seqlens rows of a validation forward
+  int64_t every = 0;         // validate at multiples of this (0: only at the end)
+  int64_t tokens = 0;        // tokens per validation
+  int64_t batch_tokens = 0;  // tokens per forward per rank (Tv)
+  int64_t cu_rows = 0;       // cu_seqlens rows of a validation forward
 };
 
 // RECIPE §S extensions (the [extensions] table; optional: every switch defaults to off, and each key is left out of
@@ -100,27 +100,27 @@ struct ValidationConfig {
 struct ExtensionsConfig {
   // §S.2 hashed n-gram table replacing bigram_embed: total rows Vng (even; 0 = off, bigram_embed of §2.5).
   int64_t ngram_rows = 0;
-  int64_t ngram_late_step = 336;      // cadence: odd steps before it; s mod max_cycle = max_cycle−1 from it
+  int64_t ngram_late_step = 336;  // cadence: odd steps before it; s mod max_cycle = max_cycle−1 from it
   int64_t ngram_max_cycle_steps = 4;
   double ngram_lr = 0.008, ngram_lr_mul = 70, ngram_wd = 0.005, ngram_eps = 1e-10;
-  double ngram_beta2 = 0.95;          // before ngram_late_step; its square from then on
+  double ngram_beta2 = 0.95;  // before ngram_late_step; its square from then on
   double ngram_wd_mul_early = 5, ngram_wd_mul_late = 10;
-  int64_t ngram_cache_rows = 524288;  // W > 1 row cache capacity per rank
+  int64_t ngram_cache_rows = 524288;     // W > 1 row cache capacity per rank
   bool value_embeds_on_cadence = false;  // §S.3
   // §S.5 tail averaging, shipped at the final validation.
   bool tail_average = false;
   int64_t tail_ema_window = 298, tail_avg_window = 250, value_embed_avg_window = 250, bank_blend_window = 298;
   double tail_ema_rate = 2.0 / 299, tail_avg_rate = 4.0 / 53, bank_blend_rate = 2.0 / 75;
-  int64_t tail_avg_every = 4;            // tail-avg fires when (N−1−s) mod this = 0
-  int64_t bank_blend_every = 4;          // bank-blend fires when s mod this = 1 or s ≥ N−2
+  int64_t tail_avg_every = 4;    // tail-avg fires when (N−1−s) mod this = 0
+  int64_t bank_blend_every = 4;  // bank-blend fires when s mod this = 1 or s ≥ N−2
   double tail_ema_ship = 0.65, bank_blend_ship_qk = 0.55, bank_blend_ship = 0.3493;
-  std::string canonical_mask = "off";    // §S.6: off | tier0 | tier1
-  bool prefix_bucketed = false;          // §S.7
-  std::string bank_opt = "normuon";      // §S.8: normuon | anvil
+  std::string canonical_mask = "off";  // §S.6: off | tier0 | tier1
+  bool prefix_bucketed = false;        // §S.7
+  std::string bank_opt = "normuon";    // §S.8: normuon | anvil
   int64_t anvil_rail_warmup = 240, anvil_fast_switch = 514, anvil_rail_taper = 50;
   double anvil_fast_weight = 0.4385, anvil_wd = 2.25;
-  int64_t log_every = 1;                 // §S.11: training lines when (s+1) mod this = 0 or s+1 ≥ N−1
-  bool warmup_list = false;              // §S.10 warmup step list (P changes, split+1..3) instead of §9.1's
+  int64_t log_every = 1;     // §S.11: training lines when (s+1) mod this = 0 or s+1 ≥ N−1
+  bool warmup_list = false;  // §S.10 warmup step list (P changes, split+1..3) instead of §9.1's
   friend bool operator==(const ExtensionsConfig&, const ExtensionsConfig&) = default;
 };
 

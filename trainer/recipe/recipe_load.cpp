@@ -123,8 +123,7 @@ void merge_into(toml::table& base, const toml::table& over) {
   }
 }
 
-toml::table load_tree(const std::string& text, const std::string& source, const std::filesystem::path& dir,
-                      int depth) {
+toml::table load_tree(const std::string& text, const std::string& source, const std::filesystem::path& dir, int depth) {
   GPT_CHECK(depth < 8, "recipe ", source, ": `inherits` chain deeper than 8 (a cycle?)");
   toml::table tree = parse_text(text, source);
   const toml::node* parent = tree.get("inherits");
@@ -147,9 +146,8 @@ toml::table load_tree(const std::string& text, const std::string& source, const 
 bool is_bare_word(const std::string& text) {
   if (text.empty() || std::isalpha(static_cast<unsigned char>(text[0])) == 0) return false;
   if (text == "true" || text == "false" || text == "inf" || text == "nan") return false;
-  return std::all_of(text.begin(), text.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-';
-  });
+  return std::all_of(text.begin(), text.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-'; });
 }
 
 // Applies one "dotted.key=value" override in place.
@@ -158,8 +156,10 @@ void apply_override(toml::table& tree, const std::string& assignment, const std:
   GPT_CHECK(eq != std::string::npos && eq > 0, "--set ", assignment, ": expected key=value");
   const std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
-  GPT_CHECK(key != "target_loss", "--set target_loss: 'target_loss' moved to the [record] table; use --set "
-                                  "record.target=", text);
+  GPT_CHECK(key != "target_loss",
+            "--set target_loss: 'target_loss' moved to the [record] table; use --set "
+            "record.target=",
+            text);
   for (const RenamedName& renamed : renamed_recipe_keys()) {
     const std::string old_name(renamed.old_name);
     if (renamed.table ? !key.starts_with(old_name + ".") : key != old_name) continue;
@@ -185,8 +185,8 @@ void apply_override(toml::table& tree, const std::string& assignment, const std:
     } else if (auto* a = parent->as_array()) {
       char* end = nullptr;
       const long idx = std::strtol(part.c_str(), &end, 10);
-      GPT_CHECK(!part.empty() && *end == '\0' && idx >= 0 && static_cast<size_t>(idx) < a->size(), "--set ", key,
-                ": '", part, "' must be an index in [0, ", a->size(), ") of an array");
+      GPT_CHECK(!part.empty() && *end == '\0' && idx >= 0 && static_cast<size_t>(idx) < a->size(), "--set ", key, ": '",
+                part, "' must be an index in [0, ", a->size(), ") of an array");
       target = a->get(static_cast<size_t>(idx));
     } else {
       GPT_FAIL("--set ", key, ": '", part, "' is below a value that is neither a table nor an array");
@@ -242,7 +242,9 @@ void apply_override(toml::table& tree, const std::string& assignment, const std:
 
 }  // namespace
 
-std::filesystem::path default_recipe_dir() { return std::filesystem::path(SPEEDRUN_SOURCE_DIR) / "trainer" / "recipes"; }
+std::filesystem::path default_recipe_dir() {
+  return std::filesystem::path(SPEEDRUN_SOURCE_DIR) / "trainer" / "recipes";
+}
 
 Recipe parse_recipe(const std::string& toml_text, const std::string& source_name,
                     const std::vector<std::string>& overrides, const std::filesystem::path& recipe_dir) {
@@ -261,7 +263,8 @@ Recipe load_recipe(const std::string& name_or_path, const std::vector<std::strin
   const std::filesystem::path path = resolve_recipe_path(name_or_path, recipe_dir);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) refuse_renamed_recipe(name_or_path, "");
-  GPT_CHECK(std::filesystem::exists(path, ec), "recipe '", name_or_path, "' not found (looked for ", path.string(), ")");
+  GPT_CHECK(std::filesystem::exists(path, ec), "recipe '", name_or_path, "' not found (looked for ", path.string(),
+            ")");
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : recipe_dir;
   return parse_recipe(read_recipe_file(path, "recipe file"), path.string(), overrides, dir);
 }

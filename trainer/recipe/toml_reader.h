@@ -148,7 +148,9 @@ class Reader {
               ", which a double cannot hold exactly; expected a number in range");
     return *v;
   }
-  std::string full(std::string_view key) const { return path_.empty() ? std::string(key) : path_ + "." + std::string(key); }
+  std::string full(std::string_view key) const {
+    return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+  }
   // Where a key's value came from, to start an error: "--set K=V: key 'K'" or "recipe FILE: key 'K'".
   std::string where(std::string_view key) const {
     const std::string k = full(key);

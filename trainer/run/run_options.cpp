@@ -76,18 +76,24 @@ std::filesystem::path rank_checkpoint_path(const std::filesystem::path& rank0_pa
 
 const char* status_name(RunStatus status) {
   switch (status) {
-    case RunStatus::finished: return "finished";
-    case RunStatus::diverged: return "diverged";
-    case RunStatus::failed: return "failed";
+    case RunStatus::finished:
+      return "finished";
+    case RunStatus::diverged:
+      return "diverged";
+    case RunStatus::failed:
+      return "failed";
   }
   return "failed";
 }
 
 int exit_code(RunStatus status) {
   switch (status) {
-    case RunStatus::finished: return 0;
-    case RunStatus::diverged: return 3;
-    case RunStatus::failed: return 1;
+    case RunStatus::finished:
+      return 0;
+    case RunStatus::diverged:
+      return 3;
+    case RunStatus::failed:
+      return 1;
   }
   return 1;
 }

@@ -94,8 +94,7 @@ CheckpointMeta CheckpointMeta::from_json(const nlohmann::json& j, const std::str
     m.tokens = j.at("tokens").get<int64_t>();
     for (const auto& p : j.at("val_history")) {
       const auto& loss = p.at("val_loss");
-      m.val_history.push_back({p.at("step").get<int64_t>(),
-                               loss.is_null() ? std::nan("") : loss.get<double>(),
+      m.val_history.push_back({p.at("step").get<int64_t>(), loss.is_null() ? std::nan("") : loss.get<double>(),
                                p.at("train_time_ms").get<double>()});
     }
     m.counters.adam_steps = j.at("optimizer").at("adam_steps").get<std::map<std::string, int64_t>>();

@@ -87,7 +87,7 @@ struct TrainingRun::Impl {
   std::optional<CheckpointMeta> resume_meta;
   RunEnvironment environment;
   std::filesystem::path log_path, summary_path;
-  std::string nonfinite_where;  // the ranks of the last non-finite training loss (W > 1)
+  std::string nonfinite_where;      // the ranks of the last non-finite training loss (W > 1)
   std::optional<RunMemory> memory;  // estimate, budget and activity: the context of an out-of-memory error
 
   Impl(RunOptions opts, const ModelFactory& factory)
@@ -129,11 +129,10 @@ struct TrainingRun::Impl {
               ": a rank runs on one GPU; train_gpt's own launcher (main) starts the ranks of --gpus N");
     GPT_CHECK(options.checkpoint_every >= 0, "--checkpoint-every ", options.checkpoint_every, ": expected >= 0");
     GPT_CHECK(options.threads >= 1, "--threads ", options.threads, ": expected >= 1");
-    GPT_CHECK(options.inject_nan_step < schedule.total_steps(), "--set debug.inject_nan_step=",
-              options.inject_nan_step, ": the recipe has only ", schedule.total_steps(), " steps");
-    GPT_CHECK(options.stop_after_step < schedule.total_steps(), "--set debug.stop_after_step=",
-              options.stop_after_step, ": expected a step before the last (the recipe has ", schedule.total_steps(),
-              " steps)");
+    GPT_CHECK(options.inject_nan_step < schedule.total_steps(), "--set debug.inject_nan_step=", options.inject_nan_step,
+              ": the recipe has only ", schedule.total_steps(), " steps");
+    GPT_CHECK(options.stop_after_step < schedule.total_steps(), "--set debug.stop_after_step=", options.stop_after_step,
+              ": expected a step before the last (the recipe has ", schedule.total_steps(), " steps)");
     std::error_code ec;
     std::filesystem::create_directories(options.out_dir, ec);
     GPT_CHECK(!ec && std::filesystem::is_directory(options.out_dir), "--out '", options.out_dir.string(),
@@ -147,8 +146,10 @@ struct TrainingRun::Impl {
     GPT_CHECK(w >= 1 && 8 % w == 0, "world size ", w, " (from ", launch.source,
               "): the ranks of a run must divide 8 (1, 2, 4 or 8)");
     GPT_CHECK(recipe.slices_per_call % w == 0, "world size ", w, " (from ", launch.source, "): recipe '", recipe.name,
-              "' builds ", recipe.slices_per_call, " slice(s) per loader call, which must divide among the ranks "
-              "(e.g. --set slices_per_call=", 8, ")");
+              "' builds ", recipe.slices_per_call,
+              " slice(s) per loader call, which must divide among the ranks "
+              "(e.g. --set slices_per_call=",
+              8, ")");
   }
 
   // §8: every rank starts from rank 0's parameters and buffers (equal by construction from the seed; the
@@ -223,8 +224,8 @@ struct TrainingRun::Impl {
               ", this run's --data is ", corpus.describe());
     GPT_CHECK(meta.seed == options.seed, "--resume '", file, "': written with --seed ", meta.seed,
               ", this run has --seed ", options.seed);
-    GPT_CHECK(meta.world_size == comm->world_size(), "--resume '", file, "': written with world size ",
-              meta.world_size, ", this run has ", comm->world_size());
+    GPT_CHECK(meta.world_size == comm->world_size(), "--resume '", file, "': written with world size ", meta.world_size,
+              ", this run has ", comm->world_size());
     GPT_CHECK(meta.next_step >= 0 && meta.next_step <= schedule.total_steps(), "--resume '", file, "': next step ",
               meta.next_step, " is outside the recipe's 0..", schedule.total_steps());
     GPT_CHECK(meta.rank == comm->rank(), "--resume '", file, "': holds rank ", meta.rank, "'s state, read by rank ",
@@ -281,8 +282,8 @@ struct TrainingRun::Impl {
     log.line("recipe: " + recipe.name + " hash: " + recipe.hash());
     log.line("git: " + environment.git_commit + (environment.git_dirty ? " (dirty)" : ""));
     log.line("environment: host=" + environment.hostname + " cpu=\"" + environment.cpu +
-             "\" threads=" + std::to_string(environment.threads) + " backend=" + environment.backend +
-             " compiler=\"" + environment.compiler + "\" build=" + environment.build_type);
+             "\" threads=" + std::to_string(environment.threads) + " backend=" + environment.backend + " compiler=\"" +
+             environment.compiler + "\" build=" + environment.build_type);
     log.line("world_size: " + std::to_string(comm->world_size()) + " (launcher: " + launch.source +
              ") accumulation: " + std::to_string(recipe.slices_per_call / comm->world_size()) + " microbatches");
     for (const RankPlace& p : environment.ranks)

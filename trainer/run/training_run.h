@@ -23,25 +23,25 @@ class StepRunner;
 class ValLoader;
 
 struct RunOptions {
-  std::string recipe;                   // --recipe NAME|FILE
-  std::vector<std::string> overrides;   // --set key=value (debug.* taken out by take_debug_switches)
-  std::filesystem::path data_dir;       // --data
-  uint64_t seed = 0;                    // --seed
-  std::string run_id;                   // --run-id
-  std::filesystem::path out_dir;        // --out
-  std::string backend = "cpu";          // --backend
-  int gpus = 1;                         // --gpus (the app launches the ranks; a rank itself runs with 1)
-  int world_size = 1;                   // set by TrainingRun from its communicator before the model is built
-  int threads = 1;                      // --threads (recorded; the app applies it)
-  std::filesystem::path resume;         // --resume CHECKPOINT (empty: fresh run)
-  int64_t checkpoint_every = 0;         // --checkpoint-every K (0: none)
-  bool echo = true;                     // also print log lines to stdout
+  std::string recipe;                  // --recipe NAME|FILE
+  std::vector<std::string> overrides;  // --set key=value (debug.* taken out by take_debug_switches)
+  std::filesystem::path data_dir;      // --data
+  uint64_t seed = 0;                   // --seed
+  std::string run_id;                  // --run-id
+  std::filesystem::path out_dir;       // --out
+  std::string backend = "cpu";         // --backend
+  int gpus = 1;                        // --gpus (the app launches the ranks; a rank itself runs with 1)
+  int world_size = 1;                  // set by TrainingRun from its communicator before the model is built
+  int threads = 1;                     // --threads (recorded; the app applies it)
+  std::filesystem::path resume;        // --resume CHECKPOINT (empty: fresh run)
+  int64_t checkpoint_every = 0;        // --checkpoint-every K (0: none)
+  bool echo = true;                    // also print log lines to stdout
   std::filesystem::path recipe_dir = default_recipe_dir();
 
   // Hidden switches (`--set debug.KEY=VALUE`), not part of the recipe or its hash:
-  int64_t inject_nan_step = -1;  // debug.inject_nan_step: poison lm_head before training step K (divergence test)
-  std::string model = "gpt";     // debug.model: gpt | standin (standin_model.h)
-  bool final_checkpoint = false; // debug.final_checkpoint: also write OUT/ID.final.ckpt after the last validation
+  int64_t inject_nan_step = -1;   // debug.inject_nan_step: poison lm_head before training step K (divergence test)
+  std::string model = "gpt";      // debug.model: gpt | standin (standin_model.h)
+  bool final_checkpoint = false;  // debug.final_checkpoint: also write OUT/ID.final.ckpt after the last validation
   // debug.stop_after_step=K: end the run after step K with its checkpoint OUT/ID.stepK.ckpt and status `failed`
   // ("stopped after step K"), before the later steps and the final validation (tests of a resume that compare the
   // state at a step in the middle of a run without running the rest).
@@ -86,16 +86,16 @@ struct RunResult {
   RunStatus status = RunStatus::failed;
   std::optional<double> final_val_loss;
   double train_time_ms = 0;
-  int64_t steps = 0;        // optimizer steps completed (including those before a resume)
-  int64_t total_steps = 0;  // N
-  int64_t tokens = 0;       // training tokens consumed by the completed steps, all ranks
-  int64_t train_data_passes = 1;  // passes begun over the train shards (> 1 only with data.cycle_train_shards)
-  bool train_data_cycled = false; // the recipe let the loader restart the train shards
+  int64_t steps = 0;               // optimizer steps completed (including those before a resume)
+  int64_t total_steps = 0;         // N
+  int64_t tokens = 0;              // training tokens consumed by the completed steps, all ranks
+  int64_t train_data_passes = 1;   // passes begun over the train shards (> 1 only with data.cycle_train_shards)
+  bool train_data_cycled = false;  // the recipe let the loader restart the train shards
   std::vector<ValPoint> val_history;
   std::vector<StageTime> stage_times;  // per stage run by this process, in order
-  std::vector<double> train_losses;  // mean training loss of each step run by this process, in order
-  std::string error;                 // failure or divergence reason
-  int interrupted_by = 0;            // the SIGINT/SIGTERM that stopped a one-rank run (stop_request.h), 0 if none
+  std::vector<double> train_losses;    // mean training loss of each step run by this process, in order
+  std::string error;                   // failure or divergence reason
+  int interrupted_by = 0;              // the SIGINT/SIGTERM that stopped a one-rank run (stop_request.h), 0 if none
 };
 
 // Builds the model of a run; `comm` is the run's communicator (the n-gram table of §S.2 is sharded over it).

@@ -49,8 +49,8 @@ void restore_state(const std::vector<NamedTensor>& live, const std::vector<Named
     auto it = by_name.find(t.name);
     GPT_CHECK(it != by_name.end(), what, ": state tensor '", t.name, "' is missing");
     const Tensor& src = *it->second;
-    GPT_CHECK(src.shape() == t.tensor.shape() && src.dtype() == t.tensor.dtype(), what, ": tensor '", t.name,
-              "' is ", src.describe(), ", the run expects ", t.tensor.describe());
+    GPT_CHECK(src.shape() == t.tensor.shape() && src.dtype() == t.tensor.dtype(), what, ": tensor '", t.name, "' is ",
+              src.describe(), ", the run expects ", t.tensor.describe());
     Tensor dst = t.tensor;  // shares storage with the live tensor
     dst.copy_from(src);
   }

@@ -23,7 +23,8 @@ std::vector<NamedTensor> clone_state(const std::vector<NamedTensor>& state);
 
 // Copies `saved` into `live` (same names, shapes and dtypes, in any order); throws naming the first mismatch.
 // `what` names the source in messages (e.g. the checkpoint file).
-void restore_state(const std::vector<NamedTensor>& live, const std::vector<NamedTensor>& saved, const std::string& what);
+void restore_state(const std::vector<NamedTensor>& live, const std::vector<NamedTensor>& saved,
+                   const std::string& what);
 
 // Name of the first tensor whose bytes differ between `a` and `b`, or "" when they are bitwise equal.
 std::string first_difference(const std::vector<NamedTensor>& a, const std::vector<NamedTensor>& b);

@@ -25,9 +25,11 @@ Schedule::Schedule(const Recipe& recipe) : recipe_(recipe) {
   for (size_t i = 0; i < sc.stage_durations.size(); ++i) {
     cumulative += sc.stage_durations[i];
     const int64_t growth = static_cast<int64_t>(i) >= sc.growth_stage ? sc.growth_steps : 0;
-    const int64_t end = growth + (i + 1 == sc.stage_durations.size()
-                            ? sc.num_scheduled
-                            : static_cast<int64_t>(std::nearbyint(static_cast<double>(sc.num_scheduled) * cumulative / total)));
+    const int64_t end =
+        growth +
+        (i + 1 == sc.stage_durations.size()
+             ? sc.num_scheduled
+             : static_cast<int64_t>(std::nearbyint(static_cast<double>(sc.num_scheduled) * cumulative / total)));
     GPT_CHECK(end > begin, "schedule: stage ", i, " of recipe '", recipe_.name, "' is empty (", begin, " to ", end,
               "); check schedule.num_scheduled and schedule.stage_durations");
     begins_.push_back(begin);
@@ -133,7 +135,7 @@ double Schedule::prefix_weight(int64_t step) const {
 }
 
 int64_t Schedule::sampled_softmax_size(int64_t step) const {
-  const int stage = stage_of(step);  // checks the step
+  const int stage = stage_of(step);    // checks the step
   if (step == total_steps_) return 0;  // validation always uses the full softmax
   const std::vector<int64_t>& sizes = recipe_.schedule.stages[static_cast<size_t>(stage)].sampled_softmax;
   return sizes.empty() ? 0 : sizes[stepped_index(step, stage, sizes.size())];

@@ -12,27 +12,27 @@ namespace gpt {
 
 struct StepSchedule {
   int64_t step = 0;
-  int stage = 0;                 // index into the recipe's stage list (the last one is the extension)
+  int stage = 0;  // index into the recipe's stage list (the last one is the extension)
   int64_t stage_begin = 0, stage_end = 0;
-  int64_t batch_tokens = 0;      // B
-  int64_t slice_tokens = 0;      // T = B / slices_per_call
-  int64_t cu_rows = 0;           // R (§1.4)
+  int64_t batch_tokens = 0;  // B
+  int64_t slice_tokens = 0;  // T = B / slices_per_call
+  int64_t cu_rows = 0;       // R (§1.4)
   int64_t lmax = 0;
   int64_t ws_short_blocks = 0, ws_long_blocks = 0;
   int64_t ws_short_tokens = 0, ws_long_tokens = 0;
-  double lr_mult = 0;            // η(s)
+  double lr_mult = 0;  // η(s)
   std::vector<double> mtp_weights;
   double prefix_weight = 0;
-  double momentum = 0;           // μ(s)
-  bool adam_step = false;        // s odd
-  bool tied = true;              // embed tied to lm_head during this step (s ≤ split)
-  bool split_step = false;       // the untie happens at the end of this step
-  bool validation = false;       // a validation runs before training step s (or at s = N)
+  double momentum = 0;      // μ(s)
+  bool adam_step = false;   // s odd
+  bool tied = true;         // embed tied to lm_head during this step (s ≤ split)
+  bool split_step = false;  // the untie happens at the end of this step
+  bool validation = false;  // a validation runs before training step s (or at s = N)
   // §S (zero / false when the recipe's switches are off):
-  int64_t sampled_softmax = 0;   // §S.4 P; 0 = full softmax (always 0 at s = N)
-  bool ngram_event = false;      // §S.2 the n-gram table (and §S.3 value_embeds) update inside this step's optimizer step
-  int64_t segment_cap = 0;       // §S.1 attention segment cap in tokens; 0 = none
-  bool log_line = true;          // §S.11 whether the training line of this step is written
+  int64_t sampled_softmax = 0;  // §S.4 P; 0 = full softmax (always 0 at s = N)
+  bool ngram_event = false;  // §S.2 the n-gram table (and §S.3 value_embeds) update inside this step's optimizer step
+  int64_t segment_cap = 0;   // §S.1 attention segment cap in tokens; 0 = none
+  bool log_line = true;      // §S.11 whether the training line of this step is written
 };
 
 // §S.9 configuration key of a training step: one captured step graph per distinct key.
@@ -42,7 +42,7 @@ struct StepGraphKey {
   int64_t mtp_weights = 0;      // number of MTP predictions
   int64_t sampled_softmax = 0;  // P (0 = full)
   int64_t ws_short_blocks = 0, ws_long_blocks = 0;
-  int64_t max_segment = 0;      // attention max_seqlen: min(lmax, segment cap) (lmax without a cap)
+  int64_t max_segment = 0;  // attention max_seqlen: min(lmax, segment cap) (lmax without a cap)
   auto operator<=>(const StepGraphKey&) const = default;
 };
 
@@ -96,7 +96,7 @@ class Schedule {
   bool is_ngram_event(int64_t step) const;
   // §S.11: the training line after step s (s < N) is written when (s+1) mod extensions.log_every = 0 or s+1 ≥ N−1.
   bool logs_training_line(int64_t step) const;
-  StepGraphKey graph_key(int64_t step) const;        // §S.9, for s < N
+  StepGraphKey graph_key(int64_t step) const;         // §S.9, for s < N
   int64_t main_steps() const { return main_steps_; }  // num_scheduled + growth_steps (the cooldown's span end)
 
   StepSchedule at(int64_t step) const;

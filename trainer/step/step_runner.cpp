@@ -9,8 +9,10 @@
 namespace gpt {
 
 CallShape call_shape(const StepSchedule& s) {
-  return CallShape{.slice_tokens = s.slice_tokens, .max_doc_tokens = s.lmax,
-                   .cu_seqlens_rows = static_cast<int32_t>(s.cu_rows), .segment_cap = s.segment_cap};
+  return CallShape{.slice_tokens = s.slice_tokens,
+                   .max_doc_tokens = s.lmax,
+                   .cu_seqlens_rows = static_cast<int32_t>(s.cu_rows),
+                   .segment_cap = s.segment_cap};
 }
 
 std::vector<double> all_ranks_values(Comm& comm, Device device, double value) {

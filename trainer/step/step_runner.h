@@ -49,9 +49,9 @@ struct StepProbes {
 };
 
 struct StepOutcome {
-  double loss = 0;                 // mean training loss over the ranks (rank order)
-  std::vector<double> rank_losses; // each rank's mean over its microbatches
-  bool applied = false;            // false: a non-finite loss, the step was abandoned (no update)
+  double loss = 0;                  // mean training loss over the ranks (rank order)
+  std::vector<double> rank_losses;  // each rank's mean over its microbatches
+  bool applied = false;             // false: a non-finite loss, the step was abandoned (no update)
 };
 
 class StepRunner {

@@ -77,8 +77,7 @@ std::string_view RankTable::bytes_of(int32_t rank) const {
   return std::string_view(arena_).substr(slot.offset, slot.length);
 }
 
-void bpe_merge_linear(const RankTable& ranks, std::string_view piece, BpeScratch& scratch,
-                      std::vector<int32_t>& out) {
+void bpe_merge_linear(const RankTable& ranks, std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) {
   // Parts are [starts[k], starts[k+1]); pair_ranks[k] is the rank of parts k and k+1 merged.
   auto& starts = scratch.starts;
   auto& pair_ranks = scratch.pair_ranks;
@@ -117,8 +116,7 @@ void bpe_merge_linear(const RankTable& ranks, std::string_view piece, BpeScratch
   }
 }
 
-void bpe_merge_heap(const RankTable& ranks, std::string_view piece, BpeScratch& scratch,
-                    std::vector<int32_t>& out) {
+void bpe_merge_heap(const RankTable& ranks, std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) {
   // Parts form a linked list indexed by their start byte; next[i] == n ends the list.
   // pair_ranks[i] is the rank of part i merged with its successor (kNoRank if none); a heap entry
   // (rank, i) is current only while pair_ranks[i] still equals rank and i is alive.
@@ -137,9 +135,7 @@ void bpe_merge_heap(const RankTable& ranks, std::string_view piece, BpeScratch& 
     next[i] = i + 1;
     prev[i] = i == 0 ? end : i - 1;  // end doubles as "no predecessor"
   }
-  const auto key = [](int32_t rank, uint32_t start) {
-    return (static_cast<uint64_t>(rank) << 40) | start;
-  };
+  const auto key = [](int32_t rank, uint32_t start) { return (static_cast<uint64_t>(rank) << 40) | start; };
   const auto update_pair = [&](uint32_t i) {
     const uint32_t j = next[i];
     int32_t rank = kNoRank;
@@ -318,8 +314,7 @@ size_t repeated_character_length(std::string_view piece) {
   return n;
 }
 
-void bpe_encode_piece(const RankTable& ranks, std::string_view piece, BpeScratch& scratch,
-                      std::vector<int32_t>& out) {
+void bpe_encode_piece(const RankTable& ranks, std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out) {
   if (piece.empty()) return;
   // Most pieces of prose are whole tokens: one lookup instead of a merge loop.
   if (const int32_t whole = ranks.find(piece); whole != kNoRank) {

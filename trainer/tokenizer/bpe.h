@@ -54,8 +54,7 @@ struct BpeScratch {
 };
 
 // Appends the token ids of piece to out. Every byte of piece must have a rank.
-void bpe_encode_piece(const RankTable& ranks, std::string_view piece, BpeScratch& scratch,
-                      std::vector<int32_t>& out);
+void bpe_encode_piece(const RankTable& ranks, std::string_view piece, BpeScratch& scratch, std::vector<int32_t>& out);
 
 // The two merge strategies bpe_encode_piece chooses between by piece length; exposed to test that they agree.
 // Linear: rescans all pairs after each merge (fast for short pieces, quadratic in length).

@@ -77,11 +77,16 @@ constexpr int32_t kForever = std::numeric_limits<int32_t>::max();
 
 char edge_class_letter(EdgeClass c) {
   switch (c) {
-    case EdgeClass::space: return 'S';
-    case EdgeClass::number: return 'N';
-    case EdgeClass::letter: return 'L';
-    case EdgeClass::other: return 'O';
-    case EdgeClass::undecodable: return '?';
+    case EdgeClass::space:
+      return 'S';
+    case EdgeClass::number:
+      return 'N';
+    case EdgeClass::letter:
+      return 'L';
+    case EdgeClass::other:
+      return 'O';
+    case EdgeClass::undecodable:
+      return '?';
   }
   return '?';
 }
@@ -91,10 +96,14 @@ EdgeClass code_point_class(char32_t cp) {
   // Zs or bidirectional class WS, B, S) minus U+001C..U+001F: exactly the S class of §S.6 (checked by a test over
   // every code point).
   switch (char_class(cp)) {
-    case CharClass::kSpace: return EdgeClass::space;
-    case CharClass::kNumber: return EdgeClass::number;
-    case CharClass::kLetter: return EdgeClass::letter;
-    case CharClass::kOther: return EdgeClass::other;
+    case CharClass::kSpace:
+      return EdgeClass::space;
+    case CharClass::kNumber:
+      return EdgeClass::number;
+    case CharClass::kLetter:
+      return EdgeClass::letter;
+    case CharClass::kOther:
+      return EdgeClass::other;
   }
   return EdgeClass::other;
 }
@@ -149,7 +158,8 @@ TokenReplay replay_token(const Gpt2Tokenizer& tok, int32_t token) {
     int32_t best = kForever;
     size_t at = 0;
     for (size_t i = 0; i + 1 < parts.size(); ++i) {  // lowest rank, leftmost on ties (strict <)
-      const std::optional<int32_t> rank = tok.find_token(bytes.substr(parts[i].begin, parts[i + 1].end - parts[i].begin));
+      const std::optional<int32_t> rank =
+          tok.find_token(bytes.substr(parts[i].begin, parts[i + 1].end - parts[i].begin));
       if (rank.has_value() && *rank < best) {
         best = *rank;
         at = i;
@@ -204,8 +214,10 @@ void add_tier1(const Gpt2Tokenizer& tok, CanonicalMask& mask, const std::atomic<
   for (int32_t t = 0; t < n; ++t) {
     if (t % 1024 == 0) check_cancel();
     const std::string_view bytes = tok.token_bytes(t);
-    GPT_CHECK((t < 256) == (bytes.size() == 1), "canonical mask: expected the 256 single bytes at ranks 0..255, "
-              "token ", t, " has ", bytes.size(), " bytes");
+    GPT_CHECK((t < 256) == (bytes.size() == 1),
+              "canonical mask: expected the 256 single bytes at ranks 0..255, "
+              "token ",
+              t, " has ", bytes.size(), " bytes");
     replays[t] = replay_token(tok, t);
     end_classes[t] = end_class(bytes);
     const auto add = [t](const std::vector<TrajectoryEntry>& trajectory, auto&& target_of) {
@@ -214,10 +226,13 @@ void add_tier1(const Gpt2Tokenizer& tok, CanonicalMask& mask, const std::atomic<
         target_of(trajectory[i].piece).push_back({t, trajectory[i].start, end});
       }
     };
-    if (!is_closed(bytes)) add(replays[t].last, [&](int32_t piece) -> auto& { return last_by_piece[piece]; });
+    if (!is_closed(bytes))
+      add(
+          replays[t].last, [&](int32_t piece) -> auto& { return last_by_piece[piece]; });
     const EdgeClass start = start_class(bytes);
     if (start != EdgeClass::undecodable) {
-      add(replays[t].first, [&](int32_t piece) -> auto& { return first_by_piece[piece][static_cast<int>(start)]; });
+      add(
+          replays[t].first, [&](int32_t piece) -> auto& { return first_by_piece[piece][static_cast<int>(start)]; });
     }
   }
   // Start classes of x allowed after an end class of p: (S, S) and (O, L) are pre-tokenizer boundaries.

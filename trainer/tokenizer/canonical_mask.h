@@ -36,9 +36,7 @@ class CanonicalMask {
  public:
   CanonicalMask();  // all bits clear
 
-  bool test(int64_t previous, int64_t next) const {
-    return (bits_[index(previous, next)] >> (next & 7)) & 1u;
-  }
+  bool test(int64_t previous, int64_t next) const { return (bits_[index(previous, next)] >> (next & 7)) & 1u; }
   void set(int64_t previous, int64_t next) { bits_[index(previous, next)] |= static_cast<uint8_t>(1u << (next & 7)); }
   std::span<const uint8_t> row(int64_t previous) const {
     return {bits_.data() + previous * kCanonicalMaskRowBytes, static_cast<size_t>(kCanonicalMaskRowBytes)};
@@ -125,8 +123,8 @@ struct TrajectoryEntry {
 };
 // §S.6 step 1: BPE replay of one token's bytes alone.
 struct TokenReplay {
-  int32_t final_left = -1;   // a_t of the final merge (−1 for a single byte)
-  int32_t final_right = -1;  // c_t
+  int32_t final_left = -1;             // a_t of the final merge (−1 for a single byte)
+  int32_t final_right = -1;            // c_t
   std::vector<TrajectoryEntry> first;  // first-piece trajectory, starts ascending
   std::vector<TrajectoryEntry> last;   // last-piece trajectory
 };

@@ -76,16 +76,16 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::filesystem::path& ranks_file) {
       return os.str();
     };
     const size_t space = line.find(' ');
-    GPT_CHECK(space != std::string_view::npos && line.find(' ', space + 1) == std::string_view::npos,
-              where(), "expected 'base64 rank', got '", line.substr(0, 80), "'");
+    GPT_CHECK(space != std::string_view::npos && line.find(' ', space + 1) == std::string_view::npos, where(),
+              "expected 'base64 rank', got '", line.substr(0, 80), "'");
     const std::optional<std::string> bytes = decode_base64(line.substr(0, space));
     GPT_CHECK(bytes.has_value(), where(), "invalid base64 token bytes '", line.substr(0, space), "'");
     const std::string_view rank_text = line.substr(space + 1);
     int32_t rank = -1;
     const auto [rank_end, ec] = std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), rank);
-    GPT_CHECK(ec == std::errc() && rank_end == rank_text.data() + rank_text.size() && rank >= 0 &&
-                  rank < kMergeableTokens,
-              where(), "rank must be an integer in [0, ", kMergeableTokens, "), got '", rank_text, "'");
+    GPT_CHECK(
+        ec == std::errc() && rank_end == rank_text.data() + rank_text.size() && rank >= 0 && rank < kMergeableTokens,
+        where(), "rank must be an integer in [0, ", kMergeableTokens, "), got '", rank_text, "'");
     GPT_CHECK(!rank_seen[static_cast<size_t>(rank)], where(), "rank ", rank, " appears twice");
     rank_seen[static_cast<size_t>(rank)] = true;
     GPT_CHECK(tok.ranks_.insert(*bytes, rank), where(), "token bytes of rank ", rank, " appear twice");
@@ -94,8 +94,8 @@ Gpt2Tokenizer Gpt2Tokenizer::load(const std::filesystem::path& ranks_file) {
             kMergeableTokens, " tokens (ranks 0..", kMergeableTokens - 1, "), found ", tok.ranks_.size(),
             " (truncated or wrong file? ", kFetchHint, ")");
   for (int byte = 0; byte < 256; ++byte) {
-    GPT_CHECK(tok.ranks_.byte_rank(static_cast<unsigned char>(byte)) != RankTable::kNotFound,
-              ranks_file.string(), ": no token for the single byte ", byte, " (byte-level BPE needs all 256)");
+    GPT_CHECK(tok.ranks_.byte_rank(static_cast<unsigned char>(byte)) != RankTable::kNotFound, ranks_file.string(),
+              ": no token for the single byte ", byte, " (byte-level BPE needs all 256)");
   }
   return tok;
 }
@@ -105,8 +105,8 @@ std::filesystem::path Gpt2Tokenizer::default_ranks_path() {
       std::filesystem::path(SPEEDRUN_SOURCE_DIR) / "data" / "tokenizer" / "r50k_base.tiktoken";
   if (const char* env = std::getenv("SPEEDRUN_TOKENIZER"); env != nullptr && *env != '\0') {
     const std::filesystem::path from_env(env);
-    GPT_CHECK(std::filesystem::is_regular_file(from_env), "GPT-2 ranks file not found: SPEEDRUN_TOKENIZER=",
-              from_env, " does not exist (unset it to use ", in_source, ", or ", kFetchHint, ")");
+    GPT_CHECK(std::filesystem::is_regular_file(from_env), "GPT-2 ranks file not found: SPEEDRUN_TOKENIZER=", from_env,
+              " does not exist (unset it to use ", in_source, ", or ", kFetchHint, ")");
     return from_env;
   }
   GPT_CHECK(std::filesystem::is_regular_file(in_source), "GPT-2 ranks file not found: SPEEDRUN_TOKENIZER is unset and ",
@@ -167,8 +167,7 @@ std::vector<int64_t> prefix_table_of(const Gpt2Tokenizer& tok, int64_t padded_vo
   for (int32_t id = 0; id < Gpt2Tokenizer::kMergeableTokens; ++id) {
     if (in_set(tok.token_bytes(id))) order.push_back(id);
   }
-  std::sort(order.begin(), order.end(),
-            [&](int32_t a, int32_t b) { return tok.token_bytes(a) < tok.token_bytes(b); });
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return tok.token_bytes(a) < tok.token_bytes(b); });
   std::vector<int32_t> ancestors;
   for (const int32_t id : order) {
     const std::string_view bytes = tok.token_bytes(id);
@@ -187,8 +186,10 @@ std::vector<int64_t> build_prefix_table(const Gpt2Tokenizer& tok, int64_t padded
 
 std::vector<int64_t> build_prefix_table_bucket(const Gpt2Tokenizer& tok, int rank, int world_size,
                                                int64_t padded_vocab) {
-  GPT_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "build_prefix_table_bucket: need 0 <= rank < "
-            "world_size, got rank ", rank, " of ", world_size);
+  GPT_CHECK(world_size >= 1 && rank >= 0 && rank < world_size,
+            "build_prefix_table_bucket: need 0 <= rank < "
+            "world_size, got rank ",
+            rank, " of ", world_size);
   return prefix_table_of(tok, padded_vocab, "build_prefix_table_bucket", [&](std::string_view bytes) {
     return bytes.size() == 1 || static_cast<unsigned char>(bytes[1]) % world_size == rank;
   });

@@ -38,15 +38,13 @@ std::vector<int32_t> parse_id_array(const std::string& text, int32_t vocab_size)
   } catch (const nlohmann::json::parse_error& e) {
     GPT_FAIL("ids --decode: stdin is not JSON (expected an array of token ids): ", e.what());
   }
-  GPT_CHECK(parsed.is_array(), "ids --decode: stdin must be a JSON array of token ids, got a ",
-            parsed.type_name());
+  GPT_CHECK(parsed.is_array(), "ids --decode: stdin must be a JSON array of token ids, got a ", parsed.type_name());
   std::vector<int32_t> ids;
   ids.reserve(parsed.size());
   for (size_t i = 0; i < parsed.size(); ++i) {
     const nlohmann::json& id = parsed[i];
     GPT_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < vocab_size,
-              "ids --decode: element ", i, " is ", id.dump(), ", expected an integer id in [0, ",
-              vocab_size, ")");
+              "ids --decode: element ", i, " is ", id.dump(), ", expected an integer id in [0, ", vocab_size, ")");
     ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
   }
   return ids;
@@ -63,8 +61,8 @@ std::string format_id_array(const std::vector<int32_t>& ids) {
 }
 
 void run_ids(const IdsOptions& options) {
-  const Gpt2Tokenizer tok = options.ranks_file.empty() ? Gpt2Tokenizer::load_default()
-                                                       : Gpt2Tokenizer::load(options.ranks_file);
+  const Gpt2Tokenizer tok =
+      options.ranks_file.empty() ? Gpt2Tokenizer::load_default() : Gpt2Tokenizer::load(options.ranks_file);
   const std::string input = read_all_stdin();
   if (options.decode) {
     write_stdout(tok.decode(parse_id_array(input, tok.vocab_size())));

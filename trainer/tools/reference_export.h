@@ -20,11 +20,11 @@
 namespace gpt {
 
 struct ReferenceExportOptions {
-  RunOptions run;                     // recipe, overrides, data, seed, backend; out_dir = the export folder
-  std::vector<int64_t> steps;         // even steps s of pairs from the initial weights; empty: the default
-                                      // pairs, or none when a checkpoint gives the pair
-  int64_t validation_tokens = 8192;   // leading positions of validation window 0 (causal: losses are unchanged)
-  int64_t microbatches = 3;           // training microbatches per pair (each its own draw of every comparison)
+  RunOptions run;                    // recipe, overrides, data, seed, backend; out_dir = the export folder
+  std::vector<int64_t> steps;        // even steps s of pairs from the initial weights; empty: the default
+                                     // pairs, or none when a checkpoint gives the pair
+  int64_t validation_tokens = 8192;  // leading positions of validation window 0 (causal: losses are unchanged)
+  int64_t microbatches = 3;          // training microbatches per pair (each its own draw of every comparison)
   // A checkpoint of a run of the same recipe (train_gpt --set debug.stop_after_step=K writes one): adds the pair
   // (K, K + 1) started from its parameters and buffers, with a fresh optimizer state, on the loader's data at K.
   std::filesystem::path checkpoint;

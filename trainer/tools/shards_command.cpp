@@ -89,14 +89,17 @@ void read_jsonl(const ShardsOptions& options, const std::filesystem::path& path,
 void run_shards(const ShardsOptions& options) {
   GPT_CHECK(options.format == "auto" || options.format == "text" || options.format == "jsonl",
             "shards: --format must be auto, text or jsonl, got ", options.format);
-  const Gpt2Tokenizer tok = options.ranks_file.empty() ? Gpt2Tokenizer::load_default()
-                                                       : Gpt2Tokenizer::load(options.ranks_file);
+  const Gpt2Tokenizer tok =
+      options.ranks_file.empty() ? Gpt2Tokenizer::load_default() : Gpt2Tokenizer::load(options.ranks_file);
   SplitRule split{.modulus = options.val_modulus, .val_fraction = options.val_fraction};
-  CorpusBuilder builder({.out_dir = options.out_dir, .shard_tokens = options.shard_tokens, .split = split,
-                         .compress = options.compress,
-                         .shuffle_seed = options.shuffle_seed >= 0
-                                             ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(options.shuffle_seed))
-                                             : std::nullopt});
+  CorpusBuilder builder(
+      {.out_dir = options.out_dir,
+       .shard_tokens = options.shard_tokens,
+       .split = split,
+       .compress = options.compress,
+       .shuffle_seed = options.shuffle_seed >= 0
+                           ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(options.shuffle_seed))
+                           : std::nullopt});
   // Every input must be a regular file, checked before anything is read or written: a folder would otherwise fail
   // deep in the stream library, and a FIFO could block.
   for (const auto& input : options.inputs) {

@@ -43,8 +43,8 @@ AttentionScratch attention_row_dot(const Tensor& dy, const Tensor& y, const Atte
       static_cast<float*>(stream_ordered_alloc(static_cast<size_t>(p.heads * p.tokens) * sizeof(float), stream)),
       StreamFree{stream});
   const int64_t rows = p.tokens * p.heads;
-  row_dot_kernel<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(device_bf16(dy), device_bf16(y),
-                                                                            dsum.get(), p.tokens, p.heads);
+  row_dot_kernel<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(device_bf16(dy), device_bf16(y), dsum.get(),
+                                                                            p.tokens, p.heads);
   GPT_CUDA_CHECK_LAUNCH();
   return dsum;
 }
@@ -62,9 +62,9 @@ void attention_backward_deferred_dq(const Tensor& dy, const Tensor& q, const Ten
   launch_fused_backward<kDeferredDq>(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale, writes);
 }
 
-void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk,
-                        Tensor& dv, int64_t window, float scale, AttentionGradWrites writes) {
+void attention_backward(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
+                        const Tensor& y, const Tensor& lse, Tensor& dq, Tensor& dk, Tensor& dv, int64_t window,
+                        float scale, AttentionGradWrites writes) {
   attention_backward_in_use().fn(dy, q, k, v, cu_seqlens, y, lse, dq, dk, dv, window, scale, writes);
 }
 

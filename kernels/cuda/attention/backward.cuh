@@ -98,8 +98,8 @@ __device__ __forceinline__ void add_gradients(const BackwardArgs& a, const Tiles
   if constexpr (kAsyncEpilogue) {
     add_gradients_async(a, t, b, head, dk, dv);
   } else {
-    add_accumulator_rows<2>({GradientRows{a.dk, dk, k0, a.scale}, GradientRows{a.dv, dv, k0, 1.f}}, a.tokens,
-                            a.heads, head);
+    add_accumulator_rows<2>({GradientRows{a.dk, dk, k0, a.scale}, GradientRows{a.dv, dv, k0, 1.f}}, a.tokens, a.heads,
+                            head);
   }
 }
 
@@ -202,7 +202,7 @@ __device__ void consume(const BackwardArgs& a, const BlockTiles<false>& t, const
         issue_accumulate(dk, da, q_addr);
         wgmma::commit();
         tma::named_sync(kDsFreeBarrier, kConsumerThreads);
-        store_ds(t.ds, da, w);  // adds_dq holds: this warpgroup's keys meet the tile
+        store_ds(t.ds, da, w);                                // adds_dq holds: this warpgroup's keys meet the tile
         dq_tile<false>(t, contributions, w, dk, da, q_addr);  // waits for dK/dV as well
       }
       wgmma::fence_operands(dv);

@@ -18,10 +18,10 @@ constexpr int kThreads = kConsumerThreads + 128;  // + the producer warpgroup (t
 constexpr int kConsumerRegisters = 240, kProducerRegisters = 24;
 static_assert(kConsumerThreads * kConsumerRegisters + 128 * kProducerRegisters <= 65536, "register file");
 
-constexpr int kKeySlab = kKeys * wgmma::kSlabRowBytes, kKeyTile = 2 * kKeySlab;        // K or V: 16 / 32 KB
+constexpr int kKeySlab = kKeys * wgmma::kSlabRowBytes, kKeyTile = 2 * kKeySlab;           // K or V: 16 / 32 KB
 constexpr int kQuerySlab = kQueries * wgmma::kSlabRowBytes, kQueryTile = 2 * kQuerySlab;  // Q or dY: 8 / 16 KB
 constexpr int kDsTile = kKeys * wgmma::kSlabRowBytes;  // dSᵀ: 128 key rows × 64 query columns, one slab, 16 KB
-constexpr int kDqBoxCols = 32, kDqBoxes = kHeadDim / kDqBoxCols;  // f32 staging: 4 boxes of [64 × 32], 128 B rows
+constexpr int kDqBoxCols = 32, kDqBoxes = kHeadDim / kDqBoxCols;     // f32 staging: 4 boxes of [64 × 32], 128 B rows
 constexpr int kDqBox = kQueries * 128, kDqTile = kDqBoxes * kDqBox;  // 8 / 32 KB
 constexpr int kDqStages = 2;  // staging tiles, each with its own adder warp: contribution k uses tile k % 2
 constexpr uint32_t kStageTransferBytes = 2 * kQueryTile;  // a Q tile and a dY tile
@@ -30,7 +30,7 @@ constexpr uint32_t kStageTransferBytes = 2 * kQueryTile;  // a Q tile and a dY t
 // dY stages). deferred_dq replaces the first two by the mbarriers ds_free / ds_ready, one per dSᵀ tile.
 constexpr int kDsFreeBarrier = 1, kDsReadyBarrier = 2, kEpilogueBarrier = 3;
 
-struct QueryStats {       // one query tile's row statistics
+struct QueryStats {          // one query tile's row statistics
   float neg_lse2[kQueries];  // −lse·log2e
   float d[kQueries];
   int lo[kQueries];  // first allowed key; `tokens` for queries past the block's range (they see nothing)
@@ -75,10 +75,10 @@ struct BlockTiles {
   __device__ BlockTiles(unsigned char* raw, const int* cu_seqlens) {
     ks = align_1024(raw);
     vs = ks + kKeyTile;
-    qs = vs + kKeyTile;                 // kStages Q tiles
-    dys = qs + kStages * kQueryTile;    // kStages dY tiles
-    ds = dys + kStages * kQueryTile;    // kDsTiles dSᵀ tiles
-    dq = ds + kDsTiles * kDsTile;       // kDqStages f32 dQ staging tiles
+    qs = vs + kKeyTile;               // kStages Q tiles
+    dys = qs + kStages * kQueryTile;  // kStages dY tiles
+    ds = dys + kStages * kQueryTile;  // kDsTiles dSᵀ tiles
+    dq = ds + kDsTiles * kDsTile;     // kDqStages f32 dQ staging tiles
     stats = reinterpret_cast<QueryStats*>(dq + kDqStages * kDqTile);
     full = reinterpret_cast<uint64_t*>(stats + kStages);
     empty = full + kStages;

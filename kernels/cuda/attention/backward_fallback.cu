@@ -43,7 +43,7 @@ struct BackwardArgs {
 
 // ---- step 2: dK, dV ----------------------------------------------------------------------------------------
 
-struct QueryStats {  // one query tile's row statistics
+struct QueryStats {       // one query tile's row statistics
   float neg_lse2[kTile];  // −lse·log2e
   float d[kTile];
   int lo[kTile];  // first allowed key; `tokens` for queries past the block's range (they see nothing)
@@ -53,8 +53,8 @@ __global__ void __launch_bounds__(kThreads, 2) attention_dkdv_wgmma_kernel(const
   extern __shared__ unsigned char smem_raw[];
   uint8_t* ks = align_1024(smem_raw);
   uint8_t* vs = ks + kTileBytes;
-  uint8_t* qs = vs + kTileBytes;                 // kStages query tiles
-  uint8_t* dos = qs + kStages * kTileBytes;      // kStages dY tiles
+  uint8_t* qs = vs + kTileBytes;             // kStages query tiles
+  uint8_t* dos = qs + kStages * kTileBytes;  // kStages dY tiles
   auto* stats = reinterpret_cast<QueryStats*>(dos + kStages * kTileBytes);
   int* cu = reinterpret_cast<int*>(stats + kStages);
 
@@ -157,8 +157,8 @@ __global__ void __launch_bounds__(kThreads, 2) attention_dq_wgmma_kernel(const _
   extern __shared__ unsigned char smem_raw[];
   uint8_t* qs = align_1024(smem_raw);
   uint8_t* dos = qs + kTileBytes;
-  uint8_t* ks = dos + kTileBytes;              // kStages K tiles
-  uint8_t* vs = ks + kStages * kTileBytes;     // kStages V tiles
+  uint8_t* ks = dos + kTileBytes;           // kStages K tiles
+  uint8_t* vs = ks + kStages * kTileBytes;  // kStages V tiles
   int* cu = reinterpret_cast<int*>(vs + kStages * kTileBytes);
 
   const int head = blockIdx.y, q0 = blockIdx.x * kRows, c = threadIdx.x & 3;
@@ -258,10 +258,22 @@ void attention_backward_without_tma(const Tensor& dy, const Tensor& q, const Ten
   const cudaStream_t stream = current_stream();
   const AttentionScratch dsum = attention_row_dot(dy, y, p);
   const int win = static_cast<int>(window < p.tokens ? window : p.tokens);
-  const BackwardArgs args{device_bf16(q), device_bf16(k), device_bf16(v), device_bf16(dy),
-                          static_cast<const float*>(lse.raw()), dsum.get(), device_i32(cu_seqlens), p.r,
-                          device_bf16(dq), device_bf16(dk), device_bf16(dv), static_cast<int>(p.tokens), p.heads, win,
-                          scale, scale * kLog2e};
+  const BackwardArgs args{device_bf16(q),
+                          device_bf16(k),
+                          device_bf16(v),
+                          device_bf16(dy),
+                          static_cast<const float*>(lse.raw()),
+                          dsum.get(),
+                          device_i32(cu_seqlens),
+                          p.r,
+                          device_bf16(dq),
+                          device_bf16(dk),
+                          device_bf16(dv),
+                          static_cast<int>(p.tokens),
+                          p.heads,
+                          win,
+                          scale,
+                          scale * kLog2e};
   const dim3 grid(static_cast<unsigned>((p.tokens + kRows - 1) / kRows), static_cast<unsigned>(p.heads));
   const size_t cu_bytes = static_cast<size_t>(p.r) * sizeof(int);
 

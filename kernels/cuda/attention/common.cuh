@@ -105,8 +105,8 @@ __device__ __forceinline__ void cp_async_wait() {
 // addressing. Rows at or past `end` are zero-filled (nothing is read for them). Completion: cp_async_commit +
 // cp_async_wait + a barrier.
 template <int kThreads, int kRows, class Destination>
-__device__ __forceinline__ void load_rows_async(Destination destination, const __nv_bfloat16* base, int first,
-                                                int end, int heads, int head) {
+__device__ __forceinline__ void load_rows_async(Destination destination, const __nv_bfloat16* base, int first, int end,
+                                                int heads, int head) {
   constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   static_assert(kRows * kChunks % kThreads == 0, "whole chunks per thread");
 #pragma unroll
@@ -124,8 +124,8 @@ __device__ __forceinline__ void load_rows_async(Destination destination, const _
 template <int kThreads, int kRows>
 __device__ __forceinline__ void load_tile_async(__nv_bfloat16* tile, const __nv_bfloat16* base, int first, int end,
                                                 int heads, int head) {
-  load_rows_async<kThreads, kRows>([tile](int r, int chunk) { return tile + r * kRowStride + chunk * 8; }, base,
-                                   first, end, heads, head);
+  load_rows_async<kThreads, kRows>([tile](int r, int chunk) { return tile + r * kRowStride + chunk * 8; }, base, first,
+                                   end, heads, head);
 }
 
 // Four 8×8 b16 matrices, not transposed.

@@ -14,8 +14,8 @@ namespace gpt::cuda {
 void attention_forward_without_tma(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
                                    Tensor& y, Tensor& lse, int64_t window, float scale);
 // Four warps of 16 query rows on mma.sync with synchronous tile loads and per-element masks: any scale.
-void attention_forward_any_scale(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
-                                 Tensor& y, Tensor& lse, int64_t window, float scale);
+void attention_forward_any_scale(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                                 Tensor& lse, int64_t window, float scale);
 // A dK/dV pass and a dQ pass on wgmma, one warpgroup of 64 rows per block, gradients added (after a zero fill where
 // `writes` asks to overwrite).
 void attention_backward_without_tma(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,

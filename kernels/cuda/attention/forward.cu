@@ -35,8 +35,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
 void double_cu_seqlens(const Tensor& cu_seqlens, Tensor& doubled) {
   const int n = static_cast<int>(cu_seqlens.size(0));
-  double_cu_seqlens_kernel<<<(n + 255) / 256, 256, 0, current_stream()>>>(device_i32(cu_seqlens),
-                                                                          device_i32(doubled), n);
+  double_cu_seqlens_kernel<<<(n + 255) / 256, 256, 0, current_stream()>>>(device_i32(cu_seqlens), device_i32(doubled),
+                                                                          n);
   GPT_CUDA_CHECK_LAUNCH();
 }
 

@@ -156,8 +156,7 @@ __device__ void produce_tiles(const TmaForwardArgs& a, const Tiles& t, int head,
 
 // The producer of one block per item: Q, then the block's tiles.
 template <int kConsumers>
-__device__ void produce(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>& t, int q0, int key_begin,
-                        int tiles) {
+__device__ void produce(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>& t, int q0, int key_begin, int tiles) {
   using S = Shape<kConsumers>;
   const int head = blockIdx.y;
   tma::arrive_expect_tx(t.q_full, S::kQTile);
@@ -302,8 +301,8 @@ __device__ __forceinline__ void values_burst(float (&o)[kHeadDim / 2], const uin
 // unnormalised. kReleaseLast: the last tile's stage is released too (persistent: the ring runs on into the next
 // item).
 template <int kConsumers, bool kReleaseLast, ForwardOptions kOptions, typename Tiles>
-__device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t q_addr, RowState& rows,
-                              int key_begin, int tiles, int g0, Turns<kConsumers, kOptions.take_turns>& turns,
+__device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t q_addr, RowState& rows, int key_begin,
+                              int tiles, int g0, Turns<kConsumers, kOptions.take_turns>& turns,
                               float (&o)[kHeadDim / 2]) {
   constexpr uint32_t kQSlab = Shape<kConsumers>::kQSlab;
   float s[kBlockK / 2], p[kBlockK / 2];  // scores (wgmma accumulators), probabilities
@@ -372,8 +371,7 @@ __device__ void consume_tiles(const TmaForwardArgs& a, const Tiles& t, uint32_t 
 
 // One block per item: a consumer warpgroup's walk over the block's tiles, then its output.
 template <int kConsumers, ForwardOptions kOptions>
-__device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>& t, int q0, int key_begin,
-                        int tiles) {
+__device__ void consume(const TmaForwardArgs& a, const TmaBlockTiles<kConsumers>& t, int q0, int key_begin, int tiles) {
   const int wg = threadIdx.x / 128;
   RowState rows(t.cu, a.problem.r, q0, a.problem.tokens, a.problem.window);
   const uint32_t q_addr = wgmma::smem_addr(t.qs) + wg * kWarpgroupRows * kRowBytes;
@@ -523,8 +521,8 @@ void launch_tma_forward(const Tensor& q, const Tensor& k, const Tensor& v, const
 }
 
 template <ForwardOptions kOptions>
-void launch_persistent_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
-                               Tensor& y, Tensor& lse, int64_t window, float scale) {
+void launch_persistent_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                               Tensor& lse, int64_t window, float scale) {
   constexpr int kConsumers = kOptions.consumers;
   using S = Shape<kConsumers>;
   const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
@@ -556,8 +554,8 @@ void launch_persistent_forward(const Tensor& q, const Tensor& k, const Tensor& v
 
 // The forward of one configuration: the persistent block or one block per item.
 template <ForwardOptions kOptions>
-void launch_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
-                    Tensor& lse, int64_t window, float scale) {
+void launch_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y, Tensor& lse,
+                    int64_t window, float scale) {
   if constexpr (kOptions.persistent) {
     launch_persistent_forward<kOptions>(q, k, v, cu_seqlens, y, lse, window, scale);
   } else {

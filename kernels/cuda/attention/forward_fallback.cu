@@ -29,10 +29,11 @@ using namespace attn;
 constexpr int kBlockQ = 64, kBlockK = 64, kWarps = 4, kThreads = kWarps * 32;
 constexpr int kTileElems = 64 * kRowStride;
 
-__global__ void __launch_bounds__(kThreads) attention_forward_kernel(
-    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
-    const int* __restrict__ cu_seqlens, int r, __nv_bfloat16* __restrict__ y, float* __restrict__ lse, int64_t tokens,
-    int heads, int64_t window, float scale_log2) {
+__global__ void __launch_bounds__(kThreads)
+    attention_forward_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
+                             const __nv_bfloat16* __restrict__ v, const int* __restrict__ cu_seqlens, int r,
+                             __nv_bfloat16* __restrict__ y, float* __restrict__ lse, int64_t tokens, int heads,
+                             int64_t window, float scale_log2) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto* qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* ks = qs + kTileElems;
@@ -160,8 +161,8 @@ void attention_forward_without_tma(const Tensor& q, const Tensor& k, const Tenso
   launch_wgmma_forward(attention_forward_wgmma_kernel<false>, 3, q, k, v, cu_seqlens, y, lse, window, scale);
 }
 
-void attention_forward_any_scale(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
-                                 Tensor& y, Tensor& lse, int64_t window, float scale) {
+void attention_forward_any_scale(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
+                                 Tensor& lse, int64_t window, float scale) {
   const AttentionProblem p = attention_problem(q, cu_seqlens, "attention_forward");
   const size_t smem = 3 * any_scale::kTileElems * sizeof(__nv_bfloat16) + static_cast<size_t>(p.r) * sizeof(int);
   set_smem_limit(any_scale::attention_forward_kernel, smem, "attention_forward");

@@ -35,7 +35,7 @@ namespace {
 using namespace attn;
 using namespace attn::forward_tiles;
 
-constexpr int kThreads = 128 * (kBlockQ / kWarpgroupRows);  // one warpgroup per 64 rows
+constexpr int kThreads = 128 * (kBlockQ / kWarpgroupRows);                                  // one warpgroup per 64 rows
 constexpr size_t smem_bytes(int stages) { return kQBytes + 2 * stages * kKvBytes + 1024; }  // + alignment slack
 
 // This thread's A fragments of the warpgroup's 64 Q rows (swizzled tile at `q_wg`, the warpgroup's first row).
@@ -69,8 +69,8 @@ __device__ __forceinline__ void softmax_tile(float (&s)[kBlockK / 2], TileKind k
 
 // Normalises O, stages the block's rows row-major in the Q tile (every wgmma that read it has completed), then
 // stores whole 256-byte rows with 16-byte accesses; lse per row.
-__device__ __forceinline__ void store_output(const float (&o)[kHeadDim / 2], const RowState& rows, uint8_t* qs,
-                                             int q0, int tokens, int heads, int head, __nv_bfloat16* y, float* lse) {
+__device__ __forceinline__ void store_output(const float (&o)[kHeadDim / 2], const RowState& rows, uint8_t* qs, int q0,
+                                             int tokens, int heads, int head, __nv_bfloat16* y, float* lse) {
   const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, c = lane & 3;
   auto* stage_rows = reinterpret_cast<__nv_bfloat16*>(qs);  // [kBlockQ, 128] row-major
@@ -150,8 +150,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_forward_wgmma_kernel(co
   const auto [key_begin, kv_end, tiles] = tiles_smem.start(a, head, q0);
   RowState rows(tiles_smem.cu, a.problem.r, q0, a.problem.tokens, a.problem.window);
   const uint32_t q_addr = wgmma::smem_addr(tiles_smem.qs) + (threadIdx.x / 128) * kWarpgroupRows * kRowBytes;
-  float o[kHeadDim / 2] = {};  // m64n128 accumulators
-  uint32_t qa[kHeadDim / 16][4];   // kQInRegisters only
+  float o[kHeadDim / 2] = {};     // m64n128 accumulators
+  uint32_t qa[kHeadDim / 16][4];  // kQInRegisters only
 
   for (int n = 0; n < tiles; ++n) {
     const int k0 = key_begin + n * kBlockK, stage = n % kStages;

@@ -21,7 +21,7 @@ constexpr int kBlockQ = 128, kBlockK = 64;
 constexpr int kWarpgroupRows = 64;
 constexpr int kRowBytes = wgmma::kSlabRowBytes;
 constexpr int kQSlabBytes = kBlockQ * kRowBytes, kKvSlabBytes = kBlockK * kRowBytes;  // one 64-column slab
-constexpr int kQBytes = 2 * kQSlabBytes, kKvBytes = 2 * kKvSlabBytes;               // head dim 128 = two slabs
+constexpr int kQBytes = 2 * kQSlabBytes, kKvBytes = 2 * kKvSlabBytes;                 // head dim 128 = two slabs
 static_assert(kBlockQ * kHeadDim * sizeof(__nv_bfloat16) <= kQBytes, "the output is staged in the Q tile");
 
 // What every forward kernel takes besides its Q, K and V: the segments, the outputs, the shape, the window and the
@@ -39,8 +39,14 @@ struct ForwardProblem {
 inline ForwardProblem forward_problem(const Tensor& cu_seqlens, Tensor& y, Tensor& lse, const AttentionProblem& p,
                                       int64_t window, float scale) {
   const int win = static_cast<int>(window < p.tokens ? window : p.tokens);
-  return {device_i32(cu_seqlens), p.r, device_bf16(y), static_cast<float*>(lse.raw()), static_cast<int>(p.tokens),
-          p.heads, win, scale * kLog2e};
+  return {device_i32(cu_seqlens),
+          p.r,
+          device_bf16(y),
+          static_cast<float*>(lse.raw()),
+          static_cast<int>(p.tokens),
+          p.heads,
+          win,
+          scale * kLog2e};
 }
 
 __device__ __forceinline__ TileKind classify(int k0, int t_first, int t_last, int lo_first, int lo_last) {
@@ -181,8 +187,8 @@ __device__ __forceinline__ bool softmax_scores_lazy(float (&s)[kBlockK / 2], Til
   float tile_max[2], neg_m[2];
   thread_row_max(s, tile_max);
   // A row with nothing allowed yet (m = −∞) raises at its first allowed score.
-  const bool over = tile_max[0] * scale_log2 > rows.m[0] + kMaxSlackLog2 ||
-                    tile_max[1] * scale_log2 > rows.m[1] + kMaxSlackLog2;
+  const bool over =
+      tile_max[0] * scale_log2 > rows.m[0] + kMaxSlackLog2 || tile_max[1] * scale_log2 > rows.m[1] + kMaxSlackLog2;
   const bool raise = __any_sync(0xffffffffu, over);  // warp-uniform: the reduction's shuffles need the whole warp
   if (raise) {
     raise_row_max(tile_max, rows, scale_log2, rescale, neg_m);

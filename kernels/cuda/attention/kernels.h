@@ -27,8 +27,7 @@ using AttentionForwardFn = void (*)(const Tensor& q, const Tensor& k, const Tens
 // Every kernel stores each gradient as `writes` says (kernels/attention.h).
 using AttentionBackwardFn = void (*)(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                                      const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq,
-                                     Tensor& dk, Tensor& dv, int64_t window, float scale,
-                                     AttentionGradWrites writes);
+                                     Tensor& dk, Tensor& dv, int64_t window, float scale, AttentionGradWrites writes);
 
 void attention_forward_warp_specialized(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens,
                                         Tensor& y, Tensor& lse, int64_t window, float scale);
@@ -36,8 +35,7 @@ void attention_forward_persistent(const Tensor& q, const Tensor& k, const Tensor
                                   Tensor& y, Tensor& lse, int64_t window, float scale);
 void attention_backward_async_epilogue(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                                        const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq,
-                                       Tensor& dk, Tensor& dv, int64_t window, float scale,
-                                       AttentionGradWrites writes);
+                                       Tensor& dk, Tensor& dv, int64_t window, float scale, AttentionGradWrites writes);
 void attention_backward_deferred_dq(const Tensor& dy, const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& cu_seqlens, const Tensor& y, const Tensor& lse, Tensor& dq,
                                     Tensor& dk, Tensor& dv, int64_t window, float scale, AttentionGradWrites writes);

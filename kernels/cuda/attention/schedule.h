@@ -1,8 +1,9 @@
 #pragma once
 // Index arithmetic of the CUDA attention kernels that does not touch data: which keys a query may attend
 // (cu_seqlens segments and the sliding window), which key tiles a forward block walks and how they meet its rows,
-// and how backward v4/v5 split the work into key blocks and query tiles. Plain C++ with host-device qualifiers under nvcc, so that the CPU tests can check the invariants the
-// kernels rely on (tests/attention/attention_schedule_test.cpp) on the same code the GPU runs.
+// and how backward v4/v5 split the work into key blocks and query tiles. Plain C++ with host-device qualifiers under
+// nvcc, so that the CPU tests can check the invariants the kernels rely on
+// (tests/attention/attention_schedule_test.cpp) on the same code the GPU runs.
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -27,7 +28,10 @@ GPT_ATTN_HD int segment_index(const int* cu, int r, int64_t t) {
   int lo = 0, hi = r - 1;  // invariant: cu[lo] ≤ t < cu[hi] (cu[r-1] = T > t)
   while (hi - lo > 1) {
     const int mid = (lo + hi) >> 1;
-    if (cu[mid] <= t) lo = mid; else hi = mid;
+    if (cu[mid] <= t)
+      lo = mid;
+    else
+      hi = mid;
   }
   return lo;
 }

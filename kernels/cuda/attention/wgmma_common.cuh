@@ -40,8 +40,8 @@ __device__ __forceinline__ int warpgroup_row(int i) {
 
 // X (64 × 64) = A·Bᵀ over the head dim, both operands 64 rows of swizzled [rows × 128] tiles whose two 64-column
 // slabs lie `a_slab` / `b_slab` bytes apart (one commit group; not waited).
-__device__ __forceinline__ void issue_product(float (&x)[kScoreAcc], uint32_t a_addr, uint32_t a_slab,
-                                              uint32_t b_addr, uint32_t b_slab) {
+__device__ __forceinline__ void issue_product(float (&x)[kScoreAcc], uint32_t a_addr, uint32_t a_slab, uint32_t b_addr,
+                                              uint32_t b_slab) {
   const uint64_t a_desc = wgmma::k_major(a_addr), b_desc = wgmma::k_major(b_addr);
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; ++kk) {

@@ -81,16 +81,18 @@ struct AttentionBackwardVersion {
 
 // Every version, oldest first, by name (tests and attention_bench look versions up by name, never by position).
 inline constexpr AttentionForwardVersion kAttentionForwardVersions[] = {
-    {"v1", attention_forward_any_scale}, {"v2", attention_forward_v2},  {"v3", attention_forward_v3},
-    {"v4", attention_forward_without_tma}, {"v5", attention_forward_v5}, {"v6", attention_forward_v6},
-    {"v7", attention_forward_v7},         {"v8", attention_forward_v8}, {"v9", attention_forward_v9},
-    {"v10", attention_forward_v10},       {"v11", attention_forward_v11},
-    {"v12", attention_forward_warp_specialized}, {"v13", attention_forward_persistent}};
-inline constexpr AttentionBackwardVersion kAttentionBackwardVersions[] = {
-    {"v1", attention_backward_v1},          {"v2", attention_backward_v2},
-    {"v3", attention_backward_without_tma}, {"v4", attention_backward_v4},
-    {"v5", attention_backward_async_epilogue}, {"v6", attention_backward_v6},
-    {"v7", attention_backward_deferred_dq}};
+    {"v1", attention_forward_any_scale},   {"v2", attention_forward_v2},   {"v3", attention_forward_v3},
+    {"v4", attention_forward_without_tma}, {"v5", attention_forward_v5},   {"v6", attention_forward_v6},
+    {"v7", attention_forward_v7},          {"v8", attention_forward_v8},   {"v9", attention_forward_v9},
+    {"v10", attention_forward_v10},        {"v11", attention_forward_v11}, {"v12", attention_forward_warp_specialized},
+    {"v13", attention_forward_persistent}};
+inline constexpr AttentionBackwardVersion kAttentionBackwardVersions[] = {{"v1", attention_backward_v1},
+                                                                          {"v2", attention_backward_v2},
+                                                                          {"v3", attention_backward_without_tma},
+                                                                          {"v4", attention_backward_v4},
+                                                                          {"v5", attention_backward_async_epilogue},
+                                                                          {"v6", attention_backward_v6},
+                                                                          {"v7", attention_backward_deferred_dq}};
 
 // The version named `name`; an error naming it when the ladder has none.
 const AttentionForwardVersion& forward_version(const char* name);

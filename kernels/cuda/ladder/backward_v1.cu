@@ -48,11 +48,13 @@ __device__ __forceinline__ void add_rows(__nv_bfloat16* dst, const float (&acc)[
 // dK and dV of 64 keys (4 warps × 16 keys) against query tiles of 32.
 constexpr int kKeysPerBlock = 64, kQueryTile = 32;
 
-__global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(
-    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
-    const __nv_bfloat16* __restrict__ dy, const float* __restrict__ lse, const float* __restrict__ dsum,
-    const int* __restrict__ cu_seqlens, int r, __nv_bfloat16* __restrict__ dk, __nv_bfloat16* __restrict__ dv,
-    int64_t tokens, int heads, int64_t window, float scale, float scale_log2) {
+__global__ void __launch_bounds__(kThreads)
+    attention_dkdv_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
+                          const __nv_bfloat16* __restrict__ v, const __nv_bfloat16* __restrict__ dy,
+                          const float* __restrict__ lse, const float* __restrict__ dsum,
+                          const int* __restrict__ cu_seqlens, int r, __nv_bfloat16* __restrict__ dk,
+                          __nv_bfloat16* __restrict__ dv, int64_t tokens, int heads, int64_t window, float scale,
+                          float scale_log2) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto* ks = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* vs = ks + kTileElems;
@@ -146,11 +148,12 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_kernel(
 // dQ of 64 queries (4 warps × 16 queries) against key tiles of 64.
 constexpr int kQueriesPerBlock = 64, kKeyTile = 64;
 
-__global__ void __launch_bounds__(kThreads) attention_dq_kernel(
-    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
-    const __nv_bfloat16* __restrict__ dy, const float* __restrict__ lse, const float* __restrict__ dsum,
-    const int* __restrict__ cu_seqlens, int r, __nv_bfloat16* __restrict__ dq, int64_t tokens, int heads,
-    int64_t window, float scale, float scale_log2) {
+__global__ void __launch_bounds__(kThreads)
+    attention_dq_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
+                        const __nv_bfloat16* __restrict__ v, const __nv_bfloat16* __restrict__ dy,
+                        const float* __restrict__ lse, const float* __restrict__ dsum,
+                        const int* __restrict__ cu_seqlens, int r, __nv_bfloat16* __restrict__ dq, int64_t tokens,
+                        int heads, int64_t window, float scale, float scale_log2) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto* qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* dos = qs + kTileElems;
@@ -245,9 +248,8 @@ void attention_backward_v1(const Tensor& dy, const Tensor& q, const Tensor& k, c
   const dim3 dkdv_grid(static_cast<unsigned>((p.tokens + kKeysPerBlock - 1) / kKeysPerBlock),
                        static_cast<unsigned>(p.heads));
   attention_dkdv_kernel<<<dkdv_grid, kThreads, dkdv_smem, stream>>>(
-      device_bf16(q), device_bf16(k), device_bf16(v), device_bf16(dy), lse_p, dsum.get(),
-      device_i32(cu_seqlens), p.r, device_bf16(dk), device_bf16(dv), p.tokens, p.heads, window, scale,
-      scale * kLog2e);
+      device_bf16(q), device_bf16(k), device_bf16(v), device_bf16(dy), lse_p, dsum.get(), device_i32(cu_seqlens), p.r,
+      device_bf16(dk), device_bf16(dv), p.tokens, p.heads, window, scale, scale * kLog2e);
   GPT_CUDA_CHECK_LAUNCH();
 
   const size_t dq_smem = 4 * kTileElems * sizeof(__nv_bfloat16) + static_cast<size_t>(p.r) * sizeof(int);
@@ -255,8 +257,8 @@ void attention_backward_v1(const Tensor& dy, const Tensor& q, const Tensor& k, c
   const dim3 dq_grid(static_cast<unsigned>((p.tokens + kQueriesPerBlock - 1) / kQueriesPerBlock),
                      static_cast<unsigned>(p.heads));
   attention_dq_kernel<<<dq_grid, kThreads, dq_smem, stream>>>(
-      device_bf16(q), device_bf16(k), device_bf16(v), device_bf16(dy), lse_p, dsum.get(),
-      device_i32(cu_seqlens), p.r, device_bf16(dq), p.tokens, p.heads, window, scale, scale * kLog2e);
+      device_bf16(q), device_bf16(k), device_bf16(v), device_bf16(dy), lse_p, dsum.get(), device_i32(cu_seqlens), p.r,
+      device_bf16(dq), p.tokens, p.heads, window, scale, scale * kLog2e);
   GPT_CUDA_CHECK_LAUNCH();
 }
 

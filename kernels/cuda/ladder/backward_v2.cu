@@ -52,22 +52,24 @@ __device__ __forceinline__ void add_rows(__nv_bfloat16* dst, const float (&acc)[
 constexpr int kKeysPerBlock = 64, kQueryTile = 32;
 constexpr int kQTileElems = kQueryTile * kRowStride;
 
-struct QueryStage {  // one query tile's row statistics
+struct QueryStage {            // one query tile's row statistics
   float neg_lse2[kQueryTile];  // −lse·log2e
   float d[kQueryTile];
   int lo[kQueryTile];  // first allowed key; `tokens` for queries past the block's range (they see nothing)
 };
 
-__global__ void __launch_bounds__(kThreads) attention_dkdv_v2_kernel(
-    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
-    const __nv_bfloat16* __restrict__ dy, const float* __restrict__ lse, const float* __restrict__ dsum,
-    const int* __restrict__ cu_seqlens, int r, __nv_bfloat16* __restrict__ dk, __nv_bfloat16* __restrict__ dv,
-    int tokens, int heads, int window, float scale, float scale_log2) {
+__global__ void __launch_bounds__(kThreads)
+    attention_dkdv_v2_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
+                             const __nv_bfloat16* __restrict__ v, const __nv_bfloat16* __restrict__ dy,
+                             const float* __restrict__ lse, const float* __restrict__ dsum,
+                             const int* __restrict__ cu_seqlens, int r, __nv_bfloat16* __restrict__ dk,
+                             __nv_bfloat16* __restrict__ dv, int tokens, int heads, int window, float scale,
+                             float scale_log2) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto* ks = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* vs = ks + kTileElems;
-  __nv_bfloat16* qs = vs + kTileElems;               // kStages query tiles
-  __nv_bfloat16* dos = qs + kStages * kQTileElems;   // kStages dY tiles
+  __nv_bfloat16* qs = vs + kTileElems;              // kStages query tiles
+  __nv_bfloat16* dos = qs + kStages * kQTileElems;  // kStages dY tiles
   auto* stats = reinterpret_cast<QueryStage*>(dos + kStages * kQTileElems);
   int* cu = reinterpret_cast<int*>(stats + kStages);
 
@@ -100,8 +102,8 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_v2_kernel(
   };
   load_queries(0);
 
-  const int kw = s0 + warp * 16;                  // this warp's first key
-  const int kw_last = min(kw + 15, tokens - 1);   // < kw for a warp wholly past the end
+  const int kw = s0 + warp * 16;                 // this warp's first key
+  const int kw_last = min(kw + 15, tokens - 1);  // < kw for a warp wholly past the end
   const int key_row[2] = {kw + g, kw + g + 8};
 
   float dk_acc[kHeadDim / 8][4] = {}, dv_acc[kHeadDim / 8][4] = {};
@@ -188,16 +190,17 @@ __global__ void __launch_bounds__(kThreads) attention_dkdv_v2_kernel(
 
 constexpr int kQueriesPerBlock = 64, kKeyTile = 64;
 
-__global__ void __launch_bounds__(kThreads) attention_dq_v2_kernel(
-    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
-    const __nv_bfloat16* __restrict__ dy, const float* __restrict__ lse, const float* __restrict__ dsum,
-    const int* __restrict__ cu_seqlens, int r, __nv_bfloat16* __restrict__ dq, int tokens, int heads, int window,
-    float scale, float scale_log2) {
+__global__ void __launch_bounds__(kThreads)
+    attention_dq_v2_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
+                           const __nv_bfloat16* __restrict__ v, const __nv_bfloat16* __restrict__ dy,
+                           const float* __restrict__ lse, const float* __restrict__ dsum,
+                           const int* __restrict__ cu_seqlens, int r, __nv_bfloat16* __restrict__ dq, int tokens,
+                           int heads, int window, float scale, float scale_log2) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto* qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   __nv_bfloat16* dos = qs + kTileElems;
-  __nv_bfloat16* ks = dos + kTileElems;            // kStages K tiles
-  __nv_bfloat16* vs = ks + kStages * kTileElems;   // kStages V tiles
+  __nv_bfloat16* ks = dos + kTileElems;           // kStages K tiles
+  __nv_bfloat16* vs = ks + kStages * kTileElems;  // kStages V tiles
   int* cu = reinterpret_cast<int*>(vs + kStages * kTileElems);
 
   const int head = blockIdx.y;
@@ -323,17 +326,18 @@ void attention_backward_v2(const Tensor& dy, const Tensor& q, const Tensor& k, c
   const dim3 dkdv_grid(static_cast<unsigned>((p.tokens + kKeysPerBlock - 1) / kKeysPerBlock),
                        static_cast<unsigned>(p.heads));
   attention_dkdv_v2_kernel<<<dkdv_grid, kThreads, dkdv_smem, stream>>>(
-      device_bf16(q), device_bf16(k), device_bf16(v), device_bf16(dy), lse_p, dsum.get(), device_i32(cu_seqlens),
-      p.r, device_bf16(dk), device_bf16(dv), tokens, p.heads, win, scale, scale * kLog2e);
+      device_bf16(q), device_bf16(k), device_bf16(v), device_bf16(dy), lse_p, dsum.get(), device_i32(cu_seqlens), p.r,
+      device_bf16(dk), device_bf16(dv), tokens, p.heads, win, scale, scale * kLog2e);
   GPT_CUDA_CHECK_LAUNCH();
 
-  const size_t dq_smem = (2 + 2 * kStages) * kTileElems * sizeof(__nv_bfloat16) + static_cast<size_t>(p.r) * sizeof(int);
+  const size_t dq_smem =
+      (2 + 2 * kStages) * kTileElems * sizeof(__nv_bfloat16) + static_cast<size_t>(p.r) * sizeof(int);
   set_smem_limit(attention_dq_v2_kernel, dq_smem, "attention_backward");
   const dim3 dq_grid(static_cast<unsigned>((p.tokens + kQueriesPerBlock - 1) / kQueriesPerBlock),
                      static_cast<unsigned>(p.heads));
   attention_dq_v2_kernel<<<dq_grid, kThreads, dq_smem, stream>>>(
-      device_bf16(q), device_bf16(k), device_bf16(v), device_bf16(dy), lse_p, dsum.get(), device_i32(cu_seqlens),
-      p.r, device_bf16(dq), tokens, p.heads, win, scale, scale * kLog2e);
+      device_bf16(q), device_bf16(k), device_bf16(v), device_bf16(dy), lse_p, dsum.get(), device_i32(cu_seqlens), p.r,
+      device_bf16(dq), tokens, p.heads, win, scale, scale * kLog2e);
   GPT_CUDA_CHECK_LAUNCH();
 }
 

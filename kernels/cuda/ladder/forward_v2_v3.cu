@@ -43,15 +43,16 @@ __device__ __forceinline__ TileKind classify(int k0, int t_first, int t_last, in
 // kMT = 16-row tiles per warp: 1 → 8 warps × 16 rows (v2), 2 → 4 warps × 32 rows (v3: every K/V fragment read
 // from shared memory feeds two row tiles, so shared-memory traffic per FLOP halves, at ≈2× the registers).
 template <int kMT>
-__global__ void __launch_bounds__(32 * (8 / kMT), 2) attention_forward_kernel(
-    const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k, const __nv_bfloat16* __restrict__ v,
-    const int* __restrict__ cu_seqlens, int r, __nv_bfloat16* __restrict__ y, float* __restrict__ lse, int tokens,
-    int heads, int window, float scale_log2) {
+__global__ void __launch_bounds__(32 * (8 / kMT), 2)
+    attention_forward_kernel(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
+                             const __nv_bfloat16* __restrict__ v, const int* __restrict__ cu_seqlens, int r,
+                             __nv_bfloat16* __restrict__ y, float* __restrict__ lse, int tokens, int heads, int window,
+                             float scale_log2) {
   constexpr int kWarps = 8 / kMT, kThreads = 32 * kWarps, kWarpRows = 16 * kMT;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   auto* qs = reinterpret_cast<__nv_bfloat16*>(smem_raw);
-  __nv_bfloat16* ks = qs + kQElems;                 // kStages K tiles
-  __nv_bfloat16* vs = ks + kStages * kKvElems;      // kStages V tiles
+  __nv_bfloat16* ks = qs + kQElems;             // kStages K tiles
+  __nv_bfloat16* vs = ks + kStages * kKvElems;  // kStages V tiles
   int* cu = reinterpret_cast<int*>(vs + kStages * kKvElems);
 
   const int head = blockIdx.y;
@@ -234,8 +235,8 @@ __global__ void __launch_bounds__(32 * (8 / kMT), 2) attention_forward_kernel(
 }
 
 template <int kMT>
-void launch_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y,
-                    Tensor& lse, int64_t window, float scale) {
+void launch_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& cu_seqlens, Tensor& y, Tensor& lse,
+                    int64_t window, float scale) {
   if (!(scale > 0.f)) {  // the kernel takes row maxima on raw scores, which needs a positive scale
     attention_forward_any_scale(q, k, v, cu_seqlens, y, lse, window, scale);
     return;
