@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# scripts/check-format on moved files: in a scratch repository whose main has a file with lines clang-format would
-# change, a branch that moves it (git mv) passes when its own changed lines are formatted, and fails naming the file
-# when a changed line is not; a plain changed file is still checked. Skips without clang-format.
+# scripts/check-format in a scratch repository: passes when every tracked C++/CUDA file is formatted; fails naming
+# the one tracked file that is not (an untracked one and the fuzz corpus are not its business) and printing its
+# diff; checks the files given as arguments instead of the tree; refuses a clang-format of another major version
+# than the pinned one. Skips without clang-format 14.
 #   check_format_test.sh SOURCE_DIR
 set -euo pipefail
 source_dir=$1
-if ! command -v git-clang-format >/dev/null || ! command -v clang-format >/dev/null; then
-  echo "check_format_test: skipped (clang-format and git-clang-format not installed)"
+if ! command -v clang-format-14 >/dev/null && ! clang-format --version 2>/dev/null | grep -q 'version 14\.'; then
+  echo "check_format_test: skipped (clang-format 14 not installed)"
   exit 0
 fi
 work=$(mktemp -d)
@@ -15,40 +16,41 @@ failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
 repo="$work/repo"
-mkdir -p "$repo/scripts" "$repo/old"
+mkdir -p "$repo/scripts" "$repo/src" "$repo/tests/fuzz/corpus"
 cp "$source_dir/scripts/check-format" "$repo/scripts/"
 cp "$source_dir/.clang-format" "$repo/"
 cd "$repo"
 git init -q -b main
 git config user.email test@example.invalid
 git config user.name test
-# Unformatted lines that no one changes: a move must not make them the branch's business.
-printf 'int   untouched_a  =  1 ;\nint   untouched_b  =  2 ;\nint kept = 3;\n' > old/moved.cpp
-printf 'int plain = 1;\n' > old/plain.cpp
+printf 'int formatted = 1;\n' > src/a.cpp
+printf '__global__ void k(float* x) { x[0] = 1.0f; }\n' > src/b.cu
+printf 'int   corpus  =  1 ;\n' > tests/fuzz/corpus/input.cpp
 git add -A && git commit -q -m base
-git checkout -q -b branch
+printf 'int   untracked  =  1 ;\n' > src/untracked.cpp
 
-mkdir -p new
-git mv old/moved.cpp new/moved.cpp
-sed -i 's/^int kept = 3;$/int changed = 4;/' new/moved.cpp
-git commit -q -am "move, one formatted change"
-out=$(scripts/check-format 2>&1) || fail "a move with a formatted change failed: $out"
+out=$(scripts/check-format 2>&1) || fail "a formatted tree failed: $out"
+[[ $out == *"2 file(s) formatted"* ]] || fail "expected 2 tracked files checked (corpus and untracked left out): $out"
 
-sed -i 's/^int changed = 4;$/int   changed  =  4 ;/' new/moved.cpp
-git commit -q -am "an unformatted change in the moved file"
+printf 'int   unformatted  =  2 ;\n' > src/c.h
+git add src/c.h && git commit -q -m "an unformatted header"
 if out=$(scripts/check-format 2>&1); then
-  fail "an unformatted changed line of a moved file passed"
-elif [[ $out != *"new/moved.cpp"* || $out == *"-int   untouched_a"* ]]; then
-  fail "the message does not name new/moved.cpp, or names its untouched lines: $out"
+  fail "an unformatted tracked file passed"
+elif [[ $out != *"1 of 3 file(s) not formatted"*"src/c.h"* || $out != *"-int   unformatted  =  2 ;"* ]]; then
+  fail "the message does not name src/c.h with its diff: $out"
 fi
-git checkout -q HEAD~1 -- new/moved.cpp && git commit -q -am "formatted again"
+out=$(scripts/check-format src/a.cpp 2>&1) || fail "the formatted file given alone failed: $out"
 
-printf 'int   plain  =  2 ;\n' > old/plain.cpp
-git commit -q -am "an unformatted change in a file that stays"
-if out=$(scripts/check-format 2>&1); then
-  fail "an unformatted changed line of a file that was not moved passed"
-elif [[ $out != *"old/plain.cpp"* ]]; then
-  fail "the message does not name old/plain.cpp: $out"
+# Another major version lays some constructs out differently: refused, naming what was found.
+mkdir -p "$work/bin"
+for name in clang-format clang-format-14; do  # stand-ins that report another version, found first
+  printf '#!/bin/sh\necho "Debian clang-format version 19.1.7"\n' > "$work/bin/$name"
+  chmod +x "$work/bin/$name"
+done
+if out=$(PATH="$work/bin:$PATH" scripts/check-format src/a.cpp 2>&1); then
+  fail "clang-format 19 was accepted"
+elif [[ $out != *"needs clang-format 14"*"version 19.1.7"* ]]; then
+  fail "the version refusal does not name both versions: $out"
 fi
 
 if [[ $failures -gt 0 ]]; then
