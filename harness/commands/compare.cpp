@@ -167,7 +167,9 @@ SweepInfo create_sweep(Store& store, CompareOptions& o) {
     sets.insert(sets.end(), arm_sets.begin(), arm_sets.end());
     const std::string& arm_recipe = candidate ? o.candidate_recipe : o.baseline_recipe;
     const std::string recipe = arm_recipe.empty() ? o.recipe : arm_recipe;
-    if (!o.command.empty() && !(candidate && !o.target)) continue;  // a command after -- has its own flags
+    // A command after -- carries its own flags: its trainer is asked only for the candidate's record target.
+    const bool reads_target = candidate && !o.target;
+    if (!o.command.empty() && !reads_target) continue;
     const RecipeCheck check = check_recipe(trainers[arm].binary, recipe, sets);
     if (check.verdict == RecipeCheck::Verdict::refused && o.command.empty()) {
       std::string given = "--recipe " + recipe;

@@ -446,6 +446,23 @@ MixArgs pack_terms(std::span<const MixTerm> terms, const char* op) {
   return args;
 }
 
+// The gradient outputs of each term into args; returns whether any term wants its scalar's gradient.
+bool pack_grads(MixArgs& args, std::span<const MixGrad> grads) {
+  bool any_scalar_grad = false;
+  for (size_t k = 0; k < grads.size(); ++k) {
+    TermArgs& a = args.t[k];
+    if (grads[k].dx.defined()) a.dx = const_cast<void*>(grads[k].dx.raw());
+    a.overwrite_dx = grads[k].overwrite_dx ? 1 : 0;
+    if (grads[k].dlanes.defined()) a.dlanes = const_cast<void*>(grads[k].dlanes.raw());
+    if (grads[k].dscalar.defined()) {
+      a.dscalar = const_cast<void*>(grads[k].dscalar.raw());
+      any_scalar_grad = true;
+    }
+    a.want_coef_grad = (grads[k].dlanes.defined() || grads[k].dscalar.defined()) ? 1 : 0;
+  }
+  return any_scalar_grad;
+}
+
 // 16-byte packs need every row, every coefficient block and every base pointer aligned.
 template <typename T>
 bool can_pack(const MixArgs& args, int64_t n, const void* out) {
@@ -511,9 +528,7 @@ void with_row_terms(int terms, Launch&& launch) {
 int mix_row_terms(std::span<const MixTerm> terms, std::span<const MixGrad> grads, const Tensor& out) {
   if (out.dtype() != DType::bf16) return 0;
   MixArgs args = pack_terms(terms, "mix_row_terms");
-  for (size_t k = 0; k < grads.size(); ++k) {
-    if (grads[k].dx.defined()) args.t[k].dx = const_cast<void*>(grads[k].dx.raw());
-  }
+  pack_grads(args, grads);
   const int64_t n = out.numel() / out.size(0);
   return can_pack<__nv_bfloat16>(args, n, out.raw()) ? row_terms_for(args, !grads.empty()) : 0;
 }
@@ -529,20 +544,18 @@ void mix_forward_version(std::span<const MixTerm> terms, Tensor& out, int versio
   const int64_t rows = out.size(0), n = out.numel() / rows;
   const MixArgs args = pack_terms(terms, "mix_forward");
   dispatch_floating_cuda(out.dtype(), "mix_forward", [&]<typename T, typename A>() {
+    constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;  // the one-pass kernels' only instantiation
     const bool packed = can_pack<T>(args, n, out.raw());
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      const int row_terms = version == 2 && packed ? row_terms_for(args, false) : 0;
-      if (row_terms > 0) {
+    const int row_terms = kBf16 && version == 2 && packed ? row_terms_for(args, false) : 0;
+    if (row_terms > 0) {
+      if constexpr (kBf16) {
         const int packs = static_cast<int>(n / kVec16<T>);
         with_row_terms(row_terms, [&](auto nt) {
           mix_forward_rows_kernel<T, A, decltype(nt)::value>
               <<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(out), rows, packs);
         });
-        GPT_CUDA_CHECK_LAUNCH();
-        return;
       }
-    }
-    if (packed) {
+    } else if (packed) {
       mix_forward_kernel<T, A, kVec16<T>><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(out), rows, n);
     } else {
       mix_forward_kernel<T, A, 1><<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(out), rows, n);
@@ -563,27 +576,17 @@ void mix_backward_version(const Tensor& dout, std::span<const MixTerm> terms, st
             kMixBackwardVersions, ")");
   const int64_t rows = dout.size(0), n = dout.numel() / rows;
   MixArgs args = pack_terms(terms, "mix_backward");
-  bool any_scalar_grad = false;
-  for (size_t k = 0; k < grads.size(); ++k) {
-    TermArgs& a = args.t[k];
-    if (grads[k].dx.defined()) a.dx = const_cast<void*>(grads[k].dx.raw());
-    a.overwrite_dx = grads[k].overwrite_dx ? 1 : 0;
-    if (grads[k].dlanes.defined()) a.dlanes = const_cast<void*>(grads[k].dlanes.raw());
-    if (grads[k].dscalar.defined()) {
-      a.dscalar = const_cast<void*>(grads[k].dscalar.raw());
-      any_scalar_grad = true;
-    }
-    a.want_coef_grad = (grads[k].dlanes.defined() || grads[k].dscalar.defined()) ? 1 : 0;
-  }
+  const bool any_scalar_grad = pack_grads(args, grads);
   DeviceScratch partial(any_scalar_grad ? static_cast<size_t>(rows) * args.n_terms * sizeof(double) : 0,
                         kLegacyDefaultStream);
   double* partial_ptr = partial.as<double>();
   dispatch_floating_cuda(dout.dtype(), "mix_backward", [&]<typename T, typename A>() {
+    constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;  // the one-pass kernels' only instantiation
     const bool packed = can_pack<T>(args, n, dout.raw());
     const int v2_packs = version == 2 && packed ? mix_backward_v2_packs(args, n / kVec16<T>) : 0;
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      const int row_terms = (version == 3 || version == 4) && packed ? row_terms_for(args, true) : 0;
-      if (row_terms > 0) {
+    const int row_terms = kBf16 && (version == 3 || version == 4) && packed ? row_terms_for(args, true) : 0;
+    if (row_terms > 0) {
+      if constexpr (kBf16) {
         const int packs = static_cast<int>(n / kVec16<T>);
         with_row_terms(row_terms, [&](auto nt) {
           constexpr int kTerms = decltype(nt)::value;
@@ -595,15 +598,8 @@ void mix_backward_version(const Tensor& dout, std::span<const MixTerm> terms, st
                 <<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, packs, partial_ptr);
           }
         });
-        GPT_CUDA_CHECK_LAUNCH();
-        if (any_scalar_grad) {
-          mix_scalar_grad_kernel<T, A><<<args.n_terms, kScalarGradThreads>>>(args, partial_ptr, rows);
-          GPT_CUDA_CHECK_LAUNCH();
-        }
-        return;
       }
-    }
-    if (v2_packs == 3) {
+    } else if (v2_packs == 3) {
       mix_backward_v2_kernel<T, A, 3>
           <<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(dout), rows, n, partial_ptr);
     } else if (v2_packs == 4) {

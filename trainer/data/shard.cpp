@@ -87,48 +87,43 @@ void check_token_ids(const fs::path& path, std::span<const std::uint16_t> tokens
            kShardHeaderBytes + 2 * offset, ")");
 }
 
-}  // namespace
-
-// Reads a whole regular file into memory: with `tokens`, a `.bin` shard (the header into `head`, checked, then the
-// payload); with `bytes`, every byte. Shards are read, not memory-mapped: a mapped file that shrinks while the run
-// holds it ends the process with SIGBUS at the first lost page, with no message and no summary; a read sees a short
-// file and fails naming it, and a file changed after it was read no longer matters.
-void read_whole_file(const fs::path& path, std::span<std::byte> head, std::vector<std::uint16_t>* tokens,
-                     std::vector<std::byte>* bytes) {
-  // O_NONBLOCK: a FIFO swapped in after the type check must not block open(); fstat below rejects it.
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  GPT_CHECK(fd.get() >= 0, "shard ", path.string(), ": cannot open: ", errno_text(errno));
-  struct stat st {};
-  GPT_CHECK(::fstat(fd.get(), &st) == 0, "shard ", path.string(), ": cannot stat: ", errno_text(errno));
-  GPT_CHECK(S_ISREG(st.st_mode), "shard ", path.string(), ": not a regular file");
-  const auto size = static_cast<std::uint64_t>(st.st_size);
-  std::uint64_t offset = 0;
-  auto read_into = [&](std::byte* dst, std::uint64_t n) {
+// A shard file opened for reading, read front to back. Shards are read into memory, not mapped: a mapped file that
+// shrinks while the run holds it ends the process with SIGBUS at the first lost page, with no message and no
+// summary; a read sees a short file and fails naming it, and a file changed after it was read no longer matters.
+class ShardReader {
+ public:
+  explicit ShardReader(const fs::path& path) : path_(path) {
+    // O_NONBLOCK: a FIFO swapped in after the type check must not block open(); fstat below rejects it.
+    fd_ = FileDescriptor(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    GPT_CHECK(fd_.get() >= 0, "shard ", path.string(), ": cannot open: ", errno_text(errno));
+    struct stat st {};
+    GPT_CHECK(::fstat(fd_.get(), &st) == 0, "shard ", path.string(), ": cannot stat: ", errno_text(errno));
+    GPT_CHECK(S_ISREG(st.st_mode), "shard ", path.string(), ": not a regular file");
+    size_ = static_cast<std::uint64_t>(st.st_size);
+  }
+  std::uint64_t size() const { return size_; }
+  // The next n bytes into dst.
+  void read(std::byte* dst, std::uint64_t n) {
     while (n > 0) {
-      const ssize_t got = ::pread(fd.get(), dst, static_cast<std::size_t>(std::min<std::uint64_t>(n, 1u << 30)),
-                                  static_cast<off_t>(offset));
+      const ssize_t got = ::pread(fd_.get(), dst, static_cast<std::size_t>(std::min<std::uint64_t>(n, 1u << 30)),
+                                  static_cast<off_t>(offset_));
       if (got < 0 && errno == EINTR) continue;
-      GPT_CHECK(got >= 0, "shard ", path.string(), ": read failed at byte ", offset, ": ", errno_text(errno));
-      GPT_CHECK(got > 0, "shard ", path.string(), ": the file shrank while it was read (", size,
-                " bytes when opened, it ended at byte ", offset, "); a shard must stay unchanged during a run");
+      GPT_CHECK(got >= 0, "shard ", path_.string(), ": read failed at byte ", offset_, ": ", errno_text(errno));
+      GPT_CHECK(got > 0, "shard ", path_.string(), ": the file shrank while it was read (", size_,
+                " bytes when opened, it ended at byte ", offset_, "); a shard must stay unchanged during a run");
       dst += got;
-      offset += static_cast<std::uint64_t>(got);
+      offset_ += static_cast<std::uint64_t>(got);
       n -= static_cast<std::uint64_t>(got);
     }
-  };
-  if (bytes != nullptr) {
-    bytes->resize(static_cast<std::size_t>(size));
-    read_into(bytes->data(), size);
-    return;
   }
-  GPT_CHECK(size >= head.size(), "shard ", path.string(), ": truncated header: ", size, " bytes, expected ",
-            head.size());
-  read_into(head.data(), head.size());
-  const std::int64_t n_tokens = parse_header(path, head);
-  check_payload_size(path, n_tokens, size - head.size());
-  tokens->resize(static_cast<std::size_t>(n_tokens));
-  read_into(reinterpret_cast<std::byte*>(tokens->data()), 2 * static_cast<std::uint64_t>(n_tokens));
-}
+
+ private:
+  const fs::path& path_;
+  FileDescriptor fd_{-1};
+  std::uint64_t size_ = 0, offset_ = 0;
+};
+
+}  // namespace
 
 Shard::Shard(Shard&&) noexcept = default;
 Shard& Shard::operator=(Shard&&) noexcept = default;
@@ -197,14 +192,21 @@ Shard Shard::open(const fs::path& path, const ShardOpenOptions& options) {
   GPT_CHECK(fs::is_regular_file(status), "shard ", path.string(), ": not a regular file");
   Shard shard;
   shard.path_ = path;
+  ShardReader file(path);
   if (is_zstd_path(path)) {
-    std::vector<std::byte> compressed;
-    read_whole_file(path, {}, nullptr, &compressed);
+    std::vector<std::byte> compressed(static_cast<std::size_t>(file.size()));
+    file.read(compressed.data(), compressed.size());
     shard.owned_ = decompress_shard(path, compressed);
     shard.compressed_ = true;
   } else {
     std::array<std::byte, kShardHeaderBytes> header{};
-    read_whole_file(path, header, &shard.owned_, nullptr);
+    GPT_CHECK(file.size() >= header.size(), "shard ", path.string(), ": truncated header: ", file.size(),
+              " bytes, expected ", header.size());
+    file.read(header.data(), header.size());
+    const std::int64_t n_tokens = parse_header(path, header);
+    check_payload_size(path, n_tokens, file.size() - header.size());
+    shard.owned_.resize(static_cast<std::size_t>(n_tokens));
+    file.read(reinterpret_cast<std::byte*>(shard.owned_.data()), 2 * static_cast<std::uint64_t>(n_tokens));
   }
   shard.tokens_ = shard.owned_;
   if (options.check_token_ids) check_token_ids(path, shard.tokens_);
