@@ -121,6 +121,13 @@ void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scal
   GPT_BACKEND_CALL(scale.device(), scale_from_amax, amax, factor, floor, scale);
 }
 
+void amax_scale(const Tensor& x, float factor, float floor, Tensor& scale) {
+  GPT_CHECK(x.defined() && is_floating(x.dtype()), "amax_scale: x must be floating, got ", x.describe());
+  check_scale(scale, "amax_scale: scale");
+  check_same_device({&x, &scale}, "amax_scale");
+  GPT_BACKEND_CALL(x.device(), amax_scale, x, factor, floor, scale);
+}
+
 void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
               const GemmArgs& args, Fp8Accumulation accumulation) {
   GPT_CHECK(a8.defined() && is_fp8(a8.dtype()), "fp8_gemm: A must be e4m3 or e5m2, got ", a8.describe());

@@ -16,6 +16,8 @@
 //                                overwritten): exactly relu_square_forward, quantize_fp8 and amax in sequence.
 //   scale_from_amax(amax, factor, floor, scale): scale[0] = max(amax[0], floor)·factor (f32 [1] tensors), the
 //                                device-side step from a measured amax to a quantization scale.
+//   amax_scale(x, factor, floor, scale): scale[0] = max(max |x|, floor)·factor: amax and scale_from_amax in one op
+//                                (on CUDA one kernel, whose last block writes the scale), the same bits.
 //   fp8_gemm(a8, b8, a_scale, b_scale, c, args, accumulation): C = (A8·B8)·a_scale·b_scale with gemm.h's layout
 //                                rules (2-D only; trans flags, alpha, beta); C f32 or bf16. The CPU path dequantizes
 //                                the operands to f32 (exact) and calls gemm (exact fp32 accumulation, `accumulation`
@@ -49,6 +51,7 @@ void quantize_fp8(const Tensor& x, const Tensor& scale, Tensor& q);
 void dequantize_fp8(const Tensor& q, const Tensor& scale, Tensor& x);
 void amax(const Tensor& x, Tensor& out);
 void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scale);
+void amax_scale(const Tensor& x, float factor, float floor, Tensor& scale);
 void relu_square_quantize_fp8(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q, Tensor& post_max);
 // Accumulation of the FP8 tensor-core product: full (fp32 promotion, the default) or the tensor cores' fast,
 // reduced-precision mode that §7.1 and §7.2 name for their forward products.
@@ -62,6 +65,7 @@ void quantize_fp8(const Tensor& x, const Tensor& scale, Tensor& q);
 void dequantize_fp8(const Tensor& q, const Tensor& scale, Tensor& x);
 void amax(const Tensor& x, Tensor& out);
 void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scale);
+void amax_scale(const Tensor& x, float factor, float floor, Tensor& scale);
 void relu_square_quantize_fp8(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q, Tensor& post_max);
 void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
               const GemmArgs& args, Fp8Accumulation accumulation);
@@ -71,6 +75,7 @@ void quantize_fp8(const Tensor& x, const Tensor& scale, Tensor& q);
 void dequantize_fp8(const Tensor& q, const Tensor& scale, Tensor& x);
 void amax(const Tensor& x, Tensor& out);
 void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scale);
+void amax_scale(const Tensor& x, float factor, float floor, Tensor& scale);
 void relu_square_quantize_fp8(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q, Tensor& post_max);
 void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
               const GemmArgs& args, Fp8Accumulation accumulation);

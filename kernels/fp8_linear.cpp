@@ -89,9 +89,7 @@ MlpFp8Weights mlp_fp8_weights(const Tensor& w1, const Tensor& w2, const MlpFp8St
   MlpFp8Weights out{Tensor::empty({hidden, d}, DType::e4m3, device), Tensor::empty({1}, DType::f32, device),
                     Tensor::empty({d, hidden}, DType::e4m3, device)};
   // W1 from the current weights: sw1 = max(max|W1|, 1e-12)/448.
-  Tensor measured = Tensor::empty({1}, DType::f32, device);
-  amax(w1, measured);
-  scale_from_amax(measured, 1.0f / 448.0f, kFp8ScaleFloor, out.w1_scale);
+  amax_scale(w1, 1.0f / 448.0f, kFp8ScaleFloor, out.w1_scale);
   quantize_fp8(w1, out.w1_scale, out.w1_8);
   // W2 with the delayed scale in use; saturation implements the clamp of §7.2. Quantizing is elementwise, so the
   // transposed weights give the transposed bytes.
@@ -117,15 +115,14 @@ void mlp_fp8_forward(const Tensor& u, const MlpFp8Weights& weights, MlpFp8State&
   const Device device = u.device();
   const int64_t rows = u.size(0), hidden = w1_8.size(0), d = u.size(1);
   // Input: scale amax_x/448 (u8 = e4m3(u·448/amax_x)).
-  Tensor measured = Tensor::empty({1}, DType::f32, device);
   Tensor x_scale = Tensor::empty({1}, DType::f32, device);
-  amax(u, measured);
-  scale_from_amax(measured, 1.0f / 448.0f, kFp8ScaleFloor, x_scale);
+  amax_scale(u, 1.0f / 448.0f, kFp8ScaleFloor, x_scale);
   Tensor u8 = Tensor::empty({rows, d}, DType::e4m3, device);
   quantize_fp8(u, x_scale, u8);
   fp8_gemm(u8, w1_8, x_scale, weights.w1_scale, pre, {.trans_b = true}, Fp8Accumulation::fast);
   // post, its e4m3 copy with the delayed scale (saturation implements min(·, 448)) and max(post) in one pass.
   Tensor post8 = Tensor::empty({rows, hidden}, DType::e4m3, device);
+  Tensor measured = Tensor::empty({1}, DType::f32, device);
   relu_square_quantize_fp8(pre, state.act_scale, post, post8, measured);
   // Down projection with the delayed W2 scale.
   fp8_gemm(post8, weights.w2_8_t, state.act_scale, state.w2_scale, out, {.trans_b = true}, Fp8Accumulation::fast);

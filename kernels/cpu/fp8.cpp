@@ -76,6 +76,12 @@ void scale_from_amax(const Tensor& amax, float factor, float floor, Tensor& scal
   scale.data<float>()[0] = std::max(amax.data<float>()[0], floor) * factor;
 }
 
+void amax_scale(const Tensor& x, float factor, float floor, Tensor& scale) {
+  Tensor measured = Tensor::empty({1}, DType::f32);
+  cpu::amax(x, measured);
+  cpu::scale_from_amax(measured, factor, floor, scale);
+}
+
 // Exact fp32 accumulation whatever `accumulation` asks for: the reference the fast mode is measured against.
 void fp8_gemm(const Tensor& a8, const Tensor& b8, const Tensor& a_scale, const Tensor& b_scale, Tensor& c,
               const GemmArgs& args, Fp8Accumulation /*accumulation*/) {

@@ -4,7 +4,9 @@
 // layer); fp8_gemm is cuBLASLt's FP8 GEMM on K-contiguous operands (byte transposes where a flag asks for the
 // other layout), with the widened bf16 product kept for shapes the FP8 kernels refuse.
 #include <algorithm>
+#include <array>
 #include <initializer_list>
+#include <mutex>
 
 #include "kernels/cuda/fp8_convert.cuh"
 #include "kernels/cuda/fp8_variants.h"
@@ -48,21 +50,71 @@ __device__ __forceinline__ unsigned abs_bits(float v) {
   return isnan(a) ? 0xFFFFFFFFu : __float_as_uint(a);
 }
 
-// *out_bits = max(*out_bits, max over the block of m). Max is order-free, so the atomic keeps it deterministic.
-__device__ __forceinline__ void block_max_to(unsigned m, unsigned* out_bits) {
+// The running max and the arrival count of one grid-wide max (block_max_finish). Every kernel that uses them leaves
+// both at zero, so the next one starts clean without a memset; the kernels run in order on the legacy default
+// stream (runtime.h), so one pair per device serves every call. Made zero once and never freed, like the memory
+// pool (kernels/cuda/memory.cu): the driver reclaims it at exit.
+struct GridMaxScratch {
+  unsigned bits;
+  unsigned arrived;
+};
+
+GridMaxScratch* grid_max_scratch() {
+  constexpr int kMaxDevices = 64;
+  static std::mutex mutex;
+  static std::array<GridMaxScratch*, kMaxDevices> per_device{};
+  int device = 0;
+  GPT_CUDA_CHECK(cudaGetDevice(&device));
+  GPT_CHECK(device >= 0 && device < kMaxDevices, "fp8 amax: device ", device, " beyond the ", kMaxDevices,
+            " supported");
+  std::lock_guard lock(mutex);
+  GridMaxScratch*& scratch = per_device[static_cast<size_t>(device)];
+  if (scratch == nullptr) {
+    void* p = nullptr;
+    GPT_CUDA_CHECK(cudaMalloc(&p, sizeof(GridMaxScratch)));
+    GPT_CUDA_CHECK(cudaMemset(p, 0, sizeof(GridMaxScratch)));
+    scratch = static_cast<GridMaxScratch*>(p);
+  }
+  return scratch;
+}
+
+// Where a grid-wide max goes: max |x| (NaN restored) and/or the scale max(amax, floor)·factor (scale_from_amax's
+// arithmetic; a NaN amax stays NaN), either may be null.
+struct GridMaxOut {
+  GridMaxScratch* scratch;
+  float* amax;
+  float* scale;
+  float factor, floor;
+};
+
+GridMaxOut amax_out(Tensor& amax) { return {grid_max_scratch(), device_ptr<float>(amax), nullptr, 0.0f, 0.0f}; }
+GridMaxOut scale_out(Tensor& scale, float factor, float floor) {
+  return {grid_max_scratch(), nullptr, device_ptr<float>(scale), factor, floor};
+}
+
+// Folds the block's m into the grid's max; the last block to arrive writes the outputs and leaves the scratch at
+// zero. Max is order-free, so the result is deterministic. One kernel instead of a memset, the reduction and a
+// one-thread kernel that turns the NaN pattern back into NaN (and another that makes the scale).
+__device__ __forceinline__ void block_max_finish(unsigned m, const GridMaxOut& out) {
   __shared__ unsigned shared32[32];
   m = warp_max(m);
   if (threadIdx.x % 32 == 0) shared32[threadIdx.x / 32] = m;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kThreads / 32; ++w) m = max(m, shared32[w]);
-    atomicMax(out_bits, m);
-  }
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < kThreads / 32; ++w) m = max(m, shared32[w]);
+  atomicMax(&out.scratch->bits, m);
+  __threadfence();  // this block's max is in before its arrival is counted
+  if (atomicAdd(&out.scratch->arrived, 1u) != gridDim.x - 1) return;
+  const unsigned bits = atomicExch(&out.scratch->bits, 0u);  // every other block's max is in
+  atomicExch(&out.scratch->arrived, 0u);
+  const float a = bits == 0xFFFFFFFFu ? NAN : __uint_as_float(bits);
+  if (out.amax != nullptr) *out.amax = a;
+  if (out.scale != nullptr) *out.scale = (a < out.floor ? out.floor : a) * out.factor;
 }
 
 // max |x| (NaN wins, as the CPU reference propagates it).
 template <typename T, typename A, int VEC>
-__global__ void amax_kernel(const T* __restrict__ x, int64_t packs, unsigned* __restrict__ out_bits) {
+__global__ void amax_kernel(const T* __restrict__ x, int64_t packs, GridMaxOut out) {
   unsigned m = 0;
 #pragma unroll 4
   for (int64_t p = blockIdx.x * int64_t{kThreads} + threadIdx.x; p < packs; p += gridDim.x * int64_t{kThreads}) {
@@ -71,7 +123,7 @@ __global__ void amax_kernel(const T* __restrict__ x, int64_t packs, unsigned* __
     // Rounding |x| to float before the max keeps f64's answer: rounding is monotonic.
     for (int j = 0; j < VEC; ++j) m = max(m, abs_bits(static_cast<float>(to_acc<A>(v.v[j]))));
   }
-  block_max_to(m, out_bits);
+  block_max_finish(m, out);
 }
 
 // post = T(relu(pre)²), q = fp8(post / scale), and max |post| folded into m, for one pack of pre; the division and
@@ -110,7 +162,7 @@ __device__ __forceinline__ void relu_square_quantize_pack(const Pack<T, VEC>& x,
 template <typename T, typename A, bool kE5m2, int VEC, int kVersion>
 __global__ void relu_square_quantize_kernel(const T* __restrict__ pre, const float* __restrict__ scale,
                                             T* __restrict__ post, uint8_t* __restrict__ q, int64_t packs,
-                                            unsigned* __restrict__ max_bits) {
+                                            GridMaxOut max_out) {
   const float s = scale[0];
   const float r = __frcp_rn(s);
   unsigned m = 0;
@@ -118,12 +170,7 @@ __global__ void relu_square_quantize_kernel(const T* __restrict__ pre, const flo
     relu_square_quantize_pack<T, A, kE5m2, VEC, kVersion>(load_pack<T, VEC>(pre + p * VEC), s, r, post + p * VEC,
                                                           q + p * VEC, m);
   }
-  block_max_to(m, max_bits);
-}
-
-__global__ void amax_finish_kernel(float* out) {
-  const unsigned bits = __float_as_uint(out[0]);
-  if (bits == 0xFFFFFFFFu) out[0] = NAN;
+  block_max_finish(m, max_out);
 }
 
 __global__ void scale_from_amax_kernel(const float* amax, float factor, float floor, float* scale) {
@@ -181,35 +228,30 @@ void dequantize_fp8(const Tensor& q, const Tensor& scale, Tensor& x) {
 
 namespace {
 
-// out[0] = the max that `reduce(bits)` accumulates as float bits (abs_bits order) with atomicMax: zeroes it first,
-// turns the NaN pattern back into NaN after.
-template <typename Reduce>
-void max_into(Tensor& out, Reduce&& reduce) {
-  GPT_CUDA_CHECK(cudaMemsetAsync(const_cast<void*>(out.raw()), 0, sizeof(float), cudaStream_t{}));
-  reduce(static_cast<unsigned*>(const_cast<void*>(out.raw())));
-  amax_finish_kernel<<<1, 1>>>(device_ptr<float>(out));
+// The grid-wide max |x| into `out` (amax_out or scale_out), one kernel.
+void launch_amax(const Tensor& x, const GridMaxOut& out) {
+  const int64_t n = x.numel();
+  dispatch_floating_cuda(x.dtype(), "amax", [&]<typename T, typename A>() {
+    constexpr int kVec = kVec16<T>;
+    // Enough blocks to fill the GPU a few times over; each thread then walks a strided run of packs. An empty x
+    // still runs one block, which writes the max 0.
+    constexpr unsigned kMaxBlocks = 2048;
+    if (n % kVec == 0 && aligned16(x.raw())) {
+      const int64_t packs = n / kVec;
+      amax_kernel<T, A, kVec><<<std::min(grid_for(packs), kMaxBlocks), kThreads>>>(device_ptr<T>(x), packs, out);
+    } else {
+      amax_kernel<T, A, 1><<<std::min(grid_for(n), kMaxBlocks), kThreads>>>(device_ptr<T>(x), n, out);
+    }
+  });
   GPT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void amax(const Tensor& x, Tensor& out) {
-  const int64_t n = x.numel();
-  max_into(out, [&](unsigned* bits) {
-    if (n == 0) return;
-    dispatch_floating_cuda(x.dtype(), "amax", [&]<typename T, typename A>() {
-      constexpr int kVec = kVec16<T>;
-      // Enough blocks to fill the GPU a few times over; each thread then walks a strided run of packs.
-      constexpr unsigned kMaxBlocks = 2048;
-      if (n % kVec == 0 && aligned16(x.raw())) {
-        const int64_t packs = n / kVec;
-        amax_kernel<T, A, kVec><<<std::min(grid_for(packs), kMaxBlocks), kThreads>>>(device_ptr<T>(x), packs, bits);
-      } else {
-        amax_kernel<T, A, 1><<<std::min(grid_for(n), kMaxBlocks), kThreads>>>(device_ptr<T>(x), n, bits);
-      }
-    });
-    GPT_CUDA_CHECK_LAUNCH();
-  });
+void amax(const Tensor& x, Tensor& out) { launch_amax(x, amax_out(out)); }
+
+void amax_scale(const Tensor& x, float factor, float floor, Tensor& scale) {
+  launch_amax(x, scale_out(scale, factor, floor));
 }
 
 namespace {
@@ -217,23 +259,21 @@ namespace {
 template <int kVersion>
 void relu_square_quantize_version(const Tensor& pre, const Tensor& scale, Tensor& post, Tensor& q, Tensor& post_max) {
   const int64_t n = pre.numel();
-  max_into(post_max, [&](unsigned* bits) {
-    if (n == 0) return;
-    const bool e5m2 = q.dtype() == DType::e5m2;
-    dispatch_floating_cuda(pre.dtype(), "relu_square_quantize_fp8", [&]<typename T, typename A>() {
-      constexpr int kVec = kVec16<T>;
-      auto* qp = static_cast<uint8_t*>(const_cast<void*>(q.raw()));
-      const bool packed =
-          n % kVec == 0 && aligned16(pre.raw()) && aligned16(post.raw()) && reinterpret_cast<uintptr_t>(qp) % kVec == 0;
-      auto launch = [&]<int VEC, bool kE5m2>() {
-        const int64_t packs = n / VEC;
-        relu_square_quantize_kernel<T, A, kE5m2, VEC, kVersion><<<grid_for(packs), kThreads>>>(
-            device_ptr<T>(pre), device_ptr<float>(scale), device_ptr<T>(post), qp, packs, bits);
-      };
-      launch_packed_fp8<kVec>(packed, e5m2, launch);
-    });
-    GPT_CUDA_CHECK_LAUNCH();
+  const bool e5m2 = q.dtype() == DType::e5m2;
+  const GridMaxOut max_out = amax_out(post_max);
+  dispatch_floating_cuda(pre.dtype(), "relu_square_quantize_fp8", [&]<typename T, typename A>() {
+    constexpr int kVec = kVec16<T>;
+    auto* qp = static_cast<uint8_t*>(const_cast<void*>(q.raw()));
+    const bool packed =
+        n % kVec == 0 && aligned16(pre.raw()) && aligned16(post.raw()) && reinterpret_cast<uintptr_t>(qp) % kVec == 0;
+    auto launch = [&]<int VEC, bool kE5m2>() {
+      const int64_t packs = n / VEC;  // an empty pre still runs one block, which writes the max 0
+      relu_square_quantize_kernel<T, A, kE5m2, VEC, kVersion><<<grid_for(packs), kThreads>>>(
+          device_ptr<T>(pre), device_ptr<float>(scale), device_ptr<T>(post), qp, packs, max_out);
+    };
+    launch_packed_fp8<kVec>(packed, e5m2, launch);
   });
+  GPT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace

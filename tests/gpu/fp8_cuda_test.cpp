@@ -169,6 +169,56 @@ TEST(Fp8Cuda, AmaxAndScaleFromAmax) {
   EXPECT_EQ(s.to_floats()[0], 2e-12f);
 }
 
+// amax and amax_scale finish in the reduction's last block, which leaves the per-device scratch at zero: a call after
+// a larger max must not see it, at every grid size (one block; 2,048 blocks of packs; the scalar path) and for an
+// empty x. The scale equals the CPU's amax then scale_from_amax bit for bit.
+TEST(Fp8Cuda, AmaxScaleMatchesTheCpuCallAfterCall) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  const std::pair<Shape, double> cases[] = {{{3001, 17}, 1e6},   {{4096, 768}, 5.0}, {{7}, 1e3},
+                                            {{4096, 768}, 0.01}, {{0}, 1.0},         {{33, 64}, 2.0}};
+  for (const auto& [shape, bound] : cases) {
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      const Tensor x = random_tensor(shape, dtype, 107, bound);
+      Tensor s_cpu = Tensor::empty({1}, DType::f32), s_gpu = Tensor::empty({1}, DType::f32, Device::cuda);
+      Tensor m_cpu = Tensor::empty({1}, DType::f32), m_gpu = Tensor::empty({1}, DType::f32, Device::cuda);
+      poison(s_gpu);
+      poison(m_gpu);
+      amax_scale(x, 1.0f / 448.0f, 1e-12f, s_cpu);
+      amax_scale(gpu(x), 1.0f / 448.0f, 1e-12f, s_gpu);
+      amax(x, m_cpu);
+      amax(gpu(x), m_gpu);
+      const std::string what = shape_string(shape) + " " + dtype_name(dtype) + " bound " + std::to_string(bound);
+      EXPECT_EQ(s_gpu.to_doubles(), s_cpu.to_doubles()) << what;
+      EXPECT_EQ(m_gpu.to_doubles(), m_cpu.to_doubles()) << what;
+    }
+  }
+  // NaN wins and is NaN in the scale; the call after it is clean again.
+  std::vector<float> with_nan(5000, 1.0f);
+  with_nan[4099] = std::numeric_limits<float>::quiet_NaN();
+  Tensor s = Tensor::empty({1}, DType::f32, Device::cuda);
+  amax_scale(Tensor::from_floats(with_nan, {5000}, DType::f32, Device::cuda), 2.0f, 1e-12f, s);
+  EXPECT_TRUE(std::isnan(s.to_floats()[0]));
+  amax_scale(Tensor::from_floats(std::vector<float>(5000, -0.5f), {5000}, DType::f32, Device::cuda), 2.0f, 1e-12f, s);
+  EXPECT_EQ(s.to_floats()[0], 1.0f);
+}
+
+// The fused activation's max, like amax's, starts from zero at every call: a large max, then a small one.
+TEST(Fp8Cuda, ReluSquareQuantizeMaxIsThisCallsMax) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  const Tensor scale = scalar_tensor(1.0, DType::f32);
+  for (double bound : {20.0, 0.5, 3.0}) {
+    const Tensor pre = random_tensor({1537, 3072}, DType::bf16, 108, bound);
+    Tensor post = Tensor::empty(pre.shape(), DType::bf16), q = Tensor::empty(pre.shape(), DType::e4m3);
+    Tensor max_cpu = Tensor::empty({1}, DType::f32);
+    relu_square_quantize_fp8(pre, scale, post, q, max_cpu);
+    Tensor post_gpu = Tensor::empty(pre.shape(), DType::bf16, Device::cuda);
+    Tensor q_gpu = Tensor::empty(pre.shape(), DType::e4m3, Device::cuda);
+    Tensor max_gpu = Tensor::empty({1}, DType::f32, Device::cuda);
+    relu_square_quantize_fp8(gpu(pre), gpu(scale), post_gpu, q_gpu, max_gpu);
+    EXPECT_EQ(max_gpu.to_floats()[0], max_cpu.to_floats()[0]) << "bound " << bound;
+  }
+}
+
 struct GemmCase {
   DType c_dtype;
   bool trans_a, trans_b;

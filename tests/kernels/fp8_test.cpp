@@ -102,6 +102,20 @@ TEST(Fp8Tensor, AmaxIsMaxAbsolute) {
   EXPECT_EQ(out.to_doubles()[0], 7.25);
 }
 
+// amax_scale is amax then scale_from_amax: the floor for an all-zero x, NaN through both, and the factor applied
+// after the floor.
+TEST(Fp8Tensor, AmaxScaleIsScaleFromAmaxOfTheMax) {
+  Tensor scale = Tensor::empty({1}, DType::f32);
+  amax_scale(Tensor::from_doubles(std::vector<double>{0.5, -7.25, 3.0}, {3}, DType::bf16), 2.0f, 1e-12f, scale);
+  EXPECT_EQ(scale.to_doubles()[0], 14.5);
+  amax_scale(Tensor::zeros({4}, DType::f32), 3.0f, 0.25f, scale);
+  EXPECT_EQ(scale.to_doubles()[0], 0.75);
+  amax_scale(Tensor::from_doubles(std::vector<double>{1.0, NAN}, {2}, DType::f32), 2.0f, 1e-12f, scale);
+  EXPECT_TRUE(std::isnan(scale.to_doubles()[0]));
+  Tensor two = Tensor::empty({2}, DType::f32);
+  EXPECT_THROW(amax_scale(Tensor::zeros({4}, DType::f32), 1.0f, 0.0f, two), Error);  // the scale is f32 [1]
+}
+
 TEST(Fp8Tensor, GemmEqualsDequantizedProductTimesScales) {
   Tensor a = random_tensor({5, 16}, DType::f32, 1, 3.0), b = random_tensor({16, 4}, DType::f32, 2, 3.0);
   Tensor a8 = Tensor::empty({5, 16}, DType::e4m3), b8 = Tensor::empty({16, 4}, DType::e4m3);
