@@ -44,6 +44,12 @@ void mix_forward(std::span<const MixTerm> terms, Tensor& out) {
   GPT_BACKEND_CALL(out.device(), mix_forward, terms, out);
 }
 
+void mix_rmsnorm_forward(std::span<const MixTerm> terms, Tensor& out, Tensor& y, Tensor& rstd, float eps) {
+  check_terms(terms, out, "mix_rmsnorm_forward");
+  check_rmsnorm_outputs(out, y, rstd, "mix_rmsnorm_forward");
+  GPT_BACKEND_CALL(out.device(), mix_rmsnorm_forward, terms, out, y, rstd, eps);
+}
+
 void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads) {
   check_terms(terms, dout, "mix_backward");
   GPT_CHECK(grads.size() == terms.size(), "mix_backward: ", grads.size(), " grads for ", terms.size(), " terms");

@@ -32,6 +32,7 @@
 // most one term may do that.
 #include <span>
 
+#include "kernels/rmsnorm.h"
 #include "kernels/tensor.h"
 
 namespace gpt {
@@ -85,6 +86,11 @@ void mix_forward(std::span<const MixTerm> terms, Tensor& out);
 // grads[k] belongs to terms[k]; terms carry the forward inputs (their x values are needed for coefficient grads).
 void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads);
 
+// mix_forward, then rmsnorm_forward of out (kernels/rmsnorm.h: y, rstd over out's last dimension): the two ops'
+// results bit for bit. The CUDA path makes both in one kernel when mix_forward's one-pass version takes the call
+// (the norm reads the row it has just written from shared memory instead of from global memory), else runs the two.
+void mix_rmsnorm_forward(std::span<const MixTerm> terms, Tensor& out, Tensor& y, Tensor& rstd, float eps = kNormEps);
+
 // §2.9 steps 2 and 10: W_out = bf16(bf16(λ)·W) (one scalar term). dW += bf16(λ)·dW_out, dλ += Σ dW_out·W.
 inline void scale_weight_forward(const Tensor& w, const Tensor& lambda, Tensor& w_out) {
   const MixTerm term{w, Coef::of_scalar(lambda)};
@@ -100,10 +106,12 @@ inline void scale_weight_backward(const Tensor& dw_out, const Tensor& w, const T
 namespace cpu {
 void mix_forward(std::span<const MixTerm> terms, Tensor& out);
 void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads);
+void mix_rmsnorm_forward(std::span<const MixTerm> terms, Tensor& out, Tensor& y, Tensor& rstd, float eps);
 }  // namespace cpu
 namespace cuda {
 void mix_forward(std::span<const MixTerm> terms, Tensor& out);
 void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads);
+void mix_rmsnorm_forward(std::span<const MixTerm> terms, Tensor& out, Tensor& y, Tensor& rstd, float eps);
 }  // namespace cuda
 
 }  // namespace gpt

@@ -155,4 +155,9 @@ void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<
   });
 }
 
+void mix_rmsnorm_forward(std::span<const MixTerm> terms, Tensor& out, Tensor& y, Tensor& rstd, float eps) {
+  cpu::mix_forward(terms, out);
+  cpu::rmsnorm_forward(out, y, rstd, eps);
+}
+
 }  // namespace gpt::cpu

@@ -177,6 +177,13 @@ __device__ __forceinline__ A warp_row_sum_squares(const T* row, Index n, int lan
   return warp_sum(ss);
 }
 
+// 1/sqrt(mean(x²) + eps) of a row of n elements from its warp_row_sum_squares (rmsnorm's rstd): every kernel that
+// normalises a row forms it here, so that fused and unfused norms give the same bits.
+template <typename A>
+__device__ __forceinline__ A rms_inverse(A sum_squares, int n, float eps) {
+  return A(1) / sqrt(sum_squares / A(n) + A(eps));
+}
+
 // Sum over the block (blockDim.x a multiple of 32, at most 1024): warp_sum in each warp, then the warp totals in
 // warp order. Every thread gets the result. `shared32` holds 32 values; a following call synchronizes before
 // reusing it.

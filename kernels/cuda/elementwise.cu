@@ -6,6 +6,7 @@
 #include "kernels/cuda/kernel_version_env.h"
 #include "kernels/cuda/mix_variants.h"
 #include "kernels/elementwise.h"
+#include "kernels/rmsnorm.h"
 
 namespace gpt::cuda {
 
@@ -285,14 +286,20 @@ __device__ __forceinline__ void row_coefficients(const MixArgs& args, const doub
   }
 }
 
-// mix_forward v2: out = Σ_k coef_k · x_k, packs of 16 bytes, one warp per row.
-template <typename T, typename A, int NT>
-__global__ void mix_forward_rows_kernel(const __grid_constant__ MixArgs args, T* out, int64_t rows, int packs) {
+// mix_forward v2: out = Σ_k coef_k · x_k, packs of 16 bytes, one warp per row. With kNorm, also rmsnorm_forward of
+// each row (mix_rmsnorm_forward): the warp keeps the row it wrote in shared memory (dynamic, kWarps rows of n) and
+// runs rmsnorm's kernel arithmetic on it (the same lane order of the sum of squares, warp_sum, rms_inverse), so y and
+// rstd are that kernel's bits without the norm reading out back from global memory.
+template <typename T, typename A, int NT, bool kNorm>
+__global__ void mix_forward_rows_kernel(const __grid_constant__ MixArgs args, T* out, int64_t rows, int packs,
+                                        T* __restrict__ y, A* __restrict__ rstd, float eps) {
   constexpr int VEC = kVec16<T>;
   __shared__ double s_scalar[kMaxTerms];
+  extern __shared__ uint4 norm_rows[];
   load_term_scalars<T, A>(args, s_scalar);
   const int lane = threadIdx.x % 32;
   const int64_t n = int64_t{packs} * VEC;
+  T* row_copy = reinterpret_cast<T*>(norm_rows) + (threadIdx.x / 32) * n;
   for (int64_t row = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32; row < rows; row += gridDim.x * int64_t{kWarps}) {
     double lane_l[NT];
     A coef[NT];
@@ -313,6 +320,21 @@ __global__ void mix_forward_rows_kernel(const __grid_constant__ MixArgs args, T*
 #pragma unroll
       for (int j = 0; j < VEC; ++j) o.v[j] = from_acc<T>(acc[j]);
       store_pack<T, VEC>(out + row * n + p * VEC, o);
+      if constexpr (kNorm) store_pack<T, VEC>(row_copy + p * VEC, o);
+    }
+    if constexpr (kNorm) {
+      __syncwarp();
+      const A inv =
+          rms_inverse<A>(warp_row_sum_squares<A>(row_copy, static_cast<int>(n), lane), static_cast<int>(n), eps);
+      if (lane == 0) rstd[row] = inv;
+      for (int p = lane; p < packs; p += 32) {
+        const Pack<T, VEC> x = load_pack<T, VEC>(row_copy + p * VEC);
+        Pack<T, VEC> normed;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) normed.v[j] = from_acc<T>(to_acc<A>(x.v[j]) * inv);
+        store_pack<T, VEC>(y + row * n + p * VEC, normed);
+      }
+      __syncwarp();  // every lane is done with the row before the next one overwrites it
     }
   }
 }
@@ -533,9 +555,36 @@ int mix_row_terms(std::span<const MixTerm> terms, std::span<const MixGrad> grads
   return can_pack<__nv_bfloat16>(args, n, out.raw()) ? row_terms_for(args, !grads.empty()) : 0;
 }
 
-void mix_forward(std::span<const MixTerm> terms, Tensor& out) {
+namespace {
+int mix_forward_in_use() {
   static const int version = kernel_version_from_env("SPEEDRUN_MIX_FORWARD", kPromotedMixForward, kMixForwardVersions);
-  mix_forward_version(terms, out, version);
+  return version;
+}
+}  // namespace
+
+void mix_forward(std::span<const MixTerm> terms, Tensor& out) { mix_forward_version(terms, out, mix_forward_in_use()); }
+
+void mix_rmsnorm_forward(std::span<const MixTerm> terms, Tensor& out, Tensor& y, Tensor& rstd, float eps) {
+  using T = __nv_bfloat16;  // the one-pass kernel's only instantiation
+  const int64_t rows = out.size(0), n = out.numel() / rows;
+  const size_t row_bytes = static_cast<size_t>(n) * sizeof(T);
+  const MixArgs args = pack_terms(terms, "mix_rmsnorm_forward");
+  // One kernel where mix_forward would take the one-pass version, the norm's rows are the mix's (a 2-D out) and
+  // kWarps rows fit the default 48 KiB of shared memory; otherwise the two ops.
+  const bool fusable = out.dtype() == DType::bf16 && mix_forward_in_use() == 2 && out.size(-1) == n &&
+                       row_bytes * kWarps <= 48 * 1024 && can_pack<T>(args, n, out.raw()) && aligned16(y.raw());
+  const int row_terms = fusable ? row_terms_for(args, false) : 0;
+  if (row_terms == 0) {
+    mix_forward(terms, out);
+    rmsnorm_forward(out, y, rstd, eps);
+    return;
+  }
+  const int packs = static_cast<int>(n / kVec16<T>);
+  with_row_terms(row_terms, [&](auto nt) {
+    mix_forward_rows_kernel<T, float, decltype(nt)::value, true><<<row_blocks(rows), kWarps * 32, row_bytes * kWarps>>>(
+        args, device_ptr<T>(out), rows, packs, device_ptr<T>(y), device_ptr<float>(rstd), eps);
+  });
+  GPT_CUDA_CHECK_LAUNCH();
 }
 
 void mix_forward_version(std::span<const MixTerm> terms, Tensor& out, int version) {
@@ -551,8 +600,8 @@ void mix_forward_version(std::span<const MixTerm> terms, Tensor& out, int versio
       if constexpr (kBf16) {
         const int packs = static_cast<int>(n / kVec16<T>);
         with_row_terms(row_terms, [&](auto nt) {
-          mix_forward_rows_kernel<T, A, decltype(nt)::value>
-              <<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(out), rows, packs);
+          mix_forward_rows_kernel<T, A, decltype(nt)::value, false>
+              <<<row_blocks(rows), kWarps * 32>>>(args, device_ptr<T>(out), rows, packs, nullptr, nullptr, 0.0f);
         });
       }
     } else if (packed) {

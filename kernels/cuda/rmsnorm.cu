@@ -17,7 +17,7 @@ __global__ void rmsnorm_forward_kernel(const T* __restrict__ x, T* __restrict__ 
   if (row >= rows) return;
   const T* xr = x + row * n;
   const A ss = warp_row_sum_squares<A>(xr, n, lane);
-  const A inv = A(1) / sqrt(ss / A(n) + A(eps));
+  const A inv = rms_inverse<A>(ss, n, eps);
   if (lane == 0) rstd[row] = inv;
   for (int i = lane; i < n; i += 32) y[row * n + i] = from_acc<T>(to_acc<A>(xr[i]) * inv);
 }

@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/mix_variants.h"
 #include "kernels/elementwise.h"
+#include "kernels/rmsnorm.h"
 #include "tests/gpu/ops_cuda_test_util.h"
 
 namespace gpt {
@@ -247,6 +248,76 @@ INSTANTIATE_TEST_SUITE_P(Terms, MixRowVersionsCuda,
                                            RowMixCase{"layer0_mix", 3}, RowMixCase{"residual_mix", 4},
                                            RowMixCase{"five_terms", 5}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// mix_rmsnorm_forward in one kernel (the one-pass mix, the norm from the row kept in shared memory) equals
+// mix_forward then rmsnorm_forward bit for bit: out, y and rstd, and with out written in place over x0.
+TEST_P(MixRowVersionsCuda, WithItsNormEqualsTheTwoOpsBitForBit) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  const RowMixSetup s = row_mix_setup(GetParam().terms, 900);
+  const auto terms = s.terms();
+  const Shape shape{kRowMixRows, kRowMixWidth};
+  auto poisoned = [](const Shape& sh, DType dtype) {
+    Tensor t = Tensor::empty(sh, dtype, Device::cuda);
+    poison(t);
+    return t;
+  };
+  Tensor out_ref = poisoned(shape, DType::bf16), y_ref = poisoned(shape, DType::bf16);
+  Tensor rstd_ref = poisoned({kRowMixRows}, DType::f32);
+  ASSERT_EQ(cuda::mix_row_terms(terms, {}, out_ref), GetParam().terms) << "the one-pass kernel must take this call";
+  mix_forward(terms, out_ref);
+  rmsnorm_forward(out_ref, y_ref, rstd_ref);
+  Tensor out = poisoned(shape, DType::bf16), y = poisoned(shape, DType::bf16),
+         rstd = poisoned({kRowMixRows}, DType::f32);
+  mix_rmsnorm_forward(terms, out, y, rstd);
+  EXPECT_EQ(out.to_doubles(), out_ref.to_doubles());
+  EXPECT_EQ(y.to_doubles(), y_ref.to_doubles());
+  EXPECT_EQ(rstd.to_doubles(), rstd_ref.to_doubles());
+
+  RowMixSetup onto_x0 = s;
+  onto_x0.x[0] = s.x[0].clone();
+  Tensor y_in_place = poisoned(shape, DType::bf16), rstd_in_place = poisoned({kRowMixRows}, DType::f32);
+  mix_rmsnorm_forward(onto_x0.terms(), onto_x0.x[0], y_in_place, rstd_in_place);
+  EXPECT_EQ(onto_x0.x[0].to_doubles(), out_ref.to_doubles());
+  EXPECT_EQ(y_in_place.to_doubles(), y_ref.to_doubles());
+  EXPECT_EQ(rstd_in_place.to_doubles(), rstd_ref.to_doubles());
+}
+
+// Calls the one kernel cannot take run the two ops: grouped lanes (mix v1), f32 rows, and a norm over a last
+// dimension shorter than the mix's rows ([rows, 6, 128]: six norms per row).
+TEST(MixRowVersionsCuda, WithItsNormFallsBackToTheTwoOps) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  const RowMixSetup s = row_mix_setup(4, 950);
+  auto grouped = s.terms();
+  grouped[2].coef = Coef::of_lane(s.lanes, 0, 6);
+  auto as_f32 = [](const Tensor& t) { return t.to(Device::cpu).to(DType::f32).to(Device::cuda); };
+  const Tensor lanes32 = as_f32(s.lanes);
+  std::vector<MixTerm> f32_terms;
+  for (const MixTerm& t : s.terms()) {
+    Coef c = t.coef;
+    if (c.lanes.defined()) c.lanes = lanes32;
+    f32_terms.push_back({as_f32(t.x), c});
+  }
+  auto per_head = [](std::vector<MixTerm> terms) {
+    for (MixTerm& t : terms) t.x = t.x.view({kRowMixRows, 6, 128});
+    return terms;
+  };
+  const std::pair<const char*, std::vector<MixTerm>> cases[] = {
+      {"grouped lanes", grouped}, {"f32 rows", f32_terms}, {"per-head rows", per_head(s.terms())}};
+  for (const auto& [name, terms] : cases) {
+    const Shape shape = terms.front().x.shape();
+    const DType dtype = terms.front().x.dtype();
+    const int64_t norm_rows = terms.front().x.numel() / shape.back();
+    Tensor out_ref = Tensor::empty(shape, dtype, Device::cuda), y_ref = out_ref.clone();
+    Tensor rstd_ref = Tensor::empty({norm_rows}, DType::f32, Device::cuda);
+    mix_forward(terms, out_ref);
+    rmsnorm_forward(out_ref, y_ref, rstd_ref);
+    Tensor out = Tensor::empty(shape, dtype, Device::cuda), y = out.clone(), rstd = rstd_ref.clone();
+    mix_rmsnorm_forward(terms, out, y, rstd);
+    EXPECT_EQ(out.to_doubles(), out_ref.to_doubles()) << name;
+    EXPECT_EQ(y.to_doubles(), y_ref.to_doubles()) << name;
+    EXPECT_EQ(rstd.to_doubles(), rstd_ref.to_doubles()) << name;
+  }
+}
 
 // Calls the one-pass versions must leave to v1: grouped lanes, a dx that is another term's x, two terms sharing a
 // dx, more than five terms, f32 rows.

@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "kernels/elementwise.h"
+#include "kernels/rmsnorm.h"
 #include "tests/common/gradcheck.h"
 
 namespace gpt {
@@ -189,6 +191,41 @@ TEST(Mix, ScaleWeightBf16UsesRoundedLambda) {
   Tensor out = Tensor::empty({1, 1}, DType::bf16);
   scale_weight_forward(w, scalar(1.0039, DType::f32), out);
   EXPECT_EQ(out.to_doubles()[0], 3.0);
+}
+
+// mix_rmsnorm_forward is mix_forward then rmsnorm_forward: out, y and rstd as the two ops make them, the norm over
+// out's last dimension (here [3, 2, 4]: six rows of four), in place too; y and rstd are checked like the norm's.
+TEST(Mix, WithItsNormIsTheMixThenTheNorm) {
+  for (const Shape& shape : {Shape{5, 8}, Shape{3, 2, 4}}) {
+    const Tensor x = random_tensor(shape, DType::f32, 31), a = random_tensor(shape, DType::f32, 32);
+    const std::vector<MixTerm> terms = {{x, Coef::of_scalar(scalar(0.75, DType::f32))}, {a, Coef::one()}};
+    const int64_t norm_rows = x.numel() / x.size(-1);
+    Tensor out_ref = Tensor::empty(shape, DType::f32), y_ref = out_ref.clone(),
+           rstd_ref = Tensor::empty({norm_rows}, DType::f32);
+    mix_forward(terms, out_ref);
+    rmsnorm_forward(out_ref, y_ref, rstd_ref);
+    Tensor out = Tensor::empty(shape, DType::f32), y = out.clone(), rstd = rstd_ref.clone();
+    mix_rmsnorm_forward(terms, out, y, rstd);
+    EXPECT_EQ(out.to_doubles(), out_ref.to_doubles()) << shape_string(shape);
+    EXPECT_EQ(y.to_doubles(), y_ref.to_doubles()) << shape_string(shape);
+    EXPECT_EQ(rstd.to_doubles(), rstd_ref.to_doubles()) << shape_string(shape);
+    Tensor in_place = x.clone();
+    const std::vector<MixTerm> onto_x = {{in_place, Coef::of_scalar(scalar(0.75, DType::f32))}, {a, Coef::one()}};
+    mix_rmsnorm_forward(onto_x, in_place, y, rstd);
+    EXPECT_EQ(in_place.to_doubles(), out_ref.to_doubles()) << shape_string(shape);
+    EXPECT_EQ(y.to_doubles(), y_ref.to_doubles()) << shape_string(shape);
+  }
+  const Tensor x = random_tensor({5, 8}, DType::f32, 33);
+  const MixTerm term{x, Coef::one()};
+  Tensor out = Tensor::empty({5, 8}, DType::f32), y = out.clone(), short_rstd = Tensor::empty({4}, DType::f32);
+  try {
+    mix_rmsnorm_forward({&term, 1}, out, y, short_rstd);
+    ADD_FAILURE() << "a [4] rstd for 5 rows was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mix_rmsnorm_forward: rstd"), std::string::npos) << e.what();
+  }
+  Tensor y_bf16 = Tensor::empty({5, 8}, DType::bf16), rstd = Tensor::empty({5}, DType::f32);
+  EXPECT_THROW(mix_rmsnorm_forward({&term, 1}, out, y_bf16, rstd), Error);
 }
 
 TEST(Mix, RejectsBadArguments) {

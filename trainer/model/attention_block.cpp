@@ -72,7 +72,7 @@ Var mlp_sublayer(Forward& f, int layer, Var x) {
   MlpFp8State* fp8 = f.mlp_fp8 != nullptr ? &(*f.mlp_fp8)[static_cast<size_t>(layer)] : nullptr;
   const bool copies = fp8 != nullptr && f.mlp_fp8_weights != nullptr && !f.mlp_fp8_weights->empty();
   const MlpFp8Weights* fp8_weights = copies ? &(*f.mlp_fp8_weights)[static_cast<size_t>(layer)] : nullptr;
-  return taped::mlp(f.tape, taped::rmsnorm(f.tape, x), w1, w2, fp8, fp8_weights);
+  return taped::mlp(f.tape, taped::rmsnorm(f.tape, x, f.pending_norm), w1, w2, fp8, fp8_weights);
 }
 
 void layer_loop(Forward& f) {
@@ -85,16 +85,17 @@ void layer_loop(Forward& f) {
       f.post_gate = mudd_mlp(f, p.mudd_gate_w1, p.mudd_gate_w2, p.mudd_gate_b2, 1, 41, f.x,
                              f.scalar(p.mudd_gate_scale, 0), ScalarFn::identity);
     if (!plan.attention) {  // layer 6: gated skip from cache3
-      f.x = taped::mix(
+      f.x = taped::mix_normed(
           tape,
-          {term(f.x), term(f.cache3).sigmoid_scaled(f.scalar(p.scalars, 23)).times_lane(f.post_gate, kPostSkipLane)});
+          {term(f.x), term(f.cache3).sigmoid_scaled(f.scalar(p.scalars, 23)).times_lane(f.post_gate, kPostSkipLane)},
+          f.pending_norm);
     } else {
       Var u;
       if (plan.from_cache7) {
-        if (!f.cache7_normed.value().defined()) f.cache7_normed = taped::rmsnorm(tape, f.cache7);
+        if (!f.cache7_normed.value().defined()) f.cache7_normed = taped::rmsnorm(tape, f.cache7, f.pending_norm);
         u = f.cache7_normed;
       } else {
-        u = taped::rmsnorm(tape, f.x);
+        u = taped::rmsnorm(tape, f.x, f.pending_norm);
       }
       Var a = attention_sublayer(f, i, {.u = u});
       std::vector<taped::Term> terms = {
@@ -103,11 +104,17 @@ void layer_loop(Forward& f) {
           term(f.x0).times_lane(gate_lanes(f, plan.x0.gate), plan.x0.lane),
       };
       if (i != 0) terms.push_back(term(f.bigram).times_lane(gate_lanes(f, plan.bigram.gate), plan.bigram.lane));
-      f.x = taped::mix(tape, terms);
+      f.x = taped::mix_normed(tape, terms, f.pending_norm);
     }
     Var m = mlp_sublayer(f, i, f.x);
-    f.x = taped::mix(tape, {term(f.x).scaled(f.scalar(p.resid_lambdas, 2 * i + 1)),
-                            term(m).scaled(f.scalar(p.post_lambdas, 2 * i + 1))});
+    // A norm reads this x next when layer i + 1 normalises its own input, or as cache7 (i = 7, normalised once for
+    // layers 8-10); after layers 5, 8 and 9 none does (layer 6 has no attention, 9 and 10 read norm(cache7), and
+    // layer 10 mixes x first).
+    const std::vector<taped::Term> residual = {term(f.x).scaled(f.scalar(p.resid_lambdas, 2 * i + 1)),
+                                               term(m).scaled(f.scalar(p.post_lambdas, 2 * i + 1))};
+    const bool normed_next = i == 7 || (i + 1 < 10 && kLayerPlans[static_cast<size_t>(i + 1)].attention &&
+                                        !kLayerPlans[static_cast<size_t>(i + 1)].from_cache7);
+    f.x = normed_next ? taped::mix_normed(tape, residual, f.pending_norm) : taped::mix(tape, residual);
     if (i == 3) f.cache3 = f.x;
     if (i == 7) f.cache7 = f.x;
   }

@@ -82,7 +82,7 @@ void input_stage(Forward& f) {
   // 6-7: pre gate G = MG_0(x0) (26 lanes), x = x0 + G[19]·Bg.
   f.pre_gate = mudd_mlp(f, p.mudd_gate_w1, p.mudd_gate_w2, p.mudd_gate_b2, 0, 26, f.x0, f.scalar(p.mudd_gate_scale, 0),
                         ScalarFn::identity);
-  f.x = taped::mix(tape, {term(f.x0), term(f.bigram).times_lane(f.pre_gate, 19)});
+  f.x = taped::mix_normed(tape, {term(f.x0), term(f.bigram).times_lane(f.pre_gate, 19)}, f.pending_norm);
   f.cache0 = f.x;
 }
 

@@ -25,21 +25,28 @@ Var last_layer_and_head(Forward& f) {
     return taped::mix(tape, {term(v), term(ve4).times_lane(mu, 6, 2), term(c0).times_lane(mu, 0),
                              term(c7).times_lane(mu, 1), term(c9).times_lane(mu, 2)});
   };
-  if (!f.cache7_normed.value().defined()) f.cache7_normed = taped::rmsnorm(tape, f.cache7);
+  if (!f.cache7_normed.value().defined()) f.cache7_normed = taped::rmsnorm(tape, f.cache7, f.pending_norm);
   Var a = attention_sublayer(f, 10, {.u = f.cache7_normed, .inject = inject});
 
-  x = taped::mix(tape, {term(x).times_lane(mu, 8), term(a).times_lane(mu, 9), term(f.cache0).times_lane(mu, 10),
-                        term(f.bigram).times_lane(mu, 11)});
+  x = taped::mix_normed(tape,
+                        {term(x).times_lane(mu, 8), term(a).times_lane(mu, 9), term(f.cache0).times_lane(mu, 10),
+                         term(f.bigram).times_lane(mu, 11)},
+                        f.pending_norm);
   Var m = mlp_sublayer(f, 10, x);
   x = taped::mix(tape, {term(x).times_lane(mu, 12), term(m).times_lane(mu, 13)});
 
   // Post-loop mix with μ' = M_1(x) (5 coefficients).
   Var mu_post = mudd_mlp(f, p.mudd_w1, p.mudd_w2, p.mudd_b2, 1, 5, x, tenth, ScalarFn::unrounded);
-  x = taped::mix(tape, {term(x), term(f.cache0).times_lane(mu_post, 0), term(f.cache7).times_lane(mu_post, 1),
-                        term(f.cache9).times_lane(mu_post, 2), term(f.value[0]).times_lane(mu_post, 3),
-                        term(f.cache3).times_lane(mu_post, 4)});
+  x = taped::mix_normed(tape,
+                        {term(x), term(f.cache0).times_lane(mu_post, 0), term(f.cache7).times_lane(mu_post, 1),
+                         term(f.cache9).times_lane(mu_post, 2), term(f.value[0]).times_lane(mu_post, 3),
+                         term(f.cache3).times_lane(mu_post, 4)},
+                        f.pending_norm);
   f.x = x;
-  return taped::rmsnorm(tape, x);
+  Var h = taped::rmsnorm(tape, x, f.pending_norm);
+  GPT_CHECK(!f.pending_norm.waiting(), "model: a norm made with a mix was never read (", f.pending_norm.of.describe(),
+            ")");
+  return h;
 }
 
 }  // namespace gpt::model_detail

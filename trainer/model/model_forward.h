@@ -53,6 +53,8 @@ struct Forward {
   Var pre_gate, post_gate;   // MG_0(x0) [T, 26], MG_1 [T, 41]
   Var cache0, cache3, cache7, cache9;
   Var cache7_normed;  // norm(cache7): attention input of layers 8-10
+  // norm(x) of a residual x made by the mix that made x (taped::mix_normed), until the rmsnorm that reads x.
+  taped::PendingNorm pending_norm;
 
   // The fp32 scalar parameter entry `index` of a flat view of `param`, as a [1] Var.
   Var scalar(Var& param, int64_t index);

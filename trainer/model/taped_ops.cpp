@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "kernels/activation.h"
 #include "kernels/bigram.h"
@@ -100,12 +101,11 @@ Var slice(Tape& tape, Var& x, int64_t begin, int64_t end) {
   return Var::with_gradient_buffer(x.value().slice(begin, end), x.grad().slice(begin, end));
 }
 
-Var rmsnorm(Tape& tape, Var x) {
-  const Tensor& xv = x.value();
-  Tensor y = new_like(xv);
-  Tensor rstd = Tensor::empty({xv.numel() / xv.size(-1)}, stat_dtype(xv.dtype()), xv.device());
-  rmsnorm_forward(xv, y, rstd);
-  Var out(y);
+namespace {
+
+// rmsnorm's output Var for x, from forward results made here or with x's mix, and its backward step on the tape.
+Var record_rmsnorm(Tape& tape, Var x, Tensor y, Tensor rstd) {
+  Var out(std::move(y));
   tape.push(
       [x, out, rstd]() mutable {
         if (!out.has_grad() || !x.requires_grad()) return;
@@ -114,6 +114,33 @@ Var rmsnorm(Tape& tape, Var x) {
       },
       "rmsnorm", {out, x});
   return out;
+}
+
+Tensor rstd_for(const Tensor& x) { return Tensor::empty({x.numel() / x.size(-1)}, stat_dtype(x.dtype()), x.device()); }
+
+bool fuse_mix_norm() {
+  static const bool on = [] {
+    const char* v = std::getenv("SPEEDRUN_MIX_NORM");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+
+}  // namespace
+
+Var rmsnorm(Tape& tape, Var x) {
+  const Tensor& xv = x.value();
+  Tensor y = new_like(xv);
+  Tensor rstd = rstd_for(xv);
+  rmsnorm_forward(xv, y, rstd);
+  return record_rmsnorm(tape, std::move(x), std::move(y), std::move(rstd));
+}
+
+Var rmsnorm(Tape& tape, Var x, PendingNorm& pending) {
+  const Tensor& xv = x.value();
+  if (!pending.waiting() || pending.of.raw() != xv.raw() || pending.of.shape() != xv.shape()) return rmsnorm(tape, x);
+  PendingNorm ready = std::exchange(pending, PendingNorm{});
+  return record_rmsnorm(tape, std::move(x), std::move(ready.y), std::move(ready.rstd));
 }
 
 Var linear(Tape& tape, Var x, Var w) {
@@ -232,14 +259,10 @@ std::vector<MixTerm> mix_terms(const std::vector<Term>& terms) {
   }
   return out;
 }
-}  // namespace
 
-Var mix(Tape& tape, const std::vector<Term>& terms) {
-  GPT_CHECK(!terms.empty(), "taped::mix: needs at least one term");
-  const std::vector<MixTerm> forward_terms = mix_terms(terms);
-  Tensor y = new_like(terms.front().x.value());
-  mix_forward(forward_terms, y);
-  Var out(y);
+// mix's output Var and its backward step on the tape.
+Var record_mix(Tape& tape, const std::vector<Term>& terms, Tensor y) {
+  Var out(std::move(y));
   tape.push(
       [terms = terms, out]() mutable {
         if (!out.has_grad()) return;
@@ -254,6 +277,27 @@ Var mix(Tape& tape, const std::vector<Term>& terms) {
       },
       "mix", mix_vars(out, terms));
   return out;
+}
+
+}  // namespace
+
+Var mix(Tape& tape, const std::vector<Term>& terms) {
+  GPT_CHECK(!terms.empty(), "taped::mix: needs at least one term");
+  Tensor y = new_like(terms.front().x.value());
+  mix_forward(mix_terms(terms), y);
+  return record_mix(tape, terms, std::move(y));
+}
+
+Var mix_normed(Tape& tape, const std::vector<Term>& terms, PendingNorm& pending) {
+  GPT_CHECK(!pending.waiting(), "taped::mix_normed: the norm of ", pending.of.describe(),
+            " made with an earlier mix was never used");
+  if (!fuse_mix_norm()) return mix(tape, terms);
+  GPT_CHECK(!terms.empty(), "taped::mix_normed: needs at least one term");
+  const Tensor& like = terms.front().x.value();
+  Tensor y = new_like(like), normed = new_like(like), rstd = rstd_for(like);
+  mix_rmsnorm_forward(mix_terms(terms), y, normed, rstd);
+  pending = PendingNorm{.of = y, .y = std::move(normed), .rstd = std::move(rstd)};
+  return record_mix(tape, terms, std::move(y));
 }
 
 Var scale_weight(Tape& tape, Var w, Var lambda) { return mix(tape, {term(w).scaled(lambda)}); }

@@ -31,6 +31,17 @@ Var view(Tape& tape, Var& x, const Shape& shape);
 Var slice(Tape& tape, Var& x, int64_t begin, int64_t end);
 
 Var rmsnorm(Tape& tape, Var x);
+
+// The forward results of norm(x) made by the kernel that made x (mix_normed), waiting for the rmsnorm call that
+// uses them: that call records the norm's backward where it always did, so the tape's order (and the order in which
+// gradients add up) is the same as without the fusion. Empty when nothing waits.
+struct PendingNorm {
+  Tensor of;  // x's value
+  Tensor y, rstd;
+  bool waiting() const { return of.defined(); }
+};
+// rmsnorm(x) from `pending` when it holds the norm of x (then empties it), else computed here.
+Var rmsnorm(Tape& tape, Var x, PendingNorm& pending);
 // y = x·wᵀ (w: [out, in], the bank layout) and y = x·w (w: [in, out], lm_head / W2 layout).
 Var linear(Tape& tape, Var x, Var w);
 Var matmul(Tape& tape, Var x, Var w);
@@ -54,6 +65,9 @@ struct Term {
 };
 inline Term term(Var x) { return Term{.x = x}; }
 Var mix(Tape& tape, const std::vector<Term>& terms);
+// mix(terms) whose output a later rmsnorm reads: the norm's forward is made with the mix (mix_rmsnorm_forward, one
+// kernel on CUDA) into `pending`, which must be empty. SPEEDRUN_MIX_NORM=0 (read once) makes it a plain mix.
+Var mix_normed(Tape& tape, const std::vector<Term>& terms, PendingNorm& pending);
 
 // W_out = bf16(bf16(λ)·W).
 Var scale_weight(Tape& tape, Var w, Var lambda);
