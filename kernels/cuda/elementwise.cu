@@ -575,8 +575,8 @@ void mix_rmsnorm_forward(std::span<const MixTerm> terms, Tensor& out, Tensor& y,
                        row_bytes * kWarps <= 48 * 1024 && can_pack<T>(args, n, out.raw()) && aligned16(y.raw());
   const int row_terms = fusable ? row_terms_for(args, false) : 0;
   if (row_terms == 0) {
-    mix_forward(terms, out);
-    rmsnorm_forward(out, y, rstd, eps);
+    cuda::mix_forward(terms, out);
+    cuda::rmsnorm_forward(out, y, rstd, eps);
     return;
   }
   const int packs = static_cast<int>(n / kVec16<T>);
