@@ -8,6 +8,11 @@ uses). Every row is measured on several draws (microbatches); the reference's ow
 draw is its self-difference. Each draw is judged on its own (judge_draws): its tolerance is K times its own
 self-difference, but at least K times the row's measured spread (the median self-difference of its draws), so that
 a draw whose f32 run happened to agree exactly is not held to zero and one noisy draw does not widen the others.
+A row whose every draw agreed exactly (spread 0: the reference's f32 run rounds this quantity as its bf16 run does,
+so it measures no noise here) takes its family's spread instead: the smallest positive spread among the rows of
+the same kind at the same step (the name without its tensor, e.g. `s100 step101 update`), the tightest noise the
+reference measured on a comparable quantity (a measured figure, not a constant; the smallest, so that a family of
+noisier rows does not turn an exact row into an uninformative one).
 A draw whose tolerance reaches UNINFORMATIVE passes even when our side is all zeros (the relative error of zeros is
 1): it is `uninformative`, counted apart and never a pass. A row whose two sides are exactly zero in every draw (a
 feature that is off at initialisation, say) is listed apart as no evidence (`zero`): it neither passes nor fails.
@@ -140,11 +145,14 @@ class Table:
         row["draws"].append(d)
 
     def flush(self):
+        spreads = family_spreads((name, [d.get("self") for d in row["draws"]], [d.get("zero") for d in row["draws"]])
+                                 for name, row in self.pending.items()
+                                 if not row["tolerance"] and all("error" not in d for d in row["draws"]))
         for name, row in self.pending.items():
-            self.emit(name, row["metric"], row["draws"], row["tolerance"])
+            self.emit(name, row["metric"], row["draws"], row["tolerance"], spreads.get(family_of(name)))
         self.pending = {}
 
-    def emit(self, name, metric, draws, fixed_tolerance=None):
+    def emit(self, name, metric, draws, fixed_tolerance=None, family_spread=None):
         broken = [d["error"] for d in draws if "error" in d]
         if broken:
             self.add(name, None, None, False, f"cannot compare: {broken[0]}", metric)
@@ -153,7 +161,7 @@ class Table:
         errs = [d["err"] for d in draws]
         selfs = [d["self"] for d in draws]
         zeros = [d["zero"] for d in draws]
-        j = judge_draws(errs, selfs, self.k, fixed_tolerance, zeros, self.fallback, self.floor)
+        j = judge_draws(errs, selfs, self.k, fixed_tolerance, zeros, self.fallback, self.floor, family_spread)
         if j["verdict"] == "zero":
             self.add(name, 0.0, None, None, f"both sides exactly zero in {n} draw(s): no evidence", metric,
                      draws=n, verdict="zero")
@@ -203,12 +211,30 @@ def median(values):
     return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
-def judge_draws(errors, selfs, k, fixed_tolerance=None, zeros=None, fallback=2e-2, minimum=0.0):
+def family_of(name):
+    """The kind and step of a row: its name without the last word (the tensor), e.g. `s100 step101 update`."""
+    return name.rsplit(" ", 1)[0] if " " in name else ""
+
+
+def family_spreads(rows):
+    """{family: the smallest positive spread of its rows}, from (name, self-differences, zero flags) triples; a
+    row's spread is the median self-difference of its live draws."""
+    by_family = {}
+    for name, selfs, zeros in rows:
+        zeros = zeros or [False] * len(selfs)
+        spread = median([x for x, z in zip(selfs, zeros) if not z and x is not None])
+        if spread:
+            by_family.setdefault(family_of(name), []).append(spread)
+    return {f: min(v) for f, v in by_family.items()}
+
+
+def judge_draws(errors, selfs, k, fixed_tolerance=None, zeros=None, fallback=2e-2, minimum=0.0, family_spread=None):
     """The verdict of one row from its draws. Each draw is judged against its own tolerance:
       - a fixed tolerance where the row has one (Adam alone: elementwise fp32 on both sides);
       - else K · max(its self-difference, the row's spread), the spread being the median self-difference of the
         row's non-zero draws (a measured floor: a draw whose f32 run agreed exactly borrows what the row's other
-        draws measured; one outlier draw does not raise the others' tolerance, as a maximum over draws did);
+        draws measured; one outlier draw does not raise the others' tolerance, as a maximum over draws did); a
+        row whose measured spread is exactly 0 takes `family_spread` (family_spreads) when given;
         `minimum` is an absolute lower bound (default none);
       - `fallback` where the draw has no self-difference (the f32 run failed).
     A draw fails when its error exceeds its tolerance, is uninformative when its tolerance is ≥ UNINFORMATIVE, and
@@ -221,6 +247,9 @@ def judge_draws(errors, selfs, k, fixed_tolerance=None, zeros=None, fallback=2e-
     live = [i for i in range(n) if not zeros[i]]
     measured = [selfs[i] for i in live if selfs[i] is not None]
     spread = median(measured)
+    borrowed = bool(measured) and spread == 0 and bool(family_spread)
+    if borrowed:
+        spread = family_spread
     tolerances, verdicts = [], []
     for i in range(n):
         s = selfs[i]
@@ -245,6 +274,8 @@ def judge_draws(errors, selfs, k, fixed_tolerance=None, zeros=None, fallback=2e-
         basis = f"self {fmt(selfs)}; self n/a: fallback tolerance"
     else:
         basis = f"self {fmt(selfs)}; tolerance per draw {fmt(tolerances)}"
+    if borrowed:
+        basis += f"; every self-difference 0: the family's spread {family_spread:.3g}"
     if not live:
         verdict = "zero"
     elif "fail" in verdicts:
@@ -266,7 +297,7 @@ def judge_draws(errors, selfs, k, fixed_tolerance=None, zeros=None, fallback=2e-
             "uninformative_draws": [i for i in range(n) if verdicts[i] == "uninformative"]}
 
 
-def rejudge_row(row, k):
+def rejudge_row(row, k, spreads=None):
     """A recorded JSON row judged again by judge_draws. Rows without per-draw errors (exact, fixed-tolerance
     schedule values, info lines, rows that could not be compared) keep their verdict. The JSON of a row written
     before `zero_draws` existed holds no per-draw zero flags: a row is then zero only when it was zero as a
@@ -281,7 +312,7 @@ def rejudge_row(row, k):
     zeros = row.get("zero_draws")
     if zeros is None:
         zeros = [verdict_of(row) == "zero"] * len(errs)
-    j = judge_draws(errs, selfs, k, fixed, zeros)
+    j = judge_draws(errs, selfs, k, fixed, zeros, family_spread=(spreads or {}).get(family_of(row["tensor"])))
     out.update({"verdict": j["verdict"], "tolerance": j["tolerance"], "tolerances": j["tolerances"],
                 "draw_verdicts": j["draw_verdicts"], "pass": {"pass": True, "fail": False}.get(j["verdict"]),
                 "recorded": {"verdict": verdict_of(row), "tolerance": row.get("tolerance")}})
@@ -305,7 +336,10 @@ def rejudge_report(report, k=None):
     Returns {rows, counts: (passed, failed, zero, uninformative), recorded: the report's (passed, failed, zero),
     changed: [(row, recorded verdict, verdict)]}."""
     k = report.get("k", 4.0) if k is None else k
-    rows = [rejudge_row(r, k) for r in report["rows"]]
+    measured = [r for r in report["rows"] if not r.get("info") and isinstance(r.get("errors"), list)]
+    spreads = family_spreads((r["tensor"], r.get("self_differences") or [None] * len(r["errors"]), r.get("zero_draws"))
+                             for r in measured)
+    rows = [rejudge_row(r, k, spreads) for r in report["rows"]]
     changed = [(r["tensor"], r["recorded"]["verdict"], r["verdict"]) for r in rows
                if "recorded" in r and r["recorded"]["verdict"] != r["verdict"]]
     return {"rows": rows, "counts": verdict_counts(rows), "changed": changed,

@@ -166,6 +166,52 @@ class Judging(unittest.TestCase):
         self.assertAlmostEqual(emitted([0.0, 0.01], [0.0, 0.01], zeros=[True, False])[1]["tolerance"], 0.04)
 
 
+class FamilySpread(unittest.TestCase):
+    """A row whose reference runs agreed exactly in every draw is judged by its family's measured spread."""
+
+    def pending_table(self, rows):
+        table = compare.Table(4.0, 0.0, 2e-2)
+        for name, errors, selfs in rows:
+            table.pending[name] = {"metric": "l2", "tolerance": None,
+                                   "draws": [{"err": e, "self": x, "zero": False, "worst": []}
+                                             for e, x in zip(errors, selfs)]}
+        table.flush()
+        return {r["tensor"]: r for r in table.rows}
+
+    def test_the_family_is_the_name_without_its_tensor(self):
+        self.assertEqual(compare.family_of("s100 step101 update mudd_gate_b2"), "s100 step101 update")
+        self.assertEqual(compare.family_of("loss"), "")
+        spreads = compare.family_spreads([("s1 update a", [1e-3, 3e-3], None), ("s1 update b", [2e-3, 2e-3], None),
+                                          ("s1 update c", [0.0, 0.0], None), ("s1 grad a", [5e-2], [False])])
+        self.assertEqual(spreads, {"s1 update": 2e-3, "s1 grad": 5e-2})  # a: 2e-3, b: 2e-3; c's 0 measures nothing
+
+    def test_a_zero_spread_row_takes_its_familys_spread_instead_of_a_zero_tolerance(self):
+        # `s100 step101 update mudd_gate_b2` at 40ae748: draw 0 differed by 0.167 L2 where every self-difference
+        # was exactly 0, so its tolerance was 0.
+        rows = self.pending_table([("s100 step101 update mudd_gate_b2", [0.167, 1e-3, 1e-3], [0.0, 0.0, 0.0]),
+                                   ("s100 step101 update mudd_w1", [2e-3] * 3, [1e-3, 2e-3, 1e-3]),
+                                   ("s100 step101 update scalars", [2e-3] * 3, [3e-3, 2e-3, 4e-3])])
+        b2 = rows["s100 step101 update mudd_gate_b2"]
+        self.assertEqual(b2["tolerances"], [4 * 1e-3] * 3)  # 4 · the family's smallest spread (mudd_w1: 1e-3)
+        self.assertEqual(b2["draw_verdicts"], ["fail", "pass", "pass"])
+        self.assertIn("the family's spread", b2["note"])
+        small = self.pending_table([("s100 step101 update mudd_gate_b2", [3e-3, 1e-3, 0.0], [0.0, 0.0, 0.0]),
+                                    ("s100 step101 update mudd_w1", [2e-3] * 3, [2e-3] * 3)])
+        self.assertEqual(small["s100 step101 update mudd_gate_b2"]["verdict"], "pass")
+
+    def test_without_a_family_a_zero_spread_row_keeps_the_zero_tolerance(self):
+        rows = self.pending_table([("loss", [1e-6], [0.0])])
+        self.assertEqual((rows["loss"]["verdict"], rows["loss"]["tolerance"]), ("fail", 0.0))
+
+    def test_rejudging_a_report_uses_the_family_spreads_of_its_rows(self):
+        report = {"k": 4.0, "rows": [measured("s100 step101 update mudd_gate_b2", [5e-3, 1e-3], [0.0, 0.0]),
+                                     measured("s100 step101 update mudd_w1", [1e-3, 1e-3], [2e-3, 2e-3])]}
+        self.assertEqual(report["rows"][0]["verdict"], "fail")
+        again = compare.rejudge_report(report)
+        self.assertEqual(again["rows"][0]["verdict"], "pass")
+        self.assertEqual(again["changed"], [("s100 step101 update mudd_gate_b2", "fail", "pass")])
+
+
 def measured(name, errors, selfs, verdict=None, fixed=None):
     """A JSON row as the check writes it for measured draws (judged by the current rule unless `verdict`)."""
     row = {"tensor": name, "metric": "l2", "errors": errors, "self_differences": selfs,
