@@ -23,6 +23,8 @@
 //       pack loaded together; bit-identical to v1. Promoted: in the call of mix_backward v3 (above) the step's
 //       forward phase took 79.9 / 152.3 / 224.1 ms (stages 0/1/2) against v1's 80.4 / 154.9 / 227.0 and 80.1 / 154.1
 //       / 227.9 (the backward version does not enter the forward phase).
+// mix_rmsnorm_forward (kernels/elementwise.h) runs mix_forward v2's kernel with the norm of each row added, on the
+// calls v2 takes while v2 is the mix_forward in use; other calls run mix_forward and rmsnorm_forward.
 #include <span>
 
 #include "kernels/elementwise.h"
