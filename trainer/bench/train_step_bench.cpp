@@ -3,13 +3,18 @@
 // (make_gpt_model), optimizer and tail average a one-rank run of the recipe builds, driven by the step runner
 // (trainer/step/step_runner.h: schedule, gradients_final overlap, loss reduction, optimizer step, §7.2 FP8 refresh).
 //
-//   train_step_bench [--recipe NAME|FILE] [--steps N] [--warmup N] [--json FILE] [--only stage0,stage2,...]
-//                    [--fp8 on|off|both] [--data DIR] [--cu-rows-multiplier N] [--kernel-trace PREFIX]
+//   train_step_bench [--recipe NAME|FILE] [--set KEY=VALUE]... [--steps N] [--warmup N] [--json FILE]
+//                    [--only stage0,stage2,...] [--fp8 on|off|both] [--data DIR] [--cu-rows-multiplier N]
+//                    [--kernel-trace PREFIX]
 //
 // Shapes: one per scheduled stage of the recipe (trainer/bench/step_bench_shapes.h); for `head` stage 2 (T = 49,152,
 // windows 640/1408 tokens, MTP [1]), stage 1 (T = 32,768, windows 384/896, MTP [1, 0.5]) and stage 0 (T = 16,384,
 // windows 128/384, MTP [1, 0.5, 0.25]); by default the last scheduled stage and stage 0. `--recipe ext` times the
-// §S step (n-gram table, sampled softmax, tail average as its schedule sets them). Data: synthetic token ids with a
+// §S step (n-gram table, sampled softmax, tail average as its schedule sets them); ext is an 8-GPU recipe whose
+// n-gram table (84,602,880 rows, 121 GiB in bf16) one GPU cannot hold, so its one-GPU rows take one rank's shard:
+// `--set extensions.ngram_rows=10575360` (the table indexed directly, without the W > 1 row cache and exchange).
+// Before each row the run's memory estimate (trainer/run/memory_estimate.h) is checked against what the device
+// offers, so a row too large is refused naming the recipe keys that size it. Data: synthetic token ids with a
 // BOS roughly every 700 tokens, or with --data the first call of the train loader over DIR's train shards (real
 // documents: real segment lengths for attention, real bigram and n-gram rows).
 // FP8: "on" is the recipe (§7.1 lm_head and §7.2 MLP products), "off" bf16 GEMMs.
@@ -29,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <random>
 #include <string>
@@ -56,6 +62,7 @@
 #ifdef SPEEDRUN_HAVE_CUPTI
 #include "trainer/bench/kernel_trace.h"
 #endif
+#include "trainer/run/memory_estimate.h"
 #include "trainer/run/training_run.h"
 #include "trainer/schedule/schedule.h"
 #include "trainer/step/step_runner.h"
@@ -70,11 +77,12 @@ struct Options {
   int steps = 6;
   int warmup = 2;
   std::string json_path;
-  std::vector<std::string> only;  // empty: the last scheduled stage and stage 0
-  std::string fp8 = "both";       // on | off | both
-  std::string data_dir;           // empty: synthetic microbatches
-  int cu_rows_multiplier = 1;     // schedule.cu_rows_multiplier (4 for the proxy corpus's shorter documents)
-  std::string kernel_trace;       // empty: no traced step
+  std::vector<std::string> only;       // empty: the last scheduled stage and stage 0
+  std::string fp8 = "both";            // on | off | both
+  std::string data_dir;                // empty: synthetic microbatches
+  int cu_rows_multiplier = 1;          // schedule.cu_rows_multiplier (4 for the proxy corpus's shorter documents)
+  std::string kernel_trace;            // empty: no traced step
+  std::vector<std::string> overrides;  // --set: recipe keys, before the bench's own (cu_rows_multiplier, fp8)
 };
 
 // Synthetic microbatch: documents of 300..1100 tokens (mean 700) starting with BOS, ids uniform in [0, V).
@@ -183,8 +191,20 @@ struct RecipeRun {
 
 // The recipe with the bench's overrides for one row.
 Recipe bench_recipe(const Options& options, bool fp8) {
-  return load_recipe(options.recipe, {"schedule.cu_rows_multiplier=" + std::to_string(options.cu_rows_multiplier),
-                                      fp8 ? "fp8=true" : "fp8=false"});
+  std::vector<std::string> overrides = options.overrides;
+  overrides.push_back("schedule.cu_rows_multiplier=" + std::to_string(options.cu_rows_multiplier));
+  overrides.push_back(fp8 ? "fp8=true" : "fp8=false");
+  return load_recipe(options.recipe, overrides);
+}
+
+// What a row may allocate: the device's free memory plus what the caching pool holds unused (the previous row's
+// blocks stay cached, and the pool hands them out again before asking the driver).
+std::optional<MemoryBudget> row_budget() {
+  const std::optional<MemoryBudget> device = memory_budget(Device::cuda);
+  if (!device) return device;
+  const MemoryStats pool = memory_stats(Device::cuda);
+  return MemoryBudget{device->bytes + static_cast<int64_t>(pool.reserved - pool.allocated),
+                      device->source + " and the allocator's cached blocks"};
 }
 
 class Bench {
@@ -192,7 +212,16 @@ class Bench {
   nlohmann::json run(const StepBenchShape& shape, bool fp8, const Options& options, double gemm_tflops) {
     // A fresh model per row, from the seeded initial state, with the recipe's FP8 switch set for the row.
     run_.reset();
-    run_ = std::make_unique<RecipeRun>(bench_recipe(options, fp8));
+    Recipe recipe = bench_recipe(options, fp8);
+    const MemoryEstimate estimate = estimate_run_memory(recipe, Device::cuda, 1);
+    const std::optional<MemoryBudget> budget = row_budget();
+    check_memory_fits(estimate, budget);
+    try {
+      run_ = std::make_unique<RecipeRun>(std::move(recipe));
+    } catch (const std::exception& e) {
+      if (!is_out_of_memory(e)) throw;
+      GPT_FAIL(out_of_memory_context("building the model", estimate, budget), ": ", e.what());
+    }
     const ModelDims dims = model_dims(run_->recipe.model, 1);
     std::printf("initialised the %s model (%lld parameters) on the GPU\n", run_->recipe.name.c_str(),
                 static_cast<long long>(total_parameter_count(dims)));
@@ -466,6 +495,9 @@ Options parse(int argc, char** argv) {
   Options o;
   CLI::App app{"train_step_bench: one training step of a recipe's model on one GPU, timed with CUDA events"};
   app.add_option("--recipe", o.recipe, "recipe NAME|FILE whose step is timed")->capture_default_str();
+  app.add_option("--set", o.overrides,
+                 "override a recipe key: dotted.key=value (repeatable; e.g. extensions.ngram_rows=10575360, one "
+                 "rank's n-gram shard of ext)");
   app.add_option("--steps", o.steps, "timed steps per row")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--warmup", o.warmup, "untimed steps before them")
       ->check(CLI::NonNegativeNumber)
