@@ -73,7 +73,7 @@ Environment environment_from(const json& j) {
 
 }  // namespace
 
-void write_spool(const std::filesystem::path& path, const RunRecord& r) {
+void write_spool(const std::filesystem::path& path, const RunRecord& r, const std::string& database_id) {
   json points = json::array();
   for (const auto& p : r.val_points)
     points.push_back(
@@ -97,14 +97,19 @@ void write_spool(const std::filesystem::path& path, const RunRecord& r) {
               {"val_points", points},
               {"params", r.params}};
   if (r.environment) doc["environment"] = environment_json(*r.environment);
+  if (!database_id.empty()) doc["database_id"] = database_id;
   write_text_atomically(path, doc.dump(1) + "\n");
 }
 
-RunRecord read_spool(const std::filesystem::path& path) {
+RunRecord read_spool(const std::filesystem::path& path) { return read_spool_file(path).run; }
+
+SpoolFile read_spool_file(const std::filesystem::path& path) {
   const std::string text = read_file(path, "spool file");
   try {
     const json doc = json::parse(text);
-    RunRecord r;
+    SpoolFile file;
+    file.database_id = doc.value("database_id", "");
+    RunRecord& r = file.run;
     r.sweep_id = doc.at("sweep_id").get<std::int64_t>();
     r.arm = doc.value("arm", "");
     r.seed = get_int(doc, "seed");
@@ -127,7 +132,7 @@ RunRecord read_spool(const std::filesystem::path& path) {
     }
     if (doc.contains("params")) r.params = doc.at("params").get<std::map<std::string, std::string>>();
     if (doc.contains("environment")) r.environment = environment_from(doc.at("environment"));
-    return r;
+    return file;
   } catch (const json::exception& e) {
     GPT_FAIL("spool file '", path.string(), "' is damaged: ", e.what());
   }
@@ -149,7 +154,7 @@ std::optional<std::int64_t> add_run_with_retry(Store& store, const RunRecord& ru
 bool spool_and_store(Store& store, const std::filesystem::path& out_dir, const RunRecord& run,
                      const InsertRetry& retry) {
   const auto spool = out_dir / kSpoolFileName;
-  write_spool(spool, run);
+  write_spool(spool, run, store.database_id());
   if (!add_run_with_retry(store, run, retry)) return false;
   std::filesystem::remove(spool);
   return true;
@@ -165,7 +170,13 @@ int store_spooled_runs(Store& store, const std::filesystem::path& runs_root) {
       const auto spool = run_dir.path() / kSpoolFileName;
       if (!run_dir.is_directory() || !std::filesystem::exists(spool)) continue;
       try {
-        const RunRecord run = read_spool(spool);
+        const SpoolFile file = read_spool_file(spool);
+        const RunRecord& run = file.run;
+        if (!file.database_id.empty() && file.database_id != store.database_id()) {
+          spdlog::warn("spooled run '{}' belongs to another database (identity {}); left in place", spool.string(),
+                       file.database_id);
+          continue;
+        }
         const auto sweep = store.find_sweep(std::to_string(run.sweep_id));
         if (!sweep || sweep->name != sweep_dir.path().filename().string()) {
           spdlog::warn("spooled run '{}' belongs to sweep {}, which this database does not hold; left in place",

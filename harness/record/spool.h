@@ -15,8 +15,17 @@ namespace gpt::harness {
 
 inline constexpr const char* kSpoolFileName = "run.spool.json";
 
-// Writes `run` (with its val points and provenance) to `path` atomically (a temporary file renamed).
-void write_spool(const std::filesystem::path& path, const RunRecord& run);
+// A spool file: the run, and the identity of the database it is to be stored into (Store::database_id; empty in
+// files written before databases had one).
+struct SpoolFile {
+  RunRecord run;
+  std::string database_id;
+};
+
+// Writes `run` (with its val points and provenance) and the database it belongs to to `path` atomically (a
+// temporary file renamed).
+void write_spool(const std::filesystem::path& path, const RunRecord& run, const std::string& database_id);
+SpoolFile read_spool_file(const std::filesystem::path& path);
 RunRecord read_spool(const std::filesystem::path& path);
 
 struct InsertRetry {
@@ -33,9 +42,10 @@ std::optional<std::int64_t> add_run_with_retry(Store& store, const RunRecord& ru
 bool spool_and_store(Store& store, const std::filesystem::path& out_dir, const RunRecord& run,
                      const InsertRetry& retry = {});
 
-// Stores every spool file found in `runs_root/<sweep>/<run>/` whose sweep still exists, removing each file
-// once stored; logs each (info; a file left in place: warn). Returns how many runs were stored. A spool file that
-// cannot be read is reported and left in place.
+// Stores every spool file found in `runs_root/<sweep>/<run>/` that names this database (or, written before
+// databases had an identity, whose sweep id and folder name match one of its sweeps), removing each file once stored;
+// logs each (info; a file left in place: warn). Returns how many runs were stored. A spool file that cannot be read is
+// reported and left in place.
 int store_spooled_runs(Store& store, const std::filesystem::path& runs_root);
 
 }  // namespace gpt::harness

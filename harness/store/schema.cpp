@@ -125,6 +125,12 @@ CREATE TABLE change_points (
   UNIQUE (suite, name, gpu, start_night)
 );
 )sql",
+    // v4: a random identity of the database, written into spool files (harness/record/spool.h), so that a run left
+    // spooled in a runs folder two databases share is stored only into the database it was made for.
+    R"sql(
+CREATE TABLE store_identity (id TEXT NOT NULL);
+INSERT INTO store_identity (id) VALUES (lower(hex(randomblob(16))));
+)sql",
 };
 
 }  // namespace

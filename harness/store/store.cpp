@@ -222,6 +222,12 @@ void Store::set_runs_planned(std::int64_t sweep_id, int runs_planned) {
   s.run();
 }
 
+std::string Store::database_id() {
+  auto s = db_.prepare("SELECT id FROM store_identity LIMIT 1");
+  GPT_CHECK(s.step(), "database '", db_.path().string(), "' has no identity (table store_identity is empty)");
+  return s.column_text(0);
+}
+
 std::optional<SweepInfo> Store::find_sweep(std::string_view id_or_name) {
   auto by_name = db_.prepare("SELECT " + std::string(kSweepColumns) + " FROM sweeps WHERE name = ?");
   by_name.bind(1, id_or_name);

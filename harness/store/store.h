@@ -96,6 +96,8 @@ class Store {
   static Store open(const std::filesystem::path& path, const sql::OpenOptions& options = {});
 
   int schema_version() { return db_.user_version(); }
+  // The database's random identity (made when its schema reached v4): spool files name the database they belong to.
+  std::string database_id();
   sql::Database& db() { return db_; }
 
   std::int64_t upsert_environment(const Environment& env);  // returns the id of the matching row

@@ -379,7 +379,7 @@ TEST(StoreTrust, SpoolFileRoundTripsARun) {
   r.reason = "final val loss is nan";
   r.val_points = {{0, 10.8, 0.0}, {5, 4.5, std::nullopt}};
   r.params["recipe_hash"] = "h";
-  write_spool(dir / "run.spool.json", r);
+  write_spool(dir / "run.spool.json", r, "");
   const RunRecord back = read_spool(dir / "run.spool.json");
   EXPECT_EQ(back.run_id, r.run_id);
   EXPECT_EQ(back.status, RunStatus::diverged);
@@ -392,26 +392,59 @@ TEST(StoreTrust, SpoolFileRoundTripsARun) {
   EXPECT_THROW(read_spool(dir / "bad.json"), gpt::Error);
 }
 
+// Seed 0 of sweep `sweep_id` ("sw"), finished with val loss 3.25.
+RunRecord finished_run(std::int64_t sweep_id) {
+  RunRecord r;
+  r.sweep_id = sweep_id;
+  r.seed = 0;
+  r.run_id = "sw-seed0";
+  r.status = RunStatus::ok;
+  r.final_val_loss = 3.25;
+  return r;
+}
+
 TEST(StoreTrust, SpooledRunsAreStoredAndRemoved) {
   testing::TempDir dir;
   Store store = Store::open(dir / "r.db");
   SweepInfo s = sweep_named("sw");
   store.create_sweep_unique(s);
-  RunRecord r;
-  r.sweep_id = s.id;
-  r.seed = 0;
-  r.run_id = "sw-seed0";
-  r.status = RunStatus::ok;
-  r.final_val_loss = 3.25;
+  const RunRecord r = finished_run(s.id);
   std::filesystem::create_directories(dir / "runs" / "sw" / "sw-seed0");
-  write_spool(dir / "runs" / "sw" / "sw-seed0" / kSpoolFileName, r);
+  write_spool(dir / "runs" / "sw" / "sw-seed0" / kSpoolFileName, r, store.database_id());
   // A spool of another database's sweep (same id, other name) is left alone.
   std::filesystem::create_directories(dir / "runs" / "other" / "o-seed0");
-  write_spool(dir / "runs" / "other" / "o-seed0" / kSpoolFileName, r);
+  write_spool(dir / "runs" / "other" / "o-seed0" / kSpoolFileName, r, "");
   EXPECT_EQ(store_spooled_runs(store, dir / "runs"), 1);
   EXPECT_EQ(store.runs(s.id).size(), 1u);
   EXPECT_FALSE(std::filesystem::exists(dir / "runs" / "sw" / "sw-seed0" / kSpoolFileName));
   EXPECT_TRUE(std::filesystem::exists(dir / "runs" / "other" / "o-seed0" / kSpoolFileName));
+}
+
+// Two databases in one folder share its runs/ folder, and each may hold a sweep with the same id and name: a run
+// spooled for one is stored into that one only, whichever writing command runs first; a spool without an identity
+// (written before databases had one) still goes by sweep id and folder name.
+TEST(StoreTrust, SpooledRunsGoOnlyToTheDatabaseTheyWereMadeFor) {
+  testing::TempDir dir;
+  Store a = Store::open(dir / "a.db"), b = Store::open(dir / "b.db");
+  ASSERT_NE(a.database_id(), b.database_id());
+  EXPECT_EQ(a.database_id().size(), 32u);
+  SweepInfo sa = sweep_named("sw"), sb = sweep_named("sw");
+  a.create_sweep_unique(sa);
+  b.create_sweep_unique(sb);
+  ASSERT_EQ(sa.id, sb.id);
+  const RunRecord r = finished_run(sa.id);
+  const auto spool = dir / "runs" / "sw" / "sw-seed0" / kSpoolFileName;
+  std::filesystem::create_directories(spool.parent_path());
+  write_spool(spool, r, a.database_id());
+  EXPECT_EQ(read_spool_file(spool).database_id, a.database_id());
+  EXPECT_EQ(store_spooled_runs(b, dir / "runs"), 0);
+  EXPECT_TRUE(b.runs(sb.id).empty());
+  EXPECT_TRUE(std::filesystem::exists(spool));
+  EXPECT_EQ(store_spooled_runs(a, dir / "runs"), 1);
+  EXPECT_EQ(a.runs(sa.id).size(), 1u);
+  write_spool(spool, r, "");
+  EXPECT_EQ(store_spooled_runs(b, dir / "runs"), 1);
+  EXPECT_EQ(b.runs(sb.id).size(), 1u);
 }
 
 // Tracked change points: stored, updated in place, and one row per (benchmark, GPU, first slower night) even when
