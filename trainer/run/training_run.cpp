@@ -30,7 +30,6 @@
 #include "trainer/run/rank_places.h"
 #include "trainer/run/run_log.h"
 #include "trainer/run/run_summary.h"
-#include "trainer/run/standin_model.h"
 #include "trainer/run/stop_request.h"
 #include "trainer/run/train_clock.h"
 #include "trainer/run/training_state.h"
@@ -62,7 +61,6 @@ std::unique_ptr<GptTrainable> make_gpt_model(const Recipe& recipe, const RunOpti
 }
 
 std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options, Comm& comm) {
-  if (options.model == "standin") return std::make_unique<StandinModel>(StandinDims{}, options.seed);
   return make_gpt_model(recipe, options, comm);
 }
 
@@ -101,8 +99,7 @@ struct TrainingRun::Impl {
     comm = make_comm_from_env(backend_device(options.backend));
     options.world_size = comm->world_size();
     const Device device = backend_device(options.backend);
-    memory.emplace(recipe, device, comm->world_size(),
-                   /*check_fits=*/memory_fit == MemoryFitCheck::check && options.model != "standin");
+    memory.emplace(recipe, device, comm->world_size(), /*check_fits=*/memory_fit == MemoryFitCheck::check);
     open_data();
     if (!options.resume.empty()) read_resume_parts();
     memory->allocating("allocating the parameters, gradients and optimizer state", [&] {
