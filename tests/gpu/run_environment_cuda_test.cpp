@@ -45,7 +45,6 @@ TEST(RunEnvironmentCuda, SummaryOfACudaRunNamesTheGpu) {
        {"model.bigram_rows=4096", "model.model_dim=768", "model.head_dim=128", "model.init_bound=0.03125"}) {
     o.overrides.push_back(set);
   }
-  o.model = "gpt";
   o.backend = "cuda";
   TrainingRun(o).run();
   const json summary = json::parse(std::ifstream(scratch.out() / "gpu-env.json"));

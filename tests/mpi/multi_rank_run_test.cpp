@@ -30,13 +30,14 @@ using test::Shell;
 const std::string kBin = std::string(SPEEDRUN_BINARY_DIR) + "/bin/";
 
 // The tiny recipe on a short schedule (8 steps, validations at 0, 4 and 8), 4 slices per call, validation windows
-// of 2,048 tokens (4 windows: one per rank at W = 4), on the stand-in model: every parameter kind of the optimizer
+// of 2,048 tokens (4 windows: one per rank at W = 4), on the stand-in model (bin/standin_train_gpt, train_gpt's
+// program with tests/common/standin_model.h): every parameter kind of the optimizer
 // (banks, sharded and replicated Adam, the tied pair) in seconds under the sanitizers (the GPT model takes minutes
 // per run there; results/PERFORMANCE.md records its multi-rank runs).
 std::string tiny_args(const RunScratch& scratch, const std::string& run_id) {
   std::string args = "--recipe tiny --data " + scratch.data().string() + " --seed 5 --run-id " + run_id + " --out " +
                      scratch.out().string() + " --backend cpu --threads 1 --set slices_per_call=4" +
-                     " --set validation.batch_tokens=2048 --set validation.cu_rows=192 --set debug.model=standin";
+                     " --set validation.batch_tokens=2048 --set validation.cu_rows=192";
   for (const std::string& o : test::short_schedule()) args += " --set " + o;
   return args;
 }
@@ -59,7 +60,8 @@ class MultiRankRun : public ::testing::Test {
  protected:
   void SetUp() override { SKIP_WITHOUT_MPIRUN(); }
   Shell train(const std::string& prefix, const std::string& run_id, const std::string& extra = "") {
-    return test::run_shell(prefix + kBin + "train_gpt " + tiny_args(scratch_, run_id) + " " + extra, scratch_.root());
+    return test::run_shell(prefix + kBin + "standin_train_gpt " + tiny_args(scratch_, run_id) + " " + extra,
+                           scratch_.root());
   }
   RunScratch scratch_;
 };
@@ -177,7 +179,7 @@ TEST_F(MultiRankRun, KilledRankIsNamedWithItsSignal) {
 TEST_F(MultiRankRun, SigtermToTheLauncherStopsTheRanksWithASummary) {
   const auto log = scratch_.out() / "stopped.txt";
   const auto script = scratch_.root() / "stop.sh";
-  std::ofstream(script) << kBin << "train_gpt " << tiny_args(scratch_, "stopped")
+  std::ofstream(script) << kBin << "standin_train_gpt " << tiny_args(scratch_, "stopped")
                         << " --ranks 2 --set schedule.num_scheduled=100000 &\n"
                         << "launcher=$!\n"
                         << "for i in $(seq 1200); do grep -q '^step:2/' " << log.string()
@@ -216,7 +218,8 @@ TEST_F(MultiRankRun, NanOnOneRankDivergesEveryRankWithExitThree) {
 TEST_F(MultiRankRun, LaunchErrorsAreOneLineBeforeTraining) {
   Shell s = train("", "three", "--ranks 3");
   EXPECT_EQ(s.exit_code, 2) << s.output;
-  EXPECT_EQ(s.output.rfind("train_gpt: --ranks 3: the ranks of a run must divide 8 (1, 2, 4 or 8)", 0), 0u) << s.output;
+  EXPECT_EQ(s.output.rfind("standin_train_gpt: --ranks 3: the ranks of a run must divide 8 (1, 2, 4 or 8)", 0), 0u)
+      << s.output;
   EXPECT_EQ(std::count(s.output.begin(), s.output.end(), '\n'), 1) << s.output;
   s = test::run_shell(kBin + "train_gpt --recipe tiny --data " + scratch_.data().string() +
                           " --seed 1 --run-id x --out " + scratch_.out().string() + " --backend cpu --ranks 2",
@@ -235,10 +238,10 @@ TEST_F(MultiRankRun, HarnessRecordsATwoRankCpuRun) {
   const std::string db = (scratch_.root() / "results.db").string();
   const std::string command = kBin + "harness --db " + db +
                               " record --runs 1 --name w2 --recipe tiny --gpus 2 --data " + scratch_.data().string() +
-                              " -- " + kBin + "train_gpt " +
+                              " -- " + kBin + "standin_train_gpt " +
                               "--recipe tiny --data {data} --seed {seed} --run-id {run_id} --out {out} --backend cpu "
                               "--ranks {gpus} --threads 1 --set slices_per_call=4 --set validation.batch_tokens=2048 "
-                              "--set validation.cu_rows=192 --set debug.model=standin";
+                              "--set validation.cu_rows=192";
   std::string with_schedule = command;
   for (const std::string& o : test::short_schedule()) with_schedule += " --set " + o;
   const Shell s = test::run_shell(with_schedule, scratch_.root(), 300);

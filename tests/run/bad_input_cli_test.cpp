@@ -23,7 +23,7 @@ TEST(BadInputCli, RunLogOnAFullDiskFailsNamingTheLog) {
   RunScratch scratch;
   std::filesystem::create_directories(scratch.out());
   std::filesystem::create_symlink("/dev/full", scratch.out() / "full.txt");
-  const Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "full"));
+  const Outcome o = test::run_program(scratch, "standin_train_gpt", test::short_run_args(scratch, "full"));
   EXPECT_EQ(o.exit_code, 1) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find((scratch.out() / "full.txt").string()), std::string::npos) << o.stderr_text;
   // The summary still records the failure.
@@ -35,7 +35,7 @@ TEST(BadInputCli, RunLogOnAFullDiskFailsNamingTheLog) {
 TEST(BadInputCli, TrainShardWithoutBosFailsAtStartUp) {
   RunScratch scratch;
   write_shard(scratch.data() / "train_000001.bin", std::vector<std::uint16_t>(5000, 17));
-  const Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "nobos"));
+  const Outcome o = test::run_program(scratch, "standin_train_gpt", test::short_run_args(scratch, "nobos"));
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("train_000001.bin"), std::string::npos) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("no BOS"), std::string::npos) << o.stderr_text;
@@ -44,7 +44,7 @@ TEST(BadInputCli, TrainShardWithoutBosFailsAtStartUp) {
 TEST(BadInputCli, EmptyTrainShardFailsAtStartUp) {
   RunScratch scratch;
   write_shard(scratch.data() / "train_000001.bin", std::vector<std::uint16_t>{});
-  const Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "empty"));
+  const Outcome o = test::run_program(scratch, "standin_train_gpt", test::short_run_args(scratch, "empty"));
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("train_000001.bin: holds 0 tokens"), std::string::npos) << o.stderr_text;
 }
@@ -55,7 +55,7 @@ TEST(BadInputCli, ValShardWithoutBosIsRejected) {
     if (entry.path().filename().string().rfind("val_", 0) == 0) std::filesystem::remove(entry.path());
   }
   write_shard(scratch.data() / "val_000000.bin", std::vector<std::uint16_t>(40000, 17));
-  const Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "valnobos"));
+  const Outcome o = test::run_program(scratch, "standin_train_gpt", test::short_run_args(scratch, "valnobos"));
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("val_000000.bin"), std::string::npos) << o.stderr_text;
 }
@@ -63,7 +63,7 @@ TEST(BadInputCli, ValShardWithoutBosIsRejected) {
 TEST(BadInputCli, FifoShardOrRecipeIsRejectedWithoutBlocking) {
   RunScratch scratch;
   ASSERT_EQ(::mkfifo((scratch.data() / "train_000009.bin").c_str(), 0600), 0);
-  Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "fifo"));
+  Outcome o = test::run_program(scratch, "standin_train_gpt", test::short_run_args(scratch, "fifo"));
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("train_000009.bin: not a regular file"), std::string::npos) << o.stderr_text;
 
@@ -72,7 +72,7 @@ TEST(BadInputCli, FifoShardOrRecipeIsRejectedWithoutBlocking) {
   ASSERT_EQ(::mkfifo(recipe_fifo.c_str(), 0600), 0);
   std::string args = test::short_run_args(scratch, "fifo2");
   args.replace(args.find("--recipe tiny"), 13, "--recipe " + recipe_fifo.string());
-  o = test::run_program(scratch, "train_gpt", args);
+  o = test::run_program(scratch, "standin_train_gpt", args);
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("not a regular file"), std::string::npos) << o.stderr_text;
 }

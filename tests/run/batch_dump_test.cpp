@@ -31,7 +31,7 @@ TEST(BatchDump, EveryTimedStepIsWrittenOnceWithTheLoadersMicrobatchesAndItsLoss)
   RunOptions o = test::short_run(scratch, "dumped");  // warmup on: its steps must not be written
   const fs::path dir = scratch.root() / "batches";
   o.dump_batches = dir;
-  TrainingRun run(o);
+  TrainingRun run = test::standin_run(o);
   const RunResult r = run.run();
   ASSERT_EQ(r.status, RunStatus::finished) << r.error;
 
@@ -82,7 +82,7 @@ TEST(BatchDump, AnEmptyFolderValueAndAnUnwritableFolderAreNamed) {
   std::ofstream(scratch.root() / "file") << "x";
   p.dump_batches = scratch.root() / "file" / "below";
   try {
-    TrainingRun run(p);
+    TrainingRun run = test::standin_run(p);
     ADD_FAILURE() << "accepted a folder below a file";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("debug.dump_batches=" + p.dump_batches.string()), std::string::npos)

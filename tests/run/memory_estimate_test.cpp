@@ -13,10 +13,10 @@
 #include <gtest/gtest.h>
 
 #include "base/check.h"
+#include "tests/common/standin_model.h"
 #include "tests/run/run_test_util.h"
 #include "trainer/model/weights.h"
 #include "trainer/gpt/gpt_trainable.h"
-#include "trainer/run/standin_model.h"
 
 namespace gpt {
 namespace {
@@ -82,8 +82,7 @@ TEST(MemoryEstimate, WideRecipeIsRefusedNamingItsKeysAndTheLimit) {
 TEST(MemoryEstimateDeathTest, WideRunUnderASmallAddressSpaceLimitIsRefusedBeforeAllocating) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   test::RunScratch scratch;
-  RunOptions options = test::short_run(scratch, "wide");
-  options.model = "gpt";
+  RunOptions options = test::short_run(scratch, "wide");  // the GPT, whose memory the estimate describes
   for (const std::string& o : kWide) options.overrides.push_back(o);
   EXPECT_EXIT(
       {
@@ -124,7 +123,7 @@ TEST(MemoryEstimate, BadAllocDuringTheRunSaysWhatAndHowLarge) {
   test::RunScratch scratch;
   RunOptions options = test::short_run(scratch, "oom");
   options.overrides.push_back("schedule.warmup=false");
-  TrainingRun run(options, [](const Recipe&, const RunOptions& o, Comm&) {
+  TrainingRun run = test::standin_run(options, [](const Recipe&, const RunOptions& o, Comm&) {
     return std::make_unique<OutOfMemoryAtThirdMicrobatch>(o.seed);
   });
   const RunResult result = run.run();
@@ -140,7 +139,7 @@ TEST(MemoryEstimate, BadAllocWhileBuildingTheModelSaysWhatAndHowLarge) {
   test::RunScratch scratch;
   std::string msg;
   try {
-    TrainingRun run(
+    TrainingRun run = test::standin_run(
         test::short_run(scratch, "oom"),
         [](const Recipe&, const RunOptions&, Comm&) -> std::unique_ptr<TrainableModel> { throw std::bad_alloc(); });
   } catch (const Error& e) {

@@ -29,15 +29,17 @@ TEST(ReliabilityCli, ResumeOnAFifoIsRefusedWithoutBlocking) {
   RunScratch scratch;
   const auto fifo = scratch.root() / "f.ckpt";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  const Outcome o = test::run_program(
-      scratch, "train_gpt", test::short_run_args(scratch, "r") + " --resume " + fifo.string(), /*limit_seconds=*/30);
+  const Outcome o =
+      test::run_program(scratch, "standin_train_gpt", test::short_run_args(scratch, "r") + " --resume " + fifo.string(),
+                        /*limit_seconds=*/30);
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("not a regular file"), std::string::npos) << o.stderr_text;
 }
 
 TEST(ReliabilityCli, ResumeOnAnotherCorpusIsRefusedNamingBoth) {
   RunScratch scratch;
-  Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "base") + " --checkpoint-every 4");
+  Outcome o =
+      test::run_program(scratch, "standin_train_gpt", test::short_run_args(scratch, "base") + " --checkpoint-every 4");
   ASSERT_EQ(o.exit_code, 0) << o.stderr_text;
   SyntheticCorpusOptions other;
   other.seed = 99;
@@ -47,7 +49,8 @@ TEST(ReliabilityCli, ResumeOnAnotherCorpusIsRefusedNamingBoth) {
   write_synthetic_corpus(other_dir, other);
   std::string args = test::short_run_args(scratch, "other");
   args.replace(args.find(scratch.data().string()), scratch.data().string().size(), other_dir.string());
-  o = test::run_program(scratch, "train_gpt", args + " --resume " + (scratch.out() / "base.step000004.ckpt").string());
+  o = test::run_program(scratch, "standin_train_gpt",
+                        args + " --resume " + (scratch.out() / "base.step000004.ckpt").string());
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("trained on '" + scratch.data().string() + "'"), std::string::npos) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("--data is '" + other_dir.string() + "'"), std::string::npos) << o.stderr_text;
@@ -63,8 +66,8 @@ TEST(ReliabilityCli, ResumeCheckpointWithAnOverflowingShapeIsRefused) {
   bytes.append(reinterpret_cast<const char*>(&h), sizeof h);
   const auto ckpt = scratch.root() / "overflow.ckpt";
   std::ofstream(ckpt, std::ios::binary) << bytes;
-  const Outcome o =
-      test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "o") + " --resume " + ckpt.string());
+  const Outcome o = test::run_program(scratch, "standin_train_gpt",
+                                      test::short_run_args(scratch, "o") + " --resume " + ckpt.string());
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("more than 2^63 bytes or elements"), std::string::npos) << o.stderr_text;
 }
@@ -75,7 +78,7 @@ TEST(ReliabilityCli, PlantedLinkAtTheRunLogIsNotWrittenThrough) {
   const auto victim = scratch.root() / "victim.txt";
   std::ofstream(victim) << "keep";
   std::filesystem::create_symlink(victim, scratch.out() / "l.txt");
-  const Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "l"));
+  const Outcome o = test::run_program(scratch, "standin_train_gpt", test::short_run_args(scratch, "l"));
   EXPECT_NE(o.exit_code, 0) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("symbolic link"), std::string::npos) << o.stderr_text;
   EXPECT_EQ(read_text(victim), "keep");
@@ -84,8 +87,8 @@ TEST(ReliabilityCli, PlantedLinkAtTheRunLogIsNotWrittenThrough) {
 // 1e400 is refused as out of range; 1e-400 became 0 without a word.
 TEST(ReliabilityCli, SetValueTooSmallForADoubleIsRefused) {
   RunScratch scratch;
-  const Outcome o =
-      test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "u") + " --set optimizer.adam_lr=1e-400");
+  const Outcome o = test::run_program(scratch, "standin_train_gpt",
+                                      test::short_run_args(scratch, "u") + " --set optimizer.adam_lr=1e-400");
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
   EXPECT_NE(o.stderr_text.find("'1e-400' is too small"), std::string::npos) << o.stderr_text;
 }
@@ -98,7 +101,7 @@ TEST(ReliabilityCli, HugeInheritsNameIsAShortError) {
   std::ofstream(recipe) << "inherits = \"" << std::string(1'000'000, 'a') << "\"\n";
   std::string args = test::short_run_args(scratch, "h");
   args.replace(args.find("--recipe tiny"), 13, "--recipe " + recipe.string());
-  const Outcome o = test::run_program(scratch, "train_gpt", args);
+  const Outcome o = test::run_program(scratch, "standin_train_gpt", args);
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.stderr_text.find("inherits"), std::string::npos) << o.stderr_text.substr(0, 300);
   EXPECT_LT(o.stderr_text.size(), 400u) << o.stderr_text.substr(0, 300);

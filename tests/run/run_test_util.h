@@ -1,6 +1,7 @@
 #pragma once
 // Helpers of the run-loop tests: a scratch directory with a small synthetic corpus (RECIPE §R.1 generator) and
-// options for a short `tiny` run on the stand-in model.
+// options for a short `tiny` run on the stand-in model (tests/common/standin_model.h), in-process (standin_run) or
+// through bin/standin_train_gpt, train_gpt's program with that model (short_run_args).
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -9,10 +10,12 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "tests/common/standin_model.h"
 #include "trainer/data/synthetic.h"
 #include "trainer/run/training_run.h"
 
@@ -65,7 +68,6 @@ inline RunOptions short_run(const RunScratch& scratch, const std::string& run_id
   RunOptions o;
   o.recipe = "tiny";
   o.overrides = short_schedule();
-  o.overrides.push_back("debug.model=standin");
   o.data_dir = scratch.data();
   o.seed = 7;
   o.run_id = run_id;
@@ -73,6 +75,12 @@ inline RunOptions short_run(const RunScratch& scratch, const std::string& run_id
   o.echo = false;
   take_debug_switches(o);
   return o;
+}
+
+// The run of `options` on the stand-in model, or on a model of `factory` built around it (a test's wrapper); the GPT's
+// memory estimate does not describe either, so the run skips its check.
+inline TrainingRun standin_run(RunOptions options, ModelFactory factory = make_standin_model) {
+  return TrainingRun(std::move(options), std::move(factory), MemoryFitCheck::skip);
 }
 
 // A built program's exit code and standard error.
@@ -97,10 +105,11 @@ inline Outcome run_program(const RunScratch& scratch, const std::string& program
   return o;
 }
 
-// train_gpt's arguments for the short stand-in run of short_schedule() on the scratch corpus.
+// The arguments of standin_train_gpt (train_gpt's command line) for the short stand-in run of short_schedule() on
+// the scratch corpus.
 inline std::string short_run_args(const RunScratch& scratch, const std::string& run_id) {
   std::string args = "--recipe tiny --data " + scratch.data().string() + " --seed 3 --run-id " + run_id + " --out " +
-                     scratch.out().string() + " --backend cpu --threads 1 --set debug.model=standin";
+                     scratch.out().string() + " --backend cpu --threads 1";
   for (const std::string& o : short_schedule()) args += " --set " + o;
   return args;
 }

@@ -25,7 +25,7 @@ TEST(StopRequest, SigtermStopsAOneRankRunWithALogLineAndASummary) {
   test::RunScratch scratch;
   RunHooks hooks;
   hooks.after_reset = [](const std::vector<NamedTensor>&) { ::raise(SIGTERM); };  // the timed loop's first step
-  const RunResult r = TrainingRun(test::short_run(scratch, "stopped")).run(hooks);
+  const RunResult r = test::standin_run(test::short_run(scratch, "stopped")).run(hooks);
   EXPECT_EQ(r.status, RunStatus::failed);
   EXPECT_EQ(r.error, "interrupted by SIGTERM (signal 15)");
   EXPECT_EQ(r.interrupted_by, SIGTERM);
@@ -45,7 +45,7 @@ TEST(StopRequest, TrainGptExitsWithTheSignalsStatusAfterWritingTheSummary) {
   test::RunScratch scratch;
   const auto log = scratch.out() / "cli.txt";
   const auto script = scratch.root() / "stop.sh";
-  std::ofstream(script) << SPEEDRUN_BINARY_DIR << "/bin/train_gpt " << test::short_run_args(scratch, "cli")
+  std::ofstream(script) << SPEEDRUN_BINARY_DIR << "/bin/standin_train_gpt " << test::short_run_args(scratch, "cli")
                         << " --set schedule.num_scheduled=100000 --set schedule.warmup=false &\n"
                         << "run=$!\nfor i in $(seq 1200); do grep -q '^step:2/' " << log.string()
                         << " 2>/dev/null && break; sleep 0.1; done\nkill -TERM $run\nwait $run\nexit $?\n";

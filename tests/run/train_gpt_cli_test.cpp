@@ -1,5 +1,6 @@
 // End-to-end: runs the built train_gpt binary as the harness does and checks the contract (ARCHITECTURE.md):
-// log lines, summary fields, exit codes 0 / 2 / 3.
+// log lines, summary fields, exit codes 0 / 2 / 3. The runs start bin/standin_train_gpt, the same program on the
+// stand-in model (tests/programs/standin_train_gpt.cpp), which takes seconds where the GPT takes minutes.
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -21,7 +22,7 @@ using test::RunScratch;
 
 TEST(TrainGptCli, FinishedRunFollowsTheContract) {
   RunScratch scratch;
-  const Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "e2e"));
+  const Outcome o = test::run_program(scratch, "standin_train_gpt", test::short_run_args(scratch, "e2e"));
   ASSERT_EQ(o.exit_code, 0) << o.stderr_text;
 
   const std::regex val_re(R"(step:(\d+)/(\d+) val_loss:(\d+\.\d{4}) train_time:(\d+)ms step_avg:(\d+\.\d{2})ms)");
@@ -63,7 +64,7 @@ TEST(TrainGptCli, FinishedRunFollowsTheContract) {
   EXPECT_EQ(j.at("train_data"), (nlohmann::json{{"cycled", false}, {"passes", 1}}));
 
   // The same seed reproduces the same summary losses exactly.
-  const Outcome again = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "e2e_again"));
+  const Outcome again = test::run_program(scratch, "standin_train_gpt", test::short_run_args(scratch, "e2e_again"));
   ASSERT_EQ(again.exit_code, 0) << again.stderr_text;
   std::ifstream again_file(scratch.out() / "e2e_again.json");
   const nlohmann::json k = nlohmann::json::parse(again_file);
@@ -72,8 +73,8 @@ TEST(TrainGptCli, FinishedRunFollowsTheContract) {
 
 TEST(TrainGptCli, ForcedNanExitsThreeWithSummary) {
   RunScratch scratch;
-  const Outcome o =
-      test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "nan") + " --set debug.inject_nan_step=1");
+  const Outcome o = test::run_program(scratch, "standin_train_gpt",
+                                      test::short_run_args(scratch, "nan") + " --set debug.inject_nan_step=1");
   EXPECT_EQ(o.exit_code, 3) << o.stderr_text;
   std::ifstream summary_file(scratch.out() / "nan.json");
   const nlohmann::json j = nlohmann::json::parse(summary_file);
@@ -81,8 +82,9 @@ TEST(TrainGptCli, ForcedNanExitsThreeWithSummary) {
   EXPECT_EQ(j.at("steps"), 1);
 }
 
-void expect_usage_error(const RunScratch& scratch, const std::string& args, const std::string& fragment) {
-  const Outcome o = test::run_program(scratch, "train_gpt", args);
+void expect_usage_error(const RunScratch& scratch, const std::string& program, const std::string& args,
+                        const std::string& fragment) {
+  const Outcome o = test::run_program(scratch, program, args);
   EXPECT_EQ(o.exit_code, 2) << args << "\n" << o.stderr_text;
   EXPECT_NE(o.stderr_text.find(fragment), std::string::npos) << o.stderr_text;
   EXPECT_EQ(std::count(o.stderr_text.begin(), o.stderr_text.end(), '\n'), 1) << "one line: " << o.stderr_text;
@@ -91,17 +93,18 @@ void expect_usage_error(const RunScratch& scratch, const std::string& args, cons
 TEST(TrainGptCli, BadInputExitsTwoWithOneLine) {
   RunScratch scratch;
   const std::string args = test::short_run_args(scratch, "bad");
-  expect_usage_error(scratch, args + " --set model.bogus=1", "bogus");
-  expect_usage_error(scratch, args + " --gpus 4", "--gpus");
-  expect_usage_error(scratch, args + " --set debug.bogus=1", "debug.bogus");
-  expect_usage_error(scratch, args + " --resume " + (scratch.root() / "none.ckpt").string(), "none.ckpt");
-  expect_usage_error(scratch, args + " --frobnicate", "frobnicate");
-  expect_usage_error(scratch, "--recipe tiny --data " + scratch.data().string(), "--seed");
+  expect_usage_error(scratch, "standin_train_gpt", args + " --set model.bogus=1", "bogus");
+  expect_usage_error(scratch, "standin_train_gpt", args + " --gpus 4", "--gpus");
+  expect_usage_error(scratch, "standin_train_gpt", args + " --set debug.bogus=1", "debug.bogus");
+  expect_usage_error(scratch, "standin_train_gpt", args + " --resume " + (scratch.root() / "none.ckpt").string(),
+                     "none.ckpt");
+  expect_usage_error(scratch, "standin_train_gpt", args + " --frobnicate", "frobnicate");
+  expect_usage_error(scratch, "train_gpt", "--recipe tiny --data " + scratch.data().string(), "--seed");
   expect_usage_error(
-      scratch,
+      scratch, "train_gpt",
       "--recipe nosuch --data " + scratch.data().string() + " --seed 1 --run-id x --out " + scratch.out().string(),
       "nosuch");
-  expect_usage_error(scratch,
+  expect_usage_error(scratch, "train_gpt",
                      "--recipe tiny --data /nonexistent_data --seed 1 --run-id x --out " + scratch.out().string(),
                      "/nonexistent_data");
 }
@@ -117,9 +120,9 @@ TEST(TrainGptCli, PrintRecipeWritesNameHashAndRecordTarget) {
   EXPECT_EQ(doc.at("hash").get<std::string>().size(), 16u);
   EXPECT_EQ(doc.at("record").at("target").get<double>(), 3.5);
   EXPECT_THAT(doc.at("record").at("source").get<std::string>(), ::testing::HasSubstr("track 1"));
-  expect_usage_error(scratch, "--print-recipe --recipe nosuch", "nosuch");
-  expect_usage_error(scratch, "--print-recipe --recipe head --set target_loss=3", "[record]");
-  expect_usage_error(scratch, "--print-recipe", "--recipe");
+  expect_usage_error(scratch, "train_gpt", "--print-recipe --recipe nosuch", "nosuch");
+  expect_usage_error(scratch, "train_gpt", "--print-recipe --recipe head --set target_loss=3", "[record]");
+  expect_usage_error(scratch, "train_gpt", "--print-recipe", "--recipe");
 }
 
 TEST(TrainGptCli, CorruptShardExitsTwo) {
@@ -129,7 +132,7 @@ TEST(TrainGptCli, CorruptShardExitsTwo) {
     shard.seekp(0);
     shard.write("XXXX", 4);  // break the magic
   }
-  expect_usage_error(scratch, test::short_run_args(scratch, "corrupt"), "train_000000.bin");
+  expect_usage_error(scratch, "standin_train_gpt", test::short_run_args(scratch, "corrupt"), "train_000000.bin");
 }
 
 // Steps of 32,768 tokens need more than the 200,000-token scratch corpus over the 8 steps (with room in
@@ -145,11 +148,11 @@ std::string exhausting_args(const RunScratch& scratch, const std::string& run_id
 
 TEST(TrainGptCli, CycledTrainShardsAreCountedInLogAndSummary) {
   RunScratch scratch;
-  const Outcome stopped = test::run_program(scratch, "train_gpt", exhausting_args(scratch, "once"));
+  const Outcome stopped = test::run_program(scratch, "standin_train_gpt", exhausting_args(scratch, "once"));
   EXPECT_NE(stopped.exit_code, 0);
   EXPECT_THAT(stopped.stderr_text, ::testing::HasSubstr("training data exhausted"));
 
-  const Outcome o = test::run_program(scratch, "train_gpt",
+  const Outcome o = test::run_program(scratch, "standin_train_gpt",
                                       exhausting_args(scratch, "cycled") + " --set data.cycle_train_shards=true");
   ASSERT_EQ(o.exit_code, 0) << o.stderr_text;
   std::ifstream summary_file(scratch.out() / "cycled.json");

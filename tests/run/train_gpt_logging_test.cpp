@@ -1,5 +1,6 @@
 // train_gpt's diagnostics (base/log.h): --log-level and --quiet steer what it says on stderr; the run log and its
-// speedrun step lines on stdout (the harness contract) stay the same at every level.
+// speedrun step lines on stdout (the harness contract) stay the same at every level. The runs start
+// bin/standin_train_gpt, train_gpt's program on the stand-in model, which names itself so.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -34,10 +35,10 @@ void expect_step_lines(const std::string& text) {
 
 TEST(TrainGptLogging, InfoLevelAnnouncesTheRunOnStderr) {
   RunScratch scratch;
-  const Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "loud"));
+  const Outcome o = test::run_program(scratch, "standin_train_gpt", test::short_run_args(scratch, "loud"));
   ASSERT_EQ(o.exit_code, 0) << o.stderr_text;
-  EXPECT_THAT(o.stderr_text, HasSubstr("train_gpt: run loud: recipe tiny, 8 step(s) on 1 rank(s); log "));
-  EXPECT_THAT(o.stderr_text, HasSubstr("train_gpt: run loud finished after 8 step(s); summary "));
+  EXPECT_THAT(o.stderr_text, HasSubstr("standin_train_gpt: run loud: recipe tiny, 8 step(s) on 1 rank(s); log "));
+  EXPECT_THAT(o.stderr_text, HasSubstr("standin_train_gpt: run loud finished after 8 step(s); summary "));
   EXPECT_THAT(o.stderr_text, Not(HasSubstr("debug:")));
   const std::string out = read_text(scratch.root() / "stdout.txt");
   expect_step_lines(out);
@@ -46,7 +47,7 @@ TEST(TrainGptLogging, InfoLevelAnnouncesTheRunOnStderr) {
 
 TEST(TrainGptLogging, QuietHidesTheRunAnnouncementButNotTheStepLines) {
   RunScratch scratch;
-  const Outcome o = test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "hush") + " --quiet");
+  const Outcome o = test::run_program(scratch, "standin_train_gpt", test::short_run_args(scratch, "hush") + " --quiet");
   ASSERT_EQ(o.exit_code, 0) << o.stderr_text;
   EXPECT_THAT(o.stderr_text, Not(HasSubstr("run hush")));
   expect_step_lines(read_text(scratch.root() / "stdout.txt"));
@@ -56,10 +57,10 @@ TEST(TrainGptLogging, QuietHidesTheRunAnnouncementButNotTheStepLines) {
 TEST(TrainGptLogging, DebugLevelShowsTheThreadCount) {
   RunScratch scratch;
   const Outcome o =
-      test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "verbose") + " --log-level debug");
+      test::run_program(scratch, "standin_train_gpt", test::short_run_args(scratch, "verbose") + " --log-level debug");
   ASSERT_EQ(o.exit_code, 0) << o.stderr_text;
-  EXPECT_THAT(o.stderr_text, HasSubstr("train_gpt: debug: CPU threads: 1 (--threads)"));
-  EXPECT_THAT(o.stderr_text, HasSubstr("train_gpt: run verbose: recipe tiny"));
+  EXPECT_THAT(o.stderr_text, HasSubstr("standin_train_gpt: debug: CPU threads: 1 (--threads)"));
+  EXPECT_THAT(o.stderr_text, HasSubstr("standin_train_gpt: run verbose: recipe tiny"));
   expect_step_lines(read_text(scratch.root() / "stdout.txt"));
 }
 
@@ -67,15 +68,15 @@ TEST(TrainGptLogging, DebugLevelShowsTheThreadCount) {
 TEST(TrainGptLogging, UnknownLogLevelIsAUsageError) {
   RunScratch scratch;
   const Outcome o =
-      test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "bad") + " --log-level verbose");
+      test::run_program(scratch, "standin_train_gpt", test::short_run_args(scratch, "bad") + " --log-level verbose");
   EXPECT_EQ(o.exit_code, 2) << o.stderr_text;
-  EXPECT_THAT(o.stderr_text, HasSubstr("train_gpt: --log-level: 'verbose' is not a log level; expected one of "
+  EXPECT_THAT(o.stderr_text, HasSubstr("standin_train_gpt: --log-level: 'verbose' is not a log level; expected one of "
                                        "trace, debug, info, warn, error, off"));
   EXPECT_EQ(std::count(o.stderr_text.begin(), o.stderr_text.end(), '\n'), 1) << o.stderr_text;
   EXPECT_FALSE(std::filesystem::exists(scratch.out() / "bad.txt"));
 
-  const Outcome both =
-      test::run_program(scratch, "train_gpt", test::short_run_args(scratch, "bad") + " --quiet --log-level debug");
+  const Outcome both = test::run_program(scratch, "standin_train_gpt",
+                                         test::short_run_args(scratch, "bad") + " --quiet --log-level debug");
   EXPECT_EQ(both.exit_code, 2) << both.stderr_text;
   EXPECT_THAT(both.stderr_text, HasSubstr("--log-level excludes --quiet"));
 }

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "run_test_util.h"
+#include "tests/common/standin_model.h"
 #include "trainer/data/synthetic.h"
 #include "trainer/run/checkpoint.h"
-#include "trainer/run/standin_model.h"
 #include "trainer/run/training_state.h"
 
 namespace gpt {
@@ -18,6 +18,7 @@ namespace {
 
 using test::RunScratch;
 using test::short_run;
+using test::standin_run;
 using test::val_losses;
 
 nlohmann::json read_json(const std::filesystem::path& p) {
@@ -33,7 +34,7 @@ TEST(TrainingRun, WarmupChangesStateAndResetRestoresItBitwise) {
   hooks.initial = [&](const std::vector<NamedTensor>& s) { initial = clone_state(s); };
   hooks.after_warmup = [&](const std::vector<NamedTensor>& s) { warmup_difference = first_difference(initial, s); };
   hooks.after_reset = [&](const std::vector<NamedTensor>& s) { reset_difference = first_difference(initial, s); };
-  TrainingRun run(short_run(scratch, "reset"));
+  TrainingRun run = standin_run(short_run(scratch, "reset"));
   const RunResult r = run.run(hooks);
   ASSERT_EQ(r.status, RunStatus::finished) << r.error;
   EXPECT_FALSE(warmup_difference.empty()) << "warmup should have trained";
@@ -57,7 +58,7 @@ TEST(TrainingRun, WarmupOffSkipsWarmupAndItsReset) {
   hooks.after_reset = [&](const std::vector<NamedTensor>&) { reset = true; };
   RunOptions options = short_run(scratch, "no_warmup");
   options.overrides.push_back("schedule.warmup=false");
-  const RunResult r = TrainingRun(options).run(hooks);
+  const RunResult r = standin_run(options).run(hooks);
   ASSERT_EQ(r.status, RunStatus::finished) << r.error;
   EXPECT_FALSE(warmed_up);
   EXPECT_FALSE(reset);
@@ -69,8 +70,8 @@ TEST(TrainingRun, WarmupOffSkipsWarmupAndItsReset) {
 
 TEST(TrainingRun, SameSeedGivesIdenticalLossesAndLossFalls) {
   RunScratch scratch;
-  const RunResult a = TrainingRun(short_run(scratch, "a")).run();
-  const RunResult b = TrainingRun(short_run(scratch, "b")).run();
+  const RunResult a = standin_run(short_run(scratch, "a")).run();
+  const RunResult b = standin_run(short_run(scratch, "b")).run();
   ASSERT_EQ(a.status, RunStatus::finished) << a.error;
   ASSERT_EQ(b.status, RunStatus::finished) << b.error;
   EXPECT_EQ(a.train_losses, b.train_losses);
@@ -90,13 +91,13 @@ TEST(TrainingRun, SameSeedGivesIdenticalLossesAndLossFalls) {
 
   RunOptions other = short_run(scratch, "c");
   other.seed = 8;
-  const RunResult c = TrainingRun(other).run();
+  const RunResult c = standin_run(other).run();
   EXPECT_NE(val_losses(a), val_losses(c));
 }
 
 TEST(TrainingRun, WritesLogAndSummary) {
   RunScratch scratch;
-  const RunResult r = TrainingRun(short_run(scratch, "logged")).run();
+  const RunResult r = standin_run(short_run(scratch, "logged")).run();
   ASSERT_EQ(r.status, RunStatus::finished) << r.error;
   const nlohmann::json j = read_json(scratch.out() / "logged.json");
   EXPECT_EQ(j.at("schema_version"), 1);
@@ -172,7 +173,7 @@ TEST(TrainingRun, ClockStopsDuringValidation) {
     return std::make_unique<SlowValidationModel>(o.seed);
   };
   const auto begin = std::chrono::steady_clock::now();
-  const RunResult r = TrainingRun(short_run(scratch, "slow"), factory).run();
+  const RunResult r = standin_run(short_run(scratch, "slow"), factory).run();
   const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
   ASSERT_EQ(r.status, RunStatus::finished) << r.error;
   // 3 validations × 2 windows × 100 ms = 600 ms of validation in the timed region, none of it on the clock.
@@ -188,7 +189,7 @@ TEST(TrainingRun, InjectedNanDivergesWithSummary) {
   RunScratch scratch;
   RunOptions o = short_run(scratch, "nan");
   o.inject_nan_step = 2;
-  const RunResult r = TrainingRun(o).run();
+  const RunResult r = standin_run(o).run();
   EXPECT_EQ(r.status, RunStatus::diverged);
   EXPECT_EQ(exit_code(r.status), 3);
   EXPECT_EQ(r.steps, 2);
@@ -205,7 +206,7 @@ TEST(TrainingRun, ResumeContinuesBitIdentically) {
   RunOptions straight = short_run(scratch, "straight");
   straight.checkpoint_every = 3;
   straight.final_checkpoint = true;
-  const RunResult a = TrainingRun(straight).run();
+  const RunResult a = standin_run(straight).run();
   ASSERT_EQ(a.status, RunStatus::finished) << a.error;
   const auto checkpoint = scratch.out() / "straight.step000003.ckpt";
   ASSERT_TRUE(std::filesystem::exists(checkpoint));
@@ -214,7 +215,7 @@ TEST(TrainingRun, ResumeContinuesBitIdentically) {
   RunOptions resumed = short_run(scratch, "resumed");
   resumed.resume = checkpoint;
   resumed.final_checkpoint = true;
-  const RunResult b = TrainingRun(resumed).run();
+  const RunResult b = standin_run(resumed).run();
   ASSERT_EQ(b.status, RunStatus::finished) << b.error;
 
   // Losses of steps 3..7 and every validation (the resumed run carries the earlier ones over) are identical.
@@ -242,7 +243,7 @@ TEST(TrainingRun, ResumeContinuesBitIdentically) {
 
 void expect_input_error(const RunOptions& o, const std::string& fragment) {
   try {
-    TrainingRun run(o);
+    TrainingRun run = standin_run(o);
     FAIL() << "expected an input error mentioning '" << fragment << "'";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
@@ -253,7 +254,7 @@ TEST(TrainingRun, ResumeRejectsAnotherRecipeOrSeed) {
   RunScratch scratch;
   RunOptions straight = short_run(scratch, "base");
   straight.checkpoint_every = 4;
-  ASSERT_EQ(TrainingRun(straight).run().status, RunStatus::finished);
+  ASSERT_EQ(standin_run(straight).run().status, RunStatus::finished);
   RunOptions other = short_run(scratch, "other");
   other.resume = scratch.out() / "base.step000004.ckpt";
   other.overrides.push_back("optimizer.adam_lr=0.01");
@@ -270,7 +271,7 @@ TEST(TrainingRun, ResumeRejectsAnotherCorpusNamingBoth) {
   RunScratch scratch;
   RunOptions straight = short_run(scratch, "base");
   straight.checkpoint_every = 4;
-  ASSERT_EQ(TrainingRun(straight).run().status, RunStatus::finished);
+  ASSERT_EQ(standin_run(straight).run().status, RunStatus::finished);
   SyntheticCorpusOptions other_corpus;
   other_corpus.seed = 99;
   other_corpus.train_tokens = 150'000;
@@ -280,7 +281,7 @@ TEST(TrainingRun, ResumeRejectsAnotherCorpusNamingBoth) {
   other.resume = scratch.out() / "base.step000004.ckpt";
   other.data_dir = scratch.root() / "other-data";
   try {
-    TrainingRun run(other);
+    TrainingRun run = standin_run(other);
     FAIL() << "expected --resume on another corpus to be refused";
   } catch (const Error& e) {
     const std::string msg = e.what();
@@ -290,7 +291,7 @@ TEST(TrainingRun, ResumeRejectsAnotherCorpusNamingBoth) {
   }
   RunOptions same = short_run(scratch, "same");  // the same corpus still resumes
   same.resume = scratch.out() / "base.step000004.ckpt";
-  EXPECT_EQ(TrainingRun(same).run().status, RunStatus::finished);
+  EXPECT_EQ(standin_run(same).run().status, RunStatus::finished);
 }
 
 TEST(TrainingRun, BadInputsNameTheCulprit) {
@@ -342,18 +343,25 @@ TEST(TrainingRun, BadInputsNameTheCulprit) {
 
 TEST(DebugSwitches, AreTakenOutOfTheRecipeOverrides) {
   RunOptions o;
-  o.overrides = {"schedule.num_extension=2", "debug.inject_nan_step=4", "debug.model=standin",
-                 "debug.final_checkpoint=true"};
+  o.overrides = {"schedule.num_extension=2", "debug.inject_nan_step=4", "debug.final_checkpoint=true"};
   take_debug_switches(o);
   EXPECT_EQ(o.overrides, std::vector<std::string>{"schedule.num_extension=2"});
   EXPECT_EQ(o.inject_nan_step, 4);
-  EXPECT_EQ(o.model, "standin");
   EXPECT_TRUE(o.final_checkpoint);
   for (const char* bad : {"debug.inject_nan_step=x", "debug.inject_nan_step=-1", "debug.model=big", "debug.nope=1",
                           "debug.final_checkpoint=yes", "debug.model"}) {
     RunOptions b;
     b.overrides = {bad};
     EXPECT_THROW(take_debug_switches(b), Error) << bad;
+  }
+  // The product has no model switch: the stand-in is a test fixture (bin/standin_train_gpt, tests/programs/).
+  RunOptions standin;
+  standin.overrides = {"debug.model=standin"};
+  try {
+    take_debug_switches(standin);
+    FAIL() << "debug.model=standin was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown debug switch 'debug.model'"), std::string::npos) << e.what();
   }
 }
 

@@ -174,7 +174,7 @@ case $name in
     sub=""
     for a in "$@"; do [[ $a == record || $a == nightly ]] && { sub=$a; break; }; done
     sources=("$src/harness/commands/common.cpp" "$src/harness/commands/$sub.cpp") ;;
-  train_gpt) sources=("$src/trainer/apps/train_gpt.cpp" "$src/base") ;;
+  train_gpt) sources=("$src/trainer/apps/train_gpt.cpp" "$src/trainer/run/trainer_program.cpp" "$src/base") ;;
   reference_export) sources=("$src/trainer/apps/reference_export.cpp" "$src/base") ;;
   train_step_bench) sources=("$src/trainer/bench/train_step_bench.cpp") ;;
   *) sources=() ;;  # Google Benchmark and GoogleTest programs: their flags are the libraries'

@@ -1,5 +1,6 @@
-// StepRunner (trainer/step/step_runner.h): the order of one step's parts, on the standin model (a real model with
-// banks under NorMuon and Adam parameters, trained by the real optimizer) wrapped to record what the runner asks.
+// StepRunner (trainer/step/step_runner.h): the order of one step's parts, on the standin model
+// (tests/common/standin_model.h: a real model with banks under NorMuon and Adam parameters, trained by the real
+// optimizer) wrapped to record what the runner asks.
 #include "trainer/step/step_runner.h"
 
 #include <cmath>
@@ -13,12 +14,12 @@
 #include <gtest/gtest.h>
 
 #include "base/check.h"
+#include "tests/common/standin_model.h"
 #include "trainer/comm/comm.h"
 #include "trainer/model/ngram_table.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/optim/tail_average.h"
 #include "trainer/recipe/recipe.h"
-#include "trainer/run/standin_model.h"
 #include "trainer/schedule/schedule.h"
 #include "trainer/step/model_extensions.h"
 

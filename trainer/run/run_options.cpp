@@ -34,9 +34,6 @@ void take_debug_switches(RunOptions& options) {
       } catch (const std::exception&) {
         GPT_FAIL("--set ", item, ": debug.stop_after_step expects a step number >= 1");
       }
-    } else if (key == "debug.model") {
-      GPT_CHECK(value == "gpt" || value == "standin", "--set ", item, ": debug.model expects gpt or standin");
-      options.model = value;
     } else if (key == "debug.final_checkpoint") {
       GPT_CHECK(value == "true" || value == "false", "--set ", item, ": debug.final_checkpoint expects true or false");
       options.final_checkpoint = value == "true";
@@ -60,7 +57,7 @@ void take_debug_switches(RunOptions& options) {
       options.dump_batches = value;
     } else {
       GPT_FAIL("--set ", item, ": unknown debug switch '", key,
-               "' (known: debug.inject_nan_step, debug.stop_after_step, debug.model, debug.final_checkpoint, "
+               "' (known: debug.inject_nan_step, debug.stop_after_step, debug.final_checkpoint, "
                "debug.fault, debug.dump_batches)");
     }
   }

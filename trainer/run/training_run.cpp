@@ -30,7 +30,6 @@
 #include "trainer/run/rank_places.h"
 #include "trainer/run/run_log.h"
 #include "trainer/run/run_summary.h"
-#include "trainer/run/standin_model.h"
 #include "trainer/run/stop_request.h"
 #include "trainer/run/train_clock.h"
 #include "trainer/run/training_state.h"
@@ -62,7 +61,6 @@ std::unique_ptr<GptTrainable> make_gpt_model(const Recipe& recipe, const RunOpti
 }
 
 std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options, Comm& comm) {
-  if (options.model == "standin") return std::make_unique<StandinModel>(StandinDims{}, options.seed);
   return make_gpt_model(recipe, options, comm);
 }
 
@@ -90,7 +88,7 @@ struct TrainingRun::Impl {
   std::string nonfinite_where;      // the ranks of the last non-finite training loss (W > 1)
   std::optional<RunMemory> memory;  // estimate, budget and activity: the context of an out-of-memory error
 
-  Impl(RunOptions opts, const ModelFactory& factory)
+  Impl(RunOptions opts, const ModelFactory& factory, MemoryFitCheck memory_fit)
       : options(std::move(opts)),
         recipe(load_recipe(options.recipe, options.overrides, options.recipe_dir)),
         schedule(recipe),
@@ -101,7 +99,7 @@ struct TrainingRun::Impl {
     comm = make_comm_from_env(backend_device(options.backend));
     options.world_size = comm->world_size();
     const Device device = backend_device(options.backend);
-    memory.emplace(recipe, device, comm->world_size(), /*check_fits=*/options.model != "standin");
+    memory.emplace(recipe, device, comm->world_size(), /*check_fits=*/memory_fit == MemoryFitCheck::check);
     open_data();
     if (!options.resume.empty()) read_resume_parts();
     memory->allocating("allocating the parameters, gradients and optimizer state", [&] {
@@ -522,8 +520,8 @@ struct TrainingRun::Impl {
   }
 };
 
-TrainingRun::TrainingRun(RunOptions options, ModelFactory factory)
-    : impl_(std::make_unique<Impl>(std::move(options), factory)) {}
+TrainingRun::TrainingRun(RunOptions options, ModelFactory factory, MemoryFitCheck memory_fit)
+    : impl_(std::make_unique<Impl>(std::move(options), factory, memory_fit)) {}
 TrainingRun::~TrainingRun() = default;
 const Recipe& TrainingRun::recipe() const { return impl_->recipe; }
 const Schedule& TrainingRun::schedule() const { return impl_->schedule; }

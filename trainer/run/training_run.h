@@ -40,7 +40,6 @@ struct RunOptions {
 
   // Hidden switches (`--set debug.KEY=VALUE`), not part of the recipe or its hash:
   int64_t inject_nan_step = -1;   // debug.inject_nan_step: poison lm_head before training step K (divergence test)
-  std::string model = "gpt";      // debug.model: gpt | standin (standin_model.h)
   bool final_checkpoint = false;  // debug.final_checkpoint: also write OUT/ID.final.ckpt after the last validation
   // debug.stop_after_step=K: end the run after step K with its checkpoint OUT/ID.stepK.ckpt and status `failed`
   // ("stopped after step K"), before the later steps and the final validation (tests of a resume that compare the
@@ -100,11 +99,16 @@ struct RunResult {
 
 // Builds the model of a run; `comm` is the run's communicator (the n-gram table of §S.2 is sharded over it).
 using ModelFactory = std::function<std::unique_ptr<TrainableModel>(const Recipe&, const RunOptions&, Comm&)>;
-// The model named by options.model, initialised from options.seed.
+// The GPT of the recipe, initialised from options.seed: the product's model.
 std::unique_ptr<TrainableModel> make_model(const Recipe& recipe, const RunOptions& options, Comm& comm);
-// The GPT (trainer/gpt/gpt_trainable.h) that make_model builds for options.model = gpt: for drivers that need its
-// own methods besides TrainableModel's (the reference export builds its run with it).
+// The same GPT (trainer/gpt/gpt_trainable.h) with its type: for drivers that need its own methods besides
+// TrainableModel's (the reference export builds its run with it).
 std::unique_ptr<GptTrainable> make_gpt_model(const Recipe& recipe, const RunOptions& options, Comm& comm);
+
+// Whether a run refuses, before it allocates, a recipe whose memory estimate (memory_estimate.h) exceeds the
+// device's budget. The estimate counts the GPT's parameters and activations, so a factory that builds another
+// model (the tests' stand-in) passes `skip`; an allocation failure is still reported with the estimate.
+enum class MemoryFitCheck { check, skip };
 
 // Observation points for tests: the complete state (training_state.h) at each moment.
 struct RunHooks {
@@ -118,7 +122,8 @@ class TrainingRun {
  public:
   // Resolves and checks every input (recipe and overrides, flags, data directory and shards, checkpoint) and
   // builds the model and optimizer. Throws gpt::Error naming the flag, file or key on bad input (exit 2).
-  explicit TrainingRun(RunOptions options, ModelFactory factory = make_model);
+  explicit TrainingRun(RunOptions options, ModelFactory factory = make_model,
+                       MemoryFitCheck memory_fit = MemoryFitCheck::check);
   ~TrainingRun();
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;

@@ -443,8 +443,6 @@ fs::path write_reference_export(ReferenceExportOptions options) {
   // for the checks only the GPT offers (per-position validation losses, the FP8 objective, the mutation proof).
   GptTrainable* model = nullptr;
   TrainingRun run(options.run, [&model](const Recipe& recipe, const RunOptions& run_options, Comm& comm) {
-    GPT_CHECK(run_options.model == "gpt",
-              "reference export: needs the GPT model (debug.model=gpt), got debug.model=", run_options.model);
     std::unique_ptr<GptTrainable> gpt = make_gpt_model(recipe, run_options, comm);
     model = gpt.get();
     return std::unique_ptr<TrainableModel>(std::move(gpt));

@@ -1,4 +1,4 @@
-#include "trainer/run/standin_model.h"
+#include "tests/common/standin_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,6 +8,10 @@
 #include "trainer/model/rng.h"
 
 namespace gpt {
+
+std::unique_ptr<TrainableModel> make_standin_model(const Recipe&, const RunOptions& options, Comm&) {
+  return std::make_unique<StandinModel>(StandinDims{}, options.seed);
+}
 
 StandinModel::StandinModel(const StandinDims& dims, uint64_t seed) : dims_(dims) {
   const int64_t k = dims.classes, d = dims.width, h = dims.hidden;
