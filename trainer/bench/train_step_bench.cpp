@@ -34,7 +34,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <optional>
 #include <iostream>
 #include <random>
 #include <string>
@@ -197,31 +196,14 @@ Recipe bench_recipe(const Options& options, bool fp8) {
   return load_recipe(options.recipe, overrides);
 }
 
-// What a row may allocate: the device's free memory plus what the caching pool holds unused (the previous row's
-// blocks stay cached, and the pool hands them out again before asking the driver).
-std::optional<MemoryBudget> row_budget() {
-  const std::optional<MemoryBudget> device = memory_budget(Device::cuda);
-  if (!device) return device;
-  const MemoryStats pool = memory_stats(Device::cuda);
-  return MemoryBudget{device->bytes + static_cast<int64_t>(pool.reserved - pool.allocated),
-                      device->source + " and the allocator's cached blocks"};
-}
-
 class Bench {
  public:
   nlohmann::json run(const StepBenchShape& shape, bool fp8, const Options& options, double gemm_tflops) {
     // A fresh model per row, from the seeded initial state, with the recipe's FP8 switch set for the row.
     run_.reset();
     Recipe recipe = bench_recipe(options, fp8);
-    const MemoryEstimate estimate = estimate_run_memory(recipe, Device::cuda, 1);
-    const std::optional<MemoryBudget> budget = row_budget();
-    check_memory_fits(estimate, budget);
-    try {
-      run_ = std::make_unique<RecipeRun>(std::move(recipe));
-    } catch (const std::exception& e) {
-      if (!is_out_of_memory(e)) throw;
-      GPT_FAIL(out_of_memory_context("building the model", estimate, budget), ": ", e.what());
-    }
+    const RunMemory memory(recipe, Device::cuda, 1, /*check_fits=*/true);
+    memory.allocating("building the model", [&] { run_ = std::make_unique<RecipeRun>(std::move(recipe)); });
     const ModelDims dims = model_dims(run_->recipe.model, 1);
     std::printf("initialised the %s model (%lld parameters) on the GPU\n", run_->recipe.name.c_str(),
                 static_cast<long long>(total_parameter_count(dims)));

@@ -105,8 +105,13 @@ MemoryEstimate estimate_run_memory(const Recipe& recipe, Device device, int worl
 
 std::optional<MemoryBudget> memory_budget(Device device) {
   if (device == Device::cuda) {
-    if (const auto free = cuda_free_memory_bytes()) return MemoryBudget{*free, "the CUDA device's free memory"};
-    return std::nullopt;
+    const auto free = cuda_free_memory_bytes();
+    if (!free) return std::nullopt;
+    // Blocks the caching allocator holds unused are this process's to hand out again (a bench's earlier rows).
+    const MemoryStats pool = memory_stats(Device::cuda);
+    const auto cached = static_cast<int64_t>(pool.reserved - pool.allocated);
+    if (cached == 0) return MemoryBudget{*free, "the CUDA device's free memory"};
+    return MemoryBudget{*free + cached, "the CUDA device's free memory and the allocator's unused cached blocks"};
   }
   std::optional<MemoryBudget> budget;
   if (const auto available = proc_kib_field("/proc/meminfo", "MemAvailable")) {

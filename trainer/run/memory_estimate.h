@@ -39,7 +39,8 @@ struct MemoryBudget {
 };
 
 // CPU: the smaller of MemAvailable (/proc/meminfo) and what RLIMIT_AS leaves above the address space this process
-// already maps; CUDA: the device's free memory. nullopt when nothing can be read (no check then).
+// already maps; CUDA: the device's free memory plus the blocks the caching allocator holds unused. nullopt when nothing
+// can be read (no check then).
 std::optional<MemoryBudget> memory_budget(Device device);
 
 // Throws gpt::Error when the estimate exceeds the budget: the sizes, what limits them, and the keys and flags to
