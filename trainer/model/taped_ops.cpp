@@ -30,13 +30,16 @@ Tensor grad_or_scratch(Var& v) {
   return Tensor::zeros(v.value().shape(), v.value().dtype(), v.value().device());
 }
 
+// An optimisation switch of the environment (CONTRIBUTING, debugging aids): on unless `name`=0.
+bool switched_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::string(v) != "0";
+}
+
 // SPEEDRUN_FIRST_WRITERS=0 (read once) makes the ops that take a GradWrite add into zero-filled gradients again,
 // as before first writers could overwrite: a switch for telling a fault of those write modes from one elsewhere.
 bool first_writers_overwrite() {
-  static const bool on = [] {
-    const char* v = std::getenv("SPEEDRUN_FIRST_WRITERS");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool on = switched_on("SPEEDRUN_FIRST_WRITERS");
   return on;
 }
 
@@ -119,10 +122,7 @@ Var record_rmsnorm(Tape& tape, Var x, Tensor y, Tensor rstd) {
 Tensor rstd_for(const Tensor& x) { return Tensor::empty({x.numel() / x.size(-1)}, stat_dtype(x.dtype()), x.device()); }
 
 bool fuse_mix_norm() {
-  static const bool on = [] {
-    const char* v = std::getenv("SPEEDRUN_MIX_NORM");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool on = switched_on("SPEEDRUN_MIX_NORM");
   return on;
 }
 
