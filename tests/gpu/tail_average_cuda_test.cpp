@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/tail_average.h"
@@ -144,6 +145,29 @@ TEST_P(TailAverageCuda, SumOfSquaresIsBitExactWhenEverySumIsExact) {
     for (double& x : v) x = static_cast<double>(static_cast<int>(rng() % 511) - 255) / 16.0;
     const Tensor w = Tensor::from_doubles(v, shape, dtype);
     EXPECT_EQ(sum_of_squares(w.to(Device::cuda)), sum_of_squares(w)) << shape_string(shape);
+  }
+}
+
+// A diverged run's report (trainer/run/divergence_report.h) tests each state tensor on its device through this sum:
+// one NaN or infinity anywhere (first element, last element of the tail chunk) makes it non-finite, the largest
+// finite values of the dtype do not.
+TEST_P(TailAverageCuda, SumOfSquaresIsNonFiniteExactlyWhenAnElementIs) {
+  GPT_REQUIRE_CUDA();
+  const DType dtype = GetParam();
+  for (const Shape& shape : kShapes) {
+    const int64_t n = shape_numel(shape);
+    std::vector<double> v(static_cast<size_t>(n), 0.5);
+    v[0] = dtype == DType::f64 ? 1e150 : (dtype == DType::f32 ? 3.4028234663852886e38 : 3.3e38);
+    EXPECT_TRUE(std::isfinite(sum_of_squares(Tensor::from_doubles(v, shape, dtype).to(Device::cuda))))
+        << shape_string(shape);
+    for (const auto& [index, value] :
+         {std::pair<int64_t, double>{0, std::nan("")}, std::pair<int64_t, double>{n - 1, std::nan("")},
+          std::pair<int64_t, double>{n - 1, -INFINITY}}) {
+      std::vector<double> bad = v;
+      bad[static_cast<size_t>(index)] = value;
+      EXPECT_FALSE(std::isfinite(sum_of_squares(Tensor::from_doubles(bad, shape, dtype).to(Device::cuda))))
+          << shape_string(shape) << " element " << index << " = " << value;
+    }
   }
 }
 

@@ -199,6 +199,41 @@ TEST(TrainingRun, InjectedNanDivergesWithSummary) {
   EXPECT_TRUE(j.at("final_val_loss").is_null());
   EXPECT_EQ(j.at("steps"), 2);
   EXPECT_NE(j.at("error").get<std::string>().find("step 2"), std::string::npos);
+  // The error names where the poison is: lm_head's value (debug.inject_nan_step writes one NaN there).
+  const std::string state = r.error.substr(r.error.find("; ") + 2);
+  EXPECT_TRUE(state.starts_with("non-finite state: param 1 of ")) << r.error;
+  EXPECT_NE(state.find(" (lm_head)"), std::string::npos) << r.error;
+}
+
+// Poisoned before the final validation (debug.inject_nan_step = the step count): every step trained, the loss of
+// each validation window is NaN, and the error names the windows and where the NaN lives.
+TEST(TrainingRun, InjectedNanBeforeTheFinalValidationNamesItsWindows) {
+  RunScratch scratch;
+  RunOptions o = short_run(scratch, "nan_val");
+  o.inject_nan_step = 8;
+  const RunResult r = standin_run(o).run();
+  EXPECT_EQ(r.status, RunStatus::diverged);
+  EXPECT_EQ(r.steps, 8);
+  EXPECT_FALSE(r.final_val_loss.has_value());
+  EXPECT_TRUE(
+      r.error.starts_with("non-finite validation loss at step 8 (validation windows 0, 1 of 2); "
+                          "non-finite state: param 1 of "))
+      << r.error;
+  EXPECT_NE(r.error.find(" (lm_head)"), std::string::npos) << r.error;
+}
+
+TEST(TrainingRun, InjectedNanPastTheLastStepIsRefused) {
+  RunScratch scratch;
+  RunOptions o = short_run(scratch, "nan_late");
+  o.inject_nan_step = 9;
+  std::string message;
+  try {
+    const RunResult r = standin_run(o).run();
+    message = r.error;
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("debug.inject_nan_step=9: the recipe has only 8 steps"), std::string::npos) << message;
 }
 
 TEST(TrainingRun, ResumeContinuesBitIdentically) {

@@ -367,6 +367,13 @@ std::vector<float> NgramTable::settled_second_moment() const {
   return v;
 }
 
+std::vector<NamedTensor> NgramTable::live_tensors() const {
+  std::vector<NamedTensor> out = {{"ngram/shard", shard_}, {"ngram/second_moment", second_moment_}};
+  const auto n_cycle = static_cast<int64_t>(cycle_order_.size());
+  if (n_cycle > 0) out.push_back({"ngram/cycle_grad", cycle_grad_.slice(0, n_cycle)});
+  return out;
+}
+
 std::vector<NamedTensor> NgramTable::checkpoint_tensors() const {
   const auto n_cycle = static_cast<int64_t>(cycle_order_.size());
   Tensor counters = Tensor::empty({4}, DType::i64);

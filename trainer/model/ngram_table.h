@@ -83,6 +83,9 @@ class NgramTable {
   // restore_checkpoint puts it back bit-exactly (names as returned; throws naming a missing or misshaped one).
   std::vector<NamedTensor> checkpoint_tensors() const;
   void restore_checkpoint(const std::vector<NamedTensor>& tensors);
+  // The floating part of that state as handles sharing storage (no copy of the shard): shard, second moment and
+  // the pending cycle's gradient rows.
+  std::vector<NamedTensor> live_tensors() const;
 
   int64_t events() const { return events_; }
   int64_t rows() const { return options_.rows; }

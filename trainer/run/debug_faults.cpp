@@ -25,4 +25,8 @@ void inject_debug_faults(const RunOptions& options, int64_t step, int rank, Trai
   if (options.fault_kind == "kill") ::raise(SIGKILL);
 }
 
+void inject_final_validation_faults(const RunOptions& options, int64_t total, TrainableModel& model) {
+  if (options.inject_nan_step == total) poison_parameters(model);
+}
+
 }  // namespace gpt

@@ -25,6 +25,7 @@
 #include "trainer/export/batch_dump.h"
 #include "trainer/run/checkpoint.h"
 #include "trainer/run/debug_faults.h"
+#include "trainer/run/divergence_report.h"
 #include "trainer/gpt/gpt_trainable.h"
 #include "trainer/run/memory_estimate.h"
 #include "trainer/run/rank_places.h"
@@ -127,8 +128,9 @@ struct TrainingRun::Impl {
               ": a rank runs on one GPU; train_gpt's own launcher (main) starts the ranks of --gpus N");
     GPT_CHECK(options.checkpoint_every >= 0, "--checkpoint-every ", options.checkpoint_every, ": expected >= 0");
     GPT_CHECK(options.threads >= 1, "--threads ", options.threads, ": expected >= 1");
-    GPT_CHECK(options.inject_nan_step < schedule.total_steps(), "--set debug.inject_nan_step=", options.inject_nan_step,
-              ": the recipe has only ", schedule.total_steps(), " steps");
+    GPT_CHECK(options.inject_nan_step <= schedule.total_steps(),
+              "--set debug.inject_nan_step=", options.inject_nan_step, ": the recipe has only ", schedule.total_steps(),
+              " steps (the step count itself poisons the final validation)");
     GPT_CHECK(options.stop_after_step < schedule.total_steps(), "--set debug.stop_after_step=", options.stop_after_step,
               ": expected a step before the last (the recipe has ", schedule.total_steps(), " steps)");
     std::error_code ec;
@@ -242,10 +244,35 @@ struct TrainingRun::Impl {
     return TrainLoader(lo, start);
   }
 
+  // The mean validation loss over the windows and ranks. A non-finite one sets nonfinite_where to the windows
+  // (of this rank) whose loss was not finite.
   double validate() {
     double sum = 0;
-    for (int64_t j = 0; j < val_loader->steps(); ++j) sum += model->validation_loss(val_loader->window(j));
-    return all_ranks_mean(sum / static_cast<double>(val_loader->steps()));
+    std::vector<int64_t> nonfinite;
+    for (int64_t j = 0; j < val_loader->steps(); ++j) {
+      const double loss = model->validation_loss(val_loader->window(j));
+      if (!std::isfinite(loss)) nonfinite.push_back(j);
+      sum += loss;
+    }
+    const double mean = all_ranks_mean(sum / static_cast<double>(val_loader->steps()));
+    nonfinite_where.clear();
+    if (!nonfinite.empty()) {
+      nonfinite_where = " (validation window";
+      nonfinite_where += nonfinite.size() > 1 ? "s " : " ";
+      for (size_t i = 0; i < nonfinite.size(); ++i) nonfinite_where += (i ? ", " : "") + std::to_string(nonfinite[i]);
+      nonfinite_where += " of " + std::to_string(val_loader->steps()) + ")";
+    }
+    return mean;
+  }
+
+  // Appended to a divergence's error: where in the run's state the non-finite values are (trainer/run/
+  // divergence_report.h), on this rank.
+  std::string nonfinite_state() {
+    std::vector<NamedTensor> state = live_state();
+    if (const NgramTable* table = ngram_table_of(*model)) {
+      for (NamedTensor& t : table->live_tensors()) state.push_back(std::move(t));
+    }
+    return "; " + describe_nonfinite_state(state);
   }
 
   double all_ranks_mean(double value) { return mean_in_rank_order(all_ranks_values(value)); }
@@ -452,7 +479,10 @@ struct TrainingRun::Impl {
       const StepSchedule s = schedule.at(step);
       runner->apply_schedule(s);
       if (s.validation) {
-        if (step == total) prepare_final_validation();  // on the clock (§S.11)
+        if (step == total) {
+          prepare_final_validation();  // on the clock (§S.11)
+          inject_final_validation_faults(options, total, *model);
+        }
         clock.stop();
         memory->set_activity("validating at step " + std::to_string(step));
         const double val_loss = validate();
@@ -461,7 +491,7 @@ struct TrainingRun::Impl {
         log.line(validation_line(step, total, val_loss, r.train_time_ms));
         if (!std::isfinite(val_loss)) {
           r.status = RunStatus::diverged;
-          r.error = "non-finite validation loss at step " + std::to_string(step);
+          r.error = "non-finite validation loss at step " + std::to_string(step) + nonfinite_where + nonfinite_state();
           break;
         }
         if (step == total) r.final_val_loss = val_loss;
@@ -480,7 +510,7 @@ struct TrainingRun::Impl {
         clock.stop();
         r.train_time_ms = clock.elapsed_ms();
         r.status = RunStatus::diverged;
-        r.error = "non-finite training loss at step " + std::to_string(step) + nonfinite_where;
+        r.error = "non-finite training loss at step " + std::to_string(step) + nonfinite_where + nonfinite_state();
         break;
       }
       r.steps = step + 1;

@@ -39,7 +39,8 @@ struct RunOptions {
   std::filesystem::path recipe_dir = default_recipe_dir();
 
   // Hidden switches (`--set debug.KEY=VALUE`), not part of the recipe or its hash:
-  int64_t inject_nan_step = -1;   // debug.inject_nan_step: poison lm_head before training step K (divergence test)
+  int64_t inject_nan_step = -1;   // debug.inject_nan_step: poison lm_head before training step K, or before the
+                                  // final validation when K is the step count (divergence tests)
   bool final_checkpoint = false;  // debug.final_checkpoint: also write OUT/ID.final.ckpt after the last validation
   // debug.stop_after_step=K: end the run after step K with its checkpoint OUT/ID.stepK.ckpt and status `failed`
   // ("stopped after step K"), before the later steps and the final validation (tests of a resume that compare the
