@@ -40,6 +40,19 @@ size_t utf8_sequence(std::string_view text, size_t at) {
   return length;
 }
 
+// The JSON library prefixes its messages with an error id ("[json.exception.parse_error.101] "): the user reads the
+// line and column after it, not the id.
+std::string without_json_error_ids(std::string text) {
+  constexpr std::string_view kTag = "[json.exception.";
+  for (size_t open = text.find(kTag); open != std::string::npos; open = text.find(kTag, open)) {
+    const size_t close = text.find(']', open);
+    if (close == std::string::npos) break;
+    const size_t end = close + 1 < text.size() && text[close + 1] == ' ' ? close + 2 : close + 1;
+    text.erase(open, end - open);
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string printable_text(std::string_view text) {
@@ -61,7 +74,7 @@ std::string printable_text(std::string_view text) {
 }
 
 std::string user_error_message(const std::string& raw, bool keep_source_locations) {
-  const std::string what = printable_text(raw);
+  const std::string what = without_json_error_ids(printable_text(raw));
   if (keep_source_locations) return what;
   // GPT_CHECK appends " [path/file.cpp:LINE]"; nested errors carry theirs inside the message.
   std::string out;

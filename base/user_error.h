@@ -8,7 +8,8 @@ namespace gpt {
 
 // `what` without the source locations GPT_CHECK appends, which only `--log-level debug` (or trace) keeps: pass
 // keep_source_locations = gpt::log::enabled(debug). Brackets that are no source location stay. Control bytes
-// (other than newline and tab) and bytes that are not well-formed UTF-8 become \xNN escapes (printable_text).
+// (other than newline and tab) and bytes that are not well-formed UTF-8 become \xNN escapes (printable_text). The JSON
+// library's error ids ("[json.exception.parse_error.101] ") go at every level: its line and column stay.
 std::string user_error_message(const std::string& what, bool keep_source_locations);
 // `text` with control bytes (other than newline and tab) and bytes that are not well-formed UTF-8 as \xNN: names in
 // messages come from the command line, files and databases, and an escape sequence must not reach the terminal.

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <iostream>
 #include <vector>
 
@@ -20,6 +21,33 @@
 #include "harness/commands/site.h"
 #include "base/check.h"
 #include "base/log.h"
+
+namespace {
+
+// CLI11 answers a missing or unknown command word with "A subcommand is required": name the word and the commands of
+// the level it was given at instead ("harness query nosuch" lists query's). Empty when the error is something else.
+std::string unknown_command_message(const CLI::App& app) {
+  const CLI::App* level = &app;
+  std::string path = "harness";
+  for (;;) {
+    const std::vector<CLI::App*> parsed = level->get_subcommands();
+    if (parsed.empty()) break;
+    level = parsed.front();
+    path += " " + level->get_name();
+  }
+  // Words a subcommand does not take fall through to the levels above it (app.fallthrough()).
+  const std::vector<std::string> left = app.remaining(true);
+  if (level->get_require_subcommand_min() == 0) return "";
+  if (!left.empty() && left.front().starts_with("-")) return path + ": unknown option '" + left.front() + "'";
+  std::string names;
+  for (const CLI::App* command : level->get_subcommands([](const CLI::App*) { return true; })) {
+    names += (names.empty() ? "" : ", ") + command->get_name();
+  }
+  if (left.empty()) return path + ": give a command (one of: " + names + ")";
+  return path + ": unknown command '" + left.front() + "' (expected one of: " + names + ")";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace gpt::harness;
@@ -44,6 +72,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::RuntimeError& e) {  // compare/nightly report their verdict as an exit code
     return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
+    if (const std::string unknown = unknown_command_message(app); !unknown.empty()) {
+      std::cerr << unknown << "\nRun with --help for more information.\n";
+      return kExitUsage;
+    }
     const int code = app.exit(e);
     return code == 0 ? 0 : kExitUsage;
   } catch (const gpt::Error& e) {  // the failure that decides the exit status: printed at every log level

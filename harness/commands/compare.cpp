@@ -135,6 +135,7 @@ void set_optional_number(SweepParams& params, const char* key, const std::option
 SweepInfo create_sweep(Store& store, CompareOptions& o) {
   GPT_CHECK(o.runs >= 2, "--runs: give the runs per arm (>= 2: each arm's tests need two), or --resume SWEEP");
   check_seed_range(o.first_seed, o.runs);
+  (void)fail_if_slower_pct(o);  // a bad percentage is refused before anything is resolved or built
   GPT_CHECK(!o.baseline.empty() && !o.candidate.empty(),
             "compare: --baseline and --candidate are required for a new "
             "comparison (or --resume SWEEP)");

@@ -25,6 +25,20 @@ TEST(UserErrorMessage, DropsSourceLocationsUnlessDebugging) {
   }
 }
 
+// The JSON library's error ids were shown to users ("bad.json: not valid Google Benchmark JSON: [json.exception.
+// parse_error.101] parse error at line 2, ..."); the line and column are what they need.
+TEST(UserErrorMessage, DropsTheJsonLibrarysErrorIds) {
+  const std::string raised =
+      "bad.json: not valid Google Benchmark JSON: [json.exception.parse_error.101] parse error at line 2, column 1: "
+      "syntax error";
+  const std::string shown = "bad.json: not valid Google Benchmark JSON: parse error at line 2, column 1: syntax error";
+  EXPECT_EQ(user_error_message(raised, false), shown);
+  EXPECT_EQ(user_error_message(raised, true), shown);
+  EXPECT_EQ(user_error_message("a [json.exception.out_of_range.406] b; c [json.exception.type_error.302]", false),
+            "a b; c ");
+  EXPECT_EQ(user_error_message("an arm named [json.other] stays", false), "an arm named [json.other] stays");
+}
+
 // Names in error messages were echoed with their raw control bytes (an escape sequence acts on the terminal) and
 // broken UTF-8.
 TEST(UserErrorMessage, ControlBytesAndBrokenUtf8AreEscaped) {
