@@ -266,13 +266,22 @@ struct TrainingRun::Impl {
   }
 
   // Appended to a divergence's error: where in the run's state the non-finite values are (trainer/run/
-  // divergence_report.h), on this rank.
+  // divergence_report.h). Each rank names its own tensors; at W > 1 the ranks also exchange how many they hold
+  // (collective: every rank diverges at the same step, since all see the same reduced loss).
   std::string nonfinite_state() {
     std::vector<NamedTensor> state = live_state();
     if (const NgramTable* table = ngram_table_of(*model)) {
       for (NamedTensor& t : table->live_tensors()) state.push_back(std::move(t));
     }
-    return "; " + describe_nonfinite_state(state);
+    const std::string mine = describe_nonfinite_state(state);
+    if (comm->world_size() == 1) return "; " + mine;
+    const std::vector<double> counts = all_ranks_values(static_cast<double>(nonfinite_tensors(state).size()));
+    std::string ranks;
+    for (size_t q = 0; q < counts.size(); ++q) {
+      if (counts[q] > 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(q);
+    }
+    return "; rank " + std::to_string(comm->rank()) + ": " + mine +
+           "; ranks holding non-finite state: " + (ranks.empty() ? "none" : ranks);
   }
 
   double all_ranks_mean(double value) { return mean_in_rank_order(all_ranks_values(value)); }
