@@ -47,8 +47,8 @@ expect_output "summary: $summary"
 expect_output "head-proxy-seed0: finished, 1285/1285 steps, final val loss 7.8490, train time 648.6 s"
 expect_output "stage 0: steps 0-422, 274.0 ms/step"
 expect_output "stage 2: steps 847-1284, 759.6 ms/step"
-expect_call train_step_bench \
-  "--data data/proxy --cu-rows-multiplier 4 --only stage0,stage1,stage2 --fp8 on --json $OUT/train-step-bench.json"
+expect_call train_step_bench "--recipe head --data data/proxy --cu-rows-multiplier 4 --only stage0,stage1,stage2 --fp8 on \
+--json $OUT/train-step-bench.json"
 python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["benchmarks"]' "$OUT/train-step-bench.json" ||
   fail "train-step-bench.json is not Google Benchmark JSON"
 expect_output "stage0 fp8=on: 500.0 ms/step \(forward 150.0, backward 330.0, optimizer 20.0\)"
@@ -98,6 +98,20 @@ expect_output "the run left no summary"
 # (An ended process nobody has reaped yet still answers kill -0: its state, the third field of stat, is Z.)
 read -r -a stat < "/proc/$pid/stat" 2> /dev/null
 [[ ${stat[2]:-Z} == Z ]] || fail "stop left the harness (pid $pid) running"
+
+# RECIPE: another recipe's run under its own name and folder, and its step rows.
+reset_calls
+export HEAD_RUN_DIR=$work/mini-ext-run
+RECIPE=mini-ext TESTS=0 run_script gpu-head-run start 10
+expect_status 0
+expect_call harness "--db $HEAD_RUN_DIR/speedrun.db record --runs 1 --recipe mini-ext --backend cuda --data data/proxy"
+expect_call harness "--name mini-ext-proxy"
+expect_output "summary: $OUT/$(date -u +%Y-%m-%d)-h100-0123456-mini-ext-proxy.json"
+reset_calls
+RECIPE=mini-ext run_script gpu-head-run check 200 bench
+expect_status 0
+expect_call train_step_bench "--recipe mini-ext --data data/proxy --cu-rows-multiplier 4 --only stage0,stage1,stage2"
+export HEAD_RUN_DIR=$work/head-run
 
 # `wait` on a machine without a run, and an unknown action.
 rm -rf "$HEAD_RUN_DIR"
