@@ -185,11 +185,16 @@ TEST(TrainingRun, ClockStopsDuringValidation) {
   }
 }
 
+// The short stand-in run with one NaN written into lm_head before step `step` (debug.inject_nan_step).
+RunResult run_poisoned_at(const RunScratch& scratch, const std::string& run_id, int64_t step) {
+  RunOptions o = short_run(scratch, run_id);
+  o.inject_nan_step = step;
+  return standin_run(o).run();
+}
+
 TEST(TrainingRun, InjectedNanDivergesWithSummary) {
   RunScratch scratch;
-  RunOptions o = short_run(scratch, "nan");
-  o.inject_nan_step = 2;
-  const RunResult r = standin_run(o).run();
+  const RunResult r = run_poisoned_at(scratch, "nan", 2);
   EXPECT_EQ(r.status, RunStatus::diverged);
   EXPECT_EQ(exit_code(r.status), 3);
   EXPECT_EQ(r.steps, 2);
@@ -209,9 +214,7 @@ TEST(TrainingRun, InjectedNanDivergesWithSummary) {
 // each validation window is NaN, and the error names the windows and where the NaN lives.
 TEST(TrainingRun, InjectedNanBeforeTheFinalValidationNamesItsWindows) {
   RunScratch scratch;
-  RunOptions o = short_run(scratch, "nan_val");
-  o.inject_nan_step = 8;
-  const RunResult r = standin_run(o).run();
+  const RunResult r = run_poisoned_at(scratch, "nan_val", 8);
   EXPECT_EQ(r.status, RunStatus::diverged);
   EXPECT_EQ(r.steps, 8);
   EXPECT_FALSE(r.final_val_loss.has_value());
@@ -224,12 +227,9 @@ TEST(TrainingRun, InjectedNanBeforeTheFinalValidationNamesItsWindows) {
 
 TEST(TrainingRun, InjectedNanPastTheLastStepIsRefused) {
   RunScratch scratch;
-  RunOptions o = short_run(scratch, "nan_late");
-  o.inject_nan_step = 9;
   std::string message;
   try {
-    const RunResult r = standin_run(o).run();
-    message = r.error;
+    message = run_poisoned_at(scratch, "nan_late", 9).error;
   } catch (const Error& e) {
     message = e.what();
   }
