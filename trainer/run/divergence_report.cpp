@@ -15,15 +15,25 @@ bool is_tested(const NamedTensor& t) {
 
 }  // namespace
 
-std::vector<std::string> nonfinite_tensors(const std::vector<NamedTensor>& state) {
-  std::vector<std::string> names;
+StateScan scan_state(const std::vector<NamedTensor>& state) {
+  StateScan scan;
   for (const NamedTensor& t : state) {
-    if (is_tested(t) && !std::isfinite(sum_of_squares(t.tensor))) names.push_back(t.name);
+    if (!is_tested(t)) continue;
+    scan.tested.push_back(t.name);
+    if (!std::isfinite(sum_of_squares(t.tensor))) scan.nonfinite.push_back(t.name);
   }
-  return names;
+  return scan;
+}
+
+std::vector<std::string> nonfinite_tensors(const std::vector<NamedTensor>& state) {
+  return scan_state(state).nonfinite;
 }
 
 std::string describe_nonfinite_state(const std::vector<NamedTensor>& state, size_t max_names) {
+  return describe_nonfinite_state(scan_state(state), max_names);
+}
+
+std::string describe_nonfinite_state(const StateScan& scan, size_t max_names) {
   // Groups by the name's first part ("param", "grad", "adam", ...), in order of first appearance.
   struct Group {
     std::string kind;
@@ -31,26 +41,24 @@ std::string describe_nonfinite_state(const std::vector<NamedTensor>& state, size
     std::vector<std::string> bad;  // the names' rest
   };
   std::vector<Group> groups;
-  size_t tested = 0, bad = 0;
-  for (const NamedTensor& t : state) {
-    if (!is_tested(t)) continue;
-    const size_t slash = t.name.find('/');
-    const std::string kind = t.name.substr(0, slash);
+  size_t next_bad = 0;  // scan.nonfinite is a subsequence of scan.tested
+  for (const std::string& name : scan.tested) {
+    const size_t slash = name.find('/');
+    const std::string kind = name.substr(0, slash);
     auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.kind == kind; });
     if (it == groups.end()) it = groups.insert(groups.end(), Group{.kind = kind, .tested = 0, .bad = {}});
     ++it->tested;
-    ++tested;
-    if (!std::isfinite(sum_of_squares(t.tensor))) {
-      it->bad.push_back(slash == std::string::npos ? t.name : t.name.substr(slash + 1));
-      ++bad;
+    if (next_bad < scan.nonfinite.size() && scan.nonfinite[next_bad] == name) {
+      it->bad.push_back(slash == std::string::npos ? name : name.substr(slash + 1));
+      ++next_bad;
     }
   }
   std::string finite;
   for (const Group& g : groups) {
     if (g.bad.empty()) finite += (finite.empty() ? "" : ", ") + g.kind + " " + std::to_string(g.tested);
   }
-  if (bad == 0) {
-    return "every one of the " + std::to_string(tested) + " floating state tensors is finite (" + finite +
+  if (scan.nonfinite.empty()) {
+    return "every one of the " + std::to_string(scan.tested.size()) + " floating state tensors is finite (" + finite +
            "): the non-finite value arose in the computation";
   }
   std::string text = "non-finite state:";

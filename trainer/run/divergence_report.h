@@ -11,6 +11,14 @@
 
 namespace gpt {
 
+// Which floating tensors of a state list were tested and which of them hold a non-finite element (list order).
+// Scanning reads every tested byte once; describe and count from the scan.
+struct StateScan {
+  std::vector<std::string> tested;
+  std::vector<std::string> nonfinite;
+};
+StateScan scan_state(const std::vector<NamedTensor>& state);
+
 // Names of the floating tensors of `state` holding a non-finite element, in list order.
 std::vector<std::string> nonfinite_tensors(const std::vector<NamedTensor>& state);
 
@@ -18,6 +26,7 @@ std::vector<std::string> nonfinite_tensors(const std::vector<NamedTensor>& state
 // ngram): "non-finite state: param 1 of 13 (lm_head); grad 19 of 20 (embed, ... and 11 more); finite: adam 26,
 // bank 12", at most `max_names` names per group; or "every one of the 77 floating state tensors is finite (param 13,
 // ...): the non-finite value arose in the computation" when none is.
+std::string describe_nonfinite_state(const StateScan& scan, size_t max_names = 8);
 std::string describe_nonfinite_state(const std::vector<NamedTensor>& state, size_t max_names = 8);
 
 }  // namespace gpt

@@ -1,5 +1,6 @@
 #include "trainer/run/training_run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cmath>
@@ -50,6 +51,16 @@ std::string join_steps(const std::vector<int64_t>& steps) {
   for (size_t i = 0; i < steps.size(); ++i) out << (i ? ", " : "") << steps[i];
   out << ']';
   return out.str();
+}
+
+// "0, 3": the positions of `values` for which `pick` holds, comma-separated ("" when none does).
+template <typename Pick>
+std::string positions_where(const std::vector<double>& values, Pick pick) {
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (pick(values[i])) out += (out.empty() ? "" : ", ") + std::to_string(i);
+  }
+  return out;
 }
 
 }  // namespace
@@ -248,19 +259,19 @@ struct TrainingRun::Impl {
   // (of this rank) whose loss was not finite.
   double validate() {
     double sum = 0;
-    std::vector<int64_t> nonfinite;
+    std::vector<double> losses;
     for (int64_t j = 0; j < val_loader->steps(); ++j) {
-      const double loss = model->validation_loss(val_loader->window(j));
-      if (!std::isfinite(loss)) nonfinite.push_back(j);
-      sum += loss;
+      losses.push_back(model->validation_loss(val_loader->window(j)));
+      sum += losses.back();
     }
     const double mean = all_ranks_mean(sum / static_cast<double>(val_loader->steps()));
+    const auto nonfinite = [](double loss) { return !std::isfinite(loss); };
+    const std::string windows = positions_where(losses, nonfinite);
     nonfinite_where.clear();
-    if (!nonfinite.empty()) {
-      nonfinite_where = " (validation window";
-      nonfinite_where += nonfinite.size() > 1 ? "s " : " ";
-      for (size_t i = 0; i < nonfinite.size(); ++i) nonfinite_where += (i ? ", " : "") + std::to_string(nonfinite[i]);
-      nonfinite_where += " of " + std::to_string(val_loader->steps()) + ")";
+    if (!windows.empty()) {
+      nonfinite_where = std::string(" (validation window") +
+                        (std::count_if(losses.begin(), losses.end(), nonfinite) > 1 ? "s " : " ") + windows + " of " +
+                        std::to_string(val_loader->steps()) + ")";
     }
     return mean;
   }
@@ -273,13 +284,11 @@ struct TrainingRun::Impl {
     if (const NgramTable* table = ngram_table_of(*model)) {
       for (NamedTensor& t : table->live_tensors()) state.push_back(std::move(t));
     }
-    const std::string mine = describe_nonfinite_state(state);
+    const StateScan scan = scan_state(state);
+    const std::string mine = describe_nonfinite_state(scan);
     if (comm->world_size() == 1) return "; " + mine;
-    const std::vector<double> counts = all_ranks_values(static_cast<double>(nonfinite_tensors(state).size()));
-    std::string ranks;
-    for (size_t q = 0; q < counts.size(); ++q) {
-      if (counts[q] > 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(q);
-    }
+    const std::vector<double> counts = all_ranks_values(static_cast<double>(scan.nonfinite.size()));
+    const std::string ranks = positions_where(counts, [](double count) { return count > 0; });
     return "; rank " + std::to_string(comm->rank()) + ": " + mine +
            "; ranks holding non-finite state: " + (ranks.empty() ? "none" : ranks);
   }
@@ -293,9 +302,7 @@ struct TrainingRun::Impl {
   // " (rank 1, 3)" when W > 1 and some ranks' values are not finite, else "".
   std::string nonfinite_ranks(const std::vector<double>& values) const {
     if (values.size() < 2) return "";
-    std::string ranks;
-    for (size_t q = 0; q < values.size(); ++q)
-      if (!std::isfinite(values[q])) ranks += (ranks.empty() ? "" : ", ") + std::to_string(q);
+    const std::string ranks = positions_where(values, [](double v) { return !std::isfinite(v); });
     return ranks.empty() ? "" : " (rank " + ranks + ")";
   }
 
