@@ -1,5 +1,7 @@
 #include "kernels/elementwise.h"
 
+#include <string>
+
 #include "kernels/dispatch.h"
 
 namespace gpt {
@@ -50,39 +52,70 @@ void mix_rmsnorm_forward(std::span<const MixTerm> terms, Tensor& out, Tensor& y,
   GPT_BACKEND_CALL(out.device(), mix_rmsnorm_forward, terms, out, y, rstd, eps);
 }
 
-void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads) {
-  check_terms(terms, dout, "mix_backward");
-  GPT_CHECK(grads.size() == terms.size(), "mix_backward: ", grads.size(), " grads for ", terms.size(), " terms");
+namespace {
+
+// grads against terms and the tensor dout has the shape of (`like`); `dout` is the tensor a term's dx may be (only
+// an overwriting one), or null.
+void check_grads(const Tensor& like, const Tensor* dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads,
+                 const char* op) {
+  const std::string name(op);
+  const std::string dx_what = name + ": dx", dscalar_what = name + ": dscalar", dlanes_what = name + ": dlanes";
+  GPT_CHECK(grads.size() == terms.size(), op, ": ", grads.size(), " grads for ", terms.size(), " terms");
   int dout_writers = 0;
   for (size_t k = 0; k < terms.size(); ++k) {
     const MixGrad& g = grads[k];
     if (g.dx.defined()) {
-      check_shape(g.dx, dout.shape(), "mix_backward: dx");
-      check_dtype(g.dx, dout.dtype(), "mix_backward: dx");
-      check_same_device({&g.dx, &dout}, "mix_backward: dx");
-      if (g.dx.raw() == dout.raw()) {
-        GPT_CHECK(g.overwrite_dx, "mix_backward: term ", k,
-                  "'s dx is dout itself, which only an overwriting term may be");
+      check_shape(g.dx, like.shape(), dx_what.c_str());
+      check_dtype(g.dx, like.dtype(), dx_what.c_str());
+      check_same_device({&g.dx, &like}, dx_what.c_str());
+      if (dout != nullptr && g.dx.raw() == dout->raw()) {
+        GPT_CHECK(g.overwrite_dx, op, ": term ", k, "'s dx is dout itself, which only an overwriting term may be");
         ++dout_writers;
       }
       for (size_t j = 0; j < k && g.overwrite_dx; ++j) {
-        GPT_CHECK(!grads[j].dx.defined() || grads[j].dx.raw() != g.dx.raw(), "mix_backward: term ", k,
+        GPT_CHECK(!grads[j].dx.defined() || grads[j].dx.raw() != g.dx.raw(), op, ": term ", k,
                   " overwrites the dx that term ", j, " writes first");
       }
     }
     if (g.dscalar.defined()) {
-      GPT_CHECK(terms[k].coef.scalar.defined(), "mix_backward: dscalar given for term ", k, " without a scalar");
-      check_shape(g.dscalar, {1}, "mix_backward: dscalar");
-      check_dtype(g.dscalar, terms[k].coef.scalar.dtype(), "mix_backward: dscalar");
+      GPT_CHECK(terms[k].coef.scalar.defined(), op, ": dscalar given for term ", k, " without a scalar");
+      check_shape(g.dscalar, {1}, dscalar_what.c_str());
+      check_dtype(g.dscalar, terms[k].coef.scalar.dtype(), dscalar_what.c_str());
     }
     if (g.dlanes.defined()) {
-      GPT_CHECK(terms[k].coef.lanes.defined(), "mix_backward: dlanes given for term ", k, " without lanes");
-      check_shape(g.dlanes, terms[k].coef.lanes.shape(), "mix_backward: dlanes");
-      check_dtype(g.dlanes, terms[k].coef.lanes.dtype(), "mix_backward: dlanes");
+      GPT_CHECK(terms[k].coef.lanes.defined(), op, ": dlanes given for term ", k, " without lanes");
+      check_shape(g.dlanes, terms[k].coef.lanes.shape(), dlanes_what.c_str());
+      check_dtype(g.dlanes, terms[k].coef.lanes.dtype(), dlanes_what.c_str());
     }
   }
-  GPT_CHECK(dout_writers <= 1, "mix_backward: at most one term's dx may be dout itself, got ", dout_writers);
+  GPT_CHECK(dout_writers <= 1, op, ": at most one term's dx may be dout itself, got ", dout_writers);
+}
+
+}  // namespace
+
+void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads) {
+  check_terms(terms, dout, "mix_backward");
+  check_grads(dout, &dout, terms, grads, "mix_backward");
   GPT_BACKEND_CALL(dout.device(), mix_backward, dout, terms, grads);
+}
+
+void mix_rmsnorm_backward(const Tensor* dout_old, const Tensor& dy, const Tensor& x, const Tensor& rstd,
+                          std::span<const MixTerm> terms, std::span<const MixGrad> grads) {
+  constexpr const char* kOp = "mix_rmsnorm_backward";
+  check_terms(terms, x, kOp);
+  check_shape(dy, x.shape(), "mix_rmsnorm_backward: dy");
+  check_dtype(dy, x.dtype(), "mix_rmsnorm_backward: dy");
+  check_shape(rstd, {x.numel() / x.size(-1)}, "mix_rmsnorm_backward: rstd");
+  check_dtype(rstd, stat_dtype(x.dtype()), "mix_rmsnorm_backward: rstd");
+  check_same_device({&dy, &x, &rstd}, kOp);
+  const Tensor* old = dout_old != nullptr && dout_old->defined() ? dout_old : nullptr;
+  if (old != nullptr) {
+    check_shape(*old, x.shape(), "mix_rmsnorm_backward: dout_old");
+    check_dtype(*old, x.dtype(), "mix_rmsnorm_backward: dout_old");
+    check_same_device({old, &x}, "mix_rmsnorm_backward: dout_old");
+  }
+  check_grads(x, old, terms, grads, kOp);
+  GPT_BACKEND_CALL(x.device(), mix_rmsnorm_backward, old, dy, x, rstd, terms, grads);
 }
 
 }  // namespace gpt

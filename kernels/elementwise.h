@@ -91,6 +91,17 @@ void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<
 // (the norm reads the row it has just written from shared memory instead of from global memory), else runs the two.
 void mix_rmsnorm_forward(std::span<const MixTerm> terms, Tensor& out, Tensor& y, Tensor& rstd, float eps = kNormEps);
 
+// The backward of mix_rmsnorm_forward's two ops with the norm's input gradient not stored: first
+//   dout = dout_old + J_norm^T dy   (rmsnorm_backward into a copy of dout_old; dout_old null or undefined: = J^T dy)
+// in x's dtype, then mix_backward(dout, terms, grads). x is the mix's output (the norm's input), dy the norm
+// output's gradient, rstd the norm's. dout_old (x's gradient gathered so far) is read, not written: the caller's
+// x gradient never holds dout, which nothing reads after the mix's backward. A term's dx may be dout_old itself
+// (mix_backward's rule for dout). Results are those of the two ops bit for bit; the CUDA path forms dout in the
+// registers of mix_backward v3's one-pass kernel when that kernel takes the call, saving the write and read-back
+// of dout (kernels/cuda/NOTES.md), else runs the two ops.
+void mix_rmsnorm_backward(const Tensor* dout_old, const Tensor& dy, const Tensor& x, const Tensor& rstd,
+                          std::span<const MixTerm> terms, std::span<const MixGrad> grads);
+
 // §2.9 steps 2 and 10: W_out = bf16(bf16(λ)·W) (one scalar term). dW += bf16(λ)·dW_out, dλ += Σ dW_out·W.
 inline void scale_weight_forward(const Tensor& w, const Tensor& lambda, Tensor& w_out) {
   const MixTerm term{w, Coef::of_scalar(lambda)};
@@ -107,11 +118,15 @@ namespace cpu {
 void mix_forward(std::span<const MixTerm> terms, Tensor& out);
 void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads);
 void mix_rmsnorm_forward(std::span<const MixTerm> terms, Tensor& out, Tensor& y, Tensor& rstd, float eps);
+void mix_rmsnorm_backward(const Tensor* dout_old, const Tensor& dy, const Tensor& x, const Tensor& rstd,
+                          std::span<const MixTerm> terms, std::span<const MixGrad> grads);
 }  // namespace cpu
 namespace cuda {
 void mix_forward(std::span<const MixTerm> terms, Tensor& out);
 void mix_backward(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads);
 void mix_rmsnorm_forward(std::span<const MixTerm> terms, Tensor& out, Tensor& y, Tensor& rstd, float eps);
+void mix_rmsnorm_backward(const Tensor* dout_old, const Tensor& dy, const Tensor& x, const Tensor& rstd,
+                          std::span<const MixTerm> terms, std::span<const MixGrad> grads);
 }  // namespace cuda
 
 }  // namespace gpt

@@ -160,4 +160,14 @@ void mix_rmsnorm_forward(std::span<const MixTerm> terms, Tensor& out, Tensor& y,
   cpu::rmsnorm_forward(out, y, rstd, eps);
 }
 
+// The reference: the two ops on a temporary dout.
+void mix_rmsnorm_backward(const Tensor* dout_old, const Tensor& dy, const Tensor& x, const Tensor& rstd,
+                          std::span<const MixTerm> terms, std::span<const MixGrad> grads) {
+  const bool has_old = dout_old != nullptr && dout_old->defined();
+  Tensor dout = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (has_old) dout.copy_from(*dout_old);
+  cpu::rmsnorm_backward(dy, x, rstd, dout, has_old ? GradWrite::add : GradWrite::overwrite);
+  cpu::mix_backward(dout, terms, grads);
+}
+
 }  // namespace gpt::cpu

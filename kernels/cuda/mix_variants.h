@@ -25,6 +25,10 @@
 //       / 227.9 (the backward version does not enter the forward phase).
 // mix_rmsnorm_forward (kernels/elementwise.h) runs mix_forward v2's kernel with the norm of each row added, on the
 // calls v2 takes while v2 is the mix_forward in use; other calls run mix_forward and rmsnorm_forward.
+// mix_rmsnorm_backward (kernels/elementwise.h) runs mix_backward v3's kernel with dout formed from the norm's
+// gradient in its registers (kernels/cuda/mix_norm_backward.cu), on the calls v3 takes while v3 is the
+// mix_backward in use (and whose dx are neither dy nor x); other calls run rmsnorm_backward into a temporary and
+// mix_backward.
 #include <span>
 
 #include "kernels/elementwise.h"
@@ -40,6 +44,8 @@ inline constexpr int kMixForwardVersions = 2;
 // version that SPEEDRUN_MIX_BACKWARD names ("v3"; read once per process).
 void mix_backward_version(const Tensor& dout, std::span<const MixTerm> terms, std::span<const MixGrad> grads,
                           int version);
+// The version cuda::mix_backward runs (kPromotedMixBackward or SPEEDRUN_MIX_BACKWARD's).
+int mix_backward_in_use();
 // mix_forward through version 1 … kMixForwardVersions; cuda::mix_forward runs kPromotedMixForward or the version
 // SPEEDRUN_MIX_FORWARD names.
 void mix_forward_version(std::span<const MixTerm> terms, Tensor& out, int version);

@@ -3,6 +3,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/rms_backward.cuh"
 #include "kernels/rmsnorm.h"
 
 namespace gpt::cuda {
@@ -30,14 +31,12 @@ __global__ void rmsnorm_backward_kernel(const T* __restrict__ dy, const T* __res
   if (row >= rows) return;
   const T* xr = x + row * n;
   const T* dyr = dy + row * n;
-  A dot = 0;
-  for (int i = lane; i < n; i += 32) dot += to_acc<A>(dyr[i]) * to_acc<A>(xr[i]);
-  dot = warp_sum(dot);
   const A inv = rstd[row];
-  const A c = inv * inv * inv * dot / A(n);
+  const A c = rms_backward_coefficient(inv, warp_row_dot<A>(dyr, xr, n, lane), n);
   for (int i = lane; i < n; i += 32) {
     const int64_t k = row * n + i;
-    dx[k] = from_acc<T>((add ? to_acc<A>(dx[k]) : A(0)) + inv * to_acc<A>(dyr[i]) - c * to_acc<A>(xr[i]));
+    dx[k] =
+        from_acc<T>(rms_backward_element((add ? to_acc<A>(dx[k]) : A(0)), to_acc<A>(dyr[i]), to_acc<A>(xr[i]), inv, c));
   }
 }
 
