@@ -1,12 +1,15 @@
 // taped::mix_normed and taped::rmsnorm(…, PendingNorm&) (trainer/model/taped_ops.h): the norm's forward made with the
 // mix, its backward recorded where the plain rmsnorm records it, so values and gradients are those of mix then
-// rmsnorm, bit for bit; a pending norm serves only the tensor it was made of and is never silently dropped.
+// rmsnorm, bit for bit; a pending norm serves only the tensor it was made of and is never silently dropped. A norm
+// recorded right after its mix has its backward folded into the mix's (mix_rmsnorm_backward): the same gradients bit
+// for bit, in a lone mix and in the whole model.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "tests/common/gradcheck.h"
+#include "tests/common/model_fixtures.h"
 #include "trainer/model/taped_ops.h"
 
 namespace gpt {
@@ -88,6 +91,55 @@ TEST(MixNormed, ANormMadeButNeverReadIsAnErrorAtTheNextMix) {
     ADD_FAILURE() << "a second pending norm replaced an unread one";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("was never used"), std::string::npos) << e.what();
+  }
+}
+
+// The fold runs where the norm is recorded right after its mix (`fused_recorded_early`; the readers recorded after
+// the norm have added to the mix's gradient by the time the folded steps run) and nowhere else (`fused`).
+TEST(MixNormed, FoldingTheNormBackwardIntoTheMixChangesNoBit) {
+  for (Norm norm : {Norm::fused, Norm::fused_recorded_early}) {
+    SCOPED_TRACE(static_cast<int>(norm));
+    Results folded, apart;
+    {
+      const taped::detail::ScopedMixNormBackwardFold on(true);
+      folded = run(norm);
+    }
+    {
+      const taped::detail::ScopedMixNormBackwardFold off(false);
+      apart = run(norm);
+    }
+    EXPECT_EQ(folded.dx, apart.dx);
+    EXPECT_EQ(folded.da, apart.da);
+    EXPECT_EQ(folded.drho, apart.drho);
+    EXPECT_EQ(folded.dother, apart.dother);
+  }
+}
+
+// Every parameter gradient of a bf16 model's forward and backward (§0.4 roundings) with the folds and without.
+TEST(MixNormed, ModelGradientsAreTheSameWithTheNormBackwardFoldedOrNot) {
+  const ModelDims dims = testing::small_dims();
+  ModelWeights base = init_weights(dims, 21, DType::f64);
+  testing::perturb_weights(base, 22);
+  testing::ModelHarness h(testing::convert_weights(base, DType::bf16));
+  const Microbatch mb = testing::make_microbatch({25, 24}, dims.vocab, 512, 0, 9);
+  StepConfig cfg = testing::make_config(dims, 48, DType::bf16, 5, 12, 0.3);
+  cfg.mtp_weights = {1.0f, 0.5f};
+  auto gradients = [&](bool fold) {
+    const taped::detail::ScopedMixNormBackwardFold scoped(fold);
+    Tape tape;
+    h.params.zero_grads();
+    const double loss = h.model->train_forward_backward(mb, cfg, tape);
+    std::vector<std::vector<double>> grads = {{loss}};
+    for (const Parameter& p : h.params.all()) grads.push_back(p.grad.to_doubles());
+    return grads;
+  };
+  const auto folded = gradients(true), apart = gradients(false);
+  ASSERT_EQ(folded.size(), apart.size());
+  EXPECT_EQ(folded[0], apart[0]) << "loss";
+  size_t k = 1;
+  for (const Parameter& p : h.params.all()) {
+    EXPECT_EQ(folded[k], apart[k]) << p.name;
+    ++k;
   }
 }
 

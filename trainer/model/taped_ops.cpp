@@ -1,5 +1,6 @@
 #include "trainer/model/taped_ops.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -18,6 +19,12 @@
 #include "kernels/xsa.h"
 
 namespace gpt::taped {
+
+// A norm folded into its mix (PendingNorm): shared by the two backward steps.
+struct FoldedNorm {
+  Tensor rstd;  // set when the rmsnorm is recorded: the fold is on
+  Tensor dy;    // the norm output's gradient, from the norm's step to the mix's
+};
 
 namespace {
 
@@ -119,6 +126,18 @@ Var record_rmsnorm(Tape& tape, Var x, Tensor y, Tensor rstd) {
   return out;
 }
 
+// The norm's step of a fold: hands the norm output's gradient to the mix's step, which the tape runs next.
+Var record_folded_rmsnorm(Tape& tape, Var x, Tensor y, std::shared_ptr<FoldedNorm> fold) {
+  Var out(std::move(y));
+  tape.push(
+      [x, out, fold]() mutable {
+        if (!out.has_grad() || !x.requires_grad()) return;
+        fold->dy = out.grad();
+      },
+      "rmsnorm", {out, x});
+  return out;
+}
+
 Tensor rstd_for(const Tensor& x) { return Tensor::empty({x.numel() / x.size(-1)}, stat_dtype(x.dtype()), x.device()); }
 
 bool fuse_mix_norm() {
@@ -126,7 +145,20 @@ bool fuse_mix_norm() {
   return on;
 }
 
+std::atomic<int> fold_override{-1};  // detail::ScopedMixNormBackwardFold's choice; -1: the environment's
+
+bool fold_mix_norm_backward() {
+  static const bool on = switched_on("SPEEDRUN_MIX_NORM_BACKWARD");
+  const int forced = fold_override.load();
+  return forced < 0 ? on : forced != 0;
+}
+
 }  // namespace
+
+namespace detail {
+ScopedMixNormBackwardFold::ScopedMixNormBackwardFold(bool on) : previous_(fold_override.exchange(on ? 1 : 0)) {}
+ScopedMixNormBackwardFold::~ScopedMixNormBackwardFold() { fold_override.store(previous_); }
+}  // namespace detail
 
 Var rmsnorm(Tape& tape, Var x) {
   const Tensor& xv = x.value();
@@ -140,6 +172,12 @@ Var rmsnorm(Tape& tape, Var x, PendingNorm& pending) {
   const Tensor& xv = x.value();
   if (!pending.waiting() || pending.of.raw() != xv.raw() || pending.of.shape() != xv.shape()) return rmsnorm(tape, x);
   PendingNorm ready = std::exchange(pending, PendingNorm{});
+  // Folded only when the norm's step comes right after the mix's: in the backward no other reader of x adds to its
+  // gradient between the two, so forming it inside the mix's step adds the same terms in the same order.
+  if (ready.fold != nullptr && tape.enabled() && tape.size() == ready.tape_steps_after_mix) {
+    ready.fold->rstd = std::move(ready.rstd);
+    return record_folded_rmsnorm(tape, std::move(x), std::move(ready.y), std::move(ready.fold));
+  }
   return record_rmsnorm(tape, std::move(x), std::move(ready.y), std::move(ready.rstd));
 }
 
@@ -260,12 +298,14 @@ std::vector<MixTerm> mix_terms(const std::vector<Term>& terms) {
   return out;
 }
 
-// mix's output Var and its backward step on the tape.
-Var record_mix(Tape& tape, const std::vector<Term>& terms, Tensor y) {
+// mix's output Var and its backward step on the tape; with `fold`, the step also runs the backward of a norm of the
+// output that was folded into it (the norm's step hands over its output gradient).
+Var record_mix(Tape& tape, const std::vector<Term>& terms, Tensor y, std::shared_ptr<FoldedNorm> fold = nullptr) {
   Var out(std::move(y));
   tape.push(
-      [terms = terms, out]() mutable {
-        if (!out.has_grad()) return;
+      [terms = terms, out, fold]() mutable {
+        const Tensor norm_dy = fold != nullptr ? std::exchange(fold->dy, Tensor{}) : Tensor{};
+        if (!out.has_grad() && !norm_dy.defined()) return;
         std::vector<MixGrad> grads(terms.size());
         for (size_t k = 0; k < terms.size(); ++k) {
           Term& t = terms[k];
@@ -273,7 +313,15 @@ Var record_mix(Tape& tape, const std::vector<Term>& terms, Tensor y) {
           if (present(t.scalar) && t.scalar.requires_grad()) grads[k].dscalar = t.scalar.grad();
           if (present(t.lanes) && t.lanes.requires_grad()) grads[k].dlanes = t.lanes.grad();
         }
-        mix_backward(out.grad(), mix_terms(terms), grads);
+        if (!norm_dy.defined()) {
+          mix_backward(out.grad(), mix_terms(terms), grads);
+          return;
+        }
+        // The gradient gathered so far, which the norm's adds to; none yet: the norm's is its first writer (adding
+        // into zeros instead while first writers are off, as the norm's own step would).
+        const bool has_old = out.has_grad() || !first_writers_overwrite();
+        mix_rmsnorm_backward(has_old ? &out.grad() : nullptr, norm_dy, out.value(), fold->rstd, mix_terms(terms),
+                             grads);
       },
       "mix", mix_vars(out, terms));
   return out;
@@ -296,8 +344,11 @@ Var mix_normed(Tape& tape, const std::vector<Term>& terms, PendingNorm& pending)
   const Tensor& like = terms.front().x.value();
   Tensor y = new_like(like), normed = new_like(like), rstd = rstd_for(like);
   mix_rmsnorm_forward(mix_terms(terms), y, normed, rstd);
-  pending = PendingNorm{.of = y, .y = std::move(normed), .rstd = std::move(rstd)};
-  return record_mix(tape, terms, std::move(y));
+  std::shared_ptr<FoldedNorm> fold = fold_mix_norm_backward() ? std::make_shared<FoldedNorm>() : nullptr;
+  pending = PendingNorm{.of = y, .y = std::move(normed), .rstd = std::move(rstd), .fold = fold};
+  Var out = record_mix(tape, terms, std::move(y), std::move(fold));
+  pending.tape_steps_after_mix = tape.size();
+  return out;
 }
 
 Var scale_weight(Tape& tape, Var w, Var lambda) { return mix(tape, {term(w).scaled(lambda)}); }

@@ -8,6 +8,7 @@
 // tables, constants) are skipped. While the tape is disabled (validation) nothing is recorded and no gradient
 // buffer is allocated.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -35,9 +36,16 @@ Var rmsnorm(Tape& tape, Var x);
 // The forward results of norm(x) made by the kernel that made x (mix_normed), waiting for the rmsnorm call that
 // uses them: that call records the norm's backward where it always did, so the tape's order (and the order in which
 // gradients add up) is the same as without the fusion. Empty when nothing waits.
+// When that rmsnorm is recorded right after the mix (no other reader of x in between, so nothing adds to x's
+// gradient between the two backward steps), its backward is folded into the mix's (mix_rmsnorm_backward, one kernel
+// on CUDA): the norm's step hands its output gradient to the mix's step, which forms x's full gradient without
+// storing it. SPEEDRUN_MIX_NORM_BACKWARD=0 (read once) keeps the two steps apart.
+struct FoldedNorm;  // taped_ops.cpp: what the two steps share
 struct PendingNorm {
   Tensor of;  // x's value
   Tensor y, rstd;
+  std::shared_ptr<FoldedNorm> fold{};  // the mix's end of a fold; null: no fold
+  size_t tape_steps_after_mix = 0;     // the tape's size once the mix was recorded
   bool waiting() const { return of.defined(); }
 };
 // rmsnorm(x) from `pending` when it holds the norm of x (then empties it), else computed here.
@@ -68,6 +76,21 @@ Var mix(Tape& tape, const std::vector<Term>& terms);
 // mix(terms) whose output a later rmsnorm reads: the norm's forward is made with the mix (mix_rmsnorm_forward, one
 // kernel on CUDA) into `pending`, which must be empty. SPEEDRUN_MIX_NORM=0 (read once) makes it a plain mix.
 Var mix_normed(Tape& tape, const std::vector<Term>& terms, PendingNorm& pending);
+
+namespace detail {
+// For tests that compare the backward with and without the norm folded into its mix in one process: what
+// SPEEDRUN_MIX_NORM_BACKWARD would choose, for the mix_normed calls made while it lives.
+class ScopedMixNormBackwardFold {
+ public:
+  explicit ScopedMixNormBackwardFold(bool on);
+  ~ScopedMixNormBackwardFold();
+  ScopedMixNormBackwardFold(const ScopedMixNormBackwardFold&) = delete;
+  ScopedMixNormBackwardFold& operator=(const ScopedMixNormBackwardFold&) = delete;
+
+ private:
+  int previous_;
+};
+}  // namespace detail
 
 // W_out = bf16(bf16(λ)·W).
 Var scale_weight(Tape& tape, Var w, Var lambda);
