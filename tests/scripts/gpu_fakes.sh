@@ -14,7 +14,8 @@
 # flag fails as the program would, with exit status 2.
 # Knobs: FAKE_FAIL=WHAT[,WHAT] makes a step fail: configure, build, ctest, ctest-attention, harness-run, bench
 # (train_step_bench), kernel-bench (the Google Benchmark programs), ncu, train_gpt, export (reference_export),
-# python (the reference scripts); FAKE_RUN_SECONDS is the length of the stand-in training run.
+# python (the reference scripts); FAKE_RUN_SECONDS is the length of the stand-in training run; FAKE_DIVERGE_UNLESS
+# (train_gpt) makes every run whose arguments lack that text diverge.
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -194,8 +195,10 @@ if ((${#sources[@]})); then
     if [[ $a == --* && $declared != *" $a "* ]]; then
       echo "UNKNOWN FLAG $name $a" | tee -a "$FAKE_CALLS/$name" >&2; exit 2
     fi
+    key=${a%%=*}
+    [[ $key =~ ^schedule\.stages\.[0-9]+\.(.+)$ ]] && key=${BASH_REMATCH[1]}  # a stage's key, declared bare
     if [[ $prev == --set ]] &&
-       ! grep -qF "\"${a%%=*}\"" "$src/trainer/recipe/recipe_keys.cpp" "$src/trainer/run/run_options.cpp"; then
+       ! grep -qF "\"$key\"" "$src/trainer/recipe/recipe_keys.cpp" "$src/trainer/run/run_options.cpp"; then
       echo "UNKNOWN FLAG $name --set ${a%%=*}" | tee -a "$FAKE_CALLS/$name" >&2; exit 2
     fi
     prev=$a
@@ -261,6 +264,12 @@ JSON
     fails train_gpt && { echo "train_gpt: cudaErrorIllegalAddress" >&2; exit 1; }
     out=$(value --out "$@"); id=$(value --run-id "$@")
     mkdir -p "$out"
+    # FAKE_DIVERGE_UNLESS=TEXT: a run whose arguments lack TEXT validates NaN at step 200 and diverges (exit 3).
+    if [[ -n ${FAKE_DIVERGE_UNLESS:-} && " $* " != *"$FAKE_DIVERGE_UNLESS"* ]]; then
+      printf 'step:0/1194 val_loss:10.7862 train_time:682ms\nstep:200/1194 val_loss:nan train_time:8577ms\n' > "$out/$id.txt"
+      echo "train_gpt: diverged: non-finite validation loss at step 200; non-finite state: param 1 of 19 (lm_head)" >&2
+      exit 3
+    fi
     echo "step:10/10 val_loss:5.0000 train_time:1000ms step_avg:100.00ms" > "$out/$id.txt"
     echo "{\"run_id\": \"$id\", \"status\": \"finished\"}" > "$out/$id.json"
     every=$(value --checkpoint-every "$@")
