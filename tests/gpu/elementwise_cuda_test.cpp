@@ -133,26 +133,7 @@ class MixRowVersionsCuda : public ::testing::TestWithParam<RowMixCase> {};
 struct RowMixSetup {
   std::vector<Tensor> x;
   Tensor rho, pi, lanes;
-  std::vector<MixTerm> terms() const {
-    std::vector<MixTerm> t;
-    for (size_t k = 0; k < x.size(); ++k) {
-      switch (k % 4) {
-        case 0:
-          t.push_back({x[k], Coef::of_scalar(rho)});
-          break;
-        case 1:
-          t.push_back({x[k], Coef::of_scalar(pi)});
-          break;
-        case 2:
-          t.push_back({x[k], Coef::of_lane(lanes, 18 + static_cast<int64_t>(k))});
-          break;
-        default:
-          t.push_back({x[k], Coef::sigmoid_scalar(pi).times_lane(lanes, 19).plus(0.5f)});
-          break;
-      }
-    }
-    return t;
-  }
+  std::vector<MixTerm> terms() const { return residual_mix_terms(x, rho, pi, lanes); }
 };
 
 constexpr int64_t kRowMixRows = 4099, kRowMixWidth = 768;

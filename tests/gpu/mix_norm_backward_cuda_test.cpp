@@ -23,35 +23,14 @@ using testing::random_tensor;
 
 constexpr int64_t kRows = 4099;  // not a multiple of the block's eight warps
 
-// The residual mixes' terms (§2.8), as the mix_backward version tests build them: ρ·x, π·a, G[:, 18 + k]·x_k and
-// σ(π)·(0.5 + G[:, 19])·x_k; `grouped` gives term 2 six lane groups (per-head gates), which the one-pass kernel
-// does not take.
+// The residual mixes' terms (residual_mix_terms); `grouped` gives term 2 six lane groups (per-head gates), which the
+// one-pass kernel does not take.
 struct Inputs {
   std::vector<Tensor> x;
   Tensor rho, pi, lanes, normed_x, dy, rstd;
   bool grouped = false;
 
-  std::vector<MixTerm> terms() const {
-    std::vector<MixTerm> t;
-    for (size_t k = 0; k < x.size(); ++k) {
-      switch (k % 4) {
-        case 0:
-          t.push_back({x[k], Coef::of_scalar(rho)});
-          break;
-        case 1:
-          t.push_back({x[k], Coef::of_scalar(pi)});
-          break;
-        case 2:
-          t.push_back(
-              {x[k], grouped ? Coef::of_lane(lanes, 0, 6) : Coef::of_lane(lanes, 18 + static_cast<int64_t>(k))});
-          break;
-        default:
-          t.push_back({x[k], Coef::sigmoid_scalar(pi).times_lane(lanes, 19).plus(0.5f)});
-          break;
-      }
-    }
-    return t;
-  }
+  std::vector<MixTerm> terms() const { return residual_mix_terms(x, rho, pi, lanes, grouped); }
   Inputs to(Device device) const {
     Inputs d = *this;
     for (Tensor& t : d.x) t = t.to(device);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/elementwise.h"
 #include "kernels/tensor.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -44,6 +45,32 @@ inline Tensor gpu(const Tensor& t) { return t.to(Device::cuda); }
 
 // A [1] scalar of the given dtype.
 inline Tensor scalar_tensor(double v, DType dtype) { return Tensor::from_doubles(std::vector<double>{v}, {1}, dtype); }
+
+// The residual mixes' terms (§2.8) over x_0 … x_{n-1}, by k mod 4: ρ·x, π·a, G[:, 18 + k]·x_k (with
+// `grouped_lanes`: six lane groups from lane 0, the per-head gates the one-pass kernels do not take) and
+// σ(π)·(0.5 + G[:, 19])·x_k.
+inline std::vector<MixTerm> residual_mix_terms(const std::vector<Tensor>& x, const Tensor& rho, const Tensor& pi,
+                                               const Tensor& lanes, bool grouped_lanes = false) {
+  std::vector<MixTerm> t;
+  for (size_t k = 0; k < x.size(); ++k) {
+    switch (k % 4) {
+      case 0:
+        t.push_back({x[k], Coef::of_scalar(rho)});
+        break;
+      case 1:
+        t.push_back({x[k], Coef::of_scalar(pi)});
+        break;
+      case 2:
+        t.push_back(
+            {x[k], grouped_lanes ? Coef::of_lane(lanes, 0, 6) : Coef::of_lane(lanes, 18 + static_cast<int64_t>(k))});
+        break;
+      default:
+        t.push_back({x[k], Coef::sigmoid_scalar(pi).times_lane(lanes, 19).plus(0.5f)});
+        break;
+    }
+  }
+  return t;
+}
 
 }  // namespace gpt::ops_cuda_testing
 
