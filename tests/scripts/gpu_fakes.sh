@@ -247,7 +247,9 @@ memcpy,45000,46000,"[memcpy HtoD]"
 kernel,50000,60000,"void gpt::(anonymous namespace)::rmsnorm_kernel<float>(float const*, int)"
 CSV
         fi
-        rows+="${rows:+,}{\"shape\": \"$stage\", \"fp8\": $f, \"ms_per_step\": 500.0, \"forward_ms\": 150.0,"
+        # FAKE_STEP_MS, FAKE_STEP_LOSS: the row's step time and losses (a setting under test in scripts/gpu-step-ab).
+        rows+="${rows:+,}{\"shape\": \"$stage\", \"fp8\": $f, \"ms_per_step\": ${FAKE_STEP_MS:-500.0},"
+        rows+=" \"losses\": [${FAKE_STEP_LOSS:-10.5}, 9.25], \"forward_ms\": 150.0,"
         rows+=" \"backward_ms\": 330.0, \"optimizer_ms\": 20.0, \"tokens_per_s\": 786432.0, \"model_tflop_s\": 500.0,"
         rows+=" \"mfu_vs_989\": 0.5, \"mfu_vs_measured_gemm\": 0.6, \"peak_allocated_mib\": 40000}"
       done
