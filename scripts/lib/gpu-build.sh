@@ -10,6 +10,12 @@
 # .gpu-extras/debs, packed on a machine with a package registry by scripts/device-deps and copied along with the
 # checkout; scripts/device-env unpacks them into a private prefix. Without that folder the system's are used.
 
+# The run settings of the proxy corpus (scripts/build-corpus proxy) that scripts/gpu-head-run's runs use and any
+# script training on it the same way: its shards cycle, validation reads 262,144 tokens it holds, 4× the rows of
+# cu_seqlens for its short documents.
+# shellcheck disable=SC2034  # read by the scripts that source this file
+gpu_proxy_settings=(--set data.cycle_train_shards=true --set validation.tokens=262144 --set schedule.cu_rows_multiplier=4)
+
 # gpu_setup DEFAULT_OUT
 gpu_setup() {
   OUT=${OUT:-$1}
