@@ -103,8 +103,11 @@ void mix_rmsnorm_backward(const Tensor* dout_old, const Tensor& dy, const Tensor
                           std::span<const MixTerm> terms, std::span<const MixGrad> grads) {
   constexpr const char* kOp = "mix_rmsnorm_backward";
   check_terms(terms, x, kOp);
-  check_rmsnorm_backward_inputs(dy, x, rstd, kOp);
+  check_shape(dy, x.shape(), "mix_rmsnorm_backward: dy");
+  check_dtype(dy, x.dtype(), "mix_rmsnorm_backward: dy");
+  check_shape(rstd, {x.numel() / x.size(-1)}, "mix_rmsnorm_backward: rstd");
   check_dtype(rstd, stat_dtype(x.dtype()), "mix_rmsnorm_backward: rstd");
+  check_same_device({&dy, &x, &rstd}, kOp);
   const Tensor* old = dout_old != nullptr && dout_old->defined() ? dout_old : nullptr;
   if (old != nullptr) {
     check_shape(*old, x.shape(), "mix_rmsnorm_backward: dout_old");

@@ -20,24 +20,18 @@ void check_rmsnorm_outputs(const Tensor& x, const Tensor& y, const Tensor& rstd,
   check_same_device({&x, &y, &rstd}, op);
 }
 
-void check_rmsnorm_backward_inputs(const Tensor& dy, const Tensor& x, const Tensor& rstd, const char* op) {
-  const std::string what(op);
-  check_shape(dy, x.shape(), (what + ": dy").c_str());
-  check_dtype(dy, x.dtype(), (what + ": dy").c_str());
-  check_shape(rstd, {rows_of(x)}, (what + ": rstd").c_str());
-  check_same_device({&dy, &x, &rstd}, op);
-}
-
 void rmsnorm_forward(const Tensor& x, Tensor& y, Tensor& rstd, float eps) {
   check_rmsnorm_outputs(x, y, rstd, "rmsnorm_forward");
   GPT_BACKEND_CALL(x.device(), rmsnorm_forward, x, y, rstd, eps);
 }
 
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, Tensor& dx, GradWrite write) {
-  check_rmsnorm_backward_inputs(dy, x, rstd, "rmsnorm_backward");
+  check_shape(dy, x.shape(), "rmsnorm_backward: dy");
   check_shape(dx, x.shape(), "rmsnorm_backward: dx");
+  check_dtype(dy, x.dtype(), "rmsnorm_backward: dy");
   check_dtype(dx, x.dtype(), "rmsnorm_backward: dx");
-  check_same_device({&x, &dx}, "rmsnorm_backward");
+  check_shape(rstd, {rows_of(x)}, "rmsnorm_backward: rstd");
+  check_same_device({&dy, &x, &rstd, &dx}, "rmsnorm_backward");
   GPT_BACKEND_CALL(x.device(), rmsnorm_backward, dy, x, rstd, dx, write);
 }
 

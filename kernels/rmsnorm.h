@@ -17,8 +17,6 @@ inline constexpr float kNormEps = 1.1920928955078125e-07f;  // 2^-23, §0.4 / §
 void rmsnorm_forward(const Tensor& x, Tensor& y, Tensor& rstd, float eps = kNormEps);
 // The argument checks of rmsnorm_forward (y like x, rstd stat_dtype(x) [rows]), for ops that make a norm too.
 void check_rmsnorm_outputs(const Tensor& x, const Tensor& y, const Tensor& rstd, const char* op);
-// The checks of rmsnorm_backward's inputs (dy like x, rstd [rows]), for ops that run a norm's backward too.
-void check_rmsnorm_backward_inputs(const Tensor& dy, const Tensor& x, const Tensor& rstd, const char* op);
 // dx += J^T dy (GradWrite::overwrite: dx = J^T dy, its first writer). dy, x, dx: same shape and dtype as x.
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& rstd, Tensor& dx,
                       GradWrite write = GradWrite::add);
