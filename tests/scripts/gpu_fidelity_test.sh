@@ -3,7 +3,8 @@
 # queue in a detached worker and collects: seed 1's shortened run writes its batches and the step-100 checkpoint,
 # the trained-weights check exports from that checkpoint and runs scripts/reference-check on it, the attention
 # mutation is judged against that check's JSON (--expect-fail --baseline), the weights export takes no step, and
-# side-by-side reads the three seeds' logs; every run and export gets the proxy-corpus settings. A failed step is
+# the null run is seed 1 again with NULL_SETTING in its environment, writing its own batches, and side-by-side reads
+# the five seeds' logs and the null's batches; every run and export gets the proxy-corpus settings. A failed step is
 # marked, the steps that need its output wait, and the call fails naming it; a failed build stops the script.
 #   gpu_fidelity_test.sh SOURCE_DIR
 set -uo pipefail
@@ -18,12 +19,16 @@ corpus="--data data/proxy --set data.cycle_train_shards=true --set schedule.cu_r
 short="--set schedule.num_scheduled=146 --set schedule.num_extension=15 --set validation.every=25 --set fp8=false \
 --set schedule.warmup=false"
 
-STEPS="seed1 seed2 seed3 reference-check-trained mutation-attention weights side-by-side" run_script gpu-fidelity 40
+STEPS="seed1 seed2 seed3 seed4 seed5 reference-check-trained mutation-attention null-seed1 weights side-by-side" \
+  run_script gpu-fidelity 40
 expect_status 0
 expect_call cmake "--target train_gpt reference_export"
 expect_call train_gpt "--recipe head --backend cuda --seed 1 --run-id short-seed1 --out $fid/runs $corpus $short \
 --set debug.dump_batches=$fid/batches --checkpoint-every 100"
 expect_call train_gpt "--seed 3 --run-id short-seed3 --out $fid/runs $corpus $short"
+expect_call train_gpt "--seed 5 --run-id short-seed5 --out $fid/runs $corpus $short"
+expect_call train_gpt "SPEEDRUN_SCATTER_ROWS=v1 --recipe head --backend cuda --seed 1 --run-id short-null-seed1 \
+--out $fid/runs $corpus $short --set debug.dump_batches=$fid/null-batches"
 expect_call reference_export "--recipe head --backend cuda --seed 1 --out $fid/export-reference-check-trained \
 $corpus --microbatches 3 --checkpoint $fid/runs/short-seed1.step000100.ckpt $short"
 expect_call python "scripts/reference-check $REF_DIR $fid/export-reference-check-trained --compile \
@@ -34,7 +39,9 @@ expect_call python "--expect-fail --baseline $fid/reference-check-trained.json"
 expect_call reference_export "--out $fid/weights --steps 0 --microbatches 1 $corpus"
 expect_call python "scripts/side-by-side $REF_DIR --weights $fid/weights --batches $fid/batches --scheduled 146 \
 --extension 15 --compared-seed 1 --compile --out $fid/side-by-side --ours 1=$fid/runs/short-seed1.txt \
-2=$fid/runs/short-seed2.txt 3=$fid/runs/short-seed3.txt"
+2=$fid/runs/short-seed2.txt 3=$fid/runs/short-seed3.txt 4=$fid/runs/short-seed4.txt 5=$fid/runs/short-seed5.txt \
+--null-batches $fid/null-batches --null-label SPEEDRUN_SCATTER_ROWS=v1"
+expect_output "^\[side-by-side\] paired training losses: PASS"
 expect_output "^\[reference-check-trained\] reference check: PASS"
 expect_output "^side-by-side: done"
 for f in reference-check-trained.json mutation-attention.json side-by-side.json queue.txt logs.tgz summaries.tgz; do
@@ -46,6 +53,22 @@ expect_known_flags
 # `status` reads the marks.
 run_script gpu-fidelity status
 expect_output "^weights: done"
+
+# The side-by-side step waits for the null run and all five seeds.
+reset_calls
+rm -rf "$fid" "$OUT"
+STEPS="seed1 seed2 seed3 weights side-by-side" run_script gpu-fidelity 40
+expect_status 0
+expect_output "side-by-side: waits for its inputs"
+expect_no_call python "scripts/side-by-side"
+
+# A null setting that is not NAME=VALUE fails its step before any run.
+reset_calls
+rm -rf "$fid" "$OUT"
+NULL_SETTING="scatter v1" STEPS="null-seed1" run_script gpu-fidelity 40
+expect_failed
+expect_output "gpu-fidelity: failed: null-seed1"
+[[ ! -e $calls/train_gpt ]] || fail "the null ran with a malformed NULL_SETTING"
 
 # A failing export: its step is marked failed, the mutation waits for its baseline, the call fails.
 reset_calls

@@ -8,7 +8,7 @@ import unittest
 
 ROOT = sys.argv.pop(1) if len(sys.argv) > 1 else os.getcwd()
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from reference_lib import compare, fidelity_table, provenance, reference_code, side_by_side  # noqa: E402
+from reference_lib import compare, fidelity_table, paired_losses, provenance, reference_code, side_by_side  # noqa: E402
 
 LOG = """run_id: a seed: 1
 step:0/10 val_loss:10.8250 train_time:0ms step_avg:0.00ms
@@ -54,6 +54,101 @@ class Verdict(unittest.TestCase):
             side_by_side.verdict({0: 1.0}, self.ours, 4)
         with self.assertRaisesRegex(ValueError, "no validation step"):
             side_by_side.verdict({3: 1.0}, self.ours, 1)
+
+
+def drift(steps, seed, size, offset=0.0):
+    """Relative differences that wander like two implementations' losses do: a random walk (correlated from step
+    to step) of step `size`, plus a constant `offset`; a fixed linear congruential sequence, no RNG module state."""
+    state, level, out = seed, 0.0, []
+    for _ in range(steps):
+        state = (1103515245 * state + 12345) % 2 ** 31
+        level = 0.9 * level + size * (state / 2 ** 31 - 0.5)
+        out.append(offset + level)
+    return out
+
+
+def losses_from(relative, base):
+    return [b * (1.0 + r) for r, b in zip(relative, base)]
+
+
+class PairedLosses(unittest.TestCase):
+    """The side-by-side verdict on training losses against a null (scripts/reference_lib/paired_losses.py)."""
+    fixtures = json.load(open(os.path.join(ROOT, "tests", "fixtures", "paired_stats_expected.json")))
+    ours = [10.8 - 4.0 * s / 160 for s in range(160)]
+
+    def test_student_t_tails_equal_the_fixtures(self):
+        # the paired-t fixtures are t, df and p from mpmath at 50 digits (tests/scripts/gen_paired_stats_fixtures.py)
+        for case in self.fixtures["paired_t"]:
+            upper = paired_losses.t_sf(case["t"], case["df"])
+            p = {"two-sided": paired_losses.t_two_sided_p(case["t"], case["df"]), "greater": upper,
+                 "less": 1.0 - upper}[case["alternative"]]
+            self.assertAlmostEqual(p / case["p"], 1.0, delta=1e-9, msg=case)
+
+    def test_welch_equals_the_fixtures(self):
+        for case in self.fixtures["welch_alternative"]:
+            if case["alternative"] != "two-sided":
+                continue
+            t, df, p, _ = paired_losses.welch(case["candidate"], case["baseline"])
+            self.assertAlmostEqual(t, case["t"], delta=1e-12)
+            self.assertAlmostEqual(df, case["df"], delta=1e-9)
+            self.assertAlmostEqual(p / case["p"], 1.0, delta=1e-9)
+
+    def test_critical_values_of_the_t_table(self):
+        self.assertAlmostEqual(paired_losses.t_critical(0.05, 10), 2.228138851986274, delta=1e-9)
+        self.assertAlmostEqual(paired_losses.t_critical(0.01, 5), 4.032142983557536, delta=1e-8)
+        self.assertAlmostEqual(paired_losses.t_critical(0.05, 1e6), 1.959963984540054, delta=1e-5)  # the normal limit
+
+    def test_sign_test_is_the_exact_binomial(self):
+        self.assertAlmostEqual(paired_losses.sign_test_p(43, 49), 5.7277652842913e-08, delta=1e-18)
+        self.assertEqual(paired_losses.sign_test_p(5, 10), 1.0)
+        self.assertAlmostEqual(paired_losses.sign_test_p(0, 5), 2 / 32)
+        self.assertAlmostEqual(paired_losses.sign_test_p(9, 10), 22 / 1024)
+
+    def test_blocks_end_with_the_run(self):
+        self.assertEqual(paired_losses.block_means([9, 1, 1, 3, 3, 5, 5], 3), [1, 3, 5])
+        with self.assertRaisesRegex(ValueError, "fewer than 2 steps"):
+            paired_losses.block_means([1, 2, 3, 4, 5], 3)
+
+    def test_an_offset_like_the_nulls_passes(self):
+        ref = losses_from(drift(160, 7, 4e-4), self.ours)
+        null = losses_from(drift(160, 11, 4e-4), self.ours)
+        v = paired_losses.verdict(ref, self.ours, null)
+        self.assertTrue(v["pass"], v)
+        self.assertIn("PASS", paired_losses.format_verdict(v))
+
+    def test_a_steady_offset_the_null_does_not_have_fails(self):
+        # The case the seed band cannot see: the reference lower at most steps by 0.15%, inside any val band.
+        ref = losses_from(drift(160, 7, 4e-4, offset=-1.5e-3), self.ours)
+        null = losses_from(drift(160, 11, 4e-4), self.ours)
+        v = paired_losses.verdict(ref, self.ours, null)
+        self.assertFalse(v["pass"], v)
+        self.assertLess(v["p"], 0.01)
+        self.assertGreater(v["reference_below"], 140)
+        self.assertLess(v["detectable_offset"], 1.5e-3)
+        self.assertIn("FAIL", paired_losses.format_verdict(v))
+
+    def test_the_detectable_offset_is_where_the_verdict_turns(self):
+        null = losses_from(drift(160, 11, 4e-4), self.ours)
+        base = drift(160, 7, 4e-4)
+        edge = paired_losses.verdict(losses_from(base, self.ours), self.ours, null)["detectable_offset"]
+        # shifting the reference by the null's offset difference plus (minus) the detectable offset lands on
+        # either side of alpha (the spreads do not move with a constant shift)
+        v0 = paired_losses.verdict(losses_from(base, self.ours), self.ours, null)
+        gap = v0["null_offset"] - v0["offset"]
+        beyond = paired_losses.verdict(losses_from([r + gap + 1.05 * edge for r in base], self.ours), self.ours, null)
+        inside = paired_losses.verdict(losses_from([r + gap + 0.95 * edge for r in base], self.ours), self.ours, null)
+        self.assertFalse(beyond["pass"])
+        self.assertTrue(inside["pass"])
+
+    def test_bad_inputs_are_named(self):
+        with self.assertRaisesRegex(ValueError, "reference: 3 steps against ours 160"):
+            paired_losses.verdict([1.0, 1.0, 1.0], self.ours, self.ours)
+        bad = list(self.ours)
+        bad[17] = float("nan")
+        with self.assertRaisesRegex(ValueError, "null: training loss at step 17 is nan"):
+            paired_losses.verdict(self.ours, self.ours, bad)
+        with self.assertRaisesRegex(ValueError, "both samples are constant"):
+            paired_losses.verdict(self.ours, self.ours, self.ours)
 
 
 class StepsIndex(unittest.TestCase):
@@ -534,6 +629,58 @@ class VerdictOnlyCommand(unittest.TestCase):
             self.assertEqual(r.returncode, expected, r.stdout + r.stderr)
             with open(os.path.join(d, "side-by-side.json")) as f:
                 self.assertEqual(json.load(f)["verdict"]["pass"], expected == 0)
+
+    def test_with_a_null_the_paired_test_decides(self):
+        d = tempfile.mkdtemp()
+        logs = []
+        for seed in range(1, 6):
+            path = os.path.join(d, f"seed{seed}.txt")
+            with open(path, "w") as f:
+                f.write(LOG.replace("7.1000", f"{7.1 + 0.01 * seed:.4f}"))
+            logs.append(f"{seed}={path}")
+        ours = PairedLosses.ours
+        null_dir = os.path.join(d, "null")
+        os.makedirs(null_dir)
+        with open(os.path.join(null_dir, "steps.jsonl"), "w") as f:
+            for step, loss in enumerate(losses_from(drift(160, 11, 4e-4), ours)):
+                f.write(json.dumps({"step": step, "train_loss": loss, "microbatches": []}) + "\n")
+        script = os.path.join(ROOT, "scripts", "side-by-side")
+        # the reference's val points sit inside the band both times; only the training losses' offset differs
+        for offset, expected in ((0.0, 0), (-1.5e-3, 1)):
+            stored = os.path.join(d, "stored.json")
+            with open(stored, "w") as f:
+                json.dump({"reference": {"val": {"0": 10.825, "5": 7.12, "10": 6.5},
+                                         "train_losses": losses_from(drift(160, 7, 4e-4, offset), ours)},
+                           "ours_train_losses": ours}, f)
+            r = subprocess.run([sys.executable, script, "--verdict-only", stored, "--ours", *logs, "--out", d,
+                                "--null-batches", null_dir, "--null-label", "SPEEDRUN_SCATTER_ROWS=v1"],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, expected, r.stdout + r.stderr)
+            self.assertIn("paired training losses: " + ("PASS" if expected == 0 else "FAIL"), r.stdout)
+            with open(os.path.join(d, "side-by-side.json")) as f:
+                report = json.load(f)
+            self.assertTrue(report["verdict"]["pass"])
+            self.assertEqual(report["paired_verdict"]["pass"], expected == 0)
+            self.assertEqual(report["null"]["label"], "SPEEDRUN_SCATTER_ROWS=v1")
+
+    def test_a_null_of_other_length_is_bad_input(self):
+        d = tempfile.mkdtemp()
+        log = os.path.join(d, "seed1.txt")
+        with open(log, "w") as f:
+            f.write(LOG)
+        null_dir = os.path.join(d, "null")
+        os.makedirs(null_dir)
+        with open(os.path.join(null_dir, "steps.jsonl"), "w") as f:
+            f.write(json.dumps({"step": 0, "train_loss": 10.0, "microbatches": []}) + "\n")
+        stored = os.path.join(d, "stored.json")
+        with open(stored, "w") as f:
+            json.dump({"reference": {"val": {"0": 10.825}, "train_losses": [10.0, 9.0]},
+                       "ours_train_losses": [10.0, 9.0]}, f)
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "side-by-side"), "--verdict-only", stored,
+                            "--ours", f"1={log}", f"2={log}", "--out", d, "--null-batches", null_dir],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("null: 1 steps against ours 2", r.stderr)
 
 
 if __name__ == "__main__":
