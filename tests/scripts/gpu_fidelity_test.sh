@@ -54,6 +54,16 @@ expect_known_flags
 run_script gpu-fidelity status
 expect_output "^weights: done"
 
+# The bank-lr mutation exports pair 0 with NorMuon's learning rate × F and is judged against reference-check.
+reset_calls
+rm -rf "$fid" "$OUT"
+STEPS="reference-check mutation-bank-lr-x1.05" run_script gpu-fidelity 40
+expect_status 0
+expect_call reference_export "--out $fid/export-mutation-bank-lr-x1.05 $corpus --steps 0 --microbatches 3 \
+--perturb-bank-lr --mutation-factor 1.05"
+expect_call python "--expect-fail --baseline $fid/reference-check.json"
+expect_known_flags
+
 # The side-by-side step waits for the null run and all five seeds.
 reset_calls
 rm -rf "$fid" "$OUT"

@@ -425,6 +425,42 @@ TEST(ReferenceExport, PerturbedAdamLearningRateScalesOneGroupsUpdate) {
   o.perturbed_adam_group = "lm_head";
   o.perturbed_attention_layer = 0;
   expect_rejected(o, "one mutation at a time");
+  o.perturbed_attention_layer = -1;
+  o.perturbed_bank_lr = true;
+  expect_rejected(o, "one mutation at a time");
+}
+
+// The optimizer's own mutation: NorMuon's learning rate × 1.05 scales the even step's bank updates by about 1.05
+// (the cautious weight decay goes with lr², so not exactly) from the same gradient, which the mutation leaves alone.
+TEST(ReferenceExport, PerturbedBankLearningRateScalesTheBankUpdates) {
+  test::RunScratch scratch;
+  ReferenceExportOptions o = tiny_export(scratch);
+  o.microbatches = 1;
+  const ExportPair e = export_with_and_without(scratch, o, [](ReferenceExportOptions& p) {
+    p.perturbed_bank_lr = true;
+    p.mutation_factor = 1.05;
+  });
+  EXPECT_EQ(e.perturbed["mutation"]["kind"], "bank_lr");
+  EXPECT_EQ(e.perturbed["mutation"]["factor"], 1.05);
+  const json& plain = e.plain["steps"][0]["microbatches"][0];
+  const json& perturbed = e.perturbed["steps"][0]["microbatches"][0];
+  auto even_update = [&](const fs::path& dir, const json& m, const json& draw, const std::string& name) {
+    std::vector<double> after = read_floats(dir, by_name(draw["after_even"]["tensors"], name));
+    const std::vector<double> before = read_floats(dir, by_name(m["initial"], name));
+    for (size_t i = 0; i < after.size(); ++i) after[i] -= before[i];
+    return after;
+  };
+  for (const std::string bank : {"qk_bank", "mlp_bank"}) {
+    EXPECT_EQ(read_floats(e.plain_dir, by_name(plain["gradients"], bank)),
+              read_floats(e.perturbed_dir, by_name(perturbed["gradients"], bank)))
+        << bank;
+    const std::vector<double> a = even_update(e.plain_dir, e.plain, plain, bank);
+    const std::vector<double> b = even_update(e.perturbed_dir, e.perturbed, perturbed, bank);
+    double dot = 0, aa = 0;
+    for (size_t i = 0; i < a.size(); ++i) dot += a[i] * b[i], aa += a[i] * a[i];
+    ASSERT_GT(aa, 0) << bank;
+    EXPECT_NEAR(dot / aa, 1.05, 1e-2) << bank;  // the least-squares ratio of the two updates
+  }
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // arguments, and our results for them (losses, gradients, per-position validation loss, weights after an even and
 // an odd optimizer step) for `scripts/reference-check` (trainer/tools/reference_export.h).
 //   reference_export --recipe NAME|FILE --data DIR --seed N --out DIR [--backend cpu|cuda] [--steps S,S...]
-//                    [--microbatches M] [--checkpoint CKPT] [--perturb-attention-layer L | --perturb-adam-lr GROUP]
+//                    [--microbatches M] [--checkpoint CKPT]
+//                    [--perturb-attention-layer L | --perturb-adam-lr GROUP | --perturb-bank-lr]
 //                    [--mutation-factor F] [--val-tokens N]
 //                    [--set key=value]... [--threads N]
 // Exit status: 0 written, 2 bad input or usage, 1 other failure.
@@ -43,6 +44,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--perturb-adam-lr", options.perturbed_adam_group,
                  "mutation proof: multiply this Adam group's lr_mul by the mutation factor (the check must fail)");
+  app.add_flag("--perturb-bank-lr", options.perturbed_bank_lr,
+               "mutation proof: multiply NorMuon's learning rate (every bank) by the mutation factor (the check must "
+               "fail)");
   app.add_option("--mutation-factor", options.mutation_factor,
                  "size of the mutation: 1.01 is a 1% error; larger ones show how far the check is from seeing it")
       ->capture_default_str();

@@ -185,30 +185,42 @@ constexpr int64_t kMaxMicrobatches = 16;
 namespace {
 
 // Checks the mutation options and makes the run's options the export's (FP8 off: the check compares against the
-// reference with DISABLE_FP8 and an exact loss GEMM). An Adam-lr mutation becomes the recipe override it is; returns
-// the manifest's "mutation" entry (null when none, or when it is the attention scale's, set once the model exists).
+// reference with DISABLE_FP8 and an exact loss GEMM). An Adam-lr or bank-lr mutation becomes the recipe override it
+// is; returns the manifest's "mutation" entry (null when none, or when it is the attention scale's, set once the
+// model exists).
 json prepare_options(ReferenceExportOptions& options) {
   options.run.overrides.push_back("fp8=false");
   if (options.run.run_id.empty()) options.run.run_id = "reference-export";
-  GPT_CHECK(options.perturbed_adam_group.empty() || options.perturbed_attention_layer < 0,
-            "--perturb-adam-lr and --perturb-attention-layer: one mutation at a time");
+  const int mutations = static_cast<int>(!options.perturbed_adam_group.empty()) +
+                        static_cast<int>(options.perturbed_attention_layer >= 0) +
+                        static_cast<int>(options.perturbed_bank_lr);
+  GPT_CHECK(mutations <= 1,
+            "--perturb-adam-lr, --perturb-bank-lr and --perturb-attention-layer: one mutation at a time");
   const double factor = options.mutation_factor;
   GPT_CHECK(std::isfinite(factor) && factor > 0 && factor != 1 && factor <= 10, "--mutation-factor ", factor,
             ": expected a factor in (0, 10] other than 1");
+  options.run.echo = false;
+  GPT_CHECK(!options.run.out_dir.empty(), "--out: expected the export folder");
   json mutation;
+  if (options.perturbed_adam_group.empty() && !options.perturbed_bank_lr) return mutation;
+  const Recipe plain = load_recipe(options.run.recipe, options.run.overrides, options.run.recipe_dir);
+  // The override "key=value·factor", the value written to full double precision.
+  auto scale_key = [&](const std::string& key, double value) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.17g", value * factor);
+    options.run.overrides.push_back(key + "=" + text);
+  };
   if (!options.perturbed_adam_group.empty()) {
     const std::string& group = options.perturbed_adam_group;
-    const Recipe plain = load_recipe(options.run.recipe, options.run.overrides, options.run.recipe_dir);
     const auto it = plain.optimizer.adam.find(group);
     GPT_CHECK(it != plain.optimizer.adam.end(), "--perturb-adam-lr ", group, ": not an Adam group of recipe '",
               plain.name, "'");
-    char value[64];
-    std::snprintf(value, sizeof(value), "%.17g", it->second.lr_mul * factor);
-    options.run.overrides.push_back("optimizer.adam." + group + ".lr_mul=" + value);
+    scale_key("optimizer.adam." + group + ".lr_mul", it->second.lr_mul);
     mutation = {{"kind", "adam_lr"}, {"group", group}, {"factor", factor}};
+  } else {
+    scale_key("optimizer.bank_lr", plain.optimizer.bank_lr);
+    mutation = {{"kind", "bank_lr"}, {"factor", factor}};
   }
-  options.run.echo = false;
-  GPT_CHECK(!options.run.out_dir.empty(), "--out: expected the export folder");
   return mutation;
 }
 

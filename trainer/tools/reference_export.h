@@ -34,6 +34,9 @@ struct ReferenceExportOptions {
   // Mutation proof: this Adam group's lr_mul × mutation_factor (a recipe override of ours; the reference keeps its
   // own).
   std::string perturbed_adam_group;
+  // Mutation proof: NorMuon's learning rate (optimizer.bank_lr, every bank) × mutation_factor (a recipe override
+  // of ours; the reference keeps its own).
+  bool perturbed_bank_lr = false;
   // How large the mutation is: 1.01 (1%) by default; larger ones measure how far the check is from seeing it.
   double mutation_factor = 1.01;
 };
