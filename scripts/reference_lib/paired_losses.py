@@ -18,28 +18,23 @@ both pairs: they are descriptive, since neighbouring steps are not independent.
 import math
 
 
+def _away_from_zero(v, tiny=1e-300):
+    """v, or tiny where |v| is smaller (the modified Lentz method's guard against dividing by zero)."""
+    return v if abs(v) > tiny else tiny
+
+
 def _betacf(a, b, x):
     """Continued fraction of the regularized incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
     qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
+    c, d = 1.0, 1.0 / _away_from_zero(1.0 - qab * x / qap)
     h = d
     for m in range(1, 400):
         m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 / _away_from_zero(1.0 + aa * d)
+            c = _away_from_zero(1.0 + aa / c)
+            delta = d * c
+            h *= delta
         if abs(delta - 1.0) < 1e-15:
             return h
     raise ArithmeticError(f"incomplete beta: no convergence for a={a}, b={b}, x={x}")
@@ -115,8 +110,8 @@ def welch(a, b):
     if se == 0.0:
         raise ValueError("welch: both samples are constant; the test needs a spread")
     t = (_mean(a) - _mean(b)) / se
-    df = (va + vb) ** 2 / (va * va / (len(a) - 1) + vb * vb / (len(b) - 1)) if va > 0 and vb > 0 else \
-        float(len(a) - 1 if va > 0 else len(b) - 1)
+    # Welch-Satterthwaite; a constant sample adds nothing to it (va or vb 0), which the formula gives as it stands
+    df = (va + vb) ** 2 / (va * va / (len(a) - 1) + vb * vb / (len(b) - 1))
     return t, df, t_two_sided_p(t, df), se
 
 
