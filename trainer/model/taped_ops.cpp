@@ -43,12 +43,6 @@ bool switched_on(const char* name) {
   return v == nullptr || std::string(v) != "0";
 }
 
-// A candidate's switch: off unless `name`=1, until a same-call measurement promotes it.
-bool candidate_switched_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::string(v) == "1";
-}
-
 // SPEEDRUN_FIRST_WRITERS=0 (read once) makes the ops that take a GradWrite add into zero-filled gradients again,
 // as before first writers could overwrite: a switch for telling a fault of those write modes from one elsewhere.
 bool first_writers_overwrite() {
@@ -154,7 +148,7 @@ bool fuse_mix_norm() {
 std::atomic<int> fold_override{-1};  // detail::ScopedMixNormBackwardFold's choice; -1: the environment's
 
 bool fold_mix_norm_backward() {
-  static const bool on = candidate_switched_on("SPEEDRUN_MIX_NORM_BACKWARD");
+  static const bool on = switched_on("SPEEDRUN_MIX_NORM_BACKWARD");
   const int forced = fold_override.load();
   return forced < 0 ? on : forced != 0;
 }

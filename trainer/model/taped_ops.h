@@ -39,8 +39,8 @@ Var rmsnorm(Tape& tape, Var x);
 // When that rmsnorm is recorded right after the mix (no other reader of x in between, so nothing adds to x's
 // gradient between the two backward steps), its backward is folded into the mix's (mix_rmsnorm_backward, one kernel
 // on CUDA): the norm's step hands its output gradient to the mix's step, which forms x's full gradient without
-// storing it. A candidate until a same-call measurement promotes it: SPEEDRUN_MIX_NORM_BACKWARD=1 (read once)
-// folds, anything else keeps the two steps apart.
+// storing it. SPEEDRUN_MIX_NORM_BACKWARD=0 (read once) keeps the two steps apart (the same bits, one more full-row
+// pass each way).
 struct FoldedNorm;  // taped_ops.cpp: what the two steps share
 struct PendingNorm {
   Tensor of;  // x's value
