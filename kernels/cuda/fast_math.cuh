@@ -19,4 +19,9 @@ __device__ __forceinline__ float fast_rcp(float x) {
   return y;
 }
 
+// min(x, hi) and max(x, lo) that keep a NaN x: fminf/fmaxf return the other operand when one is NaN, which would
+// turn a NaN logit into a finite loss and hide a diverged run from its non-finite-loss check.
+__device__ __forceinline__ float min_keeping_nan(float x, float hi) { return x > hi ? hi : x; }
+__device__ __forceinline__ float max_keeping_nan(float x, float lo) { return x < lo ? lo : x; }
+
 }  // namespace gpt::cuda

@@ -49,7 +49,7 @@ __device__ __forceinline__ A softcap_s(T raw) {
   const A a = (to_acc<A>(raw) + A(kSoftcapShift)) / A(kSoftcapDivisor);
   A s;
   if constexpr (std::is_same_v<A, float>) {
-    s = __fdividef(1.0f, 1.0f + __expf(-fmaxf(a, -80.0f)));
+    s = __fdividef(1.0f, 1.0f + __expf(-max_keeping_nan(a, -80.0f)));
   } else {
     s = A(0.5) + A(0.5) * tanh(A(0.5) * a);
   }
@@ -203,7 +203,7 @@ __device__ __forceinline__ Pack<T, VEC> softcap_pack(const Pack<T, VEC>& raw, A&
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       const float exp_neg_a =
-          fast_exp2(fminf(fmaf(to_acc<float>(raw.v[j]), kSigmoidSlope, kSigmoidOffset), kSigmoidClamp));
+          fast_exp2(min_keeping_nan(fmaf(to_acc<float>(raw.v[j]), kSigmoidSlope, kSigmoidOffset), kSigmoidClamp));
       s[j] = fast_rcp(1.0f + exp_neg_a);
     }
     const Pack<T, VEC> rounded = round_pack<T, VEC>(s);

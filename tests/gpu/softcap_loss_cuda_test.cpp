@@ -4,7 +4,9 @@
 // that v2 must refuse).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/cuda/softcap_loss_variants.h"
 #include "kernels/fp8.h"
@@ -259,6 +261,27 @@ TEST(SoftcapVersionsCuda, V2IsDeterministic) {
   const Tensor da = dz_a.to(Device::cpu), db = dz_b.to(Device::cpu);
   EXPECT_EQ(std::memcmp(la.raw(), lb.raw(), la.nbytes()), 0);
   EXPECT_EQ(std::memcmp(da.raw(), db.raw(), da.nbytes()), 0);
+}
+
+// One NaN logit makes the loss NaN in every version, as on the CPU: the run's non-finite-loss check depends on it
+// (a clamp written with fminf/fmaxf once turned NaN logits into a finite loss while the weights were NaN).
+TEST(SoftcapVersionsCuda, NanLogitMakesTheLossNan) {
+  GPT_REQUIRE_CUDA_DEVICE();
+  for (const bool e5m2 : {false, true}) {
+    const VersionCase c{DType::bf16, 33, 50304, true, e5m2, Targets::random};
+    LossInputs in = make_inputs(c, 409);
+    in.z.data<bf16>()[17 * c.vocab + 1234] = bf16(std::numeric_limits<float>::quiet_NaN());
+    const DType gd = e5m2 ? DType::e5m2 : c.dtype;
+    Tensor loss_cpu = Tensor::empty({1}, DType::f32), dz_cpu = Tensor::empty({c.rows, c.vocab}, gd);
+    softcap_train_loss(in.z, in.y, in.prefix, in.cfg, loss_cpu, dz_cpu);
+    EXPECT_TRUE(std::isnan(loss_cpu.to_doubles()[0])) << "cpu, e5m2 " << e5m2;
+    for (const TrainLossVersion& v : kTrainLossVersions) {
+      Tensor loss = Tensor::empty({1}, DType::f32, Device::cuda),
+             dz = Tensor::empty({c.rows, c.vocab}, gd, Device::cuda);
+      v.fn(gpu(in.z), gpu(in.y), gpu(in.prefix), in.cfg, loss, dz);
+      EXPECT_TRUE(std::isnan(loss.to_doubles()[0])) << v.name << ", e5m2 " << e5m2;
+    }
+  }
 }
 
 class ValidationLossCuda : public ::testing::TestWithParam<LossCase> {};

@@ -45,6 +45,17 @@ TEST(SoftcapLoss, UniformLogitsGiveLogVPerPrediction) {
   EXPECT_NEAR(r.loss, 0.5 * 3 * std::log(7.0), 1e-12);
 }
 
+// A NaN logit (weights gone non-finite) must give a NaN loss, not a finite one: the run stops on it.
+TEST(SoftcapLoss, NanLogitGivesNanLoss) {
+  for (const DType dtype : {DType::f64, DType::f32, DType::bf16}) {
+    Tensor z = random_tensor({3, 11}, dtype, 5, 4.0);
+    Tensor z64 = z.to(DType::f64);
+    z64.data<double>()[1 * 11 + 6] = std::nan("");
+    const LossRun r = run_train(z64.to(dtype), {1, 2, 3}, Tensor(), {.mtp_weights = {1.0f}});
+    EXPECT_TRUE(std::isnan(r.loss)) << dtype_name(dtype);
+  }
+}
+
 TEST(SoftcapLoss, TargetsBeyondEndDroppedFromLoss) {
   // T = 2, n = 3: row 0 keeps predictions k = 0, 1 (weights 1, 0.5), row 1 only k = 0.
   const int64_t vocab = 5;
