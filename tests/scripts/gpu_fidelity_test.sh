@@ -54,6 +54,16 @@ expect_known_flags
 run_script gpu-fidelity status
 expect_output "^weights: done"
 
+# The MUDD-scale mutation exports the trained pair with μ × F and is judged against reference-check-trained.
+reset_calls
+rm -rf "$fid" "$OUT"
+STEPS="seed1 reference-check-trained mutation-mudd-scale-x1.02" run_script gpu-fidelity 40
+expect_status 0
+expect_call reference_export "--out $fid/export-mutation-mudd-scale-x1.02 $corpus --microbatches 3 \
+--checkpoint $fid/runs/short-seed1.step000100.ckpt --perturb-mudd-scale $short --mutation-factor 1.02"
+expect_call python "--expect-fail --baseline $fid/reference-check-trained.json"
+expect_known_flags
+
 # The bank-lr mutation exports pair 0 with NorMuon's learning rate × F and is judged against reference-check.
 reset_calls
 rm -rf "$fid" "$OUT"

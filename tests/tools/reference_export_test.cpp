@@ -389,6 +389,32 @@ TEST(ReferenceExport, PerturbedAttentionScaleChangesTheResultsAndIsRecorded) {
             read_floats(e.perturbed_dir, by_name(e.perturbed["initial"], "qk_bank")));
 }
 
+// The MUDD mutation: layer 10's coefficients μ × 1.05 change the forward from the initial weights on (μ = 0.1·b2
+// there, the output rows being zero), so the validation losses and the gradients of the layers that μ mixes move;
+// the weights do not.
+TEST(ReferenceExport, PerturbedMuddScaleChangesTheResultsAndIsRecorded) {
+  test::RunScratch scratch;
+  ReferenceExportOptions o = tiny_export(scratch);
+  o.microbatches = 1;
+  const ExportPair e = export_with_and_without(scratch, o, [](ReferenceExportOptions& p) {
+    p.perturbed_mudd_scale = true;
+    p.mutation_factor = 1.05;
+  });
+  EXPECT_EQ(e.perturbed["mutation"]["kind"], "mudd_scale");
+  EXPECT_EQ(e.perturbed["mutation"]["factor"], 1.05);
+  const json& a = e.plain["steps"][0];
+  const json& b = e.perturbed["steps"][0];
+  EXPECT_NE(read_floats(e.plain_dir, a["validation"]["losses"]),
+            read_floats(e.perturbed_dir, b["validation"]["losses"]));
+  for (const std::string name : {"mudd_b2", "mlp_bank"}) {
+    EXPECT_NE(read_floats(e.plain_dir, by_name(a["microbatches"][0]["gradients"], name)),
+              read_floats(e.perturbed_dir, by_name(b["microbatches"][0]["gradients"], name)))
+        << name;
+  }
+  EXPECT_EQ(read_floats(e.plain_dir, by_name(e.plain["initial"], "mudd_b2")),
+            read_floats(e.perturbed_dir, by_name(e.perturbed["initial"], "mudd_b2")));
+}
+
 // The second mutation switch, at a chosen size: one Adam group's learning rate × 1.05 scales that group's odd-step
 // update by 1.05 and leaves the others as they were (lm_head: its gradient is never zero at initialisation, unlike
 // the MUDD weights behind zero-initialised output rows).
@@ -427,6 +453,9 @@ TEST(ReferenceExport, PerturbedAdamLearningRateScalesOneGroupsUpdate) {
   expect_rejected(o, "one mutation at a time");
   o.perturbed_attention_layer = -1;
   o.perturbed_bank_lr = true;
+  expect_rejected(o, "one mutation at a time");
+  o.perturbed_bank_lr = false;
+  o.perturbed_mudd_scale = true;
   expect_rejected(o, "one mutation at a time");
 }
 

@@ -3,7 +3,8 @@
 // an odd optimizer step) for `scripts/reference-check` (trainer/tools/reference_export.h).
 //   reference_export --recipe NAME|FILE --data DIR --seed N --out DIR [--backend cpu|cuda] [--steps S,S...]
 //                    [--microbatches M] [--checkpoint CKPT]
-//                    [--perturb-attention-layer L | --perturb-adam-lr GROUP | --perturb-bank-lr]
+//                    [--perturb-attention-layer L | --perturb-adam-lr GROUP | --perturb-bank-lr |
+//                     --perturb-mudd-scale]
 //                    [--mutation-factor F] [--val-tokens N]
 //                    [--set key=value]... [--threads N]
 // Exit status: 0 written, 2 bad input or usage, 1 other failure.
@@ -47,6 +48,9 @@ int main(int argc, char** argv) {
   app.add_flag("--perturb-bank-lr", options.perturbed_bank_lr,
                "mutation proof: multiply NorMuon's learning rate (every bank) by the mutation factor (the check must "
                "fail)");
+  app.add_flag("--perturb-mudd-scale", options.perturbed_mudd_scale,
+               "mutation proof: multiply the MUDD coefficients of layer 10 (μ = M_0(x)) by the mutation factor (the "
+               "check must fail)");
   app.add_option("--mutation-factor", options.mutation_factor,
                  "size of the mutation: 1.01 is a 1% error; larger ones show how far the check is from seeing it")
       ->capture_default_str();

@@ -83,6 +83,8 @@ class GptTrainable final : public TrainableModel, public ModelExtensions {
     config_.perturbed_attention_layer = layer;
     config_.perturbed_attention_factor = factor;
   }
+  // The reference check's MUDD mutation proof (StepConfig::perturbed_mudd_scale_factor): 1 turns it off.
+  void perturb_mudd_scale(double factor) { config_.perturbed_mudd_scale_factor = factor; }
 
  private:
   void rebuild_rotary(int64_t events);

@@ -10,11 +10,16 @@ Var last_layer_and_head(Forward& f) {
   const int64_t tokens = f.batch.tokens, heads = f.dims.num_heads, head_dim = f.dims.head_dim;
   const Tensor& like = f.x.value();
   // The MUDD coefficient MLPs scale by the constant 0.1 (§2.7), in fp32 like the reference's Python-float factor.
-  Var tenth =
-      taped::constant(Tensor::from_doubles(std::vector<double>{0.1}, {1}, stat_dtype(like.dtype()), like.device()));
+  auto constant = [&like](double value) {
+    return taped::constant(
+        Tensor::from_doubles(std::vector<double>{value}, {1}, stat_dtype(like.dtype()), like.device()));
+  };
+  Var tenth = constant(0.1);
 
   f.cache9 = f.x;
-  Var mu = mudd_mlp(f, p.mudd_w1, p.mudd_w2, p.mudd_b2, 0, 14, f.x, tenth, ScalarFn::unrounded);
+  const double mu_scale = f.config.perturbed_mudd_scale_factor;  // 1 except in the reference check's mutation proof
+  Var mu = mudd_mlp(f, p.mudd_w1, p.mudd_w2, p.mudd_b2, 0, 14, f.x, mu_scale == 1.0 ? tenth : constant(0.1 * mu_scale),
+                    ScalarFn::unrounded);
   Var x = taped::mix(tape, {term(f.x).times_lane(mu, 5).plus(1.0f), term(f.cache0).times_lane(mu, 3),
                             term(f.cache7).times_lane(mu, 4)});
 

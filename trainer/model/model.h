@@ -30,6 +30,9 @@ struct StepConfig {
   // (1.01: a 1% error in one op that the check must detect). −1 (always, outside that check): no layer is perturbed.
   int perturbed_attention_layer = -1;
   double perturbed_attention_factor = 1.0;
+  // Mutation proof of the reference check: the MUDD coefficients μ = M_0(x) of layer 10 are scaled by 0.1 × this
+  // factor instead of 0.1 (§2.7), so every one of the 14 coefficients moves by it. 1 outside that check.
+  double perturbed_mudd_scale_factor = 1.0;
   // Rotary tables [P, head_dim/4] in the activation dtype on the model's device, P ≥ 2T (shared by the normal
   // and paired layouts, kernels/rotary.h).
   Tensor rotary_cos, rotary_sin;

@@ -186,16 +186,17 @@ namespace {
 
 // Checks the mutation options and makes the run's options the export's (FP8 off: the check compares against the
 // reference with DISABLE_FP8 and an exact loss GEMM). An Adam-lr or bank-lr mutation becomes the recipe override it
-// is; returns the manifest's "mutation" entry (null when none, or when it is the attention scale's, set once the
-// model exists).
+// is; returns the manifest's "mutation" entry (null when none, or when it is the model's own, attention or MUDD
+// scale, set once the model exists).
 json prepare_options(ReferenceExportOptions& options) {
   options.run.overrides.push_back("fp8=false");
   if (options.run.run_id.empty()) options.run.run_id = "reference-export";
   const int mutations = static_cast<int>(!options.perturbed_adam_group.empty()) +
                         static_cast<int>(options.perturbed_attention_layer >= 0) +
-                        static_cast<int>(options.perturbed_bank_lr);
+                        static_cast<int>(options.perturbed_bank_lr) + static_cast<int>(options.perturbed_mudd_scale);
   GPT_CHECK(mutations <= 1,
-            "--perturb-adam-lr, --perturb-bank-lr and --perturb-attention-layer: one mutation at a time");
+            "--perturb-adam-lr, --perturb-bank-lr, --perturb-attention-layer and --perturb-mudd-scale: one mutation "
+            "at a time");
   const double factor = options.mutation_factor;
   GPT_CHECK(std::isfinite(factor) && factor > 0 && factor != 1 && factor <= 10, "--mutation-factor ", factor,
             ": expected a factor in (0, 10] other than 1");
@@ -241,7 +242,8 @@ struct ExportParts {
   Microbatch val_window;          // validation window 0, cut to --val-tokens
 };
 
-// Checks the options that need the recipe and applies the attention-scale mutation; returns the validation positions.
+// Checks the options that need the recipe and applies the model's mutations (attention scale, MUDD scale); returns
+// the validation positions.
 int64_t check_against_recipe(ReferenceExportOptions& options, const Recipe& recipe, const Schedule& schedule,
                              GptTrainable& model, json& mutation) {
   if (options.steps.empty() && options.checkpoint.empty()) options.steps = default_reference_steps(schedule);
@@ -260,6 +262,10 @@ int64_t check_against_recipe(ReferenceExportOptions& options, const Recipe& reci
   if (options.perturbed_attention_layer >= 0) {
     mutation = {
         {"kind", "attention_scale"}, {"layer", options.perturbed_attention_layer}, {"factor", options.mutation_factor}};
+  }
+  if (options.perturbed_mudd_scale) {
+    model.perturb_mudd_scale(options.mutation_factor);
+    mutation = {{"kind", "mudd_scale"}, {"factor", options.mutation_factor}};
   }
   return val_tokens;
 }

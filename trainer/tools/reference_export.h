@@ -37,6 +37,9 @@ struct ReferenceExportOptions {
   // Mutation proof: NorMuon's learning rate (optimizer.bank_lr, every bank) × mutation_factor (a recipe override
   // of ours; the reference keeps its own).
   bool perturbed_bank_lr = false;
+  // Mutation proof: the MUDD coefficients of layer 10 (μ = M_0(x), §2.7's 0.1 scale) × mutation_factor in every
+  // forward of the export (GptTrainable::perturb_mudd_scale).
+  bool perturbed_mudd_scale = false;
   // How large the mutation is: 1.01 (1%) by default; larger ones measure how far the check is from seeing it.
   double mutation_factor = 1.01;
 };
