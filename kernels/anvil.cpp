@@ -1,6 +1,11 @@
 #include "kernels/anvil.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "kernels/dispatch.h"
 #include "kernels/gemm.h"
@@ -22,6 +27,62 @@ Shape second_moment_shape(const Tensor& param) {
 void check_state_tensor(const Tensor& t, const Tensor& param, const char* op, const char* what) {
   check_shape(t, param.shape(), (std::string(op) + ": " + what).c_str());
   check_dtype(t, stat_dtype(param.dtype()), (std::string(op) + ": " + what).c_str());
+}
+
+// SPEEDRUN_ANVIL_TRACE=1 (read at each update), a debugging aid for a bank that goes non-finite: each update prints
+// to stderr the matrix of the stack with the largest normalised X and every matrix whose X is not finite after the
+// maps or whose normalised X exceeds 1 (the trace scaling bounds it by 1/1.05). Copies X to the host three times per
+// update: slow, never for timing.
+bool anvil_trace_on() {
+  const char* v = std::getenv("SPEEDRUN_ANVIL_TRACE");
+  return v != nullptr && std::string(v) == "1";
+}
+
+struct MatrixStats {
+  double frobenius = 0, max_abs = 0;
+  int64_t nonfinite = 0;
+};
+
+std::vector<MatrixStats> matrix_stats(const Tensor& x) {
+  const std::vector<double> v = x.to(Device::cpu).to_doubles();
+  const int64_t count = x.size(0), per = x.size(1) * x.size(2);
+  std::vector<MatrixStats> out(static_cast<size_t>(count));
+  for (int64_t m = 0; m < count; ++m) {
+    MatrixStats& st = out[static_cast<size_t>(m)];
+    for (int64_t i = m * per; i < (m + 1) * per; ++i) {
+      const double e = v[static_cast<size_t>(i)];
+      if (!std::isfinite(e)) {
+        ++st.nonfinite;
+        continue;
+      }
+      st.frobenius += e * e;
+      st.max_abs = std::max(st.max_abs, std::abs(e));
+    }
+    st.frobenius = std::sqrt(st.frobenius);
+  }
+  return out;
+}
+
+void print_anvil_trace(const Tensor& param, const AnvilArgs& args, const std::vector<MatrixStats>& momentum,
+                       const std::vector<MatrixStats>& normalised, const std::vector<MatrixStats>& mapped) {
+  size_t widest = 0;
+  for (size_t m = 0; m < normalised.size(); ++m) {
+    if (normalised[m].frobenius > normalised[widest].frobenius) widest = m;
+  }
+  for (size_t m = 0; m < normalised.size(); ++m) {
+    const bool suspect = mapped[m].nonfinite > 0 || normalised[m].nonfinite > 0 || normalised[m].frobenius > 1.0;
+    if (m != widest && !suspect) continue;
+    std::fprintf(stderr,
+                 "anvil trace: step %lld, stack %lldx%lldx%lld, matrix %lld: |X|_F %.6g after the momentum "
+                 "(%lld non-finite), %.6g after the trace scaling (%lld non-finite), max |X| %.6g after the maps "
+                 "(%lld non-finite)%s\n",
+                 static_cast<long long>(args.step), static_cast<long long>(param.size(0)),
+                 static_cast<long long>(param.size(1)), static_cast<long long>(param.size(2)),
+                 static_cast<long long>(args.first_matrix + static_cast<int64_t>(m)), momentum[m].frobenius,
+                 static_cast<long long>(momentum[m].nonfinite), normalised[m].frobenius,
+                 static_cast<long long>(normalised[m].nonfinite), mapped[m].max_abs,
+                 static_cast<long long>(mapped[m].nonfinite), suspect ? "  <-- suspect" : "");
+  }
 }
 
 }  // namespace
@@ -127,10 +188,14 @@ void anvil_update(Tensor& param, const Tensor& grad, AnvilState& state, const An
   const AnvilRails rails = anvil_rails(args);
   Tensor x = Tensor::empty(param.shape(), param.dtype(), param.device());
   anvil_momentum(grad, state.fast_rail, state.slow_rail, x, rails);
+  const bool trace = anvil_trace_on();
+  const std::vector<MatrixStats> momentum = trace ? matrix_stats(x) : std::vector<MatrixStats>{};
   const int64_t k = std::min(param.size(1), param.size(2));
   Tensor gram = Tensor::empty({param.size(0), k, k}, param.dtype(), param.device());
   anvil_gram_normalize(x, gram);
+  const std::vector<MatrixStats> normalised = trace ? matrix_stats(x) : std::vector<MatrixStats>{};
   gram_polynomial_maps(x, kAnvilMaps, 6, gram, true);
+  if (trace) print_anvil_trace(param, args, momentum, normalised, matrix_stats(x));
   anvil_apply(x, state.second_moment, state.slow_rail, param, state.mantissa, args);
 }
 

@@ -248,5 +248,39 @@ TEST(AnvilCudaUpdate, Bf16WholeStepsAsAccurateAsCpu) {
   check_whole_steps(DType::bf16);
 }
 
+// A bank's padding slots (vo_bank and qk_bank hold more matrices than the layers use) have a zero gradient and
+// zero weights: X = 0, a zero Gram and trace, δ = W(1e-6). The first steps of a run, from zero state, must leave such
+// a matrix zero and every state tensor finite, on the GPU as on the CPU, beside live matrices of the same stack.
+TEST(AnvilCudaUpdate, ZeroPaddingMatrixStaysZeroAndFinite) {
+  GPT_REQUIRE_CUDA();
+  const Shape shape{3, 768, 768};
+  const int64_t per = 768 * 768;
+  auto with_zero_middle = [&](Tensor t) {
+    Tensor host = t.to(DType::f64).clone();
+    std::fill_n(host.data<double>() + per, per, 0.0);
+    return host.to(t.dtype());
+  };
+  Tensor p_cpu = with_zero_middle(testing::random_tensor(shape, DType::bf16, 30, 0.05));
+  Tensor p_gpu = p_cpu.to(Device::cuda);
+  AnvilState st_cpu = AnvilState::zeros(p_cpu), st_gpu = AnvilState::zeros(p_gpu);
+  for (int64_t step : {int64_t{0}, int64_t{1}, int64_t{2}}) {
+    const Tensor g = with_zero_middle(testing::random_tensor(shape, DType::bf16, 40 + step, 0.01));
+    anvil_update(p_cpu, g, st_cpu, args_at(step));
+    anvil_update(p_gpu, g.to(Device::cuda), st_gpu, args_at(step));
+  }
+  auto expect_finite = [](const Tensor& t, const char* what) {
+    const std::vector<double> v = t.to(Device::cpu).to_doubles();
+    EXPECT_EQ(std::count_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), 0) << what;
+  };
+  expect_finite(p_gpu, "param");
+  expect_finite(st_gpu.fast_rail, "fast_rail");
+  expect_finite(st_gpu.slow_rail, "slow_rail");
+  expect_finite(st_gpu.second_moment, "second_moment");
+  const std::vector<double> gpu = masters(p_gpu, st_gpu.mantissa), cpu = masters(p_cpu, st_cpu.mantissa);
+  EXPECT_TRUE(std::all_of(gpu.begin() + per, gpu.begin() + 2 * per, [](double x) { return x == 0.0; }));
+  EXPECT_TRUE(std::all_of(cpu.begin() + per, cpu.begin() + 2 * per, [](double x) { return x == 0.0; }));
+  EXPECT_LT(relative_frobenius(gpu, cpu), tolerance_for(DType::bf16));
+}
+
 }  // namespace
 }  // namespace gpt

@@ -5,7 +5,10 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/anvil.h"
@@ -260,6 +263,27 @@ TEST(Anvil, ZeroGradientFromZeroStateOnlyDecaysWhereTheRailAllows) {
   const double lr_eff = a.lr * std::sqrt(2.0);
   const auto pp = p.to_doubles();
   for (int64_t e = 0; e < rows * cols; ++e) EXPECT_NEAR(pp[e], p0[0][e] * (1 - 2.25 * a.lr * lr_eff), 1e-15);
+}
+
+// SPEEDRUN_ANVIL_TRACE=1 names the matrix of a stack whose update went non-finite (and, beside it, the widest
+// normalised update); unset, an update prints nothing.
+TEST(Anvil, TraceNamesTheMatrixWhoseUpdateIsNotFinite) {
+  const int64_t rows = 4, cols = 4;
+  auto one_update = [&] {
+    auto g0 = random_stack(3, rows, cols, 31, 0.1);
+    g0[1][5] = std::numeric_limits<double>::quiet_NaN();
+    Tensor p = to_tensor(random_stack(3, rows, cols, 32, 0.1), rows, cols, DType::f64);
+    AnvilState st = AnvilState::zeros(p);
+    ::testing::internal::CaptureStderr();
+    anvil_update(p, to_tensor(g0, rows, cols, DType::f64), st, args_at(5, 1.0, 7));
+    return ::testing::internal::GetCapturedStderr();
+  };
+  ASSERT_EQ(setenv("SPEEDRUN_ANVIL_TRACE", "1", 1), 0);
+  const std::string traced = one_update();
+  unsetenv("SPEEDRUN_ANVIL_TRACE");
+  EXPECT_NE(traced.find("anvil trace: step 5, stack 3x4x4, matrix 8: "), std::string::npos) << traced;
+  EXPECT_NE(traced.find("(16 non-finite)  <-- suspect"), std::string::npos) << traced;
+  EXPECT_EQ(one_update(), "");
 }
 
 // bf16 path against the reference with the same rounding points (rails, second moment and master in fp32);
