@@ -25,6 +25,14 @@ set(SPEEDRUN_SLOW_TESTS
   CanonicalMaskCorpus.ScanFindsAPlantedPair                          # 10
   CanonicalMaskCorpus.DefaultCorpusHasNoMaskedPair                   # 17
   CanonicalMaskCorpus.ProxyCorpusHasNoMaskedPair                     # 37 (skips without data/proxy)
+  # 2026-12-08, ASan build on 2 cores: each writes one or two whole tiny exports
+  ReferenceExport.CheckpointPairStartsFromTheTrainedWeights          # 138
+  ReferenceExport.TinyExportIsCompleteAndMatchesAnIndependentBackward  # 127
+  ReferenceExport.PerturbedAdamLearningRateScalesOneGroupsUpdate     # 74
+  ReferenceExport.BadStepsAndWindowsAreRejectedNamingTheFlag         # 71
+  ReferenceExport.PerturbedAttentionScaleChangesTheResultsAndIsRecorded  # 62
+  ReferenceExport.PerturbedBankLearningRateScalesTheBankUpdates      # ≈ 60
+  ReferenceExport.PerturbedMuddScaleChangesTheResultsAndIsRecorded   # 57
 )
 # Tests given a cost and a time limit of their own (label `slow` alone: their folder's).
 set(SPEEDRUN_LONG_SLOW_TESTS TinyExtRun.WarmupLeavesNoTraceAndResumeMidCycleIsBitExact)
