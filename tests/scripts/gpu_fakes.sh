@@ -68,7 +68,7 @@ fakes_setup() {
   cat > "$fakebin/fake-record" << 'EOF'
 #!/usr/bin/env bash
 name=$1; shift
-{ env | grep -E '^SPEEDRUN_(ATTENTION|MIX|SCATTER|GEMM)' | sort | tr '\n' ' '; echo "$*"; } >> "$FAKE_CALLS/$name"
+{ env | grep -E '^SPEEDRUN_(ATTENTION|MIX|SCATTER|GEMM|ANVIL)' | sort | tr '\n' ' '; echo "$*"; } >> "$FAKE_CALLS/$name"
 EOF
   cat > "$fakebin/fake-failing" << 'EOF'
 #!/usr/bin/env bash
@@ -266,6 +266,10 @@ JSON
     fails train_gpt && { echo "train_gpt: cudaErrorIllegalAddress" >&2; exit 1; }
     out=$(value --out "$@"); id=$(value --run-id "$@")
     mkdir -p "$out"
+    # SPEEDRUN_ANVIL_TRACE=1: one suspect update, as kernels/anvil.cpp prints it.
+    [[ ${SPEEDRUN_ANVIL_TRACE:-} == 1 ]] && echo "anvil trace: step 2, stack 20x768x768, matrix 7: |X|_F 0.5 after \
+the momentum (0 non-finite), 0.95 after the trace scaling (0 non-finite), max |X| nan after the maps (9 non-finite)  \
+<-- suspect" >&2
     # FAKE_DIVERGE_UNLESS=TEXT: a run whose arguments lack TEXT validates NaN at step 200 and diverges (exit 3).
     if [[ -n ${FAKE_DIVERGE_UNLESS:-} && " $* " != *"$FAKE_DIVERGE_UNLESS"* ]]; then
       printf 'step:0/1194 val_loss:10.7862 train_time:682ms\nstep:200/1194 val_loss:nan train_time:8577ms\n' > "$out/$id.txt"

@@ -39,6 +39,18 @@ expect_call train_gpt "--set fp8=false --seed 0 --run-id first"
 expect_call train_gpt "--set extensions.tail_average=false --seed 0 --run-id second"
 [[ $(wc -l < "$calls/train_gpt") == 2 ]] || fail "expected 2 runs, got: $(cat "$calls/train_gpt")"
 
+# Environment switches before a variant's flags reach train_gpt's environment, not its arguments.
+reset_calls
+printf 'traced SPEEDRUN_ANVIL_TRACE=1 SPEEDRUN_GEMM_AUTOTUNE=0 --set fp8=false\nplain\n' > "$work/env-variants.txt"
+BUILD=0 run_script gpu-switch-bisect "$work/env-variants.txt"
+expect_status 0
+expect_call train_gpt "SPEEDRUN_ANVIL_TRACE=1 SPEEDRUN_GEMM_AUTOTUNE=0 --recipe mini-ext"
+expect_call train_gpt "--set validation.every=50 --set fp8=false --seed 0 --run-id traced"
+grep -q "^--recipe mini-ext .* --run-id plain" "$calls/train_gpt" || fail "the plain variant got an environment: $(cat "$calls/train_gpt")"
+grep -qE '^traced .*$' "$OUT/switch-bisect.txt" && grep -qE '^    anvil trace: step 2, .*matrix 7: .*<-- suspect$' "$OUT/switch-bisect.txt" ||
+  fail "the traced variant's suspect update is not under its row: $(cat "$OUT/switch-bisect.txt")"
+[[ $(grep -c 'anvil trace' "$OUT/switch-bisect.txt") == 1 ]] || fail "a suspect line under the untraced variant too"
+
 # No variant starts that could outlast the budget.
 reset_calls
 BUILD=0 LIMIT_S=60 BUDGET_S=30 run_script gpu-switch-bisect "$work/variants.txt"
