@@ -364,6 +364,21 @@ ExportPair export_with_and_without(const test::RunScratch& scratch, ReferenceExp
   return e;
 }
 
+// The one-microbatch tiny export with and without the mutation that `flag` switches on, at factor 1.05; the
+// perturbed manifest must name it.
+ExportPair export_switch_mutation(const test::RunScratch& scratch, bool ReferenceExportOptions::*flag,
+                                  const char* kind) {
+  ReferenceExportOptions o = tiny_export(scratch);
+  o.microbatches = 1;
+  ExportPair e = export_with_and_without(scratch, o, [flag](ReferenceExportOptions& p) {
+    p.*flag = true;
+    p.mutation_factor = 1.05;
+  });
+  EXPECT_EQ(e.perturbed["mutation"]["kind"], kind);
+  EXPECT_EQ(e.perturbed["mutation"]["factor"], 1.05);
+  return e;
+}
+
 // The mutation proof's switch: a 1% larger attention scale in layer 0 changes what depends on that layer and the
 // manifest says so. At initialisation lm_head's N(0, 0.005²) weights make the logits nearly independent of the
 // body, so the effect is small there (the GPU check runs this mutation on trained weights).
@@ -394,14 +409,7 @@ TEST(ReferenceExport, PerturbedAttentionScaleChangesTheResultsAndIsRecorded) {
 // the weights do not.
 TEST(ReferenceExport, PerturbedMuddScaleChangesTheResultsAndIsRecorded) {
   test::RunScratch scratch;
-  ReferenceExportOptions o = tiny_export(scratch);
-  o.microbatches = 1;
-  const ExportPair e = export_with_and_without(scratch, o, [](ReferenceExportOptions& p) {
-    p.perturbed_mudd_scale = true;
-    p.mutation_factor = 1.05;
-  });
-  EXPECT_EQ(e.perturbed["mutation"]["kind"], "mudd_scale");
-  EXPECT_EQ(e.perturbed["mutation"]["factor"], 1.05);
+  const ExportPair e = export_switch_mutation(scratch, &ReferenceExportOptions::perturbed_mudd_scale, "mudd_scale");
   const json& a = e.plain["steps"][0];
   const json& b = e.perturbed["steps"][0];
   EXPECT_NE(read_floats(e.plain_dir, a["validation"]["losses"]),
@@ -463,14 +471,7 @@ TEST(ReferenceExport, PerturbedAdamLearningRateScalesOneGroupsUpdate) {
 // (the cautious weight decay goes with lr², so not exactly) from the same gradient, which the mutation leaves alone.
 TEST(ReferenceExport, PerturbedBankLearningRateScalesTheBankUpdates) {
   test::RunScratch scratch;
-  ReferenceExportOptions o = tiny_export(scratch);
-  o.microbatches = 1;
-  const ExportPair e = export_with_and_without(scratch, o, [](ReferenceExportOptions& p) {
-    p.perturbed_bank_lr = true;
-    p.mutation_factor = 1.05;
-  });
-  EXPECT_EQ(e.perturbed["mutation"]["kind"], "bank_lr");
-  EXPECT_EQ(e.perturbed["mutation"]["factor"], 1.05);
+  const ExportPair e = export_switch_mutation(scratch, &ReferenceExportOptions::perturbed_bank_lr, "bank_lr");
   const json& plain = e.plain["steps"][0]["microbatches"][0];
   const json& perturbed = e.perturbed["steps"][0]["microbatches"][0];
   auto even_update = [&](const fs::path& dir, const json& m, const json& draw, const std::string& name) {
