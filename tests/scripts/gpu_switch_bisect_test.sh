@@ -51,6 +51,14 @@ grep -qE '^traced .*$' "$OUT/switch-bisect.txt" && grep -qE '^    anvil trace: s
   fail "the traced variant's suspect update is not under its row: $(cat "$OUT/switch-bisect.txt")"
 [[ $(grep -c 'anvil trace' "$OUT/switch-bisect.txt") == 1 ]] || fail "a suspect line under the untraced variant too"
 
+# EXTRA's words are flags for every variant, never an environment.
+reset_calls
+printf 'traced SPEEDRUN_ANVIL_TRACE=1\n' > "$work/env-only.txt"
+EXTRA="--set schedule.warmup=false" BUILD=0 run_script gpu-switch-bisect "$work/env-only.txt"
+expect_status 0
+expect_call train_gpt "SPEEDRUN_ANVIL_TRACE=1 --recipe mini-ext"
+expect_call train_gpt "--set validation.every=50 --set schedule.warmup=false --seed 0 --run-id traced"
+
 # No variant starts that could outlast the budget.
 reset_calls
 BUILD=0 LIMIT_S=60 BUDGET_S=30 run_script gpu-switch-bisect "$work/variants.txt"
